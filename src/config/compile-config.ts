@@ -1,0 +1,124 @@
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { Ajv, type ErrorObject } from 'ajv';
+import { ConfigError } from '../errors/errors.js';
+import type { CompiledConfig, CompiledStageConfig, RawConfig, ResolvedQueueConfig } from './config.types.js';
+import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.js';
+import { parseDuration } from './duration.js';
+import { resolveQueue } from './queue-resolver.js';
+
+const require = createRequire(import.meta.url);
+/** The same file editors use through `$schema`; shipped in the package as `stagecoach/schema.json`. */
+export const SCHEMA_PATH = require.resolve('../../../schema/stagecoach.schema.json');
+const schema = require(SCHEMA_PATH) as object;
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+const validateSchema = ajv.compile<RawConfig>(schema);
+
+/**
+ * Step 3 of the configuration: validate `raw` against the shipped JSON Schema, check the rules
+ * a schema cannot express, and resolve queues and stage module paths.
+ *
+ * @param source the file it came from: errors name it, and stage modules resolve relative to it.
+ * @throws ConfigError naming the file, the key and what was expected.
+ */
+export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig {
+  if (!validateSchema(raw)) throw schemaError(source, validateSchema.errors ?? []);
+  const config = withDefaults(raw);
+  const baseDir = source === '<inline>' ? process.cwd() : path.dirname(source);
+
+  const policy = config.queues._default;
+  const queues = new Map<string, ResolvedQueueConfig>();
+  for (const [name, own] of Object.entries(config.queues)) {
+    if (name === '_default') continue;
+    const queue = resolveQueue(name, policy, own);
+    checkQueue(source, queue);
+    queues.set(name, queue);
+  }
+  const defaultQueue = resolveQueue('_default', policy, undefined);
+  checkQueue(source, defaultQueue);
+
+  const stages = new Map<string, CompiledStageConfig>();
+  for (const [name, stage] of Object.entries(config.stages)) {
+    const concurrency = stage.concurrency ?? DEFAULT_CONCURRENCY;
+    stages.set(name, {
+      name,
+      module: path.resolve(baseDir, stage.module),
+      concurrency,
+      prefetch: stage.prefetch ?? concurrency + PREFETCH_BUFFER,
+      options: stage.options ?? {},
+    });
+  }
+
+  return {
+    source,
+    prefix: config.prefix,
+    broker: config.broker,
+    tenantHeader: config.tenantHeader,
+    tenants: config.tenants,
+    strict_queues: config.strict_queues,
+    durable: config.durable,
+    defaultQueue,
+    queues,
+    stages,
+  };
+}
+
+function checkQueue(source: string, queue: ResolvedQueueConfig): void {
+  const key = `queues.${queue.name}`;
+  const retry = queue.default_retry;
+  for (const field of ['initial_interval', 'max_interval'] as const) {
+    if (parseDuration(retry[field]) === undefined) {
+      throw new ConfigError(source, `${key}.default_retry.${field}`, `an ISO 8601 duration, got "${retry[field]}"`);
+    }
+  }
+  if (!queue.variants) return;
+  if (queue.scope !== 'tenant') {
+    throw new ConfigError(source, `${key}.variants`, 'variants only on a tenant-scoped queue (scope "tenant")');
+  }
+  // Each job must reach exactly one queue, so a header value may select one variant only.
+  const owner = new Map<string, string>();
+  for (const [variant, values] of Object.entries(queue.variants.values)) {
+    for (const value of values) {
+      const other = owner.get(value);
+      if (other !== undefined) {
+        throw new ConfigError(
+          source,
+          `${key}.variants.values.${variant}`,
+          `values that no other variant lists ("${value}" is in "${other}" too)`,
+        );
+      }
+      owner.set(value, variant);
+    }
+  }
+}
+
+function schemaError(source: string, errors: ErrorObject[]): ConfigError {
+  // Report the deepest error first: it names the key closest to the mistake.
+  const error = [...errors].sort((a, b) => b.instancePath.length - a.instancePath.length)[0];
+  if (!error) return new ConfigError(source, '', 'a valid configuration');
+  const key = error.instancePath.split('/').slice(1).map(decodePointer).join('.');
+  const params = error.params as Record<string, unknown>;
+  let expected: string;
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return new ConfigError(source, key ? `${key}.${String(params.additionalProperty)}` : String(params.additionalProperty), 'no such key (unknown setting)');
+    case 'required':
+      return new ConfigError(source, key ? `${key}.${String(params.missingProperty)}` : String(params.missingProperty), 'a value (required)');
+    case 'enum':
+      expected = `one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+      break;
+    case 'pattern':
+      expected = `a string matching ${String(params.pattern)}`;
+      break;
+    case 'propertyNames':
+      return new ConfigError(source, `${key}.${String(params.propertyName)}`, 'a name of letters, digits, "_" and "-"');
+    default:
+      expected = error.message ?? 'a valid value';
+  }
+  return new ConfigError(source, key, expected);
+}
+
+function decodePointer(part: string): string {
+  return part.replace(/~1/g, '/').replace(/~0/g, '~');
+}

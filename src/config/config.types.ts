@@ -1,0 +1,148 @@
+/**
+ * Configuration, in the three steps it goes through:
+ *
+ * 1. {@link RawConfig}: the JSON file as written (every field optional but `stages`).
+ * 2. {@link ConfigWithDefaults}: `withDefaults()` merged the system defaults and `_default`.
+ * 3. {@link CompiledConfig}: `compileConfig()` validated it against the shipped JSON Schema
+ *    (`schema/stagecoach.schema.json`) and resolved names, durations and module paths.
+ *
+ * Field names inside `queues.*` follow the OJS queue configuration extension (snake_case);
+ * stagecoach's own fields are camelCase.
+ */
+
+/** An OJS retry policy (OJS core "Retry policies"). Durations are ISO 8601 (`PT1S`). */
+export interface RetryPolicy {
+  /** All attempts, the first included; 1 means no retry. @defaultValue 3 */
+  max_attempts?: number;
+  /** Wait before the second attempt, ISO 8601. @defaultValue "PT1S" */
+  initial_interval?: string;
+  /** Multiplier for each further wait. @defaultValue 2 */
+  backoff_coefficient?: number;
+  /** Upper bound of any wait, ISO 8601. @defaultValue "PT5M" */
+  max_interval?: string;
+  /** Multiply each wait by a random factor in [0.5, 1.5). @defaultValue true */
+  jitter?: boolean;
+  /** Error types that are never retried; `prefix.*` matches by prefix. @defaultValue [] */
+  non_retryable_errors?: string[];
+  /** What happens when attempts run out. @defaultValue "dead_letter" */
+  on_exhaustion?: 'dead_letter' | 'discard';
+}
+
+/** How jobs of one logical queue are split into specialised queues by a header. */
+export interface VariantsConfig {
+  /** The AMQP header whose value selects the variant (e.g. `mime`). */
+  by: string;
+  /** Variant name -> header values that select it. Value lists must not overlap. */
+  values: Record<string, string[]>;
+}
+
+/** One logical queue (OJS queue configuration, seeds/001 section 6, plus scope and variants). */
+export interface QueueConfig {
+  /** `tenant`: one physical queue per tenant; `shared`: one for all. @defaultValue "tenant" */
+  scope?: 'tenant' | 'shared';
+  /** Specialised queues by header value (tenant-scoped queues only). @defaultValue none */
+  variants?: VariantsConfig;
+  /** Most jobs the physical queue holds (`x-max-length`). @defaultValue unlimited */
+  max_size?: number;
+  /** Most bytes of job bodies the physical queue holds (`x-max-length-bytes`). @defaultValue unlimited */
+  max_size_bytes?: number;
+  /** What a full queue does: `reject` (publish is nacked: QUEUE_FULL) or `drop_oldest`. @defaultValue "reject" */
+  overflow_policy?: 'reject' | 'drop_oldest';
+  /** Default execution timeout of a job, in seconds. @defaultValue none */
+  default_timeout?: number;
+  /** Default retry policy of jobs in this queue. @defaultValue the `_default` policy's */
+  default_retry?: RetryPolicy;
+  /** Logical queue that receives jobs that exhaust their retries. @defaultValue `<prefix>.dead.<queue>[.<tenant>]` */
+  dead_letter_queue?: string;
+  /** Job types accepted by the queue (`*` and `prefix.*` wildcards). @defaultValue ["*"] */
+  allowed_job_types?: string[];
+  /** AMQP `x-max-priority` of the physical queue (1-9); enables job priorities. @defaultValue none */
+  max_priority?: number;
+}
+
+/** One stage deployment: where its class lives and how hard it works. */
+export interface StageConfig {
+  /** ES module containing the `@Stage` class, relative to the configuration file. */
+  module: string;
+  /** Jobs its handler runs at once. @defaultValue 1 */
+  concurrency?: number;
+  /** Deliveries the broker may send ahead of the handler. @defaultValue concurrency + 10 */
+  prefetch?: number;
+  /** Free-form settings handed to the stage through the `STAGE_OPTIONS` token. @defaultValue {} */
+  options?: Record<string, unknown>;
+}
+
+/** The configuration file as written. */
+export interface RawConfig {
+  $schema?: string;
+  /** First word of every broker name. @defaultValue "ojs" */
+  prefix?: string;
+  broker?: {
+    /** AMQP URL. Env `AMQP_URL` overrides. @defaultValue "amqp://guest:guest@localhost:5672/" */
+    url?: string;
+    /** AMQP heartbeat, in seconds. @defaultValue 60 */
+    heartbeat?: number;
+  };
+  /** Header carrying the tenant slug, matched by the root exchange. @defaultValue "x-ojs-tenant" */
+  tenantHeader?: string;
+  /** Tenants known to `provision` and `dev`. @defaultValue [] */
+  tenants?: string[];
+  /** Logical queues by name; `_default` is the policy every queue inherits. @defaultValue {} */
+  queues?: Record<string, QueueConfig>;
+  /** Refuse stage inputs and outputs that no `queues` entry names. @defaultValue false */
+  strict_queues?: boolean;
+  /** Declare queues and exchanges durable (tests turn this off). @defaultValue true */
+  durable?: boolean;
+  /** Stages by name. */
+  stages?: Record<string, StageConfig>;
+}
+
+/** A retry policy with every field present. */
+export type ResolvedRetryPolicy = Required<RetryPolicy>;
+
+/** A queue with `_default` and the system defaults merged in. */
+export interface ResolvedQueueConfig extends Omit<QueueConfig, 'default_retry' | 'scope'> {
+  name: string;
+  scope: 'tenant' | 'shared';
+  default_retry: ResolvedRetryPolicy;
+  /** False for a queue created implicitly (named by a stage but not by `queues`). */
+  configured: boolean;
+}
+
+/** After `withDefaults()`: every top-level field present. */
+export interface ConfigWithDefaults {
+  prefix: string;
+  broker: { url: string; heartbeat: number };
+  tenantHeader: string;
+  tenants: string[];
+  queues: Record<string, QueueConfig>;
+  strict_queues: boolean;
+  durable: boolean;
+  stages: Record<string, StageConfig>;
+}
+
+export interface CompiledStageConfig {
+  name: string;
+  /** Absolute path of the stage module. */
+  module: string;
+  concurrency: number;
+  prefetch: number;
+  options: Record<string, unknown>;
+}
+
+/** Validated and ready to use: queues resolved, modules absolute. */
+export interface CompiledConfig {
+  /** Absolute path of the file it came from, or `<inline>`. */
+  source: string;
+  prefix: string;
+  broker: { url: string; heartbeat: number };
+  tenantHeader: string;
+  tenants: string[];
+  strict_queues: boolean;
+  durable: boolean;
+  /** The `_default` policy merged over the system defaults. */
+  defaultQueue: ResolvedQueueConfig;
+  /** Every configured queue, `_default` excluded. */
+  queues: Map<string, ResolvedQueueConfig>;
+  stages: Map<string, CompiledStageConfig>;
+}

@@ -1,0 +1,47 @@
+import type { ConfigWithDefaults, QueueConfig, RawConfig, ResolvedRetryPolicy } from './config.types.js';
+
+/** The system defaults every queue starts from (OJS queue configuration 7.2, layer 1). */
+export const SYSTEM_RETRY_DEFAULTS: ResolvedRetryPolicy = {
+  max_attempts: 3,
+  initial_interval: 'PT1S',
+  backoff_coefficient: 2,
+  max_interval: 'PT5M',
+  jitter: true,
+  non_retryable_errors: [],
+  on_exhaustion: 'dead_letter',
+};
+
+export const SYSTEM_QUEUE_DEFAULTS = {
+  scope: 'tenant',
+  overflow_policy: 'reject',
+  allowed_job_types: ['*'],
+} as const satisfies QueueConfig;
+
+export const DEFAULT_PREFIX = 'ojs';
+export const DEFAULT_URL = 'amqp://guest:guest@localhost:5672/';
+export const DEFAULT_TENANT_HEADER = 'x-ojs-tenant';
+export const DEFAULT_HEARTBEAT_SECONDS = 60;
+export const DEFAULT_CONCURRENCY = 1;
+/** Deliveries prefetched beyond the concurrency, so the handler never waits on a round trip. */
+export const PREFETCH_BUFFER = 10;
+
+/**
+ * Step 2 of the configuration: the one place where top-level defaults are merged in.
+ * Queue-level inheritance (`_default`, then the queue's own fields) happens in
+ * `resolveQueue()` because implicit queues need it too.
+ */
+export function withDefaults(raw: RawConfig): ConfigWithDefaults {
+  return {
+    prefix: raw.prefix ?? DEFAULT_PREFIX,
+    broker: {
+      url: raw.broker?.url ?? DEFAULT_URL,
+      heartbeat: raw.broker?.heartbeat ?? DEFAULT_HEARTBEAT_SECONDS,
+    },
+    tenantHeader: raw.tenantHeader ?? DEFAULT_TENANT_HEADER,
+    tenants: raw.tenants ?? [],
+    queues: raw.queues ?? {},
+    strict_queues: raw.strict_queues ?? false,
+    durable: raw.durable ?? true,
+    stages: raw.stages ?? {},
+  };
+}

@@ -1,0 +1,41 @@
+import { ConfigError } from '../errors/errors.js';
+import type { CompiledConfig, QueueConfig, ResolvedQueueConfig } from './config.types.js';
+import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
+
+/**
+ * Layers one queue's configuration (OJS queue configuration 7.2): system defaults, then the
+ * `_default` policy, then the queue's own fields. `default_retry` merges field by field so that
+ * a queue that only changes `max_attempts` keeps the inherited intervals.
+ */
+export function resolveQueue(
+  name: string,
+  policy: QueueConfig | undefined,
+  own: QueueConfig | undefined,
+): ResolvedQueueConfig {
+  return {
+    ...SYSTEM_QUEUE_DEFAULTS,
+    ...policy,
+    ...own,
+    name,
+    scope: own?.scope ?? policy?.scope ?? SYSTEM_QUEUE_DEFAULTS.scope,
+    default_retry: { ...SYSTEM_RETRY_DEFAULTS, ...policy?.default_retry, ...own?.default_retry },
+    configured: own !== undefined,
+  };
+}
+
+/**
+ * The queue a stage reads or writes. A name no configuration mentions is created implicitly
+ * with the `_default` policy (OJS 5.2), unless `strict_queues` is set.
+ */
+export function queueFor(config: CompiledConfig, name: string, usedBy = 'a stage'): ResolvedQueueConfig {
+  const configured = config.queues.get(name);
+  if (configured) return configured;
+  if (config.strict_queues) {
+    throw new ConfigError(
+      config.source,
+      `queues.${name}`,
+      `a configured queue (strict_queues is on and ${usedBy} uses "${name}")`,
+    );
+  }
+  return { ...config.defaultQueue, name, configured: false };
+}

@@ -1,0 +1,108 @@
+/**
+ * One base class, {@link StagecoachError}, with a machine-readable `code` taken from the OJS
+ * error codes where one fits. Subclasses carry the fields an operator needs to act
+ * (file and key, tenant, queue, stage) so that log lines and CLI messages can name them.
+ */
+
+export type ErrorCode =
+  | 'INVALID_CONFIG'
+  | 'INVALID_PAYLOAD'
+  | 'INVALID_REQUEST'
+  | 'INVALID_RETRY_POLICY'
+  | 'NOT_FOUND'
+  | 'QUEUE_FULL'
+  | 'TENANT_REQUIRED'
+  | 'UNKNOWN_OUTPUT'
+  | 'STAGE_NOT_FOUND'
+  | 'PUBLISH_FAILED'
+  | 'CONNECTION_FAILED'
+  | 'HANDLER_ERROR'
+  | 'NON_RETRYABLE';
+
+export class StagecoachError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A configuration file or value that does not match the schema or its rules. Exit code 2. */
+export class ConfigError extends StagecoachError {
+  constructor(
+    readonly file: string,
+    readonly key: string,
+    readonly expected: string,
+  ) {
+    super('INVALID_CONFIG', `${file}: ${key || '(root)'}: ${expected}`);
+  }
+}
+
+/** A message that is not a job this stage can take: not JSON, not an envelope, wrong type. */
+export class InvalidPayloadError extends StagecoachError {
+  constructor(
+    readonly reason: string,
+    readonly queue?: string,
+  ) {
+    super('INVALID_PAYLOAD', reason);
+  }
+}
+
+/** A job addressed to a tenant-scoped queue without a tenant. */
+export class TenantRequiredError extends StagecoachError {
+  constructor(readonly queue: string) {
+    super('TENANT_REQUIRED', `queue "${queue}" is tenant-scoped: a tenant is required`);
+  }
+}
+
+/** `ctx.emit()` to an output that the stage decorator does not name. */
+export class UnknownOutputError extends StagecoachError {
+  constructor(
+    readonly stage: string,
+    readonly output: string,
+    readonly outputs: readonly string[],
+  ) {
+    super(
+      'UNKNOWN_OUTPUT',
+      `stage "${stage}" emitted to "${output}", which is not one of its outputs (${outputs.join(', ') || 'none'})`,
+    );
+  }
+}
+
+/** A stage name with no configuration, or a module with no matching `@Stage` class. */
+export class StageNotFoundError extends StagecoachError {
+  constructor(
+    readonly stage: string,
+    detail: string,
+  ) {
+    super('STAGE_NOT_FOUND', `stage "${stage}": ${detail}`);
+  }
+}
+
+/** The broker refused a publish (nack, full queue, closed channel). */
+export class PublishError extends StagecoachError {
+  constructor(
+    message: string,
+    readonly exchange: string,
+    readonly routingKey: string,
+    options?: { cause?: unknown },
+  ) {
+    super('PUBLISH_FAILED', message, options);
+  }
+}
+
+/**
+ * Thrown by a handler to send a job straight to its dead letters, skipping retries.
+ * `type` becomes the dead letter's error type.
+ */
+export class NonRetryableError extends StagecoachError {
+  constructor(
+    message: string,
+    readonly type = 'NonRetryableError',
+  ) {
+    super('NON_RETRYABLE', message);
+  }
+}

@@ -1,0 +1,98 @@
+import type { Options } from 'amqplib';
+import { parseDuration } from '../config/duration.js';
+import { InvalidPayloadError } from '../errors/errors.js';
+import { JOB_CONTENT_TYPE, parseEnvelope } from './envelope.js';
+import type { HeaderValue, Job } from './job.types.js';
+
+/** The `x-ojs-*` headers of the OJS AMQP binding, and the ones stagecoach adds for dead letters. */
+export const OJS_HEADERS = {
+  tenant: 'x-ojs-tenant',
+  queue: 'x-ojs-queue',
+  attempt: 'x-ojs-attempt',
+  scheduledAt: 'x-ojs-scheduled-at',
+  traceparent: 'x-ojs-traceparent',
+  errorType: 'x-ojs-error-type',
+  errorMessage: 'x-ojs-error-message',
+} as const;
+
+export interface WireOptions {
+  /** Header the root exchange routes by; set besides `x-ojs-tenant` when it differs. */
+  tenantHeader: string;
+  traceparent?: string;
+  /** Extra headers (variant headers and the like). They never override the `x-ojs-*` ones. */
+  headers?: Record<string, HeaderValue>;
+}
+
+export interface WireMessage {
+  content: Buffer;
+  options: Options.Publish;
+}
+
+/** Envelope -> AMQP body, properties and headers (OJS AMQP binding "Message Properties"). */
+export function toWire(job: Job, wire: WireOptions): WireMessage {
+  const headers: Record<string, HeaderValue> = { ...wire.headers };
+  headers[OJS_HEADERS.queue] = job.queue;
+  headers[OJS_HEADERS.attempt] = job.attempt;
+  if (job.tenant !== undefined) {
+    headers[OJS_HEADERS.tenant] = job.tenant;
+    headers[wire.tenantHeader] = job.tenant;
+  }
+  if (job.scheduled_at !== undefined) headers[OJS_HEADERS.scheduledAt] = job.scheduled_at;
+  if (wire.traceparent !== undefined) headers[OJS_HEADERS.traceparent] = wire.traceparent;
+  if (job.error !== undefined) {
+    headers[OJS_HEADERS.errorType] = job.error.type;
+    headers[OJS_HEADERS.errorMessage] = job.error.message;
+  }
+
+  const options: Options.Publish = {
+    messageId: job.id,
+    type: job.type,
+    contentType: JOB_CONTENT_TYPE,
+    persistent: true,
+    timestamp: Math.floor(Date.parse(job.created_at) / 1000),
+    headers,
+  };
+  if (job.priority !== undefined) options.priority = Math.max(0, Math.min(9, Math.round(job.priority)));
+  if (job.enqueue_ttl !== undefined) {
+    const ttl = parseDuration(job.enqueue_ttl);
+    if (ttl === undefined) throw new InvalidPayloadError(`"enqueue_ttl" must be an ISO 8601 duration, got "${job.enqueue_ttl}"`, job.queue);
+    options.expiration = String(ttl);
+  }
+  return { content: Buffer.from(JSON.stringify(job)), options };
+}
+
+export interface IncomingMessage {
+  content: Buffer;
+  properties: { headers?: Record<string, unknown> | undefined; contentType?: string | undefined };
+}
+
+export interface DecodedJob {
+  job: Job;
+  headers: Record<string, unknown>;
+}
+
+/**
+ * AMQP message -> envelope. The `x-ojs-attempt` header wins over the body's `attempt`: retries
+ * stamp the header. The body is parsed once, here.
+ * @throws InvalidPayloadError with the reason when the body is not a job.
+ */
+export function fromWire(message: IncomingMessage): DecodedJob {
+  const headers = message.properties.headers ?? {};
+  const contentType = message.properties.contentType;
+  if (contentType !== undefined && contentType !== JOB_CONTENT_TYPE && contentType !== 'application/json') {
+    throw new InvalidPayloadError(`content type "${contentType}" is not ${JOB_CONTENT_TYPE}`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(message.content.toString('utf8'));
+  } catch (err) {
+    throw new InvalidPayloadError(`the body is not JSON (${(err as Error).message})`);
+  }
+  const job = parseEnvelope(body);
+  const attempt = Number(headers[OJS_HEADERS.attempt]);
+  if (Number.isInteger(attempt) && attempt >= 1) job.attempt = attempt;
+  if (job.tenant === undefined && typeof headers[OJS_HEADERS.tenant] === 'string') {
+    job.tenant = headers[OJS_HEADERS.tenant] as string;
+  }
+  return { job, headers };
+}

@@ -1,0 +1,72 @@
+import { v7 as uuidv7 } from 'uuid';
+import { InvalidPayloadError } from '../errors/errors.js';
+import type { Job, JobSpec } from './job.types.js';
+
+export const SPEC_VERSION = '1.0.0-rc.1';
+export const JOB_CONTENT_TYPE = 'application/openjobspec+json';
+
+export interface JobOrigin {
+  queue: string;
+  tenant?: string;
+  /** The job this one was emitted by: its id becomes `meta.parent_id`. */
+  parentId?: string;
+}
+
+/** A new envelope (OJS PUSH): id UUIDv7, attempt 1, created now. */
+export function createJob(spec: JobSpec, origin: JobOrigin): Job {
+  if (typeof spec.type !== 'string' || spec.type.length === 0) {
+    throw new InvalidPayloadError('a job needs a non-empty string "type"', origin.queue);
+  }
+  if (spec.args !== undefined && !Array.isArray(spec.args)) {
+    throw new InvalidPayloadError(`job "${spec.type}": "args" must be a JSON array`, origin.queue);
+  }
+  const meta = { ...spec.meta };
+  if (origin.parentId !== undefined) meta.parent_id = origin.parentId;
+  const job: Job = {
+    specversion: SPEC_VERSION,
+    id: uuidv7(),
+    type: spec.type,
+    queue: origin.queue,
+    args: spec.args ?? [],
+    meta,
+    attempt: 1,
+    created_at: new Date().toISOString(),
+  };
+  if (origin.tenant !== undefined) job.tenant = origin.tenant;
+  if (spec.priority !== undefined) job.priority = spec.priority;
+  if (spec.timeout !== undefined) job.timeout = spec.timeout;
+  if (spec.retry !== undefined) job.retry = spec.retry;
+  if (spec.scheduled_at !== undefined) job.scheduled_at = spec.scheduled_at;
+  if (spec.enqueue_ttl !== undefined) job.enqueue_ttl = spec.enqueue_ttl;
+  return job;
+}
+
+/**
+ * Checks that a parsed body is an OJS envelope and returns it typed. Only what stagecoach
+ * relies on is checked; unknown fields are kept.
+ * @throws InvalidPayloadError naming the first field that is wrong.
+ */
+export function parseEnvelope(body: unknown): Job {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new InvalidPayloadError('the body is not an OJS envelope (expected a JSON object)');
+  }
+  const job = body as Record<string, unknown>;
+  const expect = (ok: boolean, what: string): void => {
+    if (!ok) throw new InvalidPayloadError(`the envelope's ${what}`);
+  };
+  expect(typeof job.id === 'string' && job.id.length > 0, '"id" must be a non-empty string');
+  expect(typeof job.type === 'string' && job.type.length > 0, '"type" must be a non-empty string');
+  expect(typeof job.queue === 'string' && job.queue.length > 0, '"queue" must be a non-empty string');
+  expect(Array.isArray(job.args), '"args" must be a JSON array');
+  expect(job.meta === undefined || (typeof job.meta === 'object' && job.meta !== null && !Array.isArray(job.meta)), '"meta" must be an object');
+  expect(job.tenant === undefined || typeof job.tenant === 'string', '"tenant" must be a string');
+  expect(job.attempt === undefined || (Number.isInteger(job.attempt) && (job.attempt as number) >= 1), '"attempt" must be an integer >= 1');
+  expect(job.timeout === undefined || (typeof job.timeout === 'number' && job.timeout > 0), '"timeout" must be a positive number of seconds');
+  return {
+    ...(job as unknown as Job),
+    specversion: typeof job.specversion === 'string' ? job.specversion : SPEC_VERSION,
+    meta: (job.meta as Record<string, unknown> | undefined) ?? {},
+    attempt: (job.attempt as number | undefined) ?? 1,
+    created_at: typeof job.created_at === 'string' ? job.created_at : new Date().toISOString(),
+  };
+}

@@ -1,0 +1,61 @@
+import type { RetryPolicy } from '../config/config.types.js';
+
+/** OJS structured error (OJS core "Structured errors"). */
+export interface JobError {
+  type: string;
+  message: string;
+  backtrace?: string[];
+}
+
+/** An OJS job envelope as it travels in a message body (seeds/003, DESIGN.md "Words"). */
+export interface Job {
+  specversion: string;
+  /** UUIDv7. */
+  id: string;
+  type: string;
+  /** Logical queue name. */
+  queue: string;
+  args: unknown[];
+  meta: Record<string, unknown>;
+  /** 0-9, higher first (AMQP priority). */
+  priority?: number;
+  /** Execution timeout, in seconds. */
+  timeout?: number;
+  retry?: RetryPolicy;
+  /** ISO 8601 timestamp. */
+  scheduled_at?: string;
+  /** Time the job may wait in its queue before it expires, ISO 8601 duration. */
+  enqueue_ttl?: string;
+  /** 1 on the first delivery, +1 for every retry or redelivery after a crash. */
+  attempt: number;
+  /** ISO 8601 timestamp. */
+  created_at: string;
+  tenant?: string;
+  /** Set on dead letters. */
+  error?: JobError;
+}
+
+/** Header values stagecoach sets on messages. */
+export type HeaderValue = string | number | boolean;
+
+/** What a producer writes: `ctx.emit(output, spec)` or `publisher.publish(queue, spec)`. */
+export interface JobSpec {
+  type: string;
+  args?: unknown[];
+  meta?: Record<string, unknown>;
+  priority?: number;
+  /** Seconds. */
+  timeout?: number;
+  retry?: RetryPolicy;
+  scheduled_at?: string;
+  enqueue_ttl?: string;
+  /** Extra AMQP headers, e.g. the variant header (`mime`). */
+  headers?: Record<string, HeaderValue>;
+}
+
+/** A job for `Publisher.publish()`: a spec with its tenant (required for tenant-scoped queues). */
+export interface PublishSpec extends JobSpec {
+  tenant?: string;
+  /** W3C traceparent to continue; a new trace is started when absent. */
+  traceparent?: string;
+}

@@ -1,0 +1,16 @@
+import { randomBytes } from 'node:crypto';
+
+/** W3C Trace Context `traceparent`: version-traceid-parentid-flags. */
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** A traceparent for a new job: the parent's trace continues with a new span id. */
+export function childTraceparent(parent?: string): string {
+  const match = parent === undefined ? null : TRACEPARENT.exec(parent);
+  const traceId = match?.[1] ?? randomBytes(16).toString('hex');
+  const flags = match?.[3] ?? '01';
+  return `00-${traceId}-${randomBytes(8).toString('hex')}-${flags}`;
+}
+
+export function isTraceparent(value: unknown): value is string {
+  return typeof value === 'string' && TRACEPARENT.test(value);
+}

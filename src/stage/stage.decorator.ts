@@ -1,0 +1,41 @@
+import 'reflect-metadata';
+import { injectable } from 'inversify';
+import { STAGE_METADATA } from './metadata-keys.js';
+import type { StageMetadata, StageOptions } from './stage.types.js';
+
+const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$/;
+const QUEUE = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,99}$/;
+
+/**
+ * Marks a class as a stage: it reads `input` and may emit to `outputs`. The decorator only
+ * records metadata; `exploreStages()` reads it when a module is loaded. In plain JavaScript,
+ * apply it as a function: `Stage({ name, input, outputs })(MyStage)`.
+ */
+export function Stage(options: StageOptions): ClassDecorator {
+  const metadata: StageMetadata = {
+    name: options.name,
+    input: options.input,
+    outputs: [...(options.outputs ?? [])],
+    ...(options.types === undefined ? {} : { types: [...options.types] }),
+  };
+  if (!NAME.test(metadata.name)) throw new TypeError(`@Stage: name "${metadata.name}" must match ${NAME}`);
+  for (const queue of [metadata.input, ...metadata.outputs]) {
+    if (typeof queue !== 'string' || !QUEUE.test(queue)) {
+      throw new TypeError(`@Stage "${metadata.name}": queue name "${String(queue)}" must match ${QUEUE}`);
+    }
+  }
+  return (target) => {
+    Reflect.defineMetadata(STAGE_METADATA, metadata, target);
+    // Let inversify read the constructor's parameter types (emitDecoratorMetadata), so that
+    // a stage injects its services by class without a separate @injectable().
+    if (!isInjectable(target)) injectable()(target);
+    return target;
+  };
+}
+
+/** inversify records its class metadata under this key once `@injectable()` ran. */
+const INVERSIFY_CLASS_IS_INJECTABLE = '@inversifyjs/core/classIsInjectableFlagReflectKey';
+
+function isInjectable(target: object): boolean {
+  return Reflect.hasOwnMetadata(INVERSIFY_CLASS_IS_INJECTABLE, target);
+}

@@ -1,0 +1,40 @@
+import type { Job, JobSpec } from '../job/job.types.js';
+import type { Logger } from '../logging/logger.js';
+
+/** What `@Stage()` records about a stage class. */
+export interface StageMetadata {
+  /** Stage name, as used by `stagecoach run <stage>` and `stages.<name>` in the configuration. */
+  name: string;
+  /** The one logical queue the stage reads. */
+  input: string;
+  /** The logical queues it may emit to. @defaultValue [] */
+  outputs: readonly string[];
+  /** Job types it handles; anything else is dead-lettered as INVALID_PAYLOAD. @defaultValue all */
+  types?: readonly string[];
+}
+
+export type StageOptions = Omit<StageMetadata, 'outputs'> & { outputs?: readonly string[] };
+
+/** Handed to `handle()` with every job. Valid only until `handle()` settles. */
+export interface StageContext {
+  /** The stage's name. */
+  readonly stage: string;
+  /** The tenant of the job (undefined for a job on a shared queue that carries none). */
+  readonly tenant: string | undefined;
+  /** AMQP headers the job arrived with (routing headers such as `mime` included). */
+  readonly headers: Readonly<Record<string, unknown>>;
+  /** Logger whose lines carry the job id, type, tenant, stage and attempt. */
+  readonly log: Logger;
+  /**
+   * Enqueues a job to one of the stage's outputs. The job inherits the tenant, the trace parent
+   * and gets `meta.parent_id`. Resolves when the broker has confirmed it; the input is
+   * acknowledged only after every emitted job is confirmed, even ones not awaited.
+   * @returns the new job's id.
+   */
+  emit(output: string, job: JobSpec): Promise<string>;
+}
+
+/** A stage class implements this. A thrown error is a failure of the job. */
+export interface StageHandler {
+  handle(job: Job, ctx: StageContext): Promise<void> | void;
+}

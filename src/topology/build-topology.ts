@@ -1,0 +1,179 @@
+import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import type { StageMetadata } from '../stage/stage.types.js';
+import { BrokerNames } from './names.js';
+import type { BindingSpec, ExchangeSpec, QueueSpec, Topology } from './topology.types.js';
+
+/**
+ * Pure functions from configuration to the exact exchanges, queues and bindings on the broker.
+ *
+ * Routing of a tenant-scoped job published to `root` with routing key = logical queue:
+ *
+ *   root (headers, x-match all-with-x on the tenant header)  --AE-->  unroutable
+ *     -> tenant.<t> (direct, key = queue)                    --AE-->  unroutable
+ *          -> queue.<q>.<t>                                   (queue without variants)
+ *          -> variants.<q>.<t> (headers, variant header)     --AE-->  general.<q>.<t> (fanout)
+ *               -> queue.<q>.<t>.<variant>                            -> queue.<q>.<t>
+ *
+ * The alternate exchange of the variant router makes "the matching variant queue, or else the
+ * general queue" a broker rule: each job reaches exactly one queue. `all-with-x` makes the
+ * broker compare `x-` headers too; with plain `all` an `x-ojs-tenant` binding matches every job.
+ */
+
+export function emptyTopology(): Topology {
+  return { exchanges: [], queues: [], bindings: [] };
+}
+
+/** Exchanges and queues every process needs, whatever its stage. */
+export function coreTopology(config: CompiledConfig): Topology {
+  const names = new BrokerNames(config.prefix);
+  const durable = config.durable;
+  return {
+    exchanges: [
+      { name: names.unroutable, type: 'fanout', durable },
+      { name: names.root, type: 'headers', durable, alternateExchange: names.unroutable },
+      { name: names.direct, type: 'direct', durable, alternateExchange: names.unroutable },
+      { name: names.dlx, type: 'direct', durable },
+    ],
+    queues: [{ name: names.unroutable, durable, arguments: {} }],
+    bindings: [{ source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' }],
+  };
+}
+
+/** The tenant's exchange and its binding from the root exchange. */
+export function tenantTopology(config: CompiledConfig, tenant: string): Topology {
+  const names = new BrokerNames(config.prefix);
+  const exchange = names.tenantExchange(tenant);
+  return {
+    exchanges: [{ name: exchange, type: 'direct', durable: config.durable, alternateExchange: names.unroutable }],
+    queues: [],
+    bindings: [
+      {
+        source: names.root,
+        destination: exchange,
+        destinationType: 'exchange',
+        routingKey: '',
+        arguments: { 'x-match': 'all-with-x', [config.tenantHeader]: tenant },
+      },
+    ],
+  };
+}
+
+/**
+ * One logical queue, for one tenant (tenant scope) or for all (shared scope): the physical
+ * queue(s), their dead-letter queue and every binding on the way from the entry exchange.
+ * The whole variant chain is declared together, so routing does not depend on which stage
+ * instance starts first.
+ */
+export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig, tenant?: string): Topology {
+  const names = new BrokerNames(config.prefix);
+  const durable = config.durable;
+  if (queue.scope === 'shared') {
+    const physical = names.queue(queue.name);
+    const dead = names.deadQueue(queue.name);
+    return {
+      exchanges: [],
+      queues: [workQueue(config, queue, physical, dead), { name: dead, durable, arguments: {} }],
+      bindings: [
+        { source: names.direct, destination: physical, destinationType: 'queue', routingKey: queue.name },
+        { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead },
+      ],
+    };
+  }
+  if (tenant === undefined) throw new Error(`queue "${queue.name}" is tenant-scoped: a tenant is required`);
+
+  const topology = tenantTopology(config, tenant);
+  const tenantExchange = names.tenantExchange(tenant);
+  const general = names.queue(queue.name, tenant);
+  const dead = names.deadQueue(queue.name, tenant);
+  topology.queues.push(workQueue(config, queue, general, dead), { name: dead, durable, arguments: {} });
+  topology.bindings.push({ source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead });
+
+  if (!queue.variants) {
+    topology.bindings.push({ source: tenantExchange, destination: general, destinationType: 'queue', routingKey: queue.name });
+    return topology;
+  }
+  const router = names.variantExchange(queue.name, tenant);
+  const fallback = names.generalExchange(queue.name, tenant);
+  topology.exchanges.push(
+    { name: fallback, type: 'fanout', durable },
+    { name: router, type: 'headers', durable, alternateExchange: fallback },
+  );
+  topology.bindings.push(
+    { source: tenantExchange, destination: router, destinationType: 'exchange', routingKey: queue.name },
+    { source: fallback, destination: general, destinationType: 'queue', routingKey: '' },
+  );
+  for (const [variant, values] of Object.entries(queue.variants.values)) {
+    const physical = names.queue(queue.name, tenant, variant);
+    topology.queues.push(workQueue(config, queue, physical, dead));
+    for (const value of values) {
+      topology.bindings.push({
+        source: router,
+        destination: physical,
+        destinationType: 'queue',
+        routingKey: '',
+        arguments: { 'x-match': 'all-with-x', [queue.variants.by]: value },
+      });
+    }
+  }
+  return topology;
+}
+
+/** What `stagecoach run <stage> --tenant T` declares: the core and its input's chain. */
+export function stageTopology(config: CompiledConfig, stage: StageMetadata, tenant?: string): Topology {
+  for (const output of stage.outputs) queueFor(config, output, `stage "${stage.name}"`);
+  const input = queueFor(config, stage.input, `stage "${stage.name}"`);
+  return mergeTopologies(coreTopology(config), queueTopology(config, input, input.scope === 'tenant' ? tenant : undefined));
+}
+
+/**
+ * What `stagecoach provision` declares: the core, every configured queue and every queue the
+ * given stages read or write, for one tenant or for all configured tenants.
+ */
+export function provisionTopology(config: CompiledConfig, stages: readonly StageMetadata[], tenant?: string): Topology {
+  const tenants = tenant === undefined ? config.tenants : [tenant];
+  const queueNames = new Set<string>(config.queues.keys());
+  for (const stage of stages) {
+    queueNames.add(stage.input);
+    for (const output of stage.outputs) queueNames.add(output);
+  }
+  const parts = [coreTopology(config), ...tenants.map((t) => tenantTopology(config, t))];
+  for (const name of [...queueNames].sort()) {
+    const queue = queueFor(config, name);
+    if (queue.scope === 'shared') parts.push(queueTopology(config, queue));
+    else for (const t of tenants) parts.push(queueTopology(config, queue, t));
+  }
+  return mergeTopologies(...parts);
+}
+
+/** Concatenates topologies, keeping the first declaration of each name and each binding. */
+export function mergeTopologies(...parts: Topology[]): Topology {
+  const exchanges = new Map<string, ExchangeSpec>();
+  const queues = new Map<string, QueueSpec>();
+  const bindings = new Map<string, BindingSpec>();
+  for (const part of parts) {
+    for (const exchange of part.exchanges) if (!exchanges.has(exchange.name)) exchanges.set(exchange.name, exchange);
+    for (const queue of part.queues) if (!queues.has(queue.name)) queues.set(queue.name, queue);
+    for (const binding of part.bindings) {
+      const key = JSON.stringify([binding.source, binding.destination, binding.routingKey, binding.arguments ?? {}]);
+      if (!bindings.has(key)) bindings.set(key, binding);
+    }
+  }
+  return { exchanges: [...exchanges.values()], queues: [...queues.values()], bindings: [...bindings.values()] };
+}
+
+function workQueue(config: CompiledConfig, queue: ResolvedQueueConfig, name: string, deadQueue: string): QueueSpec {
+  const names = new BrokerNames(config.prefix);
+  // Expired and overflowed (drop_oldest) jobs are dead-lettered by the broker, never dropped.
+  const args: Record<string, string | number> = {
+    'x-dead-letter-exchange': names.dlx,
+    'x-dead-letter-routing-key': deadQueue,
+  };
+  if (queue.max_size !== undefined) args['x-max-length'] = queue.max_size;
+  if (queue.max_size_bytes !== undefined) args['x-max-length-bytes'] = queue.max_size_bytes;
+  if (queue.max_size !== undefined || queue.max_size_bytes !== undefined) {
+    args['x-overflow'] = queue.overflow_policy === 'drop_oldest' ? 'drop-head' : 'reject-publish';
+  }
+  if (queue.max_priority !== undefined) args['x-max-priority'] = queue.max_priority;
+  return { name, durable: config.durable, arguments: args };
+}

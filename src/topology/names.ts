@@ -1,0 +1,47 @@
+/**
+ * Every name stagecoach uses on the broker, in one place (DESIGN.md "Names on the broker").
+ * Logical queue names, tenants and variants are slugs without dots, so the dotted names below
+ * never collide.
+ */
+export class BrokerNames {
+  constructor(readonly prefix: string) {}
+
+  /** Headers exchange every tenant-scoped job is published to. */
+  get root(): string {
+    return `${this.prefix}.root`;
+  }
+  /** Direct exchange for shared queues, routing key = logical queue name. */
+  get direct(): string {
+    return `${this.prefix}.direct`;
+  }
+  /** Dead-letter exchange, routing key = dead-letter queue name. */
+  get dlx(): string {
+    return `${this.prefix}.dlx`;
+  }
+  /** Fanout exchange and queue (same name) keeping everything no queue would take. */
+  get unroutable(): string {
+    return `${this.prefix}.unroutable`;
+  }
+  tenantExchange(tenant: string): string {
+    return `${this.prefix}.tenant.${tenant}`;
+  }
+  /** Headers exchange choosing among a queue's variant queues for one tenant. */
+  variantExchange(queue: string, tenant: string): string {
+    return `${this.prefix}.variants.${queue}.${tenant}`;
+  }
+  /** Fanout exchange catching what no variant took, in front of the general queue. */
+  generalExchange(queue: string, tenant: string): string {
+    return `${this.prefix}.general.${queue}.${tenant}`;
+  }
+  /** Physical queue: shared (`tenant` undefined), tenant-scoped, or a tenant's variant queue. */
+  queue(queue: string, tenant?: string, variant?: string): string {
+    return [this.prefix, 'queue', queue, tenant, variant].filter((part) => part !== undefined).join('.');
+  }
+  deadQueue(queue: string, tenant?: string): string {
+    return [this.prefix, 'dead', queue, tenant].filter((part) => part !== undefined).join('.');
+  }
+  /** Non-durable, exclusive queue a running stage reads control messages from. */
+  get control(): string {
+    return `${this.prefix}.control`;
+  }
+}

@@ -1,0 +1,30 @@
+/** What stagecoach declares on the broker: plain data, built by a pure function. */
+
+export interface ExchangeSpec {
+  name: string;
+  type: 'direct' | 'fanout' | 'headers' | 'topic';
+  durable: boolean;
+  /** Where the broker sends what this exchange cannot route. */
+  alternateExchange?: string;
+}
+
+export interface QueueSpec {
+  name: string;
+  durable: boolean;
+  arguments: Record<string, string | number>;
+}
+
+export interface BindingSpec {
+  source: string;
+  destination: string;
+  destinationType: 'queue' | 'exchange';
+  routingKey: string;
+  /** Binding arguments: the header match of a headers exchange. */
+  arguments?: Record<string, string>;
+}
+
+export interface Topology {
+  exchanges: ExchangeSpec[];
+  queues: QueueSpec[];
+  bindings: BindingSpec[];
+}
