@@ -1,0 +1,29 @@
+import amqplib, { type ChannelModel } from 'amqplib';
+import type { CompiledConfig } from '../config/config.types.js';
+import { StagecoachError } from '../errors/errors.js';
+import type { Logger } from '../logging/logger.js';
+
+export type AmqpConnection = ChannelModel;
+
+/** Opens one AMQP connection with the configured heartbeat; its channels are the caller's. */
+export async function openConnection(config: CompiledConfig, log: Logger, name = 'stagecoach'): Promise<AmqpConnection> {
+  let connection: AmqpConnection;
+  try {
+    connection = await amqplib.connect(config.broker.url, {
+      heartbeat: config.broker.heartbeat,
+      clientProperties: { connection_name: name },
+    });
+  } catch (err) {
+    throw new StagecoachError('CONNECTION_FAILED', `cannot connect to ${redact(config.broker.url)}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  // An 'error' event without a listener would crash the process; 'close' follows it anyway.
+  connection.on('error', (err: Error) => log.error('broker connection error', { err: err.message }));
+  return connection;
+}
+
+/** The URL without its password, for log lines and messages. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+}

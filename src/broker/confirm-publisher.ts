@@ -1,0 +1,76 @@
+import type { ConfirmChannel, Options } from 'amqplib';
+import { PublishError } from '../errors/errors.js';
+import type { AmqpConnection } from './amqp-connection.js';
+
+/**
+ * One long-lived confirm channel with many confirms outstanding. Each `publish()` resolves
+ * when the broker acks that message and rejects when it nacks it (a full queue with
+ * `reject-publish`) or the channel closes first.
+ *
+ * amqplib's `publish()` returning false means "buffered, wait for 'drain'", not "failed": the
+ * message is still sent and confirmed. Later publishes wait for the drain instead of growing
+ * the buffer without bound.
+ */
+export class ConfirmPublisher {
+  private drained: Promise<void> | undefined;
+  private closed: Error | undefined;
+  private releaseDrain: (() => void) | undefined;
+
+  private constructor(private readonly channel: ConfirmChannel) {
+    channel.on('drain', () => this.onDrain());
+    channel.on('error', (err: Error) => {
+      this.closed = err;
+    });
+    channel.on('close', () => {
+      this.closed ??= new Error('publish channel closed');
+      this.onDrain();
+    });
+  }
+
+  static async open(connection: AmqpConnection): Promise<ConfirmPublisher> {
+    return new ConfirmPublisher(await connection.createConfirmChannel());
+  }
+
+  get isOpen(): boolean {
+    return this.closed === undefined;
+  }
+
+  async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
+    if (this.drained) await this.drained;
+    if (this.closed) {
+      throw new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey);
+    }
+    return new Promise<void>((resolve, reject) => {
+      const ok = this.channel.publish(exchange, routingKey, content, options, (err: unknown) => {
+        if (err) {
+          const reason = err instanceof Error ? err.message : String(err);
+          reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey));
+        } else resolve();
+      });
+      if (!ok && !this.drained) {
+        this.drained = new Promise<void>((release) => {
+          this.releaseDrain = release;
+        });
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = new Error('publisher closed');
+    try {
+      // Waits for outstanding confirms, then closes.
+      await this.channel.waitForConfirms();
+      await this.channel.close();
+    } catch {
+      // Already closed with its connection: the pending publishes were rejected.
+    }
+  }
+
+  private onDrain(): void {
+    const release = this.releaseDrain;
+    this.drained = undefined;
+    this.releaseDrain = undefined;
+    release?.();
+  }
+}

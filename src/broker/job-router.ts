@@ -1,0 +1,50 @@
+import type { CompiledConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import { TenantRequiredError } from '../errors/errors.js';
+import { toWire, type WireOptions } from '../job/amqp-mapping.js';
+import type { Job } from '../job/job.types.js';
+import { BrokerNames } from '../topology/names.js';
+import type { ConfirmPublisher } from './confirm-publisher.js';
+
+export interface Route {
+  exchange: string;
+  routingKey: string;
+}
+
+/**
+ * Where a job enters the broker (DESIGN.md): tenant-scoped queues through the root headers
+ * exchange with the tenant header, shared queues through `ojs.direct`; the routing key is
+ * always the logical queue name.
+ */
+export function routeFor(config: CompiledConfig, job: Job): Route {
+  const names = new BrokerNames(config.prefix);
+  const queue = queueFor(config, job.queue);
+  if (queue.scope === 'shared') return { exchange: names.direct, routingKey: job.queue };
+  if (job.tenant === undefined) throw new TenantRequiredError(job.queue);
+  return { exchange: names.root, routingKey: job.queue };
+}
+
+/** Where emitted jobs go: the broker in production, a list in the in-memory harness. */
+export interface JobSink {
+  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>): Promise<void>;
+}
+
+/** Publishes envelopes to their route and resolves when the broker confirmed them. */
+export class JobRouter implements JobSink {
+  constructor(
+    private readonly config: CompiledConfig,
+    private readonly publisher: ConfirmPublisher,
+  ) {}
+
+  async send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
+    const route = routeFor(this.config, job);
+    const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
+    await this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+  }
+
+  /** Publishes to an exact exchange and routing key (dead letters, replays). */
+  async sendTo(exchange: string, routingKey: string, job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
+    const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
+    await this.publisher.publish(exchange, routingKey, message.content, message.options);
+  }
+}

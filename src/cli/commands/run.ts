@@ -1,0 +1,42 @@
+import { loadConfig } from '../../config/load-config.js';
+import { createLogger } from '../../logging/logger.js';
+import { StageGroup, devInstances, type StageInstance } from '../../stage/stage-group.js';
+import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
+import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
+import { untilSignal } from '../signals.js';
+
+/** `stagecoach run <stage> [--tenant T] [--variant V]` */
+export async function runStage(name: string, opts: { tenant?: string; variant?: string; config?: string }): Promise<number> {
+  const config = await loadConfig(opts.config);
+  const stage = await loadStage(config, name);
+  const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
+  const instance: StageInstance = {
+    stage,
+    ...(tenant === undefined ? {} : { tenant }),
+    ...(opts.variant === undefined ? {} : { variant: opts.variant }),
+  };
+  return runGroup(new StageGroup(config, [instance], createLogger({ service: 'stagecoach', stage: name })), false);
+}
+
+/** `stagecoach dev`: every stage for every tenant, after provisioning them all. */
+export async function runDev(opts: { config?: string }): Promise<number> {
+  const config = await loadConfig(opts.config);
+  const stages = await loadAllStages(config);
+  return runGroup(new StageGroup(config, devInstances(config, stages), createLogger({ service: 'stagecoach', mode: 'dev' })), true);
+}
+
+/** Runs until a signal (drain, exit 0) or a failure such as a lost connection (exit 1). */
+async function runGroup(group: StageGroup, provision: boolean): Promise<number> {
+  const signal = untilSignal();
+  try {
+    await group.start(provision);
+    const outcome = await Promise.race([signal.promise, group.failed]);
+    await group.stop();
+    return outcome instanceof Error ? EXIT_RUNTIME : EXIT_OK;
+  } catch (err) {
+    await group.stop().catch(() => undefined);
+    throw err;
+  } finally {
+    signal.dispose();
+  }
+}

@@ -1,0 +1,12 @@
+import { ConfigError, StageNotFoundError, StagecoachError } from '../errors/errors.js';
+
+export const EXIT_OK = 0;
+export const EXIT_RUNTIME = 1;
+export const EXIT_USAGE = 2;
+
+/** Bad usage and bad configuration exit 2; anything that went wrong at run time exits 1. */
+export function exitCodeFor(err: unknown): number {
+  if (err instanceof ConfigError || err instanceof StageNotFoundError) return EXIT_USAGE;
+  if (err instanceof StagecoachError && (err.code === 'TENANT_REQUIRED' || err.code === 'INVALID_REQUEST')) return EXIT_USAGE;
+  return EXIT_RUNTIME;
+}

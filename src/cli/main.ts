@@ -1,0 +1,106 @@
+import { Command, CommanderError, Option } from 'commander';
+import { runDev, runStage } from './commands/run.js';
+import { provision, printTopology } from './commands/topology.js';
+import { publish } from './commands/publish.js';
+import { unroutableList, unroutableReplay } from './commands/unroutable.js';
+import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+/** Builds the `stagecoach` program. Every action resolves with its exit code. */
+export function buildProgram(): Command {
+  const program = new Command('stagecoach')
+    .description('Multi-tenant worker pipelines on RabbitMQ')
+    .showHelpAfterError()
+    .exitOverride();
+  const configOption = (): Option => new Option('-c, --config <file>', 'configuration file (env STAGECOACH_CONFIG)');
+  const tenantOption = (): Option => new Option('-t, --tenant <tenant>', 'tenant slug (env STAGECOACH_TENANT)');
+
+  program
+    .command('run <stage>')
+    .description('run one stage instance until SIGTERM/SIGINT, then drain and exit 0')
+    .addOption(tenantOption())
+    .option('--variant <variant>', 'consume the specialised queue of this variant')
+    .addOption(configOption())
+    .action(async (stage: string, opts: { tenant?: string; variant?: string; config?: string }) => {
+      process.exitCode = await runStage(stage, opts);
+    });
+
+  program
+    .command('dev')
+    .description('every stage for every tenant in one process')
+    .addOption(configOption())
+    .action(async (opts: { config?: string }) => {
+      process.exitCode = await runDev(opts);
+    });
+
+  program
+    .command('provision')
+    .description('declare all exchanges, queues and bindings, for one tenant or all')
+    .addOption(tenantOption())
+    .addOption(configOption())
+    .action(async (opts: { tenant?: string; config?: string }) => {
+      process.exitCode = await provision(opts);
+    });
+
+  program
+    .command('topology')
+    .description('print what would be declared, without touching the broker')
+    .addOption(tenantOption())
+    .option('--stage <stage>', 'only what `run <stage>` declares')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { tenant?: string; stage?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await printTopology(opts);
+    });
+
+  program
+    .command('publish <queue>')
+    .description('enqueue one job (OJS PUSH) and print its id')
+    .requiredOption('--type <type>', 'job type')
+    .option('--args <json>', 'job arguments, a JSON array', '[]')
+    .option('--meta <json>', 'job meta, a JSON object')
+    .addOption(tenantOption())
+    .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
+    .addOption(configOption())
+    .action(async (queue: string, opts: { type: string; args: string; meta?: string; tenant?: string; header: string[]; config?: string }) => {
+      process.exitCode = await publish(queue, opts);
+    });
+
+  const unroutable = program.command('unroutable').description('the queue of jobs no queue would take');
+  unroutable
+    .command('list')
+    .option('--limit <n>', 'most messages to show', '100')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { limit: string; json?: boolean; config?: string }) => {
+      process.exitCode = await unroutableList(opts);
+    });
+  unroutable
+    .command('replay')
+    .description('send jobs back to their tenant or queue, where one exists now')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await unroutableReplay(opts);
+    });
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version are not errors; anything else commander refuses is bad usage.
+      return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    }
+    process.stderr.write(`stagecoach: ${(err as Error).message}\n`);
+    return exitCodeFor(err);
+  }
+}

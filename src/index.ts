@@ -1,0 +1,61 @@
+/**
+ * stagecoach: multi-tenant worker pipelines on RabbitMQ.
+ *
+ * ```ts
+ * import { Stage, inject, LOGGER, type Job, type Logger, type StageContext, type StageHandler } from 'stagecoach';
+ *
+ * @Stage({ name: 'converter', input: 'conversions', outputs: ['representations'] })
+ * export class Converter implements StageHandler {
+ *   constructor(@inject(LOGGER) private readonly log: Logger) {}
+ *   async handle(job: Job, ctx: StageContext): Promise<void> {
+ *     await ctx.emit('representations', { type: 'doc.text', args: [String(job.args[0])] });
+ *   }
+ * }
+ * ```
+ * Run it with `stagecoach run converter --tenant acme --config stagecoach.json`.
+ */
+import 'reflect-metadata';
+
+export { Stage } from './stage/stage.decorator.js';
+export type { StageContext, StageHandler, StageMetadata, StageOptions } from './stage/stage.types.js';
+export { CONFIG, LOGGER, STAGE_OPTIONS, TENANT } from './stage/tokens.js';
+export { inject, injectable, ContainerModule } from 'inversify';
+
+export type { Job, JobError, JobSpec, PublishSpec, HeaderValue } from './job/job.types.js';
+export { createJob, parseEnvelope, JOB_CONTENT_TYPE, SPEC_VERSION } from './job/envelope.js';
+export { toWire, fromWire, OJS_HEADERS } from './job/amqp-mapping.js';
+export { Publisher } from './publisher/publisher.js';
+
+export type {
+  RawConfig,
+  CompiledConfig,
+  QueueConfig,
+  StageConfig,
+  RetryPolicy,
+  VariantsConfig,
+} from './config/config.types.js';
+export { loadConfig } from './config/load-config.js';
+export { compileConfig, SCHEMA_PATH } from './config/compile-config.js';
+
+export { BrokerNames } from './topology/names.js';
+export type { Topology, ExchangeSpec, QueueSpec, BindingSpec } from './topology/topology.types.js';
+export { coreTopology, provisionTopology, queueTopology, stageTopology, tenantTopology } from './topology/build-topology.js';
+export { declareTopology } from './broker/declare-topology.js';
+
+export { StageRunner, type StageRunnerOptions } from './stage/stage-runner.js';
+export { StageGroup, devInstances } from './stage/stage-group.js';
+export { loadStage, loadAllStages } from './stage/stage-loader.js';
+export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
+
+export {
+  StagecoachError,
+  ConfigError,
+  InvalidPayloadError,
+  NonRetryableError,
+  PublishError,
+  StageNotFoundError,
+  TenantRequiredError,
+  UnknownOutputError,
+  type ErrorCode,
+} from './errors/errors.js';
+export { createLogger, type Logger } from './logging/logger.js';

@@ -1,0 +1,74 @@
+import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
+import { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import { declareTopology } from '../broker/declare-topology.js';
+import { JobRouter } from '../broker/job-router.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import { TenantRequiredError } from '../errors/errors.js';
+import { createJob } from '../job/envelope.js';
+import type { Job, PublishSpec } from '../job/job.types.js';
+import { childTraceparent } from '../job/trace-context.js';
+import { createLogger, type Logger } from '../logging/logger.js';
+import { coreTopology } from '../topology/build-topology.js';
+
+/**
+ * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
+ * the broker has confirmed the job; jobs no queue takes yet are kept in `ojs.unroutable`.
+ *
+ * ```ts
+ * const publisher = await Publisher.connect(await loadConfig('config/pipeline.json'));
+ * const id = await publisher.publish('scan_specs', { type: 'scan.folder', args: ['docs'], tenant: 'acme' });
+ * await publisher.close();
+ * ```
+ */
+export class Publisher {
+  private readonly router: JobRouter;
+
+  private constructor(
+    private readonly config: CompiledConfig,
+    private readonly connection: AmqpConnection,
+    private readonly publisher: ConfirmPublisher,
+    private readonly ownsConnection: boolean,
+  ) {
+    this.router = new JobRouter(config, publisher);
+  }
+
+  /**
+   * Opens a publisher. The entry exchanges (`root`, `direct`, `unroutable`) are declared first,
+   * so publishing works before any stage has started.
+   * @param connection an open connection to share; by default the publisher opens its own.
+   */
+  static async connect(config: CompiledConfig, options: { connection?: AmqpConnection; log?: Logger } = {}): Promise<Publisher> {
+    const log = options.log ?? createLogger({ component: 'publisher' });
+    await declareTopology(config, coreTopology(config), log);
+    const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
+    const publisher = await ConfirmPublisher.open(connection);
+    return new Publisher(config, connection, publisher, options.connection === undefined);
+  }
+
+  /** Builds the envelope (UUIDv7 id, attempt 1) and publishes it; resolves with the job id. */
+  async publish(queue: string, spec: PublishSpec): Promise<string> {
+    const job = this.build(queue, spec);
+    await this.send(job, spec);
+    return job.id;
+  }
+
+  /** Builds the envelope `publish()` would send, without sending it. */
+  build(queue: string, spec: PublishSpec): Job {
+    if (queueFor(this.config, queue).scope === 'tenant' && spec.tenant === undefined) throw new TenantRequiredError(queue);
+    return createJob(spec, { queue, ...(spec.tenant === undefined ? {} : { tenant: spec.tenant }) });
+  }
+
+  /** Publishes an envelope as it is (its id and attempt kept). */
+  async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent'> = {}): Promise<void> {
+    await this.router.send(job, {
+      traceparent: spec.traceparent ?? childTraceparent(),
+      ...(spec.headers === undefined ? {} : { headers: spec.headers }),
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.publisher.close();
+    if (this.ownsConnection) await this.connection.close().catch(() => undefined);
+  }
+}

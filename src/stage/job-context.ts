@@ -1,0 +1,80 @@
+import type { JobSink } from '../broker/job-router.js';
+import { StagecoachError, UnknownOutputError } from '../errors/errors.js';
+import { OJS_HEADERS } from '../job/amqp-mapping.js';
+import { createJob } from '../job/envelope.js';
+import type { Job, JobSpec } from '../job/job.types.js';
+import { childTraceparent } from '../job/trace-context.js';
+import type { Logger } from '../logging/logger.js';
+import type { StageContext } from './stage.types.js';
+
+/**
+ * The context of one delivery. Lifecycle: created before `handle()`, `settle()`d after it,
+ * then closed; `emit()` after that is an error because the input may already be acknowledged.
+ */
+export class JobContext implements StageContext {
+  private readonly pending: Promise<string>[] = [];
+  private closed = false;
+  private logger: Logger | undefined;
+
+  constructor(
+    readonly stage: string,
+    private readonly outputs: readonly string[],
+    private readonly job: Job,
+    readonly headers: Readonly<Record<string, unknown>>,
+    private readonly sink: JobSink,
+    private readonly baseLog: Logger,
+  ) {}
+
+  get tenant(): string | undefined {
+    return this.job.tenant;
+  }
+
+  /** Created on first use: most handlers never log, and a child logger per job is not free. */
+  get log(): Logger {
+    this.logger ??= this.baseLog.child({
+      job_id: this.job.id,
+      job_type: this.job.type,
+      tenant: this.job.tenant,
+      attempt: this.job.attempt,
+    });
+    return this.logger;
+  }
+
+  emit(output: string, spec: JobSpec): Promise<string> {
+    const sent = this.send(output, spec);
+    this.pending.push(sent);
+    // settle() reports the failure; this keeps an un-awaited emit from crashing the process.
+    sent.catch(() => undefined);
+    return sent;
+  }
+
+  /**
+   * Waits for every emitted job's confirm.
+   * @throws the first emit failure: the input must then not be acknowledged as done.
+   */
+  async settle(): Promise<number> {
+    const results = await Promise.allSettled(this.pending);
+    this.closed = true;
+    const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+    if (failed) throw failed.reason;
+    return results.length;
+  }
+
+  private async send(output: string, spec: JobSpec): Promise<string> {
+    if (this.closed) {
+      throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}" emitted to "${output}" after its handler returned`);
+    }
+    if (!this.outputs.includes(output)) throw new UnknownOutputError(this.stage, output, this.outputs);
+    const job = createJob(spec, {
+      queue: output,
+      parentId: this.job.id,
+      ...(this.job.tenant === undefined ? {} : { tenant: this.job.tenant }),
+    });
+    const parentTrace = this.headers[OJS_HEADERS.traceparent];
+    await this.sink.send(job, {
+      traceparent: childTraceparent(typeof parentTrace === 'string' ? parentTrace : undefined),
+      ...(spec.headers === undefined ? {} : { headers: spec.headers }),
+    });
+    return job.id;
+  }
+}

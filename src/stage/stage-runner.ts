@@ -1,0 +1,205 @@
+import { EventEmitter } from 'node:events';
+import type { Channel, ConsumeMessage } from 'amqplib';
+import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import { declareTopology } from '../broker/declare-topology.js';
+import { JobRouter } from '../broker/job-router.js';
+import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import { ConfigError, InvalidPayloadError } from '../errors/errors.js';
+import { fromWire } from '../job/amqp-mapping.js';
+import type { Job } from '../job/job.types.js';
+import type { Logger } from '../logging/logger.js';
+import { stageTopology } from '../topology/build-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import { DeadLetters, toJobError } from './dead-letters.js';
+import { JobContext } from './job-context.js';
+import { createStageInstance } from './stage-container.js';
+import type { LoadedStage } from './stage-loader.js';
+import type { StageHandler } from './stage.types.js';
+
+export interface StageRunnerOptions {
+  config: CompiledConfig;
+  stage: LoadedStage;
+  /** Required when the stage's input is tenant-scoped; refused when it is shared. */
+  tenant?: string;
+  /** Consume the tenant's specialised queue for this variant instead of the general one. */
+  variant?: string;
+  /** Shared with other runners in `dev`; the runner opens its own channels on it. */
+  connection: AmqpConnection;
+  log: Logger;
+}
+
+export interface StageRunnerStats {
+  completed: number;
+  deadLettered: number;
+  emitted: number;
+}
+
+/**
+ * Runs one stage instance: one input queue, `concurrency` handlers at a time.
+ *
+ * Lifecycle: `start()` declares the topology the stage needs, builds the stage through its
+ * container and starts consuming; `stop()` cancels the consumer, hands prefetched but unstarted
+ * deliveries back to the broker, waits for the handlers in flight, and closes its channels.
+ *
+ * Invariant (at-least-once, seeds/004): a delivery is acknowledged only after every job its
+ * handler emitted, or its dead letter, has been confirmed by the broker. If the process dies
+ * before that, the broker redelivers it.
+ *
+ * Emits 'error' when its channel closes while it is running (the connection was lost).
+ */
+export class StageRunner extends EventEmitter {
+  readonly name: string;
+  readonly queue: string;
+  readonly stats: StageRunnerStats = { completed: 0, deadLettered: 0, emitted: 0 };
+
+  private readonly settings: CompiledStageConfig;
+  private readonly waiting: ConsumeMessage[] = [];
+  private inFlight = 0;
+  private stopping = false;
+  private consumerTag: string | undefined;
+  private channel: Channel | undefined;
+  private publisher: ConfirmPublisher | undefined;
+  private router: JobRouter | undefined;
+  private deadLetters: DeadLetters | undefined;
+  private handler: StageHandler | undefined;
+  private idle: (() => void) | undefined;
+
+  constructor(private readonly options: StageRunnerOptions) {
+    super();
+    const { config, stage, tenant, variant } = options;
+    const meta = stage.metadata;
+    const settings = config.stages.get(meta.name);
+    if (!settings) throw new ConfigError(config.source, `stages.${meta.name}`, 'a configured stage');
+    this.settings = settings;
+    const input = queueFor(config, meta.input, `stage "${meta.name}"`);
+    if (input.scope === 'tenant' && tenant === undefined) {
+      throw new ConfigError(config.source, `queues.${meta.input}`, `a tenant for stage "${meta.name}": its input is tenant-scoped (use --tenant)`);
+    }
+    if (input.scope === 'shared' && tenant !== undefined) {
+      throw new ConfigError(config.source, `queues.${meta.input}`, `no --tenant for stage "${meta.name}": its input is shared`);
+    }
+    if (variant !== undefined && !input.variants?.values[variant]) {
+      const known = Object.keys(input.variants?.values ?? {}).join(', ') || 'none';
+      throw new ConfigError(config.source, `queues.${meta.input}.variants.values.${variant}`, `a configured variant (known: ${known})`);
+    }
+    const names = new BrokerNames(config.prefix);
+    this.queue = names.queue(meta.input, tenant, variant);
+    this.name = [meta.name, tenant, variant].filter((part) => part !== undefined).join('/');
+  }
+
+  async start(): Promise<void> {
+    const { config, stage, tenant, connection, log } = this.options;
+    const meta = stage.metadata;
+    await declareTopology(config, stageTopology(config, meta, tenant), log);
+    this.handler = await createStageInstance(stage, config, tenant, log);
+
+    const names = new BrokerNames(config.prefix);
+    this.publisher = await ConfirmPublisher.open(connection);
+    this.router = new JobRouter(config, this.publisher);
+    this.deadLetters = new DeadLetters(
+      this.publisher,
+      { exchange: names.dlx, routingKey: names.deadQueue(meta.input, tenant), tenantHeader: config.tenantHeader },
+      meta.name,
+    );
+
+    // Consume and publish on separate channels: a consumer's flow never waits on confirms.
+    const channel = await connection.createChannel();
+    this.channel = channel;
+    channel.on('error', (err: Error) => log.error('consumer channel error', { queue: this.queue, err: err.message }));
+    channel.on('close', () => {
+      if (!this.stopping) this.emit('error', new Error(`consumer channel of ${this.queue} closed`));
+    });
+    await channel.prefetch(this.settings.prefetch);
+    const { consumerTag } = await channel.consume(this.queue, (message) => this.onDelivery(message), { noAck: false });
+    this.consumerTag = consumerTag;
+    log.info('stage consuming', { queue: this.queue, concurrency: this.settings.concurrency, prefetch: this.settings.prefetch });
+  }
+
+  /** Stops consuming, finishes the jobs in flight, closes the runner's channels. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    const channel = this.channel;
+    if (channel && this.consumerTag) await channel.cancel(this.consumerTag).catch(() => undefined);
+    // Deliveries not yet started go back to the queue, in order, for another instance.
+    for (const message of this.waiting.splice(0).reverse()) channel?.nack(message, false, true);
+    if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    await this.publisher?.close();
+    await channel?.close().catch(() => undefined);
+    this.options.log.info('stage stopped', { queue: this.queue, ...this.stats });
+  }
+
+  private onDelivery(message: ConsumeMessage | null): void {
+    if (message === null) {
+      // The broker cancelled the consumer: the queue was deleted.
+      this.emit('error', new Error(`queue ${this.queue} was deleted: the broker cancelled its consumer`));
+      return;
+    }
+    this.waiting.push(message);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.stopping && this.inFlight < this.settings.concurrency && this.waiting.length > 0) {
+      const message = this.waiting.shift() as ConsumeMessage;
+      this.inFlight++;
+      void this.process(message).finally(() => {
+        this.inFlight--;
+        if (this.inFlight === 0) this.idle?.();
+        this.pump();
+      });
+    }
+  }
+
+  private async process(message: ConsumeMessage): Promise<void> {
+    const channel = this.channel as Channel;
+    const meta = this.options.stage.metadata;
+    let job: Job | undefined;
+    try {
+      const decoded = fromWire(message);
+      job = decoded.job;
+      if (meta.types && !meta.types.includes(job.type)) {
+        throw new InvalidPayloadError(`stage "${meta.name}" does not handle job type "${job.type}" (handles ${meta.types.join(', ')})`, meta.input);
+      }
+      const ctx = new JobContext(meta.name, meta.outputs, job, decoded.headers, this.router as JobRouter, this.options.log);
+      await (this.handler as StageHandler).handle(job, ctx);
+      this.stats.emitted += await ctx.settle();
+      channel.ack(message);
+      this.stats.completed++;
+    } catch (err) {
+      await this.deadLetter(message, job, err);
+    }
+  }
+
+  /** Dead-letters a delivery with its reason; acknowledges it only once that is confirmed. */
+  private async deadLetter(message: ConsumeMessage, job: Job | undefined, err: unknown): Promise<void> {
+    const channel = this.channel as Channel;
+    const error = toJobError(err);
+    this.options.log.warn('job dead-lettered', {
+      queue: this.queue,
+      job_id: job?.id ?? message.properties.messageId,
+      job_type: job?.type,
+      tenant: job?.tenant,
+      error_type: error.type,
+      error: error.message,
+    });
+    try {
+      await (this.deadLetters as DeadLetters).send(message, job, error);
+      channel.ack(message);
+      this.stats.deadLettered++;
+    } catch (publishErr) {
+      // The queue's own dead-letter exchange still keeps it, without the reason.
+      this.options.log.error('dead letter not confirmed; rejecting to the broker dead-letter route', {
+        queue: this.queue,
+        err: (publishErr as Error).message,
+      });
+      try {
+        channel.nack(message, false, false);
+      } catch {
+        // Channel gone: the broker redelivers the message.
+      }
+    }
+  }
+}

@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import amqplib from 'amqplib';
+import { compileConfig } from '../config/compile-config.js';
+import type { CompiledConfig, RawConfig } from '../config/config.types.js';
+import { mergeTopologies, provisionTopology } from '../topology/build-topology.js';
+import type { Topology } from '../topology/topology.types.js';
+import type { StageMetadata } from '../stage/stage.types.js';
+
+/**
+ * Test preset (after rascal's `withTestConfig`): the configuration with a unique prefix, so
+ * that test runs never see each other's queues, and non-durable queues and exchanges.
+ * `AMQP_URL` is honoured.
+ *
+ * @param source where stage module paths resolve from (a file path), as with a config file.
+ */
+export function withTestConfig(raw: RawConfig, source?: string): CompiledConfig {
+  const prefix = `test-${randomBytes(4).toString('hex')}`;
+  const url = process.env.AMQP_URL ?? raw.broker?.url;
+  return compileConfig(
+    { ...raw, prefix, durable: false, broker: { ...raw.broker, ...(url === undefined ? {} : { url }) } },
+    source,
+  );
+}
+
+/**
+ * Deletes every exchange and queue of the given topologies (by default: what `provision`
+ * would declare for the configured tenants). Missing names are skipped.
+ */
+export async function teardown(config: CompiledConfig, stages: readonly StageMetadata[] = [], ...extra: Topology[]): Promise<void> {
+  const topology = mergeTopologies(provisionTopology(config, stages), ...extra);
+  const connection = await amqplib.connect(config.broker.url);
+  try {
+    for (const queue of topology.queues) await withChannel(connection, (ch) => ch.deleteQueue(queue.name));
+    for (const exchange of topology.exchanges) await withChannel(connection, (ch) => ch.deleteExchange(exchange.name));
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Empties the queues of the given topology without deleting them. */
+export async function purge(config: CompiledConfig, stages: readonly StageMetadata[] = []): Promise<void> {
+  const topology = provisionTopology(config, stages);
+  const connection = await amqplib.connect(config.broker.url);
+  try {
+    for (const queue of topology.queues) await withChannel(connection, (ch) => ch.purgeQueue(queue.name));
+  } finally {
+    await connection.close();
+  }
+}
+
+async function withChannel(connection: amqplib.ChannelModel, action: (channel: amqplib.Channel) => Promise<unknown>): Promise<void> {
+  const channel = await connection.createChannel();
+  channel.on('error', () => undefined);
+  try {
+    await action(channel);
+    await channel.close();
+  } catch {
+    // A missing queue or exchange closes this throwaway channel only.
+  }
+}
