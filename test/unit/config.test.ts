@@ -1,0 +1,135 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { compileConfig } from '../../src/config/compile-config.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { queueFor } from '../../src/config/queue-resolver.js';
+import { ConfigError } from '../../src/errors/errors.js';
+
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).to.be.instanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('configuration', () => {
+  it('fills every default when the file sets nothing', () => {
+    const config = compileConfig({});
+    expect(config.prefix).to.equal('ojs');
+    expect(config.tenantHeader).to.equal('x-ojs-tenant');
+    expect(config.broker).to.deep.equal({ url: 'amqp://guest:guest@localhost:5672/', heartbeat: 60 });
+    expect(config.durable).to.equal(true);
+    expect(config.defaultQueue.default_retry).to.deep.equal({
+      max_attempts: 3,
+      initial_interval: 'PT1S',
+      backoff_coefficient: 2,
+      max_interval: 'PT5M',
+      jitter: true,
+      non_retryable_errors: [],
+      on_exhaustion: 'dead_letter',
+    });
+  });
+
+  it('layers system defaults, then _default, then the queue, field by field in default_retry', () => {
+    const config = compileConfig({
+      queues: {
+        _default: { default_retry: { max_attempts: 5, initial_interval: 'PT2S' }, default_timeout: 30 },
+        conversions: { default_retry: { max_attempts: 7 } },
+      },
+    });
+    const queue = config.queues.get('conversions');
+    expect(queue?.default_retry.max_attempts).to.equal(7);
+    expect(queue?.default_retry.initial_interval).to.equal('PT2S');
+    expect(queue?.default_retry.backoff_coefficient).to.equal(2);
+    expect(queue?.default_timeout).to.equal(30);
+    expect(queue?.scope).to.equal('tenant');
+  });
+
+  it('creates an unconfigured queue implicitly from _default, and refuses it with strict_queues', () => {
+    const lax = compileConfig({ queues: { _default: { scope: 'shared' } } });
+    expect(queueFor(lax, 'anything')).to.include({ name: 'anything', scope: 'shared', configured: false });
+    const strict = compileConfig({ strict_queues: true }, '/etc/p.json');
+    const err = configError(() => queueFor(strict, 'anything'));
+    expect(err.file).to.equal('/etc/p.json');
+    expect(err.key).to.equal('queues.anything');
+  });
+
+  it('names the file, the key and what was expected for a wrong type', () => {
+    const err = configError(() => compileConfig({ stages: { conv: { module: 'x.js', concurrency: 'eight' } } }, '/srv/pipeline.json'));
+    expect(err.message).to.equal('/srv/pipeline.json: stages.conv.concurrency: must be integer');
+  });
+
+  it('names an unknown key', () => {
+    const err = configError(() => compileConfig({ queues: { conversions: { scope: 'tenant', maxSize: 3 } } }, 'p.json'));
+    expect(err.key).to.equal('queues.conversions.maxSize');
+    expect(err.expected).to.contain('unknown');
+  });
+
+  it('rejects an invalid tenant slug and an unknown enum value', () => {
+    expect(configError(() => compileConfig({ tenants: ['Acme Corp'] })).key).to.equal('tenants.0');
+    const err = configError(() => compileConfig({ queues: { q: { scope: 'global' } } }));
+    expect(err.key).to.equal('queues.q.scope');
+    expect(err.expected).to.equal('one of "tenant", "shared"');
+  });
+
+  it('rejects variants on a shared queue and overlapping variant values', () => {
+    expect(configError(() => compileConfig({ queues: { q: { scope: 'shared', variants: { by: 'mime', values: { pdf: ['a'] } } } } })).key).to.equal(
+      'queues.q.variants',
+    );
+    const err = configError(() => compileConfig({ queues: { q: { variants: { by: 'mime', values: { a: ['x'], b: ['x'] } } } } }));
+    expect(err.key).to.equal('queues.q.variants.values.b');
+  });
+
+  it('rejects a duration that is not ISO 8601', () => {
+    const err = configError(() => compileConfig({ queues: { _default: { default_retry: { initial_interval: '5s' } } } }));
+    expect(err.key).to.equal('queues._default.default_retry.initial_interval');
+  });
+
+  it('resolves stage modules relative to the configuration file, and prefetch from concurrency', () => {
+    const config = compileConfig({ stages: { conv: { module: '../stages/conv.js', concurrency: 8 } } }, '/srv/app/config/p.json');
+    expect(config.stages.get('conv')).to.deep.equal({
+      name: 'conv',
+      module: '/srv/app/stages/conv.js',
+      concurrency: 8,
+      prefetch: 18,
+      options: {},
+    });
+  });
+
+  describe('loadConfig', () => {
+    let dir: string;
+    before(async () => {
+      dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-config-'));
+    });
+
+    it('lets AMQP_URL and STAGECOACH_PREFIX override the file', async () => {
+      const file = path.join(dir, 'ok.json');
+      await writeFile(file, JSON.stringify({ prefix: 'file', broker: { url: 'amqp://file/' } }));
+      const config = await loadConfig(file, { AMQP_URL: 'amqp://env:5672/', STAGECOACH_PREFIX: 'env' });
+      expect(config.broker.url).to.equal('amqp://env:5672/');
+      expect(config.prefix).to.equal('env');
+      expect(config.source).to.equal(file);
+    });
+
+    it('reads STAGECOACH_CONFIG when no path is given', async () => {
+      const file = path.join(dir, 'env.json');
+      await writeFile(file, JSON.stringify({ prefix: 'fromenv' }));
+      expect((await loadConfig(undefined, { STAGECOACH_CONFIG: file })).prefix).to.equal('fromenv');
+    });
+
+    it('names the file for invalid JSON and for a missing file', async () => {
+      const file = path.join(dir, 'bad.json');
+      await writeFile(file, '{ "prefix": ');
+      const bad = await loadConfig(file, {}).catch((err: unknown) => err);
+      expect(bad).to.be.instanceOf(ConfigError);
+      expect((bad as ConfigError).message).to.contain(file).and.contain('valid JSON');
+      const missing = await loadConfig(path.join(dir, 'nope.json'), {}).catch((err: unknown) => err);
+      expect((missing as ConfigError).message).to.contain('nope.json').and.contain('readable file');
+    });
+  });
+});
