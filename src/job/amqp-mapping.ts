@@ -73,10 +73,11 @@ export interface DecodedJob {
 
 /**
  * AMQP message -> envelope. The `x-ojs-attempt` header wins over the body's `attempt`: retries
- * stamp the header. The body is parsed once, here.
+ * stamp the header. A body without `tenant` takes it from the routing header. The body is
+ * parsed once, here.
  * @throws InvalidPayloadError with the reason when the body is not a job.
  */
-export function fromWire(message: IncomingMessage): DecodedJob {
+export function fromWire(message: IncomingMessage, tenantHeader: string = OJS_HEADERS.tenant): DecodedJob {
   const headers = message.properties.headers ?? {};
   const contentType = message.properties.contentType;
   if (contentType !== undefined && contentType !== JOB_CONTENT_TYPE && contentType !== 'application/json') {
@@ -91,8 +92,10 @@ export function fromWire(message: IncomingMessage): DecodedJob {
   const job = parseEnvelope(body);
   const attempt = Number(headers[OJS_HEADERS.attempt]);
   if (Number.isInteger(attempt) && attempt >= 1) job.attempt = attempt;
-  if (job.tenant === undefined && typeof headers[OJS_HEADERS.tenant] === 'string') {
-    job.tenant = headers[OJS_HEADERS.tenant] as string;
+  if (job.tenant === undefined) {
+    // A foreign producer may put the tenant only in the header the root exchange routes by.
+    const tenant = headers[tenantHeader] ?? headers[OJS_HEADERS.tenant];
+    if (typeof tenant === 'string') job.tenant = tenant;
   }
   return { job, headers };
 }

@@ -158,8 +158,14 @@ export class StageRunner extends EventEmitter {
     const meta = this.options.stage.metadata;
     let job: Job | undefined;
     try {
-      const decoded = fromWire(message);
+      const decoded = fromWire(message, this.options.config.tenantHeader);
       job = decoded.job;
+      const tenant = this.options.tenant;
+      if (tenant !== undefined && job.tenant !== tenant) {
+        // The broker routed it here by its routing header; a body naming another tenant must
+        // not carry that tenant's identity into this tenant's outputs.
+        throw new InvalidPayloadError(`job names tenant "${job.tenant ?? '(none)'}" but arrived on ${this.queue}, the queue of "${tenant}"`, meta.input);
+      }
       if (meta.types && !meta.types.includes(job.type)) {
         throw new InvalidPayloadError(`stage "${meta.name}" does not handle job type "${job.type}" (handles ${meta.types.join(', ')})`, meta.input);
       }
