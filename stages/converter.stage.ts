@@ -1,0 +1,40 @@
+import { readFile } from 'node:fs/promises';
+import { NonRetryableError, Stage, type Job, type StageContext, type StageHandler } from '../src/index.js';
+import { TextExtractor, UnsupportedMimeError } from './lib/extract-text.js';
+import { scanMeta } from './lib/scan-meta.js';
+
+/**
+ * Turns a document into plain text. Tenant-scoped, and run twice per tenant: on the general
+ * `conversions` queue and on its `pdf` variant queue, which the broker fills with the jobs whose
+ * `mime` header is application/pdf, so slow PDF parsing never holds up the small text files.
+ * The same class serves both; the mime header says which extraction to run.
+ *
+ * Job `doc.convert`, args `[absolutePath, documentName]`, header `mime`.
+ * Emits `doc.text` `[documentName, text]` to `representations`, keeping the scan meta.
+ */
+@Stage({ name: 'converter', input: 'conversions', outputs: ['representations'], types: ['doc.convert'] })
+export class Converter implements StageHandler {
+  // Injected by class (the stage container autobinds it): a deployment can rebind a richer one.
+  constructor(private readonly extractor: TextExtractor) {}
+
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    const [file, name] = job.args;
+    if (typeof file !== 'string' || typeof name !== 'string') {
+      throw new NonRetryableError('args must be [absolutePath, documentName]', 'InvalidConversion');
+    }
+    const mime = typeof ctx.headers.mime === 'string' ? ctx.headers.mime : 'application/octet-stream';
+    let text: string;
+    try {
+      text = await this.extractor.extract(mime, await readFile(file));
+    } catch (err) {
+      // Retrying does not teach the extractor a new format; a missing or corrupt file stays so.
+      if (err instanceof UnsupportedMimeError) throw new NonRetryableError(err.message, 'UnsupportedMime');
+      if (err instanceof SyntaxError || (err as Error).name === 'InvalidPDFException') {
+        throw new NonRetryableError(`${name}: ${(err as Error).message}`, 'UnreadableDocument');
+      }
+      throw err;
+    }
+    ctx.log.debug('converted', { document: name, mime, chars: text.length });
+    await ctx.emit('representations', { type: 'doc.text', args: [name, text], meta: { ...scanMeta(job.meta), mime } });
+  }
+}

@@ -1,0 +1,150 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import type { CompiledConfig } from '../../src/config/config.types.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { loadAllStages } from '../../src/stage/stage-loader.js';
+import { teardown } from '../../src/testing/test-config.js';
+import { provisionTopology } from '../../src/topology/build-topology.js';
+import { BrokerNames } from '../../src/topology/names.js';
+import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
+import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+/**
+ * A user's project outside this repository: stagecoach installed in its node_modules, a stage
+ * in plain JavaScript applying the decorator as a function, a configuration file naming it.
+ */
+const STAGE_JS = `
+import { Stage } from 'stagecoach';
+
+export class Shouter {
+  async handle(job, ctx) {
+    const [word] = job.args;
+    await ctx.emit('shouted', { type: 'word.shouted', args: [String(word).toUpperCase()] });
+    // Dies after its output is confirmed but before the input is acknowledged.
+    if (word === 'crash-after-emit') process.exit(3);
+  }
+}
+Stage({ name: 'shouter', input: 'words', outputs: ['shouted'] })(Shouter);
+`;
+
+describe('command line with a plain JavaScript stage outside the repository', function () {
+  let dir: string;
+  let file: string;
+  let config: CompiledConfig;
+  let names: BrokerNames;
+  let raw: RawBroker;
+  const env = { AMQP_URL };
+
+  before(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-user-project-'));
+    await mkdir(path.join(dir, 'node_modules'));
+    await symlink(REPO_ROOT, path.join(dir, 'node_modules', 'stagecoach'), 'dir');
+    await writeFile(path.join(dir, 'shouter.stage.mjs'), STAGE_JS);
+    file = path.join(dir, 'stagecoach.json');
+    const prefix = `test-${randomBytes(4).toString('hex')}`;
+    await writeFile(
+      file,
+      JSON.stringify({ prefix, durable: false, tenants: ['acme', 'globex'], stages: { shouter: { module: './shouter.stage.mjs' } } }),
+    );
+    config = await loadConfig(file, env);
+    names = new BrokerNames(prefix);
+    raw = await RawBroker.connect(config.broker.url);
+  });
+
+  after(async () => {
+    await raw.close();
+    const metas = (await loadAllStages(config)).map((s) => s.metadata);
+    await teardown(config, metas, provisionTopology(config, metas, 'initech'));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('provisions every tenant, publishes, and relays one tenant only, then drains on SIGTERM with exit 0', async () => {
+    const provisioned = await runCli(['provision', '--config', file], env);
+    expect(provisioned.code, provisioned.stderr).to.equal(0);
+    expect(await raw.exists(names.queue('words', 'globex'))).to.equal(true);
+
+    for (const [tenant, word] of [['acme', 'hello'], ['globex', 'hej'], ['acme', 'world'], ['globex', 'verden']]) {
+      const published = await runCli(['publish', 'words', '--type', 'word', '--args', JSON.stringify([word]), '--tenant', tenant, '--config', file], env);
+      expect(published.code, published.stderr).to.equal(0);
+      expect(published.stdout.trim()).to.match(/^[0-9a-f-]{36}$/);
+    }
+
+    const stage = spawnCli(['run', 'shouter', '--tenant', 'acme', '--config', file], env);
+    try {
+      await waitFor("acme's words shouted", async () => (await raw.count(names.queue('shouted', 'acme'))) === 2);
+      await waitFor("acme's input acknowledged", async () => (await raw.count(names.queue('words', 'acme'))) === 0);
+    } finally {
+      stage.kill('SIGTERM');
+    }
+    const exit = await finished(stage, 15000, 'run shouter');
+    expect(exit.code, exit.stderr).to.equal(0);
+    expect(exit.stderr).to.contain('"message":"stage stopped"');
+
+    const shouted = (await raw.drain(names.queue('shouted', 'acme'))).map((m) => JSON.parse(m.content.toString()) as { args: string[]; tenant: string });
+    expect(shouted.map((j) => j.args[0]).sort()).to.deep.equal(['HELLO', 'WORLD']);
+    expect(shouted.every((j) => j.tenant === 'acme')).to.equal(true);
+    expect(await raw.count(names.queue('words', 'globex'))).to.equal(2);
+    expect(await raw.count(names.queue('shouted', 'globex'))).to.equal(0);
+  });
+
+  it('keeps the input when the process dies after emitting but before acknowledging (at-least-once)', async () => {
+    await runCli(['publish', 'words', '--type', 'word', '--args', '["crash-after-emit"]', '--tenant', 'acme', '--config', file], env);
+    const stage = spawnCli(['run', 'shouter', '--tenant', 'acme', '--config', file], env);
+    const exit = await finished(stage, 15000, 'run shouter');
+    expect(exit.code).to.equal(3);
+    // The output was confirmed; the input was never acknowledged, so the broker kept it.
+    await waitFor('the input back in its queue', async () => (await raw.count(names.queue('words', 'acme'))) === 1);
+    expect(await raw.count(names.queue('shouted', 'acme'))).to.equal(1);
+    await raw.drain(names.queue('words', 'acme'));
+    await raw.drain(names.queue('shouted', 'acme'));
+  });
+
+  it('keeps a job published for an unknown tenant, lists it, and replays it once the tenant is provisioned', async () => {
+    const published = await runCli(['publish', 'words', '--type', 'word', '--args', '["late"]', '--tenant', 'initech', '--config', file], env);
+    const id = published.stdout.trim();
+    const listed = await runCli(['unroutable', 'list', '--json', '--config', file], env);
+    expect(listed.code, listed.stderr).to.equal(0);
+    const entries = JSON.parse(listed.stdout) as Array<{ messageId: string; tenant: string; queue: string }>;
+    expect(entries.map((e) => [e.messageId, e.tenant, e.queue])).to.deep.equal([[id, 'initech', 'words']]);
+
+    expect((await runCli(['provision', '--tenant', 'initech', '--config', file], env)).code).to.equal(0);
+    const replayed = await runCli(['unroutable', 'replay', '--json', '--config', file], env);
+    expect(JSON.parse(replayed.stdout)).to.deep.equal({ replayed: 1, kept: 0 });
+    const [moved] = await raw.drain(names.queue('words', 'initech'));
+    expect(moved.properties.messageId).to.equal(id);
+  });
+
+  it('prints the topology without a broker', async () => {
+    const printed = await runCli(['topology', '--tenant', 'acme', '--json', '--config', file], { AMQP_URL: 'amqp://127.0.0.1:1/' });
+    expect(printed.code, printed.stderr).to.equal(0);
+    const topology = JSON.parse(printed.stdout) as { queues: Array<{ name: string }> };
+    expect(topology.queues.map((q) => q.name)).to.include.members([names.queue('words', 'acme'), names.queue('shouted', 'acme'), names.unroutable]);
+    expect(topology.queues.map((q) => q.name).filter((n) => n.includes('globex'))).to.deep.equal([]);
+  });
+
+  it('exits 2 naming the file, the key and what was expected for a bad configuration', async () => {
+    const bad = path.join(dir, 'bad.json');
+    await writeFile(bad, JSON.stringify({ tenants: ['acme'], stages: { shouter: { module: './shouter.stage.mjs', concurrency: 0 } } }));
+    const result = await runCli(['run', 'shouter', '--tenant', 'acme', '--config', bad], env);
+    expect(result.code).to.equal(2);
+    expect(result.stderr).to.contain(`${bad}: stages.shouter.concurrency: must be >= 1`);
+  });
+
+  it('exits 2 for a tenant-scoped stage without a tenant, and for an unknown stage', async () => {
+    const noTenant = await runCli(['run', 'shouter', '--config', file], env);
+    expect(noTenant.code).to.equal(2);
+    expect(noTenant.stderr).to.match(/a tenant for stage "shouter".*--tenant/);
+    const unknown = await runCli(['run', 'nosuch', '--tenant', 'acme', '--config', file], env);
+    expect(unknown.code).to.equal(2);
+    expect(unknown.stderr).to.contain('stage "nosuch": not in');
+  });
+
+  it('exits 2 for bad usage', async () => {
+    expect((await runCli(['publish', 'words', '--config', file], env)).code).to.equal(2);
+    expect((await runCli(['frobnicate'], env)).code).to.equal(2);
+  });
+});
