@@ -1,6 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
-import { TenantRequiredError } from '../errors/errors.js';
+import { StagecoachError, TenantRequiredError } from '../errors/errors.js';
 import { toWire, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { BrokerNames } from '../topology/names.js';
@@ -19,9 +19,21 @@ export interface Route {
 export function routeFor(config: CompiledConfig, job: Job): Route {
   const names = new BrokerNames(config.prefix);
   const queue = queueFor(config, job.queue);
+  if (!typeAllowed(queue.allowed_job_types, job.type)) {
+    throw new StagecoachError(
+      'JOB_TYPE_NOT_ALLOWED',
+      `job type "${job.type}" is not allowed in queue "${job.queue}" (allowed: ${(queue.allowed_job_types ?? []).join(', ')})`,
+    );
+  }
   if (queue.scope === 'shared') return { exchange: names.direct, routingKey: job.queue };
   if (job.tenant === undefined) throw new TenantRequiredError(job.queue);
   return { exchange: names.root, routingKey: job.queue };
+}
+
+/** OJS `allowed_job_types`: exact types, `*`, and `prefix.*` wildcards. */
+export function typeAllowed(patterns: readonly string[] | undefined, type: string): boolean {
+  if (patterns === undefined) return true;
+  return patterns.some((pattern) => pattern === '*' || pattern === type || (pattern.endsWith('.*') && type.startsWith(pattern.slice(0, -1))));
 }
 
 /** Where emitted jobs go: the broker in production, a list in the in-memory harness. */

@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'INVALID_RETRY_POLICY'
   | 'NOT_FOUND'
   | 'QUEUE_FULL'
+  | 'JOB_TYPE_NOT_ALLOWED'
   | 'TENANT_REQUIRED'
   | 'UNKNOWN_OUTPUT'
   | 'STAGE_NOT_FOUND'

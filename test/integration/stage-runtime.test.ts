@@ -11,6 +11,7 @@ import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { held } from '../fixtures/test-stages.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'stage-runtime' }, 'error');
@@ -128,6 +129,17 @@ describe('stage runtime against the broker', () => {
     await waitFor('two dead letters', async () => (await raw.count(names.deadQueue('in', 'acme'))) === 2);
     const types = (await raw.drain(names.deadQueue('in', 'acme'))).map((m) => m.properties.headers?.['x-ojs-error-type']);
     expect(types.sort()).to.deep.equal(['RefusedError', 'UNKNOWN_OUTPUT']);
+  });
+
+  it('runs at most `concurrency` handlers at once and keeps the rest prefetched', async () => {
+    for (let i = 0; i < 6; i++) await publisher.publish('in', { type: 'relay.me', args: [`held-${i}`, 'hold'], tenant: 'acme' });
+    await waitFor('four handlers running', () => held.active === 4);
+    // The other two are prefetched (prefetch 14), not started.
+    await waitFor('the rest delivered to the stage', async () => (await raw.count(names.queue('in', 'acme'))) === 0);
+    expect(held.active).to.equal(4);
+    held.open = true;
+    await waitFor('all six relayed (out holds six)', async () => (await raw.count(names.queue('out', 'acme'))) === 6);
+    expect(held.peak).to.equal(4);
   });
 
   it('dead-letters malformed messages with INVALID_PAYLOAD and keeps consuming', async () => {
