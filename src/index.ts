@@ -18,7 +18,7 @@ import 'reflect-metadata';
 
 export { Stage } from './stage/stage.decorator.js';
 export type { StageContext, StageHandler, StageMetadata, StageOptions } from './stage/stage.types.js';
-export { CONFIG, LOGGER, STAGE_OPTIONS, TENANT } from './stage/tokens.js';
+export { CONFIG, LOGGER, STAGE_OPTIONS, TENANT, VARIANT } from './stage/tokens.js';
 export { inject, injectable, ContainerModule } from 'inversify';
 
 export type { Job, JobError, JobSpec, PublishSpec, HeaderValue } from './job/job.types.js';
@@ -44,7 +44,7 @@ export { declareTopology } from './broker/declare-topology.js';
 
 export { StageRunner, type StageRunnerOptions } from './stage/stage-runner.js';
 export { StageGroup, devInstances } from './stage/stage-group.js';
-export { loadStage, loadAllStages } from './stage/stage-loader.js';
+export { loadStage, loadAllStages, type LoadedStage } from './stage/stage-loader.js';
 export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
 
 export {

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { NonRetryableError, Stage, type Job, type StageContext, type StageHandler } from '../src/index.js';
-import { TextExtractor, UnsupportedMimeError } from './lib/extract-text.js';
+import { TextExtractor } from './lib/extract-text.js';
 import { scanMeta } from './lib/scan-meta.js';
 
 /**
@@ -23,12 +23,13 @@ export class Converter implements StageHandler {
       throw new NonRetryableError('args must be [absolutePath, documentName]', 'InvalidConversion');
     }
     const mime = typeof ctx.headers.mime === 'string' ? ctx.headers.mime : 'application/octet-stream';
+    // Checked before reading: an unsupported file may be large, and no retry will make it supported.
+    if (!this.extractor.supports(mime)) throw new NonRetryableError(`no text extractor for "${mime}"`, 'UnsupportedMime');
     let text: string;
     try {
       text = await this.extractor.extract(mime, await readFile(file));
     } catch (err) {
-      // Retrying does not teach the extractor a new format; a missing or corrupt file stays so.
-      if (err instanceof UnsupportedMimeError) throw new NonRetryableError(err.message, 'UnsupportedMime');
+      // A corrupt document stays corrupt; a read error (a share that is briefly away) may pass.
       if (err instanceof SyntaxError || (err as Error).name === 'InvalidPDFException') {
         throw new NonRetryableError(`${name}: ${(err as Error).message}`, 'UnreadableDocument');
       }

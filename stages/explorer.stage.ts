@@ -1,6 +1,16 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { inject, LOGGER, NonRetryableError, Stage, STAGE_OPTIONS, type Job, type Logger, type StageContext, type StageHandler } from '../src/index.js';
+import {
+  inject,
+  LOGGER,
+  NonRetryableError,
+  Stage,
+  STAGE_OPTIONS,
+  type Job,
+  type Logger,
+  type StageContext,
+  type StageHandler,
+} from '../src/index.js';
 import { mimeOf } from './lib/mime.js';
 import { BUNDLED_SAMPLES_DIR } from './lib/samples-dir.js';
 import type { ScanMeta } from './lib/scan-meta.js';

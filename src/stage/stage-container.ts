@@ -4,7 +4,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { LoadedStage } from './stage-loader.js';
 import type { StageHandler } from './stage.types.js';
-import { CONFIG, LOGGER, STAGE_OPTIONS, TENANT } from './tokens.js';
+import { CONFIG, LOGGER, STAGE_OPTIONS, TENANT, VARIANT } from './tokens.js';
 
 /**
  * One inversify container per stage instance (stage x tenant x variant): the stage class and
@@ -17,12 +17,14 @@ export async function createStageInstance(
   config: CompiledConfig,
   tenant: string | undefined,
   log: Logger,
+  variant?: string,
 ): Promise<StageHandler> {
   const container = new Container({ autobind: true, defaultScope: 'Singleton' });
   container.bind(LOGGER).toConstantValue(log);
   container.bind(CONFIG).toConstantValue(config);
   container.bind(STAGE_OPTIONS).toConstantValue(config.stages.get(stage.metadata.name)?.options ?? {});
   container.bind(TENANT).toConstantValue(tenant);
+  container.bind(VARIANT).toConstantValue(variant);
   for (const module of stage.modules) await container.load(module);
   container.bind(stage.target).toSelf();
   const instance: StageHandler = await container.getAsync<StageHandler>(stage.target);

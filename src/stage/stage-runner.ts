@@ -93,7 +93,7 @@ export class StageRunner extends EventEmitter {
     const { config, stage, tenant, connection, log } = this.options;
     const meta = stage.metadata;
     await declareTopology(config, stageTopology(config, meta, tenant), log);
-    this.handler = await createStageInstance(stage, config, tenant, log);
+    this.handler = await createStageInstance(stage, config, tenant, log, this.options.variant);
 
     const names = new BrokerNames(config.prefix);
     this.publisher = await ConfirmPublisher.open(connection);

@@ -8,3 +8,5 @@ export const CONFIG = Symbol.for('stagecoach:config');
 export const STAGE_OPTIONS = Symbol.for('stagecoach:stage-options');
 /** The tenant this instance serves, or undefined for a shared stage (`string | undefined`). */
 export const TENANT = Symbol.for('stagecoach:tenant');
+/** The variant queue this instance consumes, or undefined for the general queue (`string | undefined`). */
+export const VARIANT = Symbol.for('stagecoach:variant');

@@ -1,13 +1,5 @@
-import { injectable } from '../../src/index.js';
+import { injectable, NonRetryableError } from '../../src/index.js';
 import { pdfText } from './pdf-text.js';
-
-/** Thrown for a document type there is no extractor for; the converter dead-letters the job. */
-export class UnsupportedMimeError extends Error {
-  constructor(readonly mime: string) {
-    super(`no text extractor for "${mime}"`);
-    this.name = 'UnsupportedMimeError';
-  }
-}
 
 /**
  * Turns a document into the plain text the matcher scans. A class rather than functions so
@@ -17,6 +9,11 @@ export class UnsupportedMimeError extends Error {
 export class TextExtractor {
   readonly mimes: readonly string[] = ['text/plain', 'text/markdown', 'text/html', 'text/csv', 'application/json', 'application/pdf'];
 
+  supports(mime: string): boolean {
+    return this.mimes.includes(mime);
+  }
+
+  /** @throws NonRetryableError `UnsupportedMime` for a type it has no extractor for: retrying will not add one. */
   async extract(mime: string, bytes: Uint8Array): Promise<string> {
     const text = () => new TextDecoder().decode(bytes);
     switch (mime) {
@@ -32,7 +29,7 @@ export class TextExtractor {
       case 'application/pdf':
         return pdfText(bytes);
       default:
-        throw new UnsupportedMimeError(mime);
+        throw new NonRetryableError(`no text extractor for "${mime}"`, 'UnsupportedMime');
     }
   }
 }

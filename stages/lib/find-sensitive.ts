@@ -13,7 +13,8 @@ const EMAIL = /[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}
 // 13-19 digits, single spaces or dashes allowed between them. The lookarounds refuse a run
 // that continues on either side, so that a longer number is never cut into a card-sized piece.
 const CARD = /(?<!\d[ -]?)\d(?:[ -]?\d){12,18}(?![ -]?\d)/g;
-const CPR = /(?<!\d[ -]?)\d{6}-?\d{4}(?![ -]?\d)/g;
+// Six date digits, an optional dash, four serial digits, and no digit glued on either side.
+const CPR = /(?<!\d)\d{6}-?\d{4}(?!\d)/g;
 
 /**
  * Masks every digit of a card number but the last four, keeping its separators, so that the

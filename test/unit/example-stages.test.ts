@@ -76,7 +76,11 @@ describe('example stages', () => {
 
     it('emits one doc.matches per document, even without findings, keeping the scan meta', async () => {
       const harness = await StageHarness.create(Matcher, { tenant: 'acme' });
-      const { emitted } = await harness.run({ type: 'doc.text', args: ['notes.md', 'nothing here'], meta: { scan_id: 's1', scan_total: 3 } });
+      const { emitted } = await harness.run({
+        type: 'doc.text',
+        args: ['notes.md', 'nothing here'],
+        meta: { scan_id: 's1', scan_total: 3 },
+      });
       expect(emitted).to.have.length(1);
       const [match] = emitted;
       expect(match?.output).to.equal('matches');
@@ -93,7 +97,12 @@ describe('example stages', () => {
   describe('converter', () => {
     const convert = async (file: string, mime: string) => {
       const harness = await StageHarness.create(Converter, { tenant: 'acme' });
-      const { emitted } = await harness.run({ type: 'doc.convert', args: [file, path.basename(file)], meta: { scan_id: 's1', scan_total: 1 }, headers: { mime } });
+      const { emitted } = await harness.run({
+        type: 'doc.convert',
+        args: [file, path.basename(file)],
+        meta: { scan_id: 's1', scan_total: 1 },
+        headers: { mime },
+      });
       expect(emitted).to.have.length(1);
       expect(emitted[0]?.output).to.equal('representations');
       expect(emitted[0]?.job.type).to.equal('doc.text');
@@ -103,7 +112,8 @@ describe('example stages', () => {
 
     it('strips HTML tags, scripts and styles, and decodes entities', async () => {
       const file = path.join(tmp, 'page.html');
-      const html = '<html><head><style>p{color:red}</style></head><body><p>Tom &amp; Jerry &lt;billing&#64;x.example&gt;</p><script>var a = "hidden@tracker.example";</script><td>1</td><td>2</td></body></html>';
+      const html =
+        '<html><head><style>p{color:red}</style></head><body><p>Tom &amp; Jerry &lt;billing&#64;x.example&gt;</p><script>var a = "hidden@tracker.example";</script><td>1</td><td>2</td></body></html>';
       await writeFile(file, html);
       expect(await convert(file, 'text/html')).to.equal('Tom & Jerry <billing@x.example> 1 2');
       expect(htmlText('a&nbsp;b &#x41; &bogus;')).to.equal('a b A &bogus;');
@@ -129,9 +139,21 @@ describe('example stages', () => {
 
     it('dead-letters a type it cannot convert without retrying', async () => {
       const harness = await StageHarness.create(Converter, { tenant: 'acme' });
-      const err = await rejection(harness.run({ type: 'doc.convert', args: [path.join(tmp, 'data.json'), 'x.bin'], headers: { mime: 'application/zip' } }));
+      // The file does not exist: the type is refused before anything is read.
+      const err = await rejection(
+        harness.run({ type: 'doc.convert', args: [path.join(tmp, 'missing.zip'), 'missing.zip'], headers: { mime: 'application/zip' } }),
+      );
       expect(err).to.be.instanceOf(NonRetryableError);
       expect((err as NonRetryableError).type).to.equal('UnsupportedMime');
+    });
+
+    it('dead-letters a corrupt PDF without retrying', async () => {
+      const file = path.join(tmp, 'broken.pdf');
+      await writeFile(file, 'this is not a PDF');
+      const harness = await StageHarness.create(Converter, { tenant: 'acme' });
+      const err = await rejection(harness.run({ type: 'doc.convert', args: [file, 'broken.pdf'], headers: { mime: 'application/pdf' } }));
+      expect(err).to.be.instanceOf(NonRetryableError);
+      expect((err as NonRetryableError).type).to.equal('UnreadableDocument');
     });
   });
 
@@ -182,7 +204,10 @@ describe('example stages', () => {
       const findings = [{ kind: 'email', value: 'a@b.dk' }];
       await harness.run({ type: 'doc.matches', args: ['x.txt', findings], tenant: 'acme', meta: { scan_id: 's1', scan_total: 2 } });
       await harness.run({ type: 'doc.matches', args: ['y.txt', []], tenant: 'globex', meta: { scan_id: 's2', scan_total: 1 } });
-      const acme = (await readFile(path.join(dir, 'acme.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as ResultLine);
+      const acme = (await readFile(path.join(dir, 'acme.jsonl'), 'utf8'))
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as ResultLine);
       expect(acme).to.have.length(1);
       expect(acme[0]).to.include({ document: 'x.txt', scan_id: 's1', scan_total: 2 });
       expect(acme[0]?.findings).to.deep.equal(findings);
