@@ -4,6 +4,7 @@ import { StagecoachError, TenantRequiredError } from '../errors/errors.js';
 import { toWire, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { BrokerNames } from '../topology/names.js';
+import { matchesAny } from '../util/patterns.js';
 import type { ConfirmPublisher } from './confirm-publisher.js';
 
 export interface Route {
@@ -32,8 +33,7 @@ export function routeFor(config: CompiledConfig, job: Job): Route {
 
 /** OJS `allowed_job_types`: exact types, `*`, and `prefix.*` wildcards. */
 export function typeAllowed(patterns: readonly string[] | undefined, type: string): boolean {
-  if (patterns === undefined) return true;
-  return patterns.some((pattern) => pattern === '*' || pattern === type || (pattern.endsWith('.*') && type.startsWith(pattern.slice(0, -1))));
+  return patterns === undefined || matchesAny(patterns, type);
 }
 
 /** Where emitted jobs go: the broker in production, a list in the in-memory harness. */

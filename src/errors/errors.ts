@@ -18,6 +18,8 @@ export type ErrorCode =
   | 'PUBLISH_FAILED'
   | 'CONNECTION_FAILED'
   | 'HANDLER_ERROR'
+  | 'HANDLER_TIMEOUT'
+  | 'POISON'
   | 'NON_RETRYABLE';
 
 export class StagecoachError extends Error {

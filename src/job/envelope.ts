@@ -1,5 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import { InvalidPayloadError } from '../errors/errors.js';
+import { validateRetryPolicy } from '../retry/retry-policy.js';
 import type { Job, JobSpec } from './job.types.js';
 
 export const SPEC_VERSION = '1.0.0-rc.1';
@@ -20,6 +21,7 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   if (spec.args !== undefined && !Array.isArray(spec.args)) {
     throw new InvalidPayloadError(`job "${spec.type}": "args" must be a JSON array`, origin.queue);
   }
+  validateRetryPolicy(spec.retry, `job "${spec.type}": retry`);
   const meta = { ...spec.meta };
   if (origin.parentId !== undefined) meta.parent_id = origin.parentId;
   const job: Job = {

@@ -23,6 +23,7 @@ export class JobContext implements StageContext {
     readonly headers: Readonly<Record<string, unknown>>,
     private readonly sink: JobSink,
     private readonly baseLog: Logger,
+    readonly signal: AbortSignal = new AbortController().signal,
   ) {}
 
   get tenant(): string | undefined {
@@ -58,6 +59,11 @@ export class JobContext implements StageContext {
     const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (failed) throw failed.reason;
     return results.length;
+  }
+
+  /** Refuses further emits: the handler's time is over (it timed out or failed). */
+  close(): void {
+    this.closed = true;
   }
 
   private async send(output: string, spec: JobSpec): Promise<string> {

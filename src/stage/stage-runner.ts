@@ -4,15 +4,15 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import { JobRouter } from '../broker/job-router.js';
-import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
+import type { CompiledConfig, CompiledStageConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
-import { ConfigError, InvalidPayloadError } from '../errors/errors.js';
+import { ConfigError, InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { fromWire } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
-import { DeadLetters, toJobError } from './dead-letters.js';
+import { FailureHandler } from './failure-handler.js';
 import { JobContext } from './job-context.js';
 import { createStageInstance } from './stage-container.js';
 import type { LoadedStage } from './stage-loader.js';
@@ -32,8 +32,12 @@ export interface StageRunnerOptions {
 
 export interface StageRunnerStats {
   completed: number;
-  deadLettered: number;
   emitted: number;
+  retried: number;
+  deadLettered: number;
+  discarded: number;
+  /** Deliveries that came back after the process handling them died. */
+  poisonRedeliveries: number;
 }
 
 /**
@@ -52,9 +56,10 @@ export interface StageRunnerStats {
 export class StageRunner extends EventEmitter {
   readonly name: string;
   readonly queue: string;
-  readonly stats: StageRunnerStats = { completed: 0, deadLettered: 0, emitted: 0 };
+  readonly stats: StageRunnerStats = { completed: 0, emitted: 0, retried: 0, deadLettered: 0, discarded: 0, poisonRedeliveries: 0 };
 
   private readonly settings: CompiledStageConfig;
+  private readonly input: ResolvedQueueConfig;
   private readonly waiting: ConsumeMessage[] = [];
   private inFlight = 0;
   private stopping = false;
@@ -62,7 +67,7 @@ export class StageRunner extends EventEmitter {
   private channel: Channel | undefined;
   private publisher: ConfirmPublisher | undefined;
   private router: JobRouter | undefined;
-  private deadLetters: DeadLetters | undefined;
+  private failures: FailureHandler | undefined;
   private handler: StageHandler | undefined;
   private idle: (() => void) | undefined;
 
@@ -74,6 +79,7 @@ export class StageRunner extends EventEmitter {
     if (!settings) throw new ConfigError(config.source, `stages.${meta.name}`, 'a configured stage');
     this.settings = settings;
     const input = queueFor(config, meta.input, `stage "${meta.name}"`);
+    this.input = input;
     if (input.scope === 'tenant' && tenant === undefined) {
       throw new ConfigError(config.source, `queues.${meta.input}`, `a tenant for stage "${meta.name}": its input is tenant-scoped (use --tenant)`);
     }
@@ -95,14 +101,19 @@ export class StageRunner extends EventEmitter {
     await declareTopology(config, stageTopology(config, meta, tenant), log);
     this.handler = await createStageInstance(stage, config, tenant, log, this.options.variant);
 
-    const names = new BrokerNames(config.prefix);
     this.publisher = await ConfirmPublisher.open(connection);
     this.router = new JobRouter(config, this.publisher);
-    this.deadLetters = new DeadLetters(
-      this.publisher,
-      { exchange: names.dlx, routingKey: names.deadQueue(meta.input, tenant), tenantHeader: config.tenantHeader },
-      meta.name,
-    );
+    this.failures = new FailureHandler({
+      config,
+      input: this.input,
+      queue: this.queue,
+      tenant,
+      stage: meta.name,
+      publisher: this.publisher,
+      router: this.router,
+      log,
+      stats: this.stats,
+    });
 
     // Consume and publish on separate channels: a consumer's flow never waits on confirms.
     const channel = await connection.createChannel();
@@ -123,8 +134,9 @@ export class StageRunner extends EventEmitter {
     this.stopping = true;
     const channel = this.channel;
     if (channel && this.consumerTag) await channel.cancel(this.consumerTag).catch(() => undefined);
-    // Deliveries not yet started go back to the queue, in order, for another instance.
-    for (const message of this.waiting.splice(0).reverse()) channel?.nack(message, false, true);
+    // Deliveries not yet started go back to the queue for another instance, unflagged.
+    const unstarted = this.waiting.splice(0);
+    if (channel) await Promise.all(unstarted.map((message) => (this.failures as FailureHandler).giveBack(channel, message)));
     if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
     await this.publisher?.close();
     await channel?.close().catch(() => undefined);
@@ -169,43 +181,56 @@ export class StageRunner extends EventEmitter {
       if (meta.types && !meta.types.includes(job.type)) {
         throw new InvalidPayloadError(`stage "${meta.name}" does not handle job type "${job.type}" (handles ${meta.types.join(', ')})`, meta.input);
       }
-      const ctx = new JobContext(meta.name, meta.outputs, job, decoded.headers, this.router as JobRouter, this.options.log);
-      await (this.handler as StageHandler).handle(job, ctx);
+      if (isRedelivery(message)) {
+        // Stagecoach never requeues a started job itself: a redelivered one was in the hands
+        // of a process that died (exit, uncaught exception, OOM, SIGKILL) or lost its
+        // connection. That attempt counts as failed, so a job that kills every process that
+        // takes it is dead-lettered as POISON after max_attempts instead of crash-looping.
+        this.stats.poisonRedeliveries++;
+        throw new StagecoachError('POISON', `attempt ${job.attempt} was redelivered: the process handling it died before settling it`);
+      }
+      const ctx = await this.runHandler(job, decoded.headers);
       this.stats.emitted += await ctx.settle();
       channel.ack(message);
       this.stats.completed++;
     } catch (err) {
-      await this.deadLetter(message, job, err);
+      await (this.failures as FailureHandler).fail(channel, message, job, err);
     }
   }
 
-  /** Dead-letters a delivery with its reason; acknowledges it only once that is confirmed. */
-  private async deadLetter(message: ConsumeMessage, job: Job | undefined, err: unknown): Promise<void> {
-    const channel = this.channel as Channel;
-    const error = toJobError(err);
-    this.options.log.warn('job dead-lettered', {
-      queue: this.queue,
-      job_id: job?.id ?? message.properties.messageId,
-      job_type: job?.type,
-      tenant: job?.tenant,
-      error_type: error.type,
-      error: error.message,
-    });
-    try {
-      await (this.deadLetters as DeadLetters).send(message, job, error);
-      channel.ack(message);
-      this.stats.deadLettered++;
-    } catch (publishErr) {
-      // The queue's own dead-letter exchange still keeps it, without the reason.
-      this.options.log.error('dead letter not confirmed; rejecting to the broker dead-letter route', {
-        queue: this.queue,
-        err: (publishErr as Error).message,
-      });
-      try {
-        channel.nack(message, false, false);
-      } catch {
-        // Channel gone: the broker redelivers the message.
-      }
+  /** Runs `handle()`, aborting it through `ctx.signal` when it outlives its timeout. */
+  private async runHandler(job: Job, headers: Record<string, unknown>): Promise<JobContext> {
+    const meta = this.options.stage.metadata;
+    const timeoutSeconds = job.timeout ?? this.input.default_timeout;
+    const controller = new AbortController();
+    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, controller.signal);
+    const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
+    if (timeoutSeconds === undefined) {
+      await handled;
+      return ctx;
     }
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new StagecoachError('HANDLER_TIMEOUT', `handler ran past its timeout of ${timeoutSeconds} s`);
+        ctx.close();
+        controller.abort(error);
+        reject(error);
+      }, timeoutSeconds * 1000);
+    });
+    // A handler that ignores the signal keeps running; its late result is dropped, not unhandled.
+    handled.catch(() => undefined);
+    try {
+      await Promise.race([handled, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return ctx;
   }
+}
+
+/** Classic queues set `redelivered`; quorum queues also count in `x-delivery-count`. */
+function isRedelivery(message: ConsumeMessage): boolean {
+  const count = Number(message.properties.headers?.['x-delivery-count'] ?? 0);
+  return message.fields.redelivered || count > 0;
 }

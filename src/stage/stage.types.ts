@@ -23,6 +23,12 @@ export interface StageContext {
   readonly tenant: string | undefined;
   /** AMQP headers the job arrived with (routing headers such as `mime` included). */
   readonly headers: Readonly<Record<string, unknown>>;
+  /**
+   * Aborted when the job runs past its timeout (the job's `timeout`, else the queue's
+   * `default_timeout`). Pass it to fetch, streams and child processes so that their work stops
+   * too; the job has then failed with HANDLER_TIMEOUT and its emits are refused.
+   */
+  readonly signal: AbortSignal;
   /** Logger whose lines carry the job id, type, tenant, stage and attempt. */
   readonly log: Logger;
   /**

@@ -1,6 +1,7 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import type { StageMetadata } from '../stage/stage.types.js';
+import { delayDeliveryBinding, delayTopology } from './delay-topology.js';
 import { BrokerNames } from './names.js';
 import type { BindingSpec, ExchangeSpec, QueueSpec, Topology } from './topology.types.js';
 
@@ -15,6 +16,9 @@ import type { BindingSpec, ExchangeSpec, QueueSpec, Topology } from './topology.
  *          -> variants.<q>.<t> (headers, variant header)     --AE-->  general.<q>.<t> (fanout)
  *               -> queue.<q>.<t>.<variant>                            -> queue.<q>.<t>
  *
+ * Retries come back through the delay ladder (delay-topology.ts) to the physical queue they
+ * left, variant queues included: each physical queue is bound from `delay.deliver`.
+ *
  * The alternate exchange of the variant router makes "the matching variant queue, or else the
  * general queue" a broker rule: each job reaches exactly one queue. `all-with-x` makes the
  * broker compare `x-` headers too; with plain `all` an `x-ojs-tenant` binding matches every job.
@@ -24,8 +28,12 @@ export function emptyTopology(): Topology {
   return { exchanges: [], queues: [], bindings: [] };
 }
 
-/** Exchanges and queues every process needs, whatever its stage. */
+/** Exchanges and queues every process needs, whatever its stage: entry points, dead letters, the delay ladder. */
 export function coreTopology(config: CompiledConfig): Topology {
+  return mergeTopologies(entryTopology(config), delayTopology(config));
+}
+
+function entryTopology(config: CompiledConfig): Topology {
   const names = new BrokerNames(config.prefix);
   const durable = config.durable;
   return {
@@ -76,6 +84,7 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
       queues: [workQueue(config, queue, physical, dead), { name: dead, durable, arguments: {} }],
       bindings: [
         { source: names.direct, destination: physical, destinationType: 'queue', routingKey: queue.name },
+        delayDeliveryBinding(config, physical),
         { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead },
       ],
     };
@@ -87,7 +96,7 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   const general = names.queue(queue.name, tenant);
   const dead = names.deadQueue(queue.name, tenant);
   topology.queues.push(workQueue(config, queue, general, dead), { name: dead, durable, arguments: {} });
-  topology.bindings.push({ source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead });
+  topology.bindings.push(delayDeliveryBinding(config, general), { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead });
 
   if (!queue.variants) {
     topology.bindings.push({ source: tenantExchange, destination: general, destinationType: 'queue', routingKey: queue.name });
@@ -106,6 +115,7 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   for (const [variant, values] of Object.entries(queue.variants.values)) {
     const physical = names.queue(queue.name, tenant, variant);
     topology.queues.push(workQueue(config, queue, physical, dead));
+    topology.bindings.push(delayDeliveryBinding(config, physical));
     for (const value of values) {
       topology.bindings.push({
         source: router,

@@ -40,6 +40,18 @@ export class BrokerNames {
   deadQueue(queue: string, tenant?: string): string {
     return [this.prefix, 'dead', queue, tenant].filter((part) => part !== undefined).join('.');
   }
+  /** Topic exchange where retries enter the delay ladder (routing key: delay bits, then destination). */
+  get retry(): string {
+    return `${this.prefix}.retry`;
+  }
+  /** Exchange and queue (same name) of delay level k: the queue holds messages for 2^k seconds. */
+  delayLevel(level: number): string {
+    return `${this.prefix}.delay.${level}`;
+  }
+  /** Topic exchange at the bottom of the ladder: routes a delayed job to its physical queue. */
+  get delayDeliver(): string {
+    return `${this.prefix}.delay.deliver`;
+  }
   /** Non-durable, exclusive queue a running stage reads control messages from. */
   get control(): string {
     return `${this.prefix}.control`;

@@ -29,7 +29,7 @@ describe('stage runtime against the broker', () => {
     config = withTestConfig(
       {
         tenants: ['acme', 'globex'],
-        queues: { jobs: { scope: 'shared' }, out: { max_size: 6 } },
+        queues: { jobs: { scope: 'shared' }, in: { default_retry: { max_attempts: 1 } }, out: { max_size: 6 } },
         stages: {
           relay: { module: './test-stages.js', concurrency: 4, options: { tag: 'v1' } },
           fanout: { module: './test-stages.js' },

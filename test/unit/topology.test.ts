@@ -1,6 +1,18 @@
 import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { provisionTopology, stageTopology } from '../../src/topology/build-topology.js';
+import { DELAY_LEVELS, delayRoutingKey, MAX_DELAY_SECONDS } from '../../src/topology/delay-topology.js';
+import type { Topology } from '../../src/topology/topology.types.js';
+
+/** The topology without the delay ladder and the bindings that bring retries back, tested apart below. */
+function withoutLadder(topology: Topology): Topology {
+  const ladder = (name: string): boolean => name === 'ojs.retry' || name.startsWith('ojs.delay.');
+  return {
+    exchanges: topology.exchanges.filter((e) => !ladder(e.name)),
+    queues: topology.queues.filter((q) => !ladder(q.name)),
+    bindings: topology.bindings.filter((b) => !ladder(b.source)),
+  };
+}
 
 const config = compileConfig({
   tenants: ['acme', 'globex'],
@@ -12,7 +24,7 @@ const config = compileConfig({
 
 describe('topology', () => {
   it('declares exactly the core and the input chain for a tenant-scoped stage with variants', () => {
-    const topology = stageTopology(config, { name: 'converter', input: 'conversions', outputs: ['representations'] }, 'acme');
+    const topology = withoutLadder(stageTopology(config, { name: 'converter', input: 'conversions', outputs: ['representations'] }, 'acme'));
     expect(topology.exchanges).to.deep.equal([
       { name: 'ojs.unroutable', type: 'fanout', durable: true },
       { name: 'ojs.root', type: 'headers', durable: true, alternateExchange: 'ojs.unroutable' },
@@ -52,7 +64,7 @@ describe('topology', () => {
   });
 
   it('routes a shared input through ojs.direct and needs no tenant', () => {
-    const topology = stageTopology(config, { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] });
+    const topology = withoutLadder(stageTopology(config, { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }));
     expect(topology.queues.map((q) => q.name)).to.deep.equal(['ojs.unroutable', 'ojs.queue.scan_specs', 'ojs.dead.scan_specs']);
     expect(topology.bindings).to.deep.include({ source: 'ojs.direct', destination: 'ojs.queue.scan_specs', destinationType: 'queue', routingKey: 'scan_specs' });
     expect(topology.exchanges.map((e) => e.name)).not.to.include('ojs.tenant.acme');
@@ -99,5 +111,44 @@ describe('topology', () => {
     const c = compileConfig({ queues: { q: { scope: 'shared', max_size: 5, overflow_policy: 'drop_oldest', max_priority: 9 } } });
     const queue = stageTopology(c, { name: 's', input: 'q', outputs: [] }).queues.find((q) => q.name === 'ojs.queue.q');
     expect(queue?.arguments).to.include({ 'x-overflow': 'drop-head', 'x-max-priority': 9, 'x-max-length': 5 });
+  });
+});
+
+describe('delay ladder', () => {
+  const stages = [{ name: 'converter', input: 'conversions', outputs: ['representations'] }];
+  const delayQueues = (t: Topology): string[] => t.queues.map((q) => q.name).filter((n) => n.startsWith('ojs.delay.'));
+
+  it('is a fixed set of TTL queues, 2^k seconds each, each dead-lettering to the level below', () => {
+    const queues = stageTopology(config, stages[0], 'acme').queues.filter((q) => q.name.startsWith('ojs.delay.'));
+    expect(queues).to.have.length(DELAY_LEVELS);
+    expect(queues[0]).to.deep.equal({
+      name: `ojs.delay.${DELAY_LEVELS - 1}`,
+      durable: true,
+      arguments: { 'x-message-ttl': 2 ** (DELAY_LEVELS - 1) * 1000, 'x-dead-letter-exchange': `ojs.delay.${DELAY_LEVELS - 2}` },
+    });
+    expect(queues.at(-1)).to.deep.equal({ name: 'ojs.delay.0', durable: true, arguments: { 'x-message-ttl': 1000, 'x-dead-letter-exchange': 'ojs.delay.deliver' } });
+    expect(MAX_DELAY_SECONDS).to.be.greaterThan(24 * 3600);
+  });
+
+  it('has as many delay queues for 50 tenants as for 1', () => {
+    const one = compileConfig({ tenants: ['t0'] });
+    const fifty = compileConfig({ tenants: Array.from({ length: 50 }, (_, i) => `t${i}`), queues: { extra: {}, more: { scope: 'shared' } } });
+    expect(delayQueues(provisionTopology(fifty, stages))).to.deep.equal(delayQueues(provisionTopology(one, stages)));
+  });
+
+  it('binds every physical queue, variants included, from the delivery exchange', () => {
+    const bindings = stageTopology(config, stages[0], 'acme').bindings.filter((b) => b.source === 'ojs.delay.deliver');
+    const stars = '*.'.repeat(DELAY_LEVELS);
+    expect(bindings.map((b) => b.routingKey)).to.deep.equal([`${stars}ojs.queue.conversions.acme`, `${stars}ojs.queue.conversions.acme.pdf`]);
+  });
+
+  it('writes the delay in whole seconds as bits, highest level first, then the destination', () => {
+    const key = (ms: number): string => delayRoutingKey(ms, 'ojs.queue.q.acme');
+    const bits = (seconds: number): string => seconds.toString(2).padStart(DELAY_LEVELS, '0').split('').join('.');
+    expect(key(0)).to.equal(`${bits(0)}.ojs.queue.q.acme`);
+    expect(key(1000)).to.equal(`${bits(1)}.ojs.queue.q.acme`);
+    expect(key(1499)).to.equal(`${bits(1)}.ojs.queue.q.acme`);
+    expect(key(86_400_000)).to.equal(`${bits(86400)}.ojs.queue.q.acme`);
+    expect(key(10 ** 12)).to.equal(`${bits(MAX_DELAY_SECONDS)}.ojs.queue.q.acme`);
   });
 });

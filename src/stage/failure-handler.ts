@@ -1,0 +1,162 @@
+import type { Channel, ConsumeMessage } from 'amqplib';
+import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import type { JobRouter } from '../broker/job-router.js';
+import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
+import { OJS_HEADERS, toWire } from '../job/amqp-mapping.js';
+import type { HeaderValue, Job, JobError } from '../job/job.types.js';
+import type { Logger } from '../logging/logger.js';
+import { decideFailure } from '../retry/failure-decision.js';
+import { resolveRetryPolicy } from '../retry/retry-policy.js';
+import { delayRoutingKey } from '../topology/delay-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import { DeadLetters, toJobError } from './dead-letters.js';
+
+export interface FailureStats {
+  retried: number;
+  deadLettered: number;
+  discarded: number;
+}
+
+export interface FailureHandlerOptions {
+  config: CompiledConfig;
+  /** The stage's input queue, resolved. */
+  input: ResolvedQueueConfig;
+  /** The physical queue the deliveries come from: retries return to it. */
+  queue: string;
+  tenant: string | undefined;
+  stage: string;
+  publisher: ConfirmPublisher;
+  router: JobRouter;
+  log: Logger;
+  stats: FailureStats;
+}
+
+/** Headers the broker adds on dead-lettering and redelivery; a republished job starts clean. */
+const BROKER_HEADERS = ['x-death', 'x-first-death-exchange', 'x-first-death-queue', 'x-first-death-reason', 'x-last-death-exchange', 'x-last-death-queue', 'x-last-death-reason', 'x-delivery-count'];
+
+/**
+ * Settles failed deliveries by the job's retry policy: retried through the delay ladder,
+ * dead-lettered, or discarded. Whatever happens, the failed delivery is acknowledged only
+ * after its replacement (retry or dead letter) has been confirmed by the broker; if that
+ * publish fails, the delivery is rejected to the queue's broker-side dead-letter route rather
+ * than left to loop.
+ */
+export class FailureHandler {
+  private readonly names: BrokerNames;
+  private readonly deadLetters: DeadLetters;
+
+  constructor(private readonly options: FailureHandlerOptions) {
+    this.names = new BrokerNames(options.config.prefix);
+    this.deadLetters = new DeadLetters(
+      options.publisher,
+      { exchange: this.names.dlx, routingKey: this.names.deadQueue(options.input.name, options.tenant), tenantHeader: options.config.tenantHeader },
+      options.stage,
+    );
+  }
+
+  /** Never throws: a failure to settle leaves the delivery to the broker. */
+  async fail(channel: Channel, message: ConsumeMessage, job: Job | undefined, thrown: unknown): Promise<void> {
+    const error = toJobError(thrown);
+    try {
+      if (job === undefined) {
+        await this.deadLetter(message, undefined, error);
+      } else {
+        const policy = resolveRetryPolicy(this.options.input, job.retry);
+        const decision = decideFailure(policy, job.attempt, error, thrown);
+        if (decision.action === 'retry') {
+          await this.retry(message, job, decision.nextAttempt, decision.delayMs, error);
+        } else if (decision.action === 'dead_letter') {
+          await this.deadLetter(message, job, error, decision.exhausted);
+        } else {
+          this.options.log.warn('job discarded', { ...fields(job), error_type: error.type, error: error.message, exhausted: decision.exhausted });
+          this.options.stats.discarded++;
+        }
+      }
+      channel.ack(message);
+    } catch (err) {
+      this.options.log.error('failed job not settled; rejecting it to the broker dead-letter route', {
+        queue: this.options.queue,
+        job_id: job?.id ?? message.properties.messageId,
+        err: (err as Error).message,
+      });
+      try {
+        channel.nack(message, false, false);
+      } catch {
+        // The channel is gone: the broker redelivers the message, which then counts as a crash.
+      }
+    }
+  }
+
+  /**
+   * Hands a delivery that was prefetched but never started back to its queue, through the
+   * ladder with no delay, so that it does not come back flagged as redelivered (which would
+   * count as a crash).
+   */
+  async giveBack(channel: Channel, message: ConsumeMessage): Promise<void> {
+    try {
+      await this.options.publisher.publish(this.names.retry, delayRoutingKey(0, this.options.queue), message.content, {
+        ...message.properties,
+        headers: cleanHeaders(message),
+      });
+      channel.ack(message);
+    } catch {
+      try {
+        channel.nack(message, false, true);
+      } catch {
+        // Channel gone: the broker requeues it anyway.
+      }
+    }
+  }
+
+  private async retry(message: ConsumeMessage, job: Job, nextAttempt: number, delayMs: number, error: JobError): Promise<void> {
+    const retried: Job = { ...job, attempt: nextAttempt, meta: { ...job.meta, last_error: { type: error.type, message: error.message } } };
+    delete retried.error;
+    const headers = cleanHeaders(message);
+    const traceparent = headers[OJS_HEADERS.traceparent];
+    const wire = toWire(retried, {
+      tenantHeader: this.options.config.tenantHeader,
+      headers,
+      ...(typeof traceparent === 'string' ? { traceparent } : {}),
+    });
+    // A per-message TTL would expire the job inside a delay queue and skip the rest of its wait.
+    delete wire.options.expiration;
+    await this.options.publisher.publish(this.names.retry, delayRoutingKey(delayMs, this.options.queue), wire.content, wire.options);
+    this.options.stats.retried++;
+    this.options.log.info('job retry scheduled', { ...fields(job), next_attempt: nextAttempt, delay_ms: Math.round(delayMs), error_type: error.type, error: error.message });
+  }
+
+  private async deadLetter(message: ConsumeMessage, job: Job | undefined, error: JobError, exhausted = false): Promise<void> {
+    const target = this.options.input.dead_letter_queue;
+    this.options.log.warn('job dead-lettered', {
+      ...(job ? fields(job) : { job_id: message.properties.messageId }),
+      queue: this.options.queue,
+      error_type: error.type,
+      error: error.message,
+      exhausted,
+      ...(target === undefined ? {} : { dead_letter_queue: target }),
+    });
+    if (job && target !== undefined) {
+      // OJS dead_letter_queue: the job is enqueued, error and all, to the configured queue.
+      const dead: Job = {
+        ...job,
+        queue: target,
+        error,
+        meta: { ...job.meta, original_queue: job.queue, dead_lettered_at: new Date().toISOString(), stage: this.options.stage },
+      };
+      await this.options.router.send(dead, { headers: cleanHeaders(message) });
+    } else {
+      await this.deadLetters.send(message, job, error);
+    }
+    this.options.stats.deadLettered++;
+  }
+}
+
+function cleanHeaders(message: ConsumeMessage): Record<string, HeaderValue> {
+  const headers = { ...(message.properties.headers ?? {}) } as Record<string, HeaderValue>;
+  for (const name of BROKER_HEADERS) delete headers[name];
+  return headers;
+}
+
+function fields(job: Job): Record<string, unknown> {
+  return { job_id: job.id, job_type: job.type, tenant: job.tenant, attempt: job.attempt };
+}
