@@ -19,6 +19,7 @@ import 'reflect-metadata';
 export { Stage } from './stage/stage.decorator.js';
 export type { StageContext, StageHandler, StageMetadata, StageOptions } from './stage/stage.types.js';
 export { CONFIG, LOGGER, STAGE_OPTIONS, TENANT, VARIANT } from './stage/tokens.js';
+export { HandlerOutcome, RetryJob, DiscardJob, DeadLetterJob } from './stage/handler-outcomes.js';
 export { inject, injectable, ContainerModule } from 'inversify';
 
 export type { Job, JobError, JobSpec, PublishSpec, HeaderValue } from './job/job.types.js';
@@ -46,6 +47,9 @@ export { StageRunner, type StageRunnerOptions } from './stage/stage-runner.js';
 export { StageGroup, devInstances } from './stage/stage-group.js';
 export { loadStage, loadAllStages, type LoadedStage } from './stage/stage-loader.js';
 export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
+export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './admin/dead-letters-admin.js';
+export { resolveRetryPolicy, validateRetryPolicy, retryDelayMs } from './retry/retry-policy.js';
+export { DELAY_LEVELS, MAX_DELAY_SECONDS, delayTopology } from './topology/delay-topology.js';
 
 export {
   StagecoachError,

@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { runDev, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
+import { dead } from './commands/dead.js';
 import { publish } from './commands/publish.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
@@ -67,6 +68,17 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (queue: string, opts: { type: string; args: string; meta?: string; tenant?: string; header: string[]; config?: string }) => {
       process.exitCode = await publish(queue, opts);
+    });
+
+  program
+    .command('dead <action> <queue>')
+    .description('dead letters of a queue: list (look), retry (send back with a fresh attempt count), purge (drop)')
+    .addOption(tenantOption())
+    .option('--limit <n>', 'most messages to list', '100')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (action: string, queue: string, opts: { tenant?: string; json?: boolean; limit: string; config?: string }) => {
+      process.exitCode = await dead(action, queue, opts);
     });
 
   const unroutable = program.command('unroutable').description('the queue of jobs no queue would take');

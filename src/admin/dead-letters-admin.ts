@@ -1,0 +1,164 @@
+import type { ConfirmChannel, GetMessage } from 'amqplib';
+import { openConnection } from '../broker/amqp-connection.js';
+import { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import { JobRouter } from '../broker/job-router.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import { StagecoachError } from '../errors/errors.js';
+import { fromWire, OJS_HEADERS } from '../job/amqp-mapping.js';
+import type { HeaderValue, Job } from '../job/job.types.js';
+import type { Logger } from '../logging/logger.js';
+import { BrokerNames } from '../topology/names.js';
+
+export interface DeadLetterEntry {
+  /** The dead-letter queue it sits in. */
+  deadQueue: string;
+  id: string | undefined;
+  type: string | undefined;
+  tenant: string | undefined;
+  attempt: number | undefined;
+  errorType: string | undefined;
+  errorMessage: string | undefined;
+  deadLetteredAt: string | undefined;
+  /** False for a message that is not a job (dead-lettered as INVALID_PAYLOAD): it cannot be retried. */
+  isJob: boolean;
+}
+
+export interface DeadRetryResult {
+  retried: number;
+  /** Not jobs (INVALID_PAYLOAD bodies): left in the dead-letter queue. */
+  kept: number;
+}
+
+/**
+ * The dead-letter queues of one logical queue: `ojs.dead.<queue>` for a shared queue, or
+ * `ojs.dead.<queue>.<tenant>` for the given tenant or every configured one.
+ */
+export function deadQueuesOf(config: CompiledConfig, queue: string, tenant?: string): string[] {
+  const names = new BrokerNames(config.prefix);
+  const resolved = queueFor(config, queue);
+  if (resolved.scope === 'shared') {
+    if (tenant !== undefined) throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is shared: it has one dead-letter queue, no --tenant`);
+    return [names.deadQueue(queue)];
+  }
+  const tenants = tenant === undefined ? config.tenants : [tenant];
+  if (tenants.length === 0) throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is tenant-scoped: give --tenant or configure tenants`);
+  return tenants.map((t) => names.deadQueue(queue, t));
+}
+
+/** Reads dead letters without consuming them: every message is handed back. */
+export async function listDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger, limit = 100): Promise<DeadLetterEntry[]> {
+  return withConfirmChannel(config, log, async (channel) => {
+    const entries: DeadLetterEntry[] = [];
+    for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
+      for (const message of await peek(channel, deadQueue, limit - entries.length)) entries.push(describe(config, deadQueue, message));
+    }
+    return entries;
+  });
+}
+
+/**
+ * Sends dead jobs back to their queue with a fresh attempt count. The error travels on in
+ * `meta.errors` (oldest first), so the history survives any number of round trips. Each job is
+ * acknowledged in the dead-letter queue only after its republish is confirmed. Bounded by the
+ * messages present at the start: a job that dies again meanwhile is not retried twice.
+ */
+export async function retryDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger): Promise<DeadRetryResult> {
+  const result: DeadRetryResult = { retried: 0, kept: 0 };
+  await withConfirmChannel(config, log, async (channel, publisher) => {
+    const router = new JobRouter(config, publisher);
+    for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
+      const { messageCount } = await channel.checkQueue(deadQueue);
+      for (let i = 0; i < messageCount; i++) {
+        const message = await channel.get(deadQueue, { noAck: false });
+        if (message === false) break;
+        const job = asJob(config, message);
+        if (!job) {
+          result.kept++;
+          continue; // handed back when the channel closes
+        }
+        const { error, ...rest } = job;
+        const history = Array.isArray(job.meta.errors) ? (job.meta.errors as unknown[]) : [];
+        const revived: Job = {
+          ...rest,
+          queue: typeof job.meta.original_queue === 'string' ? job.meta.original_queue : job.queue,
+          attempt: 1,
+          meta: { ...job.meta, errors: [...history, { ...error, attempt: job.attempt, dead_lettered_at: job.meta.dead_lettered_at }] },
+        };
+        delete revived.meta.dead_lettered_at;
+        delete revived.meta.original_queue;
+        const headers = { ...(message.properties.headers ?? {}) } as Record<string, HeaderValue>;
+        delete headers[OJS_HEADERS.errorType];
+        delete headers[OJS_HEADERS.errorMessage];
+        delete headers['x-death'];
+        const traceparent = headers[OJS_HEADERS.traceparent];
+        await router.send(revived, { headers, ...(typeof traceparent === 'string' ? { traceparent } : {}) });
+        channel.ack(message);
+        result.retried++;
+      }
+    }
+  });
+  log.info('dead letters retried', { queue, tenant, ...result });
+  return result;
+}
+
+/** Empties the dead-letter queue(s); returns how many messages were dropped. */
+export async function purgeDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger): Promise<number> {
+  return withConfirmChannel(config, log, async (channel) => {
+    let purged = 0;
+    for (const deadQueue of deadQueuesOf(config, queue, tenant)) purged += (await channel.purgeQueue(deadQueue)).messageCount;
+    log.info('dead letters purged', { queue, tenant, purged });
+    return purged;
+  });
+}
+
+async function peek(channel: ConfirmChannel, queue: string, limit: number): Promise<GetMessage[]> {
+  const { messageCount } = await channel.checkQueue(queue);
+  const taken: GetMessage[] = [];
+  for (let i = 0; i < Math.min(limit, messageCount); i++) {
+    const message = await channel.get(queue, { noAck: false });
+    if (message === false) break;
+    taken.push(message);
+  }
+  return taken;
+}
+
+function asJob(config: CompiledConfig, message: GetMessage): Job | undefined {
+  try {
+    return fromWire(message, config.tenantHeader).job;
+  } catch {
+    return undefined;
+  }
+}
+
+function describe(config: CompiledConfig, deadQueue: string, message: GetMessage): DeadLetterEntry {
+  const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
+  const job = asJob(config, message);
+  const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+  return {
+    deadQueue,
+    id: job?.id ?? str(message.properties.messageId),
+    type: job?.type ?? str(message.properties.type),
+    tenant: job?.tenant ?? str(headers[config.tenantHeader]),
+    attempt: job?.attempt,
+    errorType: job?.error?.type ?? str(headers[OJS_HEADERS.errorType]),
+    errorMessage: job?.error?.message ?? str(headers[OJS_HEADERS.errorMessage]),
+    deadLetteredAt: str(job?.meta.dead_lettered_at) ?? str(headers['x-ojs-dead-lettered-at']),
+    isJob: job !== undefined,
+  };
+}
+
+/** One connection, one confirm channel for reads and a publisher; unacknowledged reads go back on close. */
+async function withConfirmChannel<T>(config: CompiledConfig, log: Logger, action: (channel: ConfirmChannel, publisher: ConfirmPublisher) => Promise<T>): Promise<T> {
+  const connection = await openConnection(config, log, 'stagecoach-dead');
+  try {
+    const channel = await connection.createConfirmChannel();
+    const publisher = await ConfirmPublisher.open(connection);
+    const result = await action(channel, publisher);
+    await publisher.close();
+    await channel.close();
+    return result;
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
