@@ -21,8 +21,6 @@ export interface FailureHandlerOptions {
   config: CompiledConfig;
   /** The stage's input queue, resolved. */
   input: ResolvedQueueConfig;
-  /** The physical queue the deliveries come from: retries return to it. */
-  queue: string;
   tenant: string | undefined;
   stage: string;
   publisher: ConfirmPublisher;
@@ -54,19 +52,22 @@ export class FailureHandler {
     );
   }
 
-  /** Never throws: a failure to settle leaves the delivery to the broker. */
-  async fail(channel: Channel, message: ConsumeMessage, job: Job | undefined, thrown: unknown): Promise<void> {
+  /**
+   * Never throws: a failure to settle leaves the delivery to the broker.
+   * @param queue the physical queue the delivery came from: a retry returns to it.
+   */
+  async fail(channel: Channel, message: ConsumeMessage, job: Job | undefined, thrown: unknown, queue: string): Promise<void> {
     const error = toJobError(thrown);
     try {
       if (job === undefined) {
-        await this.deadLetter(message, undefined, error);
+        await this.deadLetter(message, undefined, error, queue);
       } else {
         const policy = resolveRetryPolicy(this.options.input, job.retry);
         const decision = decideFailure(policy, job.attempt, error, thrown);
         if (decision.action === 'retry') {
-          await this.retry(message, job, decision.nextAttempt, decision.delayMs, error);
+          await this.retry(message, job, decision.nextAttempt, delayRoutingKey(decision.delayMs, queue), error);
         } else if (decision.action === 'dead_letter') {
-          await this.deadLetter(message, job, error, decision.exhausted);
+          await this.deadLetter(message, job, error, queue, decision.exhausted);
         } else {
           this.options.log.warn('job discarded', { ...fields(job), error_type: error.type, error: error.message, exhausted: decision.exhausted });
           this.options.stats.discarded++;
@@ -75,7 +76,7 @@ export class FailureHandler {
       channel.ack(message);
     } catch (err) {
       this.options.log.error('failed job not settled; rejecting it to the broker dead-letter route', {
-        queue: this.options.queue,
+        queue,
         job_id: job?.id ?? message.properties.messageId,
         err: (err as Error).message,
       });
@@ -92,9 +93,9 @@ export class FailureHandler {
    * ladder with no delay, so that it does not come back flagged as redelivered (which would
    * count as a crash).
    */
-  async giveBack(channel: Channel, message: ConsumeMessage): Promise<void> {
+  async giveBack(channel: Channel, message: ConsumeMessage, queue: string): Promise<void> {
     try {
-      await this.options.publisher.publish(this.names.retry, delayRoutingKey(0, this.options.queue), message.content, {
+      await this.options.publisher.publish(this.names.retry, delayRoutingKey(0, queue), message.content, {
         ...message.properties,
         headers: cleanHeaders(message),
       });
@@ -108,7 +109,25 @@ export class FailureHandler {
     }
   }
 
-  private async retry(message: ConsumeMessage, job: Job, nextAttempt: number, delayMs: number, error: JobError): Promise<void> {
+  /**
+   * Moves a job redelivered from the main queue to the suspect queue, its crashed attempt
+   * counted, without judging it: it may only have been prefetched by the process that died.
+   */
+  async suspect(channel: Channel, message: ConsumeMessage, job: Job, suspectQueue: string): Promise<void> {
+    const error = { type: 'POISON', message: `attempt ${job.attempt} was redelivered: the process handling it died` };
+    try {
+      await this.retry(message, job, job.attempt + 1, delayRoutingKey(0, suspectQueue), error);
+      channel.ack(message);
+    } catch {
+      try {
+        channel.nack(message, false, true);
+      } catch {
+        // Channel gone: the broker redelivers it.
+      }
+    }
+  }
+
+  private async retry(message: ConsumeMessage, job: Job, nextAttempt: number, routingKey: string, error: JobError): Promise<void> {
     const retried: Job = { ...job, attempt: nextAttempt, meta: { ...job.meta, last_error: { type: error.type, message: error.message } } };
     delete retried.error;
     const headers = cleanHeaders(message);
@@ -120,16 +139,16 @@ export class FailureHandler {
     });
     // A per-message TTL would expire the job inside a delay queue and skip the rest of its wait.
     delete wire.options.expiration;
-    await this.options.publisher.publish(this.names.retry, delayRoutingKey(delayMs, this.options.queue), wire.content, wire.options);
+    await this.options.publisher.publish(this.names.retry, routingKey, wire.content, wire.options);
     this.options.stats.retried++;
-    this.options.log.info('job retry scheduled', { ...fields(job), next_attempt: nextAttempt, delay_ms: Math.round(delayMs), error_type: error.type, error: error.message });
+    this.options.log.info('job retry scheduled', { ...fields(job), next_attempt: nextAttempt, route: routingKey, error_type: error.type, error: error.message });
   }
 
-  private async deadLetter(message: ConsumeMessage, job: Job | undefined, error: JobError, exhausted = false): Promise<void> {
+  private async deadLetter(message: ConsumeMessage, job: Job | undefined, error: JobError, queue: string, exhausted = false): Promise<void> {
     const target = this.options.input.dead_letter_queue;
     this.options.log.warn('job dead-lettered', {
       ...(job ? fields(job) : { job_id: message.properties.messageId }),
-      queue: this.options.queue,
+      queue,
       error_type: error.type,
       error: error.message,
       exhausted,

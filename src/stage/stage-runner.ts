@@ -60,11 +60,11 @@ export class StageRunner extends EventEmitter {
 
   private readonly settings: CompiledStageConfig;
   private readonly input: ResolvedQueueConfig;
-  private readonly waiting: ConsumeMessage[] = [];
+  private readonly suspectQueue: string;
+  private readonly waiting: Array<{ message: ConsumeMessage; source: Source }> = [];
+  private readonly sources: Source[] = [];
   private inFlight = 0;
   private stopping = false;
-  private consumerTag: string | undefined;
-  private channel: Channel | undefined;
   private publisher: ConfirmPublisher | undefined;
   private router: JobRouter | undefined;
   private failures: FailureHandler | undefined;
@@ -92,21 +92,21 @@ export class StageRunner extends EventEmitter {
     }
     const names = new BrokerNames(config.prefix);
     this.queue = names.queue(meta.input, tenant, variant);
+    this.suspectQueue = names.suspectQueue(meta.input, tenant, variant);
     this.name = [meta.name, tenant, variant].filter((part) => part !== undefined).join('/');
   }
 
   async start(): Promise<void> {
-    const { config, stage, tenant, connection, log } = this.options;
+    const { config, stage, tenant, log } = this.options;
     const meta = stage.metadata;
     await declareTopology(config, stageTopology(config, meta, tenant), log);
     this.handler = await createStageInstance(stage, config, tenant, log, this.options.variant);
 
-    this.publisher = await ConfirmPublisher.open(connection);
+    this.publisher = await ConfirmPublisher.open(this.options.connection);
     this.router = new JobRouter(config, this.publisher);
     this.failures = new FailureHandler({
       config,
       input: this.input,
-      queue: this.queue,
       tenant,
       stage: meta.name,
       publisher: this.publisher,
@@ -114,17 +114,10 @@ export class StageRunner extends EventEmitter {
       log,
       stats: this.stats,
     });
-
     // Consume and publish on separate channels: a consumer's flow never waits on confirms.
-    const channel = await connection.createChannel();
-    this.channel = channel;
-    channel.on('error', (err: Error) => log.error('consumer channel error', { queue: this.queue, err: err.message }));
-    channel.on('close', () => {
-      if (!this.stopping) this.emit('error', new Error(`consumer channel of ${this.queue} closed`));
-    });
-    await channel.prefetch(this.settings.prefetch);
-    const { consumerTag } = await channel.consume(this.queue, (message) => this.onDelivery(message), { noAck: false });
-    this.consumerTag = consumerTag;
+    await this.consume(this.queue, 'main', this.settings.prefetch);
+    // Suspects run one at a time: when one kills the process, it is the only one in hand.
+    await this.consume(this.suspectQueue, 'suspect', 1);
     log.info('stage consuming', { queue: this.queue, concurrency: this.settings.concurrency, prefetch: this.settings.prefetch });
   }
 
@@ -132,32 +125,46 @@ export class StageRunner extends EventEmitter {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    const channel = this.channel;
-    if (channel && this.consumerTag) await channel.cancel(this.consumerTag).catch(() => undefined);
-    // Deliveries not yet started go back to the queue for another instance, unflagged.
+    for (const source of this.sources) {
+      if (source.consumerTag) await source.channel.cancel(source.consumerTag).catch(() => undefined);
+    }
+    // Deliveries not yet started go back to their queue for another instance, unflagged.
     const unstarted = this.waiting.splice(0);
-    if (channel) await Promise.all(unstarted.map((message) => (this.failures as FailureHandler).giveBack(channel, message)));
+    await Promise.all(unstarted.map(({ message, source }) => (this.failures as FailureHandler).giveBack(source.channel, message, source.queue)));
     if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
     await this.publisher?.close();
-    await channel?.close().catch(() => undefined);
+    for (const source of this.sources) await source.channel.close().catch(() => undefined);
     this.options.log.info('stage stopped', { queue: this.queue, ...this.stats });
   }
 
-  private onDelivery(message: ConsumeMessage | null): void {
+  private async consume(queue: string, kind: Source['kind'], prefetch: number): Promise<void> {
+    const channel = await this.options.connection.createChannel();
+    const source: Source = { kind, queue, channel, consumerTag: undefined };
+    this.sources.push(source);
+    channel.on('error', (err: Error) => this.options.log.error('consumer channel error', { queue, err: err.message }));
+    channel.on('close', () => {
+      if (!this.stopping) this.emit('error', new Error(`consumer channel of ${queue} closed`));
+    });
+    await channel.prefetch(prefetch);
+    const { consumerTag } = await channel.consume(queue, (message) => this.onDelivery(message, source), { noAck: false });
+    source.consumerTag = consumerTag;
+  }
+
+  private onDelivery(message: ConsumeMessage | null, source: Source): void {
     if (message === null) {
       // The broker cancelled the consumer: the queue was deleted.
-      this.emit('error', new Error(`queue ${this.queue} was deleted: the broker cancelled its consumer`));
+      this.emit('error', new Error(`queue ${source.queue} was deleted: the broker cancelled its consumer`));
       return;
     }
-    this.waiting.push(message);
+    this.waiting.push({ message, source });
     this.pump();
   }
 
   private pump(): void {
     while (!this.stopping && this.inFlight < this.settings.concurrency && this.waiting.length > 0) {
-      const message = this.waiting.shift() as ConsumeMessage;
+      const { message, source } = this.waiting.shift() as { message: ConsumeMessage; source: Source };
       this.inFlight++;
-      void this.process(message).finally(() => {
+      void this.process(message, source).finally(() => {
         this.inFlight--;
         if (this.inFlight === 0) this.idle?.();
         this.pump();
@@ -165,8 +172,9 @@ export class StageRunner extends EventEmitter {
     }
   }
 
-  private async process(message: ConsumeMessage): Promise<void> {
-    const channel = this.channel as Channel;
+  private async process(message: ConsumeMessage, source: Source): Promise<void> {
+    const { channel } = source;
+    const failures = this.failures as FailureHandler;
     const meta = this.options.stage.metadata;
     let job: Job | undefined;
     try {
@@ -184,17 +192,23 @@ export class StageRunner extends EventEmitter {
       if (isRedelivery(message)) {
         // Stagecoach never requeues a started job itself: a redelivered one was in the hands
         // of a process that died (exit, uncaught exception, OOM, SIGKILL) or lost its
-        // connection. That attempt counts as failed, so a job that kills every process that
-        // takes it is dead-lettered as POISON after max_attempts instead of crash-looping.
+        // connection. From the main queue that may be collateral (prefetched, never started):
+        // the job moves to the suspect queue with its attempt counted. From the suspect queue,
+        // where jobs run one at a time, the crash was its own: a job that kills every process
+        // that takes it is dead-lettered as POISON once max_attempts is reached.
         this.stats.poisonRedeliveries++;
-        throw new StagecoachError('POISON', `attempt ${job.attempt} was redelivered: the process handling it died before settling it`);
+        if (source.kind === 'main') {
+          await failures.suspect(channel, message, job, this.suspectQueue);
+          return;
+        }
+        throw new StagecoachError('POISON', `attempt ${job.attempt} killed the process handling it`);
       }
       const ctx = await this.runHandler(job, decoded.headers);
       this.stats.emitted += await ctx.settle();
       channel.ack(message);
       this.stats.completed++;
     } catch (err) {
-      await (this.failures as FailureHandler).fail(channel, message, job, err);
+      await failures.fail(channel, message, job, err, source.queue);
     }
   }
 
@@ -227,6 +241,14 @@ export class StageRunner extends EventEmitter {
     }
     return ctx;
   }
+}
+
+/** A queue the runner consumes: its input, or the input's suspect queue. */
+interface Source {
+  kind: 'main' | 'suspect';
+  queue: string;
+  channel: Channel;
+  consumerTag: string | undefined;
 }
 
 /** Classic queues set `redelivered`; quorum queues also count in `x-delivery-count`. */

@@ -81,10 +81,11 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
     const dead = names.deadQueue(queue.name);
     return {
       exchanges: [],
-      queues: [workQueue(config, queue, physical, dead), { name: dead, durable, arguments: {} }],
+      queues: [...workQueues(config, queue, physical, names.suspectQueue(queue.name), dead), { name: dead, durable, arguments: {} }],
       bindings: [
         { source: names.direct, destination: physical, destinationType: 'queue', routingKey: queue.name },
         delayDeliveryBinding(config, physical),
+        delayDeliveryBinding(config, names.suspectQueue(queue.name)),
         { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead },
       ],
     };
@@ -95,8 +96,8 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   const tenantExchange = names.tenantExchange(tenant);
   const general = names.queue(queue.name, tenant);
   const dead = names.deadQueue(queue.name, tenant);
-  topology.queues.push(workQueue(config, queue, general, dead), { name: dead, durable, arguments: {} });
-  topology.bindings.push(delayDeliveryBinding(config, general), { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead });
+  topology.queues.push(...workQueues(config, queue, general, names.suspectQueue(queue.name, tenant), dead), { name: dead, durable, arguments: {} });
+  topology.bindings.push(delayDeliveryBinding(config, general), delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant)), { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead });
 
   if (!queue.variants) {
     topology.bindings.push({ source: tenantExchange, destination: general, destinationType: 'queue', routingKey: queue.name });
@@ -114,8 +115,8 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   );
   for (const [variant, values] of Object.entries(queue.variants.values)) {
     const physical = names.queue(queue.name, tenant, variant);
-    topology.queues.push(workQueue(config, queue, physical, dead));
-    topology.bindings.push(delayDeliveryBinding(config, physical));
+    topology.queues.push(...workQueues(config, queue, physical, names.suspectQueue(queue.name, tenant, variant), dead));
+    topology.bindings.push(delayDeliveryBinding(config, physical), delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant, variant)));
     for (const value of values) {
       topology.bindings.push({
         source: router,
@@ -170,6 +171,12 @@ export function mergeTopologies(...parts: Topology[]): Topology {
     }
   }
   return { exchanges: [...exchanges.values()], queues: [...queues.values()], bindings: [...bindings.values()] };
+}
+
+/** A physical work queue and its suspect queue (jobs redelivered after a crash; see StageRunner). */
+function workQueues(config: CompiledConfig, queue: ResolvedQueueConfig, name: string, suspect: string, deadQueue: string): QueueSpec[] {
+  const work = workQueue(config, queue, name, deadQueue);
+  return [work, { name: suspect, durable: work.durable, arguments: { 'x-dead-letter-exchange': work.arguments['x-dead-letter-exchange'], 'x-dead-letter-routing-key': deadQueue } }];
 }
 
 function workQueue(config: CompiledConfig, queue: ResolvedQueueConfig, name: string, deadQueue: string): QueueSpec {

@@ -37,6 +37,13 @@ export class BrokerNames {
   queue(queue: string, tenant?: string, variant?: string): string {
     return [this.prefix, 'queue', queue, tenant, variant].filter((part) => part !== undefined).join('.');
   }
+  /**
+   * Where jobs redelivered after a crash wait to run one at a time (prefetch 1), so that a
+   * crash there is attributed to exactly one job. One per physical queue.
+   */
+  suspectQueue(queue: string, tenant?: string, variant?: string): string {
+    return [this.prefix, 'suspect', queue, tenant, variant].filter((part) => part !== undefined).join('.');
+  }
   deadQueue(queue: string, tenant?: string): string {
     return [this.prefix, 'dead', queue, tenant].filter((part) => part !== undefined).join('.');
   }

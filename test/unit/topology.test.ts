@@ -35,11 +35,14 @@ describe('topology', () => {
       { name: 'ojs.variants.conversions.acme', type: 'headers', durable: true, alternateExchange: 'ojs.general.conversions.acme' },
     ]);
     const work = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme', 'x-max-length': 100, 'x-overflow': 'reject-publish' };
+    const suspect = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
     expect(topology.queues).to.deep.equal([
       { name: 'ojs.unroutable', durable: true, arguments: {} },
       { name: 'ojs.queue.conversions.acme', durable: true, arguments: work },
+      { name: 'ojs.suspect.conversions.acme', durable: true, arguments: suspect },
       { name: 'ojs.dead.conversions.acme', durable: true, arguments: {} },
       { name: 'ojs.queue.conversions.acme.pdf', durable: true, arguments: work },
+      { name: 'ojs.suspect.conversions.acme.pdf', durable: true, arguments: suspect },
     ]);
     expect(topology.bindings).to.deep.equal([
       { source: 'ojs.unroutable', destination: 'ojs.unroutable', destinationType: 'queue', routingKey: '' },
@@ -65,7 +68,7 @@ describe('topology', () => {
 
   it('routes a shared input through ojs.direct and needs no tenant', () => {
     const topology = withoutLadder(stageTopology(config, { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }));
-    expect(topology.queues.map((q) => q.name)).to.deep.equal(['ojs.unroutable', 'ojs.queue.scan_specs', 'ojs.dead.scan_specs']);
+    expect(topology.queues.map((q) => q.name)).to.deep.equal(['ojs.unroutable', 'ojs.queue.scan_specs', 'ojs.suspect.scan_specs', 'ojs.dead.scan_specs']);
     expect(topology.bindings).to.deep.include({ source: 'ojs.direct', destination: 'ojs.queue.scan_specs', destinationType: 'queue', routingKey: 'scan_specs' });
     expect(topology.exchanges.map((e) => e.name)).not.to.include('ojs.tenant.acme');
   });
@@ -136,10 +139,12 @@ describe('delay ladder', () => {
     expect(delayQueues(provisionTopology(fifty, stages))).to.deep.equal(delayQueues(provisionTopology(one, stages)));
   });
 
-  it('binds every physical queue, variants included, from the delivery exchange', () => {
+  it('binds every physical queue and its suspect queue, variants included, from the delivery exchange', () => {
     const bindings = stageTopology(config, stages[0], 'acme').bindings.filter((b) => b.source === 'ojs.delay.deliver');
     const stars = '*.'.repeat(DELAY_LEVELS);
-    expect(bindings.map((b) => b.routingKey)).to.deep.equal([`${stars}ojs.queue.conversions.acme`, `${stars}ojs.queue.conversions.acme.pdf`]);
+    expect(bindings.map((b) => [b.destination, b.routingKey])).to.deep.equal(
+      ['ojs.queue.conversions.acme', 'ojs.suspect.conversions.acme', 'ojs.queue.conversions.acme.pdf', 'ojs.suspect.conversions.acme.pdf'].map((q) => [q, `${stars}${q}`]),
+    );
   });
 
   it('writes the delay in whole seconds as bits, highest level first, then the destination', () => {

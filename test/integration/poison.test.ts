@@ -1,0 +1,114 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import type { CompiledConfig } from '../../src/config/config.types.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import type { Job } from '../../src/job/job.types.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { Publisher } from '../../src/publisher/publisher.js';
+import { loadAllStages } from '../../src/stage/stage-loader.js';
+import { teardown } from '../../src/testing/test-config.js';
+import { BrokerNames } from '../../src/topology/names.js';
+import { provisionTopology } from '../../src/topology/build-topology.js';
+import { declareTopology } from '../../src/broker/declare-topology.js';
+import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+/**
+ * A job that SIGKILLs every process that takes it, with the stage restarted after each death
+ * as a container runtime would: the job must end in dead letters as POISON after max_attempts
+ * deliveries, and the jobs behind it must be processed, not dragged down with it.
+ */
+describe('poison jobs', function () {
+  let dir: string;
+  let file: string;
+  let config: CompiledConfig;
+  let names: BrokerNames;
+  let raw: RawBroker;
+
+  before(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-poison-'));
+    file = path.join(dir, 'stagecoach.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        prefix: `test-${randomBytes(4).toString('hex')}`,
+        durable: false,
+        tenants: ['acme'],
+        queues: { work: { default_retry: { max_attempts: 3, initial_interval: 'PT1S', jitter: false } } },
+        stages: { flaky: { module: path.join(REPO_ROOT, 'dist/test/fixtures/failure-stages.js'), concurrency: 2 } },
+      }),
+    );
+    config = await loadConfig(file, { AMQP_URL });
+    names = new BrokerNames(config.prefix);
+    raw = await RawBroker.connect(config.broker.url);
+    const metas = (await loadAllStages(config)).map((s) => s.metadata);
+    await declareTopology(config, provisionTopology(config, metas), createLogger({}, 'error'));
+  });
+
+  after(async () => {
+    await raw.close();
+    await teardown(config, (await loadAllStages(config)).map((s) => s.metadata));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('dead-letters a job that kills its process as POISON after max_attempts deliveries, then processes the rest', async () => {
+    const publisher = await Publisher.connect(config, { log: createLogger({}, 'error') });
+    const poisonId = await publisher.publish('work', { type: 'flaky', args: ['kill', 'poison'], tenant: 'acme' });
+    for (let i = 0; i < 4; i++) await publisher.publish('work', { type: 'flaky', args: ['ok', `good-${i}`], tenant: 'acme' });
+    await publisher.close();
+
+    const dead = names.deadQueue('work', 'acme');
+    const done = names.queue('done', 'acme');
+    let killed = 0;
+    // Restart the stage whenever it dies, as a container runtime would; bounded.
+    for (let run = 0; run < 8 && (await raw.count(dead)) === 0; run++) {
+      const stage = spawnCli(['run', 'flaky', '--tenant', 'acme', '--config', file], { AMQP_URL });
+      const exited = finished(stage, 20000, 'run flaky');
+      const outcome = await Promise.race([
+        exited.then(() => 'exited' as const),
+        waitFor('a dead letter', async () => (await raw.count(dead)) === 1, 20000).then(() => 'dead' as const),
+      ]);
+      if (outcome === 'exited') {
+        expect(stage.signalCode, stage.err).to.equal('SIGKILL');
+        killed++;
+      } else {
+        stage.kill('SIGTERM');
+        expect((await exited).code).to.equal(0);
+      }
+    }
+    expect(killed, 'deliveries of the poison job').to.equal(3);
+    const [letter, ...more] = await raw.drain(dead);
+    expect(more).to.have.length(0);
+    const job = JSON.parse(letter.content.toString()) as Job;
+    expect(job.id).to.equal(poisonId);
+    expect(job.error?.type).to.equal('POISON');
+    expect(letter.properties.headers).to.include({ 'x-ojs-error-type': 'POISON', 'x-ojs-attempt': 3 });
+
+    // Everything behind the poison job is processed. Delivery is at-least-once: a good job that
+    // was running beside the poison job when the process died may have emitted before it was
+    // acknowledged, and runs again.
+    const results = new Set<unknown>();
+    const collect = async (): Promise<boolean> => {
+      for (const m of await raw.drain(done)) results.add((JSON.parse(m.content.toString()) as Job).args[0]);
+      return results.size === 4;
+    };
+    if (!(await collect())) {
+      const stage = spawnCli(['run', 'flaky', '--tenant', 'acme', '--config', file], { AMQP_URL });
+      try {
+        await waitFor('the good jobs done', collect);
+      } finally {
+        stage.kill('SIGTERM');
+        await finished(stage, 15000, 'run flaky');
+      }
+    }
+    expect([...results].sort()).to.deep.equal(['good-0', 'good-1', 'good-2', 'good-3']);
+    expect(await raw.counts([names.queue('work', 'acme'), names.suspectQueue('work', 'acme')])).to.deep.equal({
+      [names.queue('work', 'acme')]: 0,
+      [names.suspectQueue('work', 'acme')]: 0,
+    });
+  });
+});
