@@ -9,7 +9,7 @@ import { loadAllStages } from '../../src/stage/stage-loader.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
-import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
+import { finished, REPO_ROOT, runCli, spawnCli, type CliResult } from '../helpers/cli.js';
 import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -23,6 +23,7 @@ import { Stage } from 'stagecoach';
 export class Shouter {
   async handle(job, ctx) {
     const [word] = job.args;
+    if (word === 'fail') throw new RangeError('cannot shout "fail"');
     await ctx.emit('shouted', { type: 'word.shouted', args: [String(word).toUpperCase()] });
     // Dies after its output is confirmed but before the input is acknowledged.
     if (word === 'crash-after-emit') process.exit(3);
@@ -48,7 +49,13 @@ describe('command line with a plain JavaScript stage outside the repository', fu
     const prefix = `test-${randomBytes(4).toString('hex')}`;
     await writeFile(
       file,
-      JSON.stringify({ prefix, durable: false, tenants: ['acme', 'globex'], stages: { shouter: { module: './shouter.stage.mjs' } } }),
+      JSON.stringify({
+        prefix,
+        durable: false,
+        tenants: ['acme', 'globex'],
+        queues: { words: { default_retry: { max_attempts: 1 } } },
+        stages: { shouter: { module: './shouter.stage.mjs' } },
+      }),
     );
     config = await loadConfig(file, env);
     names = new BrokerNames(prefix);
@@ -116,6 +123,35 @@ describe('command line with a plain JavaScript stage outside the repository', fu
     expect(JSON.parse(replayed.stdout)).to.deep.equal({ replayed: 1, kept: 0 });
     const [moved] = await raw.drain(names.queue('words', 'initech'));
     expect(moved.properties.messageId).to.equal(id);
+  });
+
+  it('lists, retries and purges dead letters', async () => {
+    const cli = (...args: string[]): Promise<CliResult> => runCli([...args, '--config', file], env);
+    const failed = (await cli('publish', 'words', '--type', 'word', '--args', '["fail"]', '--tenant', 'acme')).stdout.trim();
+    const stage = spawnCli(['run', 'shouter', '--tenant', 'acme', '--config', file], env);
+    try {
+      await waitFor('the dead letter', async () => (await raw.count(names.deadQueue('words', 'acme'))) === 1);
+      const listed = await cli('dead', 'list', 'words', '--tenant', 'acme', '--json');
+      expect(listed.code, listed.stderr).to.equal(0);
+      const [entry] = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
+      expect(entry).to.include({ id: failed, tenant: 'acme', attempt: 1, errorType: 'RangeError', errorMessage: 'cannot shout "fail"', isJob: true });
+      // Without --tenant: every configured tenant's dead letters.
+      expect(JSON.parse((await cli('dead', 'list', 'words', '--json')).stdout)).to.have.length(1);
+
+      const retried = await cli('dead', 'retry', 'words', '--tenant', 'acme', '--json');
+      expect(JSON.parse(retried.stdout)).to.deep.equal({ retried: 1, kept: 0 });
+      // It fails again: back in dead letters, with the first failure in its history.
+      await waitFor('dead again', async () => (await raw.count(names.deadQueue('words', 'acme'))) === 1 && (await raw.count(names.queue('words', 'acme'))) === 0);
+      const [again] = JSON.parse((await cli('dead', 'list', 'words', '--tenant', 'acme', '--json')).stdout) as Array<{ id: string }>;
+      expect(again.id).to.equal(failed);
+
+      const purged = await cli('dead', 'purge', 'words', '--tenant', 'acme');
+      expect(purged.stdout.trim()).to.equal('purged 1');
+      expect(await raw.count(names.deadQueue('words', 'acme'))).to.equal(0);
+    } finally {
+      stage.kill('SIGTERM');
+      await finished(stage, 15000, 'run shouter');
+    }
   });
 
   it('prints the topology without a broker', async () => {
