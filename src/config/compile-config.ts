@@ -47,6 +47,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
       concurrency,
       prefetch: stage.prefetch ?? concurrency + PREFETCH_BUFFER,
       options: stage.options ?? {},
+      threads: stage.threads,
     });
   }
 
@@ -58,6 +59,8 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     tenants: config.tenants,
     strict_queues: config.strict_queues,
     durable: config.durable,
+    gracePeriod: config.gracePeriod,
+    httpPort: config.httpPort,
     defaultQueue,
     queues,
     stages,

@@ -70,6 +70,11 @@ export interface StageConfig {
   prefetch?: number;
   /** Free-form settings handed to the stage through the `STAGE_OPTIONS` token. @defaultValue {} */
   options?: Record<string, unknown>;
+  /**
+   * Run the handler in this many worker threads, off the event loop, so that a CPU-bound
+   * handler never starves AMQP heartbeats. @defaultValue none (the main thread)
+   */
+  threads?: number;
 }
 
 /** The configuration file as written. */
@@ -82,6 +87,13 @@ export interface RawConfig {
     url?: string;
     /** AMQP heartbeat, in seconds. @defaultValue 60 */
     heartbeat?: number;
+    /** Reconnection backoff, exponential with jitter. */
+    reconnect?: {
+      /** Seconds before the first retry. @defaultValue 1 */
+      initialDelay?: number;
+      /** Longest wait between retries, in seconds. @defaultValue 30 */
+      maxDelay?: number;
+    };
   };
   /** Header carrying the tenant slug, matched by the root exchange. @defaultValue "x-ojs-tenant" */
   tenantHeader?: string;
@@ -93,6 +105,10 @@ export interface RawConfig {
   strict_queues?: boolean;
   /** Declare queues and exchanges durable (tests turn this off). @defaultValue true */
   durable?: boolean;
+  /** Seconds a stopping stage waits for its jobs in flight before handing them back. @defaultValue 30 */
+  gracePeriod?: number;
+  /** Port of `/healthz`, `/readyz` and `/metrics`; 0 turns it off. Env `STAGECOACH_HTTP_PORT`. @defaultValue 9400 */
+  httpPort?: number;
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
 }
@@ -110,14 +126,22 @@ export interface ResolvedQueueConfig extends Omit<QueueConfig, 'default_retry' |
 }
 
 /** After `withDefaults()`: every top-level field present. */
+export interface BrokerSettings {
+  url: string;
+  heartbeat: number;
+  reconnect: { initialDelay: number; maxDelay: number };
+}
+
 export interface ConfigWithDefaults {
   prefix: string;
-  broker: { url: string; heartbeat: number };
+  broker: BrokerSettings;
   tenantHeader: string;
   tenants: string[];
   queues: Record<string, QueueConfig>;
   strict_queues: boolean;
   durable: boolean;
+  gracePeriod: number;
+  httpPort: number;
   stages: Record<string, StageConfig>;
 }
 
@@ -128,6 +152,8 @@ export interface CompiledStageConfig {
   concurrency: number;
   prefetch: number;
   options: Record<string, unknown>;
+  /** Worker threads for the handler; undefined runs it on the main thread. */
+  threads: number | undefined;
 }
 
 /** Validated and ready to use: queues resolved, modules absolute. */
@@ -135,11 +161,14 @@ export interface CompiledConfig {
   /** Absolute path of the file it came from, or `<inline>`. */
   source: string;
   prefix: string;
-  broker: { url: string; heartbeat: number };
+  broker: BrokerSettings;
   tenantHeader: string;
   tenants: string[];
   strict_queues: boolean;
   durable: boolean;
+  /** Seconds. */
+  gracePeriod: number;
+  httpPort: number;
   /** The `_default` policy merged over the system defaults. */
   defaultQueue: ResolvedQueueConfig;
   /** Every configured queue, `_default` excluded. */

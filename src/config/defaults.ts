@@ -22,6 +22,9 @@ export const DEFAULT_URL = 'amqp://guest:guest@localhost:5672/';
 export const DEFAULT_TENANT_HEADER = 'x-ojs-tenant';
 export const DEFAULT_HEARTBEAT_SECONDS = 60;
 export const DEFAULT_CONCURRENCY = 1;
+export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
+export const DEFAULT_HTTP_PORT = 9400;
+export const DEFAULT_RECONNECT = { initialDelay: 1, maxDelay: 30 };
 /** Deliveries prefetched beyond the concurrency, so the handler never waits on a round trip. */
 export const PREFETCH_BUFFER = 10;
 
@@ -36,12 +39,18 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
     broker: {
       url: raw.broker?.url ?? DEFAULT_URL,
       heartbeat: raw.broker?.heartbeat ?? DEFAULT_HEARTBEAT_SECONDS,
+      reconnect: {
+        initialDelay: raw.broker?.reconnect?.initialDelay ?? DEFAULT_RECONNECT.initialDelay,
+        maxDelay: raw.broker?.reconnect?.maxDelay ?? DEFAULT_RECONNECT.maxDelay,
+      },
     },
     tenantHeader: raw.tenantHeader ?? DEFAULT_TENANT_HEADER,
     tenants: raw.tenants ?? [],
     queues: raw.queues ?? {},
     strict_queues: raw.strict_queues ?? false,
     durable: raw.durable ?? true,
+    gracePeriod: raw.gracePeriod ?? DEFAULT_GRACE_PERIOD_SECONDS,
+    httpPort: raw.httpPort ?? DEFAULT_HTTP_PORT,
     stages: raw.stages ?? {},
   };
 }

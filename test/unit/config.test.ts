@@ -22,8 +22,10 @@ describe('configuration', () => {
     const config = compileConfig({});
     expect(config.prefix).to.equal('ojs');
     expect(config.tenantHeader).to.equal('x-ojs-tenant');
-    expect(config.broker).to.deep.equal({ url: 'amqp://guest:guest@localhost:5672/', heartbeat: 60 });
+    expect(config.broker).to.deep.equal({ url: 'amqp://guest:guest@localhost:5672/', heartbeat: 60, reconnect: { initialDelay: 1, maxDelay: 30 } });
     expect(config.durable).to.equal(true);
+    expect(config.gracePeriod).to.equal(30);
+    expect(config.httpPort).to.equal(9400);
     expect(config.defaultQueue.default_retry).to.deep.equal({
       max_attempts: 3,
       initial_interval: 'PT1S',
@@ -98,6 +100,7 @@ describe('configuration', () => {
       concurrency: 8,
       prefetch: 18,
       options: {},
+      threads: undefined,
     });
   });
 
