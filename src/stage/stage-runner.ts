@@ -13,6 +13,7 @@ import type { Logger } from '../logging/logger.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { FailureHandler } from './failure-handler.js';
+import { createThreadedHandler, type ThreadedHandler } from './threads/threaded-handler.js';
 import { JobContext } from './job-context.js';
 import { createStageInstance } from './stage-container.js';
 import type { LoadedStage } from './stage-loader.js';
@@ -100,7 +101,9 @@ export class StageRunner extends EventEmitter {
     const { config, stage, tenant, log } = this.options;
     const meta = stage.metadata;
     await declareTopology(config, stageTopology(config, meta, tenant), log);
-    this.handler = await createStageInstance(stage, config, tenant, log, this.options.variant);
+    this.handler = this.settings.threads
+      ? await createThreadedHandler({ stage, config, tenant, variant: this.options.variant, threads: this.settings.threads, log })
+      : await createStageInstance(stage, config, tenant, log, this.options.variant);
 
     this.publisher = await ConfirmPublisher.open(this.options.connection);
     this.router = new JobRouter(config, this.publisher);
@@ -133,6 +136,7 @@ export class StageRunner extends EventEmitter {
     await Promise.all(unstarted.map(({ message, source }) => (this.failures as FailureHandler).giveBack(source.channel, message, source.queue)));
     if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
     await this.publisher?.close();
+    await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.();
     for (const source of this.sources) await source.channel.close().catch(() => undefined);
     this.options.log.info('stage stopped', { queue: this.queue, ...this.stats });
   }
