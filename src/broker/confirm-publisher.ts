@@ -16,19 +16,25 @@ export class ConfirmPublisher {
   private closed: Error | undefined;
   private releaseDrain: (() => void) | undefined;
 
-  private constructor(private readonly channel: ConfirmChannel) {
+  private constructor(
+    private readonly channel: ConfirmChannel,
+    onLost?: () => void,
+  ) {
     channel.on('drain', () => this.onDrain());
     channel.on('error', (err: Error) => {
       this.closed = err;
     });
     channel.on('close', () => {
+      const expected = this.closed !== undefined && this.closed.message === 'publisher closed';
       this.closed ??= new Error('publish channel closed');
       this.onDrain();
+      if (!expected) onLost?.();
     });
   }
 
-  static async open(connection: AmqpConnection): Promise<ConfirmPublisher> {
-    return new ConfirmPublisher(await connection.createConfirmChannel());
+  /** @param onLost called when the channel closes other than by `close()`. */
+  static async open(connection: AmqpConnection, onLost?: () => void): Promise<ConfirmPublisher> {
+    return new ConfirmPublisher(await connection.createConfirmChannel(), onLost);
   }
 
   get isOpen(): boolean {

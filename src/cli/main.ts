@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { runDev, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
+import { control } from './commands/control.js';
 import { dead } from './commands/dead.js';
 import { publish } from './commands/publish.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
@@ -80,6 +81,35 @@ export function buildProgram(): Command {
     .action(async (action: string, queue: string, opts: { tenant?: string; json?: boolean; limit: string; config?: string }) => {
       process.exitCode = await dead(action, queue, opts);
     });
+
+  for (const [command, description] of [
+    ['pause', 'running stages stop consuming the queue (jobs in flight finish)'],
+    ['resume', 'running stages consume the queue again; a drained queue takes new jobs again'],
+    ['drain', 'the queue takes no new jobs (they are kept in unroutable) while stages empty it'],
+  ] as const) {
+    program
+      .command(`${command} <queue>`)
+      .description(description)
+      .addOption(tenantOption())
+      .addOption(configOption())
+      .action(async (queue: string, opts: { tenant?: string; config?: string }) => {
+        process.exitCode = await control(command, { queue, ...opts });
+      });
+  }
+  for (const [command, description] of [
+    ['quiet', 'running stages stop fetching new jobs and finish the ones they have'],
+    ['terminate', 'running stages finish their jobs and exit 0'],
+  ] as const) {
+    program
+      .command(command)
+      .description(description)
+      .option('--stage <stage>', 'only instances of this stage')
+      .addOption(tenantOption())
+      .addOption(configOption())
+      .action(async (opts: { stage?: string; tenant?: string; config?: string }) => {
+        process.exitCode = await control(command, opts);
+      });
+  }
 
   const unroutable = program.command('unroutable').description('the queue of jobs no queue would take');
   unroutable

@@ -1,9 +1,11 @@
-import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
+import { ConnectionManager } from '../broker/connection-manager.js';
 import { declareTopology } from '../broker/declare-topology.js';
+import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import type { Logger } from '../logging/logger.js';
 import { provisionTopology } from '../topology/build-topology.js';
+import { ControlListener, type ControlMessage } from './control-listener.js';
 import type { LoadedStage } from './stage-loader.js';
 import { StageRunner } from './stage-runner.js';
 
@@ -33,18 +35,32 @@ export function devInstances(config: CompiledConfig, stages: readonly LoadedStag
   return instances;
 }
 
+export interface Readiness {
+  ready: boolean;
+  reason?: string;
+}
+
 /**
- * Stage runners sharing one connection: `run` has one, `dev` many. Lifecycle: `start()`
- * opens the connection and starts every runner; `stop()` drains them all, then closes the
- * connection (channels first, so no acknowledgement is lost). `failed` resolves with the first
- * runner error or connection loss.
+ * Stage runners sharing one connection: `run` has one, `dev` many.
+ *
+ * Lifecycle: `start()` connects (retrying with backoff while the broker is unreachable),
+ * optionally provisions, starts every runner and listens on the control exchange. When the
+ * connection drops, the group reconnects, re-declares and re-attaches every runner: consuming
+ * resumes by itself. `stop()` drains the runners within the grace period, then closes the
+ * connection (channels first, so no acknowledgement is lost). `terminated` resolves when a
+ * `terminate` control message stopped every runner; `failed` when a runner could not start.
  */
 export class StageGroup {
   readonly runners: StageRunner[] = [];
   readonly failed: Promise<Error>;
-  private connection: AmqpConnection | undefined;
+  readonly terminated: Promise<void>;
+  private readonly manager: ConnectionManager;
+  private readonly control: ControlListener;
   private fail!: (err: Error) => void;
+  private terminate!: () => void;
   private stopping = false;
+  private started = false;
+  private provision = false;
 
   constructor(
     private readonly config: CompiledConfig,
@@ -52,37 +68,101 @@ export class StageGroup {
     private readonly log: Logger,
   ) {
     this.failed = new Promise<Error>((resolve) => (this.fail = resolve));
+    this.terminated = new Promise<void>((resolve) => (this.terminate = resolve));
+    const names = [...new Set(instances.map((i) => i.stage.metadata.name))].join(',');
+    this.manager = new ConnectionManager(config, log, `stagecoach ${names}`);
+    this.control = new ControlListener(config, log, (message) => this.onControl(message));
+    for (const instance of instances) {
+      this.runners.push(
+        new StageRunner({
+          config,
+          stage: instance.stage,
+          log: log.child({ stage: instance.stage.metadata.name, tenant: instance.tenant, variant: instance.variant }),
+          ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
+          ...(instance.variant === undefined ? {} : { variant: instance.variant }),
+        }),
+      );
+    }
+  }
+
+  /** Connections made; above 1 means the group reconnected. */
+  get connections(): number {
+    return this.manager.connections;
   }
 
   /** @param provision declare every queue of every configured tenant first (what `dev` does). */
   async start(provision = false): Promise<void> {
-    if (provision) {
-      await declareTopology(this.config, provisionTopology(this.config, this.instances.map((i) => i.stage.metadata)), this.log);
-    }
-    const connection = await openConnection(this.config, this.log, `stagecoach ${this.instances.map((i) => i.stage.metadata.name).join(',')}`);
-    this.connection = connection;
-    connection.on('close', () => {
-      if (!this.stopping) this.fail(new Error('broker connection closed'));
+    this.provision = provision;
+    this.manager.on('connected', (connection: AmqpConnection) => {
+      if (this.started) void this.reattach(connection);
     });
-    for (const instance of this.instances) {
-      const runner = new StageRunner({
-        config: this.config,
-        stage: instance.stage,
-        connection,
-        log: this.log.child({ stage: instance.stage.metadata.name, tenant: instance.tenant, variant: instance.variant }),
-        ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
-        ...(instance.variant === undefined ? {} : { variant: instance.variant }),
-      });
-      runner.on('error', (err: Error) => this.fail(err));
-      this.runners.push(runner);
-      await runner.start();
+    this.manager.on('disconnected', () => {
+      for (const runner of this.runners) runner.detach();
+    });
+    const connection = await this.manager.start();
+    await this.declare();
+    for (const runner of this.runners) await runner.start(connection);
+    await this.control.attach(connection);
+    this.started = true;
+  }
+
+  /** Ready when connected and every runner consumes, or is meant not to (paused, quiet). */
+  readiness(): Readiness {
+    if (!this.manager.connected) return { ready: false, reason: 'not connected to the broker' };
+    if (!this.started) return { ready: false, reason: 'starting' };
+    const down = this.runners.filter((r) => !r.healthy);
+    if (down.length > 0) return { ready: false, reason: `not consuming: ${down.map((r) => r.name).join(', ')}` };
+    return { ready: true };
+  }
+
+  /**
+   * Drains every runner within the grace period, then closes the connection.
+   * @returns false when the grace period ran out for some runner.
+   */
+  async stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
+    if (this.stopping) return true;
+    this.stopping = true;
+    await this.control.close();
+    const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
+    await this.manager.close();
+    return drained.every(Boolean);
+  }
+
+  private async declare(): Promise<void> {
+    if (!this.provision) return;
+    await declareTopology(this.config, provisionTopology(this.config, this.instances.map((i) => i.stage.metadata)), this.log);
+  }
+
+  private async reattach(connection: AmqpConnection): Promise<void> {
+    try {
+      await this.declare();
+      for (const runner of this.runners) await runner.attach(connection);
+      await this.control.attach(connection);
+    } catch (err) {
+      // The connection dropped again mid-way: the next 'connected' starts over.
+      this.log.warn('re-attaching after reconnect failed', { err: (err as Error).message });
     }
   }
 
-  async stop(): Promise<void> {
-    if (this.stopping) return;
-    this.stopping = true;
-    await Promise.all(this.runners.map((runner) => runner.stop()));
-    await this.connection?.close().catch(() => undefined);
+  private async onControl(message: ControlMessage): Promise<void> {
+    const matching = this.runners.filter((runner) => runner.matches(message));
+    switch (message.command) {
+      case 'pause':
+      case 'drain':
+        // `drain` stops the queue taking new jobs at the broker (see the CLI); stages keep
+        // consuming until it is empty. `pause` stops them consuming.
+        if (message.command === 'pause') await Promise.all(matching.map((r) => r.pause()));
+        break;
+      case 'resume':
+        await Promise.all(matching.map((r) => r.resume()));
+        break;
+      case 'quiet':
+        await Promise.all(matching.map((r) => r.quiet()));
+        break;
+      case 'terminate':
+        await Promise.all(matching.map((r) => r.stop(this.config.gracePeriod * 1000)));
+        if (this.runners.every((r) => r.stopping)) this.terminate();
+        break;
+    }
   }
 }

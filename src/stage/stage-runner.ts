@@ -12,6 +12,7 @@ import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
+import type { ControlMessage } from './control-listener.js';
 import { FailureHandler } from './failure-handler.js';
 import { createThreadedHandler, type ThreadedHandler } from './threads/threaded-handler.js';
 import { JobContext } from './job-context.js';
@@ -26,10 +27,15 @@ export interface StageRunnerOptions {
   tenant?: string;
   /** Consume the tenant's specialised queue for this variant instead of the general one. */
   variant?: string;
-  /** Shared with other runners in `dev`; the runner opens its own channels on it. */
-  connection: AmqpConnection;
   log: Logger;
 }
+
+/**
+ * OJS worker states (seeds/003) plus queue pause (seeds/001): `running` consumes; `paused`
+ * stops consuming until resumed; `quiet` stops consuming for good but finishes what it has;
+ * `stopped` after `stop()`.
+ */
+export type RunnerState = 'starting' | 'running' | 'paused' | 'quiet' | 'stopped';
 
 export interface StageRunnerStats {
   completed: number;
@@ -44,15 +50,19 @@ export interface StageRunnerStats {
 /**
  * Runs one stage instance: one input queue, `concurrency` handlers at a time.
  *
- * Lifecycle: `start()` declares the topology the stage needs, builds the stage through its
- * container and starts consuming; `stop()` cancels the consumer, hands prefetched but unstarted
- * deliveries back to the broker, waits for the handlers in flight, and closes its channels.
+ * Lifecycle: `start(connection)` builds the stage through its container, declares the
+ * topology it needs and starts consuming. On a new connection after a loss, `attach()` does the
+ * declaring and consuming again on fresh channels: nothing of the old channels is used, so a
+ * delivery of a dead channel is never acknowledged on a new one (the broker redelivers it). A
+ * channel that closes while its connection lives (a channel error, a deleted queue) is healed
+ * the same way. `stop()` cancels the consumers, hands prefetched but unstarted deliveries back,
+ * waits for the handlers in flight (up to a grace period), and closes its channels.
  *
  * Invariant (at-least-once, seeds/004): a delivery is acknowledged only after every job its
  * handler emitted, or its dead letter, has been confirmed by the broker. If the process dies
  * before that, the broker redelivers it.
  *
- * Emits 'error' when its channel closes while it is running (the connection was lost).
+ * Emits 'state' (RunnerState) on every change.
  */
 export class StageRunner extends EventEmitter {
   readonly name: string;
@@ -64,8 +74,12 @@ export class StageRunner extends EventEmitter {
   private readonly suspectQueue: string;
   private readonly waiting: Array<{ message: ConsumeMessage; source: Source }> = [];
   private readonly sources: Source[] = [];
+  /** Sources whose consumer was cancelled: each closes once its last job in flight settles. */
+  private readonly retired = new Set<Source>();
   private inFlight = 0;
-  private stopping = false;
+  private current: RunnerState = 'starting';
+  private connection: AmqpConnection | undefined;
+  private healing: NodeJS.Timeout | undefined;
   private publisher: ConfirmPublisher | undefined;
   private router: JobRouter | undefined;
   private failures: FailureHandler | undefined;
@@ -97,67 +111,221 @@ export class StageRunner extends EventEmitter {
     this.name = [meta.name, tenant, variant].filter((part) => part !== undefined).join('/');
   }
 
-  async start(): Promise<void> {
+  get state(): RunnerState {
+    return this.current;
+  }
+
+  /** True while every consumer it should have is up (running) or it is meant not to consume. */
+  get healthy(): boolean {
+    if (this.current === 'running') return this.sources.length === 2 && this.sources.every((s) => s.consumerTag !== undefined && !s.closed);
+    return this.current !== 'starting';
+  }
+
+  /** Whether a control message addresses this instance. */
+  matches(message: ControlMessage): boolean {
+    if (message.tenant !== undefined && message.tenant !== this.options.tenant) return false;
+    if (message.queue !== undefined && message.queue !== this.options.stage.metadata.input) return false;
+    return message.stage === undefined || message.stage === this.options.stage.metadata.name;
+  }
+
+  get stopping(): boolean {
+    return this.current === 'stopped';
+  }
+
+  /** Builds the stage, then attaches to `connection`. */
+  async start(connection: AmqpConnection): Promise<void> {
     const { config, stage, tenant, log } = this.options;
-    const meta = stage.metadata;
-    await declareTopology(config, stageTopology(config, meta, tenant), log);
     this.handler = this.settings.threads
       ? await createThreadedHandler({ stage, config, tenant, variant: this.options.variant, threads: this.settings.threads, log })
       : await createStageInstance(stage, config, tenant, log, this.options.variant);
+    this.setState('running');
+    await this.attach(connection);
+  }
 
-    this.publisher = await ConfirmPublisher.open(this.options.connection);
+  /**
+   * (Re)declares the stage's topology and opens its channels on `connection`: a publisher, and
+   * consumers unless paused or quiet. Called at start and after every reconnection.
+   */
+  async attach(connection: AmqpConnection): Promise<void> {
+    if (this.stopping) return;
+    this.detach();
+    this.connection = connection;
+    isOpen(connection);
+    const { config, stage, tenant, log } = this.options;
+    await declareTopology(config, stageTopology(config, stage.metadata, tenant), log);
+    this.publisher = await ConfirmPublisher.open(connection, () => this.onChannelLost(connection, 'publisher'));
     this.router = new JobRouter(config, this.publisher);
     this.failures = new FailureHandler({
       config,
       input: this.input,
       tenant,
-      stage: meta.name,
+      stage: stage.metadata.name,
       publisher: this.publisher,
       router: this.router,
       log,
       stats: this.stats,
     });
-    // Consume and publish on separate channels: a consumer's flow never waits on confirms.
-    await this.consume(this.queue, 'main', this.settings.prefetch);
-    // Suspects run one at a time: when one kills the process, it is the only one in hand.
-    await this.consume(this.suspectQueue, 'suspect', 1);
-    log.info('stage consuming', { queue: this.queue, concurrency: this.settings.concurrency, prefetch: this.settings.prefetch });
+    if (this.current === 'running') await this.consumeAll();
   }
 
-  /** Stops consuming, finishes the jobs in flight, closes the runner's channels. */
-  async stop(): Promise<void> {
-    if (this.stopping) return;
-    this.stopping = true;
-    for (const source of this.sources) {
-      if (source.consumerTag) await source.channel.cancel(source.consumerTag).catch(() => undefined);
+  /**
+   * Forgets the channels of a lost connection. Deliveries waiting to start are dropped: the
+   * broker redelivers them. Handlers in flight finish, but their acknowledgements fail and
+   * their jobs come back too (at-least-once).
+   */
+  detach(): void {
+    clearTimeout(this.healing);
+    this.waiting.length = 0;
+    const publisher = this.publisher;
+    this.publisher = undefined;
+    void publisher?.close();
+    for (const source of [...this.sources.splice(0), ...this.retired]) {
+      source.closed = true;
+      source.channel.close().catch(() => undefined);
+    }
+    this.retired.clear();
+  }
+
+  /** Stops consuming until `resume()`; jobs in flight finish. */
+  async pause(): Promise<void> {
+    if (this.current !== 'running') return;
+    this.setState('paused');
+    await this.cancelConsumers();
+  }
+
+  async resume(): Promise<void> {
+    if (this.current !== 'paused') return;
+    this.setState('running');
+    await this.consumeAll();
+  }
+
+  /** OJS `quiet`: stops fetching for good, finishes what it has, stays up until stopped. */
+  async quiet(): Promise<void> {
+    if (this.current !== 'running' && this.current !== 'paused') return;
+    this.setState('quiet');
+    await this.cancelConsumers();
+  }
+
+  /**
+   * Stops consuming, finishes the jobs in flight within `graceMs`, confirms their outputs,
+   * acknowledges them and closes the runner's channels.
+   * @returns false when the grace period ran out: the unfinished jobs were handed back by
+   * closing their channels.
+   */
+  async stop(graceMs = Number.POSITIVE_INFINITY): Promise<boolean> {
+    if (this.stopping) return true;
+    this.setState('stopped');
+    clearTimeout(this.healing);
+    await this.cancelConsumers();
+    const drained = await this.whenIdle(graceMs);
+    if (!drained) this.options.log.warn('grace period over: handing unfinished jobs back to the broker', { queue: this.queue, in_flight: this.inFlight });
+    await this.publisher?.close();
+    await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.();
+    // After a grace period that ran out, closing hands the unfinished deliveries back.
+    for (const source of this.retired) await source.channel.close().catch(() => undefined);
+    this.retired.clear();
+    this.options.log.info('stage stopped', { queue: this.queue, drained, ...this.stats });
+    return drained;
+  }
+
+  private setState(state: RunnerState): void {
+    if (this.current === state) return;
+    this.current = state;
+    this.options.log.info('stage state', { queue: this.queue, state });
+    this.emit('state', state);
+  }
+
+  private async consumeAll(): Promise<void> {
+    const connection = this.connection;
+    if (!connection || this.sources.length > 0) return;
+    // Consume and publish on separate channels: a consumer's flow never waits on confirms.
+    await this.consume(connection, this.queue, 'main', this.settings.prefetch);
+    // Suspects run one at a time: when one kills the process, it is the only one in hand.
+    await this.consume(connection, this.suspectQueue, 'suspect', 1);
+    this.options.log.info('stage consuming', { queue: this.queue, concurrency: this.settings.concurrency, prefetch: this.settings.prefetch });
+  }
+
+  /**
+   * Cancels the consumers and retires their channels: a retired channel stays open for the
+   * acknowledgements of its jobs in flight and closes after the last one.
+   */
+  private async cancelConsumers(): Promise<void> {
+    const sources = this.sources.splice(0);
+    for (const source of sources) {
+      const tag = source.consumerTag;
+      source.consumerTag = undefined;
+      if (tag && !source.closed) await source.channel.cancel(tag).catch(() => undefined);
+      this.retired.add(source);
     }
     // Deliveries not yet started go back to their queue for another instance, unflagged.
     const unstarted = this.waiting.splice(0);
-    await Promise.all(unstarted.map(({ message, source }) => (this.failures as FailureHandler).giveBack(source.channel, message, source.queue)));
-    if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
-    await this.publisher?.close();
-    await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.();
-    for (const source of this.sources) await source.channel.close().catch(() => undefined);
-    this.options.log.info('stage stopped', { queue: this.queue, ...this.stats });
+    const failures = this.failures;
+    if (failures) await Promise.all(unstarted.map(({ message, source }) => failures.giveBack(source.channel, message, source.queue)));
+    for (const source of sources) this.closeIfDone(source);
   }
 
-  private async consume(queue: string, kind: Source['kind'], prefetch: number): Promise<void> {
-    const channel = await this.options.connection.createChannel();
-    const source: Source = { kind, queue, channel, consumerTag: undefined };
+  private closeIfDone(source: Source): void {
+    if (source.inFlight > 0 || !this.retired.has(source)) return;
+    this.retired.delete(source);
+    source.closed = true;
+    source.channel.close().catch(() => undefined);
+  }
+
+  private whenIdle(graceMs: number): Promise<boolean> {
+    if (this.inFlight === 0) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      const timer = Number.isFinite(graceMs) ? setTimeout(() => resolve(false), graceMs) : undefined;
+      this.idle = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
+  }
+
+  private async consume(connection: AmqpConnection, queue: string, kind: Source['kind'], prefetch: number): Promise<void> {
+    const channel = await connection.createChannel();
+    const source: Source = { kind, queue, channel, consumerTag: undefined, closed: false, inFlight: 0 };
     this.sources.push(source);
     channel.on('error', (err: Error) => this.options.log.error('consumer channel error', { queue, err: err.message }));
     channel.on('close', () => {
-      if (!this.stopping) this.emit('error', new Error(`consumer channel of ${queue} closed`));
+      const expected = source.closed;
+      source.closed = true;
+      if (!expected) this.onChannelLost(connection, queue);
     });
     await channel.prefetch(prefetch);
     const { consumerTag } = await channel.consume(queue, (message) => this.onDelivery(message, source), { noAck: false });
     source.consumerTag = consumerTag;
   }
 
+  /**
+   * A channel closed. If its connection is gone, the group re-attaches on the next one. If the
+   * connection lives (channel error, deleted queue), the runner heals itself: re-declare,
+   * re-open, consume again, a second later so that a persistent fault does not spin.
+   */
+  private onChannelLost(connection: AmqpConnection, what: string): void {
+    if (this.stopping || this.connection !== connection) return;
+    clearTimeout(this.healing);
+    this.healing = setTimeout(() => {
+      if (this.stopping || this.connection !== connection || !isOpen(connection)) return;
+      this.options.log.warn('channel lost while connected; re-attaching', { queue: this.queue, channel: what });
+      this.attach(connection).catch((err: unknown) => {
+        this.options.log.error('re-attach failed; retrying', { queue: this.queue, err: (err as Error).message });
+        this.onChannelLost(connection, what);
+      });
+    }, 1000);
+  }
+
   private onDelivery(message: ConsumeMessage | null, source: Source): void {
     if (message === null) {
-      // The broker cancelled the consumer: the queue was deleted.
-      this.emit('error', new Error(`queue ${source.queue} was deleted: the broker cancelled its consumer`));
+      // The broker cancelled the consumer (its queue was deleted): declare it again and resume.
+      this.options.log.warn('consumer cancelled by the broker', { queue: source.queue });
+      source.consumerTag = undefined;
+      source.closed = true;
+      const at = this.sources.indexOf(source);
+      if (at >= 0) this.sources.splice(at, 1);
+      this.retired.add(source);
+      this.closeIfDone(source);
+      if (this.connection) this.onChannelLost(this.connection, source.queue);
       return;
     }
     this.waiting.push({ message, source });
@@ -165,11 +333,14 @@ export class StageRunner extends EventEmitter {
   }
 
   private pump(): void {
-    while (!this.stopping && this.inFlight < this.settings.concurrency && this.waiting.length > 0) {
+    while ((this.current === 'running' || this.current === 'paused' || this.current === 'quiet') && this.inFlight < this.settings.concurrency && this.waiting.length > 0) {
       const { message, source } = this.waiting.shift() as { message: ConsumeMessage; source: Source };
       this.inFlight++;
+      source.inFlight++;
       void this.process(message, source).finally(() => {
         this.inFlight--;
+        source.inFlight--;
+        this.closeIfDone(source);
         if (this.inFlight === 0) this.idle?.();
         this.pump();
       });
@@ -253,6 +424,21 @@ interface Source {
   queue: string;
   channel: Channel;
   consumerTag: string | undefined;
+  /** Closed, or closing on purpose: a 'close' event then is not a fault. */
+  closed: boolean;
+  inFlight: number;
+}
+
+const closedConnections = new WeakSet<AmqpConnection>();
+const watchedConnections = new WeakSet<AmqpConnection>();
+
+/** Whether `connection` is still open, watched from its first use on. */
+function isOpen(connection: AmqpConnection): boolean {
+  if (!watchedConnections.has(connection)) {
+    watchedConnections.add(connection);
+    connection.once('close', () => closedConnections.add(connection));
+  }
+  return !closedConnections.has(connection);
 }
 
 /** Classic queues set `redelivered`; quorum queues also count in `x-delivery-count`. */

@@ -59,7 +59,7 @@ export class BrokerNames {
   get delayDeliver(): string {
     return `${this.prefix}.delay.deliver`;
   }
-  /** Non-durable, exclusive queue a running stage reads control messages from. */
+  /** Fanout exchange that carries control messages (pause, resume, quiet...) to every running stage. */
   get control(): string {
     return `${this.prefix}.control`;
   }

@@ -25,14 +25,24 @@ export async function runDev(opts: { config?: string }): Promise<number> {
   return runGroup(new StageGroup(config, devInstances(config, stages), createLogger({ service: 'stagecoach', mode: 'dev' })), true);
 }
 
-/** Runs until a signal (drain, exit 0) or a failure such as a lost connection (exit 1). */
+/**
+ * Runs until SIGTERM/SIGINT or a `terminate` control message, then drains within the grace
+ * period: exit 0 when every job in flight finished, 1 when the grace period ran out or a runner
+ * failed. A second signal exits at once (the broker requeues what was unfinished).
+ */
 async function runGroup(group: StageGroup, provision: boolean): Promise<number> {
   const signal = untilSignal();
   try {
-    await group.start(provision);
-    const outcome = await Promise.race([signal.promise, group.failed]);
-    await group.stop();
-    return outcome instanceof Error ? EXIT_RUNTIME : EXIT_OK;
+    // A signal while it still waits for the broker ends it too.
+    const starting = group.start(provision);
+    if ((await Promise.race([starting.then(() => 'started' as const), signal.promise])) !== 'started') {
+      starting.catch(() => undefined);
+      await group.stop();
+      return EXIT_OK;
+    }
+    const outcome = await Promise.race([signal.promise, group.terminated, group.failed]);
+    const drained = await group.stop();
+    return outcome instanceof Error || !drained ? EXIT_RUNTIME : EXIT_OK;
   } catch (err) {
     await group.stop().catch(() => undefined);
     throw err;

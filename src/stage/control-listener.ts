@@ -1,0 +1,76 @@
+import type { Channel } from 'amqplib';
+import type { AmqpConnection } from '../broker/amqp-connection.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import type { Logger } from '../logging/logger.js';
+import { BrokerNames } from '../topology/names.js';
+
+/** Queue states (seeds/001 section 5) and worker states (seeds/003) sent to running stages. */
+export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate';
+
+export interface ControlMessage {
+  command: ControlCommand;
+  /** Logical queue, for pause, resume and drain. */
+  queue?: string;
+  /** Only instances serving this tenant; all when absent. */
+  tenant?: string;
+  /** Only instances of this stage, for quiet and terminate; all when absent. */
+  stage?: string;
+}
+
+const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate'];
+
+/** Parses a control message body; undefined for anything else (ignored, never fatal). */
+export function parseControlMessage(content: Buffer): ControlMessage | undefined {
+  try {
+    const value = JSON.parse(content.toString('utf8')) as Record<string, unknown>;
+    if (typeof value !== 'object' || value === null || !COMMANDS.includes(value.command as string)) return undefined;
+    for (const key of ['queue', 'tenant', 'stage']) if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
+    return value as unknown as ControlMessage;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every running stage process binds a private, auto-deleted queue to the fanout exchange
+ * `<prefix>.control`, so a control message reaches all of them at once, whatever the stage or
+ * tenant. Re-attached on every connection.
+ */
+export class ControlListener {
+  private channel: Channel | undefined;
+
+  constructor(
+    private readonly config: CompiledConfig,
+    private readonly log: Logger,
+    private readonly onMessage: (message: ControlMessage) => Promise<void>,
+  ) {}
+
+  async attach(connection: AmqpConnection): Promise<void> {
+    const names = new BrokerNames(this.config.prefix);
+    const channel = await connection.createChannel();
+    this.channel = channel;
+    channel.on('error', (err: Error) => this.log.warn('control channel error', { err: err.message }));
+    await channel.assertExchange(names.control, 'fanout', { durable: this.config.durable });
+    const { queue } = await channel.assertQueue('', { exclusive: true, autoDelete: true, durable: false });
+    await channel.bindQueue(queue, names.control, '');
+    await channel.consume(
+      queue,
+      (message) => {
+        if (!message) return;
+        const control = parseControlMessage(message.content);
+        if (!control) {
+          this.log.warn('ignored an invalid control message', { body: message.content.toString('utf8').slice(0, 200) });
+          return;
+        }
+        this.log.info('control message', { ...control });
+        this.onMessage(control).catch((err: unknown) => this.log.error('control message failed', { ...control, err: (err as Error).message }));
+      },
+      { noAck: true },
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.channel?.close().catch(() => undefined);
+    this.channel = undefined;
+  }
+}
