@@ -11,7 +11,8 @@ export async function openConnection(config: CompiledConfig, log: Logger, name =
   try {
     connection = await amqplib.connect(config.broker.url, {
       heartbeat: config.broker.heartbeat,
-      clientProperties: { connection_name: name },
+      // Operators (and tests) find a pipeline's connections by this name in the management UI.
+      clientProperties: { connection_name: `${name} [${config.prefix}]` },
     });
   } catch (err) {
     throw new StagecoachError('CONNECTION_FAILED', `cannot connect to ${redact(config.broker.url)}: ${(err as Error).message}`, {

@@ -44,13 +44,15 @@ export class ConfirmPublisher {
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
     if (this.drained) await this.drained;
     if (this.closed) {
-      throw new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey);
+      throw new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey, true);
     }
     return new Promise<void>((resolve, reject) => {
       const ok = this.channel.publish(exchange, routingKey, content, options, (err: unknown) => {
         if (err) {
           const reason = err instanceof Error ? err.message : String(err);
-          reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey));
+          // amqplib fails pending confirms with 'channel closed' when the channel goes away.
+          const transient = reason.includes('closed');
+          reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, transient));
         } else resolve();
       });
       if (!ok && !this.drained) {

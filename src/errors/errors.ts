@@ -91,6 +91,8 @@ export class PublishError extends StagecoachError {
     message: string,
     readonly exchange: string,
     readonly routingKey: string,
+    /** True when the channel was lost, not the message refused: trying again may work. */
+    readonly transient = false,
     options?: { cause?: unknown },
   ) {
     super('PUBLISH_FAILED', message, options);

@@ -2,6 +2,7 @@ import type { Channel, ConsumeMessage } from 'amqplib';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
+import { PublishError } from '../errors/errors.js';
 import { OJS_HEADERS, toWire } from '../job/amqp-mapping.js';
 import type { HeaderValue, Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
@@ -75,13 +76,17 @@ export class FailureHandler {
       }
       channel.ack(message);
     } catch (err) {
-      this.options.log.error('failed job not settled; rejecting it to the broker dead-letter route', {
+      // Publishing the retry or dead letter failed. A lost channel is transient: the job goes
+      // back to its queue. A refusal by the broker is not: rather than loop, the job takes the
+      // queue's broker-side dead-letter route, which keeps it (without the reason).
+      const transient = err instanceof PublishError && err.transient;
+      this.options.log.warn(transient ? 'failed job not settled; handing it back' : 'failed job not settled; rejecting it to the broker dead-letter route', {
         queue,
         job_id: job?.id ?? message.properties.messageId,
         err: (err as Error).message,
       });
       try {
-        channel.nack(message, false, false);
+        channel.nack(message, false, transient);
       } catch {
         // The channel is gone: the broker redelivers the message, which then counts as a crash.
       }

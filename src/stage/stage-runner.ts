@@ -383,6 +383,12 @@ export class StageRunner extends EventEmitter {
       channel.ack(message);
       this.stats.completed++;
     } catch (err) {
+      if (source.closed) {
+        // Its channel is gone with the connection: the broker redelivers this job; settling it
+        // here would act on a delivery tag of a dead channel.
+        this.options.log.debug('delivery abandoned with its channel', { queue: source.queue, job_id: job?.id });
+        return;
+      }
       await failures.fail(channel, message, job, err, source.queue);
     }
   }
