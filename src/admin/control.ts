@@ -6,7 +6,7 @@ import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { ControlMessage } from '../stage/control-listener.js';
-import { coreTopology, queueTopology } from '../topology/build-topology.js';
+import { coreTopology, mergeTopologies, queueTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 
 /**
@@ -26,7 +26,8 @@ export async function sendControl(config: CompiledConfig, message: ControlMessag
     }
     if (message.command === 'drain') await unbindEntries(config, message.queue, tenants, log);
     if (message.command === 'resume') {
-      for (const tenant of tenants) await declareTopology(config, queueTopology(config, queue, tenant), log);
+      const topology = mergeTopologies(coreTopology(config), ...tenants.map((tenant) => queueTopology(config, queue, tenant)));
+      await declareTopology(config, topology, log);
     }
   }
   const names = new BrokerNames(config.prefix);

@@ -1,0 +1,176 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { sendControl } from '../../src/admin/control.js';
+import { declareTopology } from '../../src/broker/declare-topology.js';
+import type { CompiledConfig } from '../../src/config/config.types.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { Publisher } from '../../src/publisher/publisher.js';
+import { StageGroup } from '../../src/stage/stage-group.js';
+import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
+import { teardown, withTestConfig } from '../../src/testing/test-config.js';
+import { provisionTopology } from '../../src/topology/build-topology.js';
+import { BrokerNames } from '../../src/topology/names.js';
+import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const log = createLogger({ test: 'lifecycle' }, 'error');
+
+describe('queue and worker states through the control exchange', () => {
+  let config: CompiledConfig;
+  let names: BrokerNames;
+  let stages: LoadedStage[];
+  let group: StageGroup;
+  let raw: RawBroker;
+  let publisher: Publisher;
+  const work = (tenant: string): string => names.queue('work', tenant);
+  const done = (tenant: string): string => names.queue('done', tenant);
+  const ok = (tenant: string, key: string): Promise<string> => publisher.publish('work', { type: 'flaky', args: ['ok', key], tenant });
+
+  before(async () => {
+    config = withTestConfig({ tenants: ['acme', 'globex'], stages: { flaky: { module: './failure-stages.js', concurrency: 4 } } }, path.join(here, '../fixtures/config.json'));
+    names = new BrokerNames(config.prefix);
+    stages = (await loadAllStages(config)).filter((s) => s.metadata.name === 'flaky');
+    group = new StageGroup(config, [{ stage: stages[0], tenant: 'acme' }, { stage: stages[0], tenant: 'globex' }], log);
+    await group.start(true);
+    raw = await RawBroker.connect(config.broker.url);
+    publisher = await Publisher.connect(config, { log });
+  });
+
+  after(async () => {
+    await publisher.close();
+    await group.stop();
+    await raw.close();
+    await teardown(config, stages.map((s) => s.metadata));
+  });
+
+  it("pause stops consuming one tenant's queue while the others continue; resume restarts it", async () => {
+    await sendControl(config, { command: 'pause', queue: 'work', tenant: 'acme' }, log);
+    await waitFor('acme paused', () => group.runners.find((r) => r.name === 'flaky/acme')?.state === 'paused');
+    for (let i = 0; i < 5; i++) {
+      await ok('acme', `pa-${i}`);
+      await ok('globex', `pg-${i}`);
+    }
+    await waitFor("globex's jobs done", async () => (await raw.count(done('globex'))) === 5);
+    expect(await raw.count(work('acme')), "acme's jobs wait").to.equal(5);
+    expect(await raw.count(done('acme'))).to.equal(0);
+    expect(group.readiness(), 'a paused queue is not a fault').to.deep.equal({ ready: true });
+
+    await sendControl(config, { command: 'resume', queue: 'work', tenant: 'acme' }, log);
+    await waitFor("acme's jobs done after resume", async () => (await raw.count(done('acme'))) === 5);
+    await raw.drain(done('acme'));
+    await raw.drain(done('globex'));
+  });
+
+  it('drain keeps new jobs out of the queue (kept in unroutable) while the stage empties it; resume lets them in', async () => {
+    await sendControl(config, { command: 'pause', queue: 'work', tenant: 'acme' }, log);
+    await waitFor('acme paused', () => group.runners.find((r) => r.name === 'flaky/acme')?.state === 'paused');
+    await ok('acme', 'before-drain');
+    await waitFor('the job queued', async () => (await raw.count(work('acme'))) === 1);
+    await sendControl(config, { command: 'drain', queue: 'work', tenant: 'acme' }, log);
+    await ok('acme', 'during-drain');
+    expect(await raw.count(names.unroutable), 'the new job is kept, not queued').to.equal(1);
+    await sendControl(config, { command: 'resume', queue: 'work', tenant: 'acme' }, log);
+    await waitFor('the queued job done', async () => (await raw.count(done('acme'))) === 1);
+    await ok('acme', 'after-resume');
+    await waitFor('new jobs enter again', async () => (await raw.count(done('acme'))) === 2);
+    const [kept] = await raw.drain(names.unroutable);
+    expect(JSON.parse(kept.content.toString()).args).to.deep.equal(['ok', 'during-drain']);
+    await raw.drain(done('acme'));
+  });
+
+  it('quiet stops fetching for one stage instance; terminate stops every instance', async () => {
+    await sendControl(config, { command: 'quiet', stage: 'flaky', tenant: 'globex' }, log);
+    await waitFor('globex quiet', () => group.runners.find((r) => r.name === 'flaky/globex')?.state === 'quiet');
+    await ok('globex', 'while-quiet');
+    await ok('acme', 'acme-still-running');
+    await waitFor("acme's job done", async () => (await raw.count(done('acme'))) === 1);
+    expect(await raw.count(work('globex'))).to.equal(1);
+    await sendControl(config, { command: 'terminate', stage: 'flaky' }, log);
+    await group.terminated;
+    expect(group.runners.map((r) => r.state)).to.deep.equal(['stopped', 'stopped']);
+  });
+});
+
+describe('SIGTERM drains a running stage', function () {
+  let dir: string;
+  let file: string;
+  let config: CompiledConfig;
+  let names: BrokerNames;
+  let raw: RawBroker;
+
+  before(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-sigterm-'));
+    file = path.join(dir, 'stagecoach.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        prefix: `test-${randomBytes(4).toString('hex')}`,
+        durable: false,
+        tenants: ['acme'],
+        gracePeriod: 20,
+        stages: { flaky: { module: path.join(REPO_ROOT, 'dist/test/fixtures/failure-stages.js'), concurrency: 3 } },
+      }),
+    );
+    config = await loadConfig(file, { AMQP_URL });
+    names = new BrokerNames(config.prefix);
+    raw = await RawBroker.connect(config.broker.url);
+    await declareTopology(config, provisionTopology(config, [{ name: 'flaky', input: 'work', outputs: ['done'] }]), log);
+  });
+
+  after(async () => {
+    await raw.close();
+    await teardown(config, [{ name: 'flaky', input: 'work', outputs: ['done'] }]);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  afterEach(async () => {
+    for (const q of [names.queue('work', 'acme'), names.suspectQueue('work', 'acme'), names.queue('done', 'acme')]) await raw.drain(q);
+  });
+
+  async function publishSlow(count: number, ms: number): Promise<void> {
+    const publisher = await Publisher.connect(config, { log });
+    for (let i = 0; i < count; i++) await publisher.publish('work', { type: 'flaky', args: ['slow', `s-${i}`, ms], tenant: 'acme' });
+    await publisher.close();
+  }
+
+  /** Ready (queue emptied into the stage's hands): three running, the rest prefetched. */
+  async function startStage(): Promise<ReturnType<typeof spawnCli>> {
+    const stage = spawnCli(['run', 'flaky', '--tenant', 'acme', '--config', file], { AMQP_URL, LOG_LEVEL: 'debug' });
+    await waitFor('the batch taken', async () => (await raw.count(names.queue('work', 'acme'))) === 0, 15000);
+    return stage;
+  }
+
+  it('finishes the jobs in flight, confirms their outputs, acknowledges them and exits 0', async () => {
+    await publishSlow(5, 1500);
+    const stage = await startStage();
+    stage.kill('SIGTERM');
+    const exit = await finished(stage, 30000, 'run flaky');
+    expect(exit.code, exit.stderr).to.equal(0);
+    // Three ran to completion; the two never started went back to the queue.
+    expect(await raw.count(names.queue('done', 'acme'))).to.equal(3);
+    expect(await raw.count(names.queue('work', 'acme'))).to.equal(2);
+    expect(exit.stderr).to.match(/"drained":true/);
+  });
+
+  it('on a second SIGTERM exits at once and hands every unfinished job back', async () => {
+    await publishSlow(5, 60_000);
+    const stage = await startStage();
+    stage.kill('SIGTERM');
+    await waitFor('the drain under way', () => stage.err.includes('"state":"stopped"'), 10000);
+    const started = Date.now();
+    stage.kill('SIGTERM');
+    const exit = await finished(stage, 10000, 'run flaky');
+    expect(exit.code).to.equal(1);
+    expect(Date.now() - started).to.be.below(5000);
+    // Nothing lost: the three in flight come back from the broker, the two prefetched were given back.
+    await waitFor('all five back', async () => (await raw.count(names.queue('work', 'acme'))) === 5, 10000);
+    expect(await raw.count(names.queue('done', 'acme'))).to.equal(0);
+  });
+});
