@@ -2,6 +2,7 @@ import rascal from 'rascal';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { Topology } from '../topology/topology.types.js';
+import { withHeartbeat } from './amqp-connection.js';
 
 const VHOST = '/';
 
@@ -39,7 +40,7 @@ export function toRascalConfig(config: CompiledConfig, topology: Topology): obje
   return {
     vhosts: {
       [VHOST]: {
-        connection: { url: config.broker.url, options: { heartbeat: config.broker.heartbeat } },
+        connection: { url: withHeartbeat(config.broker.url, config.broker.heartbeat) },
         exchanges,
         queues,
         bindings,

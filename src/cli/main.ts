@@ -18,6 +18,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   const configOption = (): Option => new Option('-c, --config <file>', 'configuration file (env STAGECOACH_CONFIG)');
+  const httpPortOption = (): Option => new Option('--http-port <port>', '/healthz, /readyz and /metrics port, 0 = off (env STAGECOACH_HTTP_PORT, default 9400)');
   const tenantOption = (): Option => new Option('-t, --tenant <tenant>', 'tenant slug (env STAGECOACH_TENANT)');
 
   program
@@ -25,16 +26,18 @@ export function buildProgram(): Command {
     .description('run one stage instance until SIGTERM/SIGINT, then drain and exit 0')
     .addOption(tenantOption())
     .option('--variant <variant>', 'consume the specialised queue of this variant')
+    .addOption(httpPortOption())
     .addOption(configOption())
-    .action(async (stage: string, opts: { tenant?: string; variant?: string; config?: string }) => {
+    .action(async (stage: string, opts: { tenant?: string; variant?: string; config?: string; httpPort?: string }) => {
       process.exitCode = await runStage(stage, opts);
     });
 
   program
     .command('dev')
     .description('every stage for every tenant in one process')
+    .addOption(httpPortOption())
     .addOption(configOption())
-    .action(async (opts: { config?: string }) => {
+    .action(async (opts: { config?: string; httpPort?: string }) => {
       process.exitCode = await runDev(opts);
     });
 

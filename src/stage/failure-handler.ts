@@ -6,6 +6,7 @@ import { PublishError } from '../errors/errors.js';
 import { OJS_HEADERS, toWire } from '../job/amqp-mapping.js';
 import type { HeaderValue, Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
+import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { decideFailure } from '../retry/failure-decision.js';
 import { resolveRetryPolicy } from '../retry/retry-policy.js';
 import { delayRoutingKey } from '../topology/delay-topology.js';
@@ -28,6 +29,7 @@ export interface FailureHandlerOptions {
   router: JobRouter;
   log: Logger;
   stats: FailureStats;
+  metrics: Pick<InstanceMetrics, 'retried' | 'deadLettered' | 'discarded' | 'acked'>;
 }
 
 /** Headers the broker adds on dead-lettering and redelivery; a republished job starts clean. */
@@ -72,9 +74,11 @@ export class FailureHandler {
         } else {
           this.options.log.warn('job discarded', { ...fields(job), error_type: error.type, error: error.message, exhausted: decision.exhausted });
           this.options.stats.discarded++;
+          this.options.metrics.discarded();
         }
       }
       channel.ack(message);
+      this.options.metrics.acked();
     } catch (err) {
       // Publishing the retry or dead letter failed. A lost channel is transient: the job goes
       // back to its queue. A refusal by the broker is not: rather than loop, the job takes the
@@ -146,6 +150,7 @@ export class FailureHandler {
     delete wire.options.expiration;
     await this.options.publisher.publish(this.names.retry, routingKey, wire.content, wire.options);
     this.options.stats.retried++;
+    this.options.metrics.retried();
     this.options.log.info('job retry scheduled', { ...fields(job), next_attempt: nextAttempt, route: routingKey, error_type: error.type, error: error.message });
   }
 
@@ -172,6 +177,7 @@ export class FailureHandler {
       await this.deadLetters.send(message, job, error);
     }
     this.options.stats.deadLettered++;
+    this.options.metrics.deadLettered();
   }
 }
 

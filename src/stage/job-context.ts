@@ -24,6 +24,8 @@ export class JobContext implements StageContext {
     private readonly sink: JobSink,
     private readonly baseLog: Logger,
     readonly signal: AbortSignal = new AbortController().signal,
+    /** Called when an emitted job is confirmed (metrics). */
+    private readonly onPublished?: (output: string) => void,
   ) {}
 
   get tenant(): string | undefined {
@@ -81,6 +83,7 @@ export class JobContext implements StageContext {
       traceparent: childTraceparent(typeof parentTrace === 'string' ? parentTrace : undefined),
       ...(spec.headers === undefined ? {} : { headers: spec.headers }),
     });
+    this.onPublished?.(output);
     return job.id;
   }
 }

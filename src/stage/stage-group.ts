@@ -5,6 +5,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import type { Logger } from '../logging/logger.js';
 import { provisionTopology } from '../topology/build-topology.js';
+import { StageMetrics, type QueueDepthSample } from '../observability/stage-metrics.js';
 import { ControlListener, type ControlMessage } from './control-listener.js';
 import type { LoadedStage } from './stage-loader.js';
 import { StageRunner } from './stage-runner.js';
@@ -62,11 +63,16 @@ export class StageGroup {
   private started = false;
   private provision = false;
 
+  /** Prometheus metrics of every instance in the group, and of its connection. */
+  readonly metrics: StageMetrics;
+
   constructor(
     private readonly config: CompiledConfig,
     private readonly instances: readonly StageInstance[],
     private readonly log: Logger,
+    options: { metrics?: StageMetrics } = {},
   ) {
+    this.metrics = options.metrics ?? new StageMetrics({ log });
     this.failed = new Promise<Error>((resolve) => (this.fail = resolve));
     this.terminated = new Promise<void>((resolve) => (this.terminate = resolve));
     const names = [...new Set(instances.map((i) => i.stage.metadata.name))].join(',');
@@ -78,6 +84,12 @@ export class StageGroup {
           config,
           stage: instance.stage,
           log: log.child({ stage: instance.stage.metadata.name, tenant: instance.tenant, variant: instance.variant }),
+          metrics: this.metrics.instance({
+            stage: instance.stage.metadata.name,
+            queue: instance.stage.metadata.input,
+            tenant: instance.tenant ?? '',
+            outputs: instance.stage.metadata.outputs,
+          }),
           ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
           ...(instance.variant === undefined ? {} : { variant: instance.variant }),
         }),
@@ -94,11 +106,16 @@ export class StageGroup {
   async start(provision = false): Promise<void> {
     this.provision = provision;
     this.manager.on('connected', (connection: AmqpConnection) => {
-      if (this.started) void this.reattach(connection);
+      this.metrics.setConnected(true);
+      if (!this.started) return;
+      this.metrics.reconnected();
+      void this.reattach(connection);
     });
     this.manager.on('disconnected', () => {
+      this.metrics.setConnected(false);
       for (const runner of this.runners) runner.detach();
     });
+    this.metrics.setQueueDepthSource(() => this.queueDepths());
     const connection = await this.manager.start();
     await this.declare();
     for (const runner of this.runners) await runner.start(connection);
@@ -126,6 +143,24 @@ export class StageGroup {
     const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
     await this.manager.close();
     return drained.every(Boolean);
+  }
+
+  /** Ready messages in each runner's queue, read at scrape time on a throwaway channel. */
+  private async queueDepths(): Promise<QueueDepthSample[]> {
+    const connection = this.manager.connection;
+    if (!connection) return [];
+    const channel = await connection.createChannel();
+    channel.on('error', () => undefined);
+    try {
+      const samples: QueueDepthSample[] = [];
+      for (const runner of this.runners) {
+        const { messageCount } = await channel.checkQueue(runner.queue);
+        samples.push({ stage: runner.stageName, queue: runner.inputQueue, tenant: runner.tenant ?? '', physicalQueue: runner.queue, depth: messageCount });
+      }
+      return samples;
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
   }
 
   private async declare(): Promise<void> {

@@ -13,6 +13,8 @@ import type { Logger } from '../logging/logger.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { ControlMessage } from './control-listener.js';
+import type { InstanceMetrics } from '../observability/stage-metrics.js';
+import { toJobError } from './dead-letters.js';
 import { FailureHandler } from './failure-handler.js';
 import { createThreadedHandler, type ThreadedHandler } from './threads/threaded-handler.js';
 import { JobContext } from './job-context.js';
@@ -28,7 +30,21 @@ export interface StageRunnerOptions {
   /** Consume the tenant's specialised queue for this variant instead of the general one. */
   variant?: string;
   log: Logger;
+  /** Where the instance counts its work; nothing is counted when absent. */
+  metrics?: InstanceMetrics;
 }
+
+/** Counts nothing: for runners used without a metrics registry. */
+const NO_METRICS: InstanceMetrics = {
+  consumed: () => undefined,
+  completed: () => undefined,
+  failed: () => undefined,
+  retried: () => undefined,
+  deadLettered: () => undefined,
+  discarded: () => undefined,
+  published: () => undefined,
+  acked: () => undefined,
+};
 
 /**
  * OJS worker states (seeds/003) plus queue pause (seeds/001): `running` consumes; `paused`
@@ -70,6 +86,7 @@ export class StageRunner extends EventEmitter {
   readonly stats: StageRunnerStats = { completed: 0, emitted: 0, retried: 0, deadLettered: 0, discarded: 0, poisonRedeliveries: 0 };
 
   private readonly settings: CompiledStageConfig;
+  private readonly metrics: InstanceMetrics;
   private readonly input: ResolvedQueueConfig;
   private readonly suspectQueue: string;
   private readonly waiting: Array<{ message: ConsumeMessage; source: Source }> = [];
@@ -93,6 +110,7 @@ export class StageRunner extends EventEmitter {
     const settings = config.stages.get(meta.name);
     if (!settings) throw new ConfigError(config.source, `stages.${meta.name}`, 'a configured stage');
     this.settings = settings;
+    this.metrics = options.metrics ?? NO_METRICS;
     const input = queueFor(config, meta.input, `stage "${meta.name}"`);
     this.input = input;
     if (input.scope === 'tenant' && tenant === undefined) {
@@ -109,6 +127,19 @@ export class StageRunner extends EventEmitter {
     this.queue = names.queue(meta.input, tenant, variant);
     this.suspectQueue = names.suspectQueue(meta.input, tenant, variant);
     this.name = [meta.name, tenant, variant].filter((part) => part !== undefined).join('/');
+  }
+
+  get stageName(): string {
+    return this.options.stage.metadata.name;
+  }
+
+  /** The logical input queue. */
+  get inputQueue(): string {
+    return this.options.stage.metadata.input;
+  }
+
+  get tenant(): string | undefined {
+    return this.options.tenant;
   }
 
   get state(): RunnerState {
@@ -164,6 +195,7 @@ export class StageRunner extends EventEmitter {
       router: this.router,
       log,
       stats: this.stats,
+      metrics: this.metrics,
     });
     if (this.current === 'running') await this.consumeAll();
   }
@@ -220,7 +252,8 @@ export class StageRunner extends EventEmitter {
     const drained = await this.whenIdle(graceMs);
     if (!drained) this.options.log.warn('grace period over: handing unfinished jobs back to the broker', { queue: this.queue, in_flight: this.inFlight });
     await this.publisher?.close();
-    await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.();
+    // A grace period that ran out is not granted twice: the threads end now.
+    await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.(drained ? undefined : 0);
     // After a grace period that ran out, closing hands the unfinished deliveries back.
     for (const source of this.retired) await source.channel.close().catch(() => undefined);
     this.retired.clear();
@@ -352,6 +385,8 @@ export class StageRunner extends EventEmitter {
     const failures = this.failures as FailureHandler;
     const meta = this.options.stage.metadata;
     let job: Job | undefined;
+    let began = 0;
+    this.metrics.consumed();
     try {
       const decoded = fromWire(message, this.options.config.tenantHeader);
       job = decoded.job;
@@ -378,11 +413,16 @@ export class StageRunner extends EventEmitter {
         }
         throw new StagecoachError('POISON', `attempt ${job.attempt} killed the process handling it`);
       }
+      began = performance.now();
       const ctx = await this.runHandler(job, decoded.headers);
+      const seconds = (performance.now() - began) / 1000;
       this.stats.emitted += await ctx.settle();
       channel.ack(message);
+      this.metrics.completed(seconds);
+      this.metrics.acked();
       this.stats.completed++;
     } catch (err) {
+      if (began > 0) this.metrics.failed((performance.now() - began) / 1000, toJobError(err).type);
       if (source.closed) {
         // Its channel is gone with the connection: the broker redelivers this job; settling it
         // here would act on a delivery tag of a dead channel.
@@ -393,12 +433,14 @@ export class StageRunner extends EventEmitter {
     }
   }
 
+  private readonly onPublished = (output: string): void => this.metrics.published(output);
+
   /** Runs `handle()`, aborting it through `ctx.signal` when it outlives its timeout. */
   private async runHandler(job: Job, headers: Record<string, unknown>): Promise<JobContext> {
     const meta = this.options.stage.metadata;
     const timeoutSeconds = job.timeout ?? this.input.default_timeout;
     const controller = new AbortController();
-    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, controller.signal);
+    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, controller.signal, this.onPublished);
     const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
     if (timeoutSeconds === undefined) {
       await handled;

@@ -1,12 +1,14 @@
 import { loadConfig } from '../../config/load-config.js';
-import { createLogger } from '../../logging/logger.js';
+import { StagecoachError } from '../../errors/errors.js';
+import { createLogger, type Logger } from '../../logging/logger.js';
+import { startHealthServer } from '../../observability/health-server.js';
 import { StageGroup, devInstances, type StageInstance } from '../../stage/stage-group.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 
 /** `stagecoach run <stage> [--tenant T] [--variant V]` */
-export async function runStage(name: string, opts: { tenant?: string; variant?: string; config?: string }): Promise<number> {
+export async function runStage(name: string, opts: { tenant?: string; variant?: string; config?: string; httpPort?: string }): Promise<number> {
   const config = await loadConfig(opts.config);
   const stage = await loadStage(config, name);
   const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
@@ -15,14 +17,23 @@ export async function runStage(name: string, opts: { tenant?: string; variant?: 
     ...(tenant === undefined ? {} : { tenant }),
     ...(opts.variant === undefined ? {} : { variant: opts.variant }),
   };
-  return runGroup(new StageGroup(config, [instance], createLogger({ service: 'stagecoach', stage: name })), false);
+  const log = createLogger({ service: 'stagecoach', stage: name, ...(tenant === undefined ? {} : { tenant }) });
+  return runGroup(new StageGroup(config, [instance], log), false, httpPort(opts.httpPort, config.httpPort), log);
 }
 
 /** `stagecoach dev`: every stage for every tenant, after provisioning them all. */
-export async function runDev(opts: { config?: string }): Promise<number> {
+export async function runDev(opts: { config?: string; httpPort?: string }): Promise<number> {
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
-  return runGroup(new StageGroup(config, devInstances(config, stages), createLogger({ service: 'stagecoach', mode: 'dev' })), true);
+  const log = createLogger({ service: 'stagecoach', mode: 'dev' });
+  return runGroup(new StageGroup(config, devInstances(config, stages), log), true, httpPort(opts.httpPort, config.httpPort), log);
+}
+
+function httpPort(option: string | undefined, configured: number): number {
+  if (option === undefined) return configured;
+  const port = Number(option);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new StagecoachError('INVALID_REQUEST', `--http-port must be a port number (0 turns it off), got "${option}"`);
+  return port;
 }
 
 /**
@@ -30,8 +41,11 @@ export async function runDev(opts: { config?: string }): Promise<number> {
  * period: exit 0 when every job in flight finished, 1 when the grace period ran out or a runner
  * failed. A second signal exits at once (the broker requeues what was unfinished).
  */
-async function runGroup(group: StageGroup, provision: boolean): Promise<number> {
+async function runGroup(group: StageGroup, provision: boolean, port: number, log: Logger): Promise<number> {
   const signal = untilSignal();
+  // Up before the broker connection: readiness then says what the stage is waiting for.
+  const http = port === 0 ? undefined : await startHealthServer({ port, metrics: group.metrics, readiness: () => group.readiness(), log });
+  if (http) log.info('health endpoints listening', { port: http.port });
   try {
     // A signal while it still waits for the broker ends it too.
     const starting = group.start(provision);
@@ -48,5 +62,6 @@ async function runGroup(group: StageGroup, provision: boolean): Promise<number> 
     throw err;
   } finally {
     signal.dispose();
+    await http?.close();
   }
 }

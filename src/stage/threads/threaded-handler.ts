@@ -1,7 +1,29 @@
+/**
+ * `stages.<name>.threads: N`: the stage's handler runs in a pool of N worker threads, so that a
+ * CPU-bound handler never blocks the main thread's event loop, where the AMQP connection lives
+ * (a blocked loop misses heartbeats and the broker drops the connection).
+ *
+ * The main thread keeps everything that touches the broker: the runner consumes, the pool hands
+ * each job to an idle thread (first come, first served when all are busy: `threads` may be
+ * lower than `concurrency`), the thread's emits come back to the delivery's real context, and
+ * the runner acknowledges once they are confirmed. What the handler throws is rebuilt on this
+ * side as the class the failure logic knows (`error-transfer.ts`).
+ *
+ * Lifecycle: `createThreadedHandler()` resolves once every thread has built its stage instance
+ * and rejects with the first start-up error (a module that does not load). A thread that dies
+ * fails the job it ran with `ThreadCrashError` and is replaced. `close()` lets running jobs
+ * finish (up to the configuration's `gracePeriod`), then terminates the threads.
+ */
 import type { CompiledConfig } from '../../config/config.types.js';
+import { StagecoachError } from '../../errors/errors.js';
+import type { Job } from '../../job/job.types.js';
 import type { Logger } from '../../logging/logger.js';
 import type { LoadedStage } from '../stage-loader.js';
-import type { StageHandler } from '../stage.types.js';
+import type { StageContext, StageHandler } from '../stage.types.js';
+import type { StageWorkerData } from './protocol.js';
+import { StageThread } from './stage-thread.js';
+
+export { ThreadCrashError } from './stage-thread.js';
 
 export interface ThreadedHandlerOptions {
   stage: LoadedStage;
@@ -10,14 +32,179 @@ export interface ThreadedHandlerOptions {
   variant: string | undefined;
   threads: number;
   log: Logger;
+  /**
+   * How long a job whose `ctx.signal` was aborted may run on before its thread is terminated and
+   * replaced. @defaultValue 5000 ms
+   */
+  abortGraceMs?: number;
 }
 
 export interface ThreadedHandler extends StageHandler {
-  /** Ends the worker threads (after the jobs they run have settled). */
-  close(): Promise<void>;
+  /** Runs the job on an idle thread, or once one is free (first come, first served). */
+  handle(job: Job, ctx: StageContext): Promise<void>;
+  /**
+   * Ends the worker threads after the jobs they run have settled, waiting at most `graceMs`
+   * (default: the configuration's `gracePeriod`); 0 terminates them at once.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
-/** Placeholder: implemented in the worker-thread pool change. */
-export async function createThreadedHandler(_options: ThreadedHandlerOptions): Promise<ThreadedHandler> {
-  throw new Error('worker threads are not implemented yet');
+const DEFAULT_ABORT_GRACE_MS = 5000;
+
+export async function createThreadedHandler(options: ThreadedHandlerOptions): Promise<ThreadedHandler> {
+  const pool = new ThreadPool(options);
+  await pool.start();
+  return pool;
+}
+
+interface Task {
+  job: Job;
+  ctx: StageContext;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+class ThreadPool implements ThreadedHandler {
+  private readonly threads = new Set<StageThread>();
+  private readonly idle: StageThread[] = [];
+  private readonly queue: Task[] = [];
+  private readonly running = new Set<Promise<void>>();
+  private readonly data: StageWorkerData;
+  private starting = 0;
+  private nextIndex = 0;
+  /** False until every first thread is up: only then are dead threads replaced. */
+  private started = false;
+  private closing = false;
+
+  constructor(private readonly options: ThreadedHandlerOptions) {
+    const { config, stage, tenant, variant, log } = options;
+    this.data = {
+      config,
+      stage: stage.metadata.name,
+      tenant,
+      variant,
+      logLevel: log.level,
+      logFields: { ...primitives(log.defaultMeta), stage: stage.metadata.name, ...primitives({ tenant, variant }) },
+    };
+  }
+
+  async start(): Promise<void> {
+    const results = await Promise.allSettled(Array.from({ length: this.options.threads }, () => this.spawn()));
+    const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+    if (failed) {
+      this.closing = true;
+      await Promise.all([...this.threads].map((thread) => thread.terminate()));
+      throw failed.reason;
+    }
+    this.started = true;
+    this.options.log.info('stage threads started', { threads: this.options.threads });
+  }
+
+  handle(job: Job, ctx: StageContext): Promise<void> {
+    if (this.closing) return Promise.reject(new StagecoachError('INVALID_REQUEST', `the threads of stage "${ctx.stage}" are closed`));
+    return new Promise<void>((resolve, reject) => {
+      const task: Task = { job, ctx, resolve, reject };
+      this.queue.push(task);
+      // A job whose time runs out while it waits for a thread never starts.
+      ctx.signal.addEventListener('abort', () => this.unqueue(task) && reject(ctx.signal.reason), { once: true });
+      this.replenish();
+      this.dispatch();
+    });
+  }
+
+  async close(graceMs = this.options.config.gracePeriod * 1000): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    for (const task of this.queue.splice(0)) task.reject(new StagecoachError('INVALID_REQUEST', 'the stage closed before the job started'));
+    if (this.running.size > 0 && graceMs > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
+      await Promise.race([Promise.allSettled([...this.running]), grace]);
+      clearTimeout(timer);
+    }
+    await Promise.all([...this.threads].map((thread) => thread.terminate()));
+  }
+
+  private dispatch(): void {
+    while (this.idle.length > 0 && this.queue.length > 0) {
+      const thread = this.idle.shift() as StageThread;
+      const task = this.queue.shift() as Task;
+      const run = thread
+        .run(task.job, task.ctx)
+        .then(task.resolve, task.reject)
+        .finally(() => {
+          this.running.delete(run);
+          if (thread.alive && !this.closing) this.idle.push(thread);
+          this.dispatch();
+        });
+      this.running.add(run);
+    }
+  }
+
+  private unqueue(task: Task): boolean {
+    const at = this.queue.indexOf(task);
+    if (at >= 0) this.queue.splice(at, 1);
+    return at >= 0;
+  }
+
+  /** Starts one thread and puts it to work. */
+  private async spawn(): Promise<void> {
+    this.starting++;
+    let thread: StageThread;
+    try {
+      thread = await StageThread.start({
+        data: this.data,
+        index: ++this.nextIndex,
+        abortGraceMs: this.options.abortGraceMs ?? DEFAULT_ABORT_GRACE_MS,
+        log: this.options.log,
+      });
+    } finally {
+      this.starting--;
+    }
+    thread.onExit = (dead, cause) => this.onExit(dead, cause);
+    this.threads.add(thread);
+    if (this.closing) {
+      await thread.terminate();
+      return;
+    }
+    this.idle.push(thread);
+    this.dispatch();
+  }
+
+  private onExit(thread: StageThread, cause: Error): void {
+    this.threads.delete(thread);
+    const at = this.idle.indexOf(thread);
+    if (at >= 0) this.idle.splice(at, 1);
+    if (this.closing || !this.started) return;
+    if (thread.terminatedAfterAbort) this.options.log.info('replacing the terminated stage thread', { thread: thread.index });
+    else this.options.log.error('stage thread died; replacing it', { thread: thread.index, err: cause.message });
+    this.replenish();
+  }
+
+  /** Brings the pool back to its size (after a thread died, or a replacement failed to start). */
+  private replenish(): void {
+    if (!this.started || this.closing) return;
+    while (this.threads.size + this.starting < this.options.threads) {
+      this.spawn().catch((err: unknown) => this.replacementFailed(err));
+    }
+  }
+
+  /**
+   * A replacement that does not start leaves the pool smaller. With no thread left, the waiting
+   * jobs fail (and follow their retry policy) rather than wait for ever; the next job tries again.
+   */
+  private replacementFailed(err: unknown): void {
+    this.options.log.error('stage thread could not be replaced', { err: (err as Error).message });
+    if (this.threads.size > 0 || this.starting > 0 || this.closing) return;
+    for (const task of this.queue.splice(0)) task.reject(err);
+  }
+}
+
+/** The fields of a logger's metadata that a worker thread can take along. */
+function primitives(fields: unknown): Record<string, string | number | boolean> {
+  const result: Record<string, string | number | boolean> = {};
+  for (const [key, value] of Object.entries((fields ?? {}) as Record<string, unknown>)) {
+    if (['string', 'number', 'boolean'].includes(typeof value)) result[key] = value as string | number | boolean;
+  }
+  return result;
 }

@@ -1,0 +1,36 @@
+/**
+ * Messages between the main thread and a stage worker thread. Everything crosses by structured
+ * clone, so only data travels: jobs, headers, job specs and errors flattened by
+ * `error-transfer.ts`. Both sides use one port (the worker's `parentPort`), whose messages
+ * arrive in the order they were sent: an `emit` posted before `done` is seen by the main
+ * thread before `done`, so the emit is counted before the input may be acknowledged.
+ */
+import type { CompiledConfig } from '../../config/config.types.js';
+import type { Job, JobSpec } from '../../job/job.types.js';
+import type { TransferredError } from './error-transfer.js';
+
+/** `workerData` of a stage worker: enough to build the stage exactly as the main thread would. */
+export interface StageWorkerData {
+  config: CompiledConfig;
+  stage: string;
+  tenant: string | undefined;
+  variant: string | undefined;
+  /** The main logger's level and primitive fields, so the worker's lines look the same. */
+  logLevel: string;
+  logFields: Record<string, string | number | boolean>;
+}
+
+/** Main thread -> worker. */
+export type ToWorker =
+  | { kind: 'job'; seq: number; job: Job; headers: Record<string, unknown>; stage: string; tenant: string | undefined }
+  | { kind: 'abort'; seq: number; reason: TransferredError }
+  | { kind: 'emit-result'; call: number; id: string }
+  | { kind: 'emit-error'; call: number; error: TransferredError };
+
+/** Worker -> main thread. */
+export type FromWorker =
+  | { kind: 'ready' }
+  | { kind: 'startup-failed'; error: TransferredError }
+  | { kind: 'emit'; seq: number; call: number; output: string; spec: JobSpec }
+  | { kind: 'done'; seq: number }
+  | { kind: 'failed'; seq: number; error: TransferredError };

@@ -1,0 +1,204 @@
+/**
+ * The main-thread side of one stage worker thread (`stage-worker.ts`): starts it, hands it one
+ * job at a time, answers its emits through the delivery's real context, forwards the abort of
+ * `ctx.signal`, and notices when it dies.
+ *
+ * Lifecycle: `StageThread.start()` resolves once the worker has built its stage instance (or
+ * rejects with the worker's start-up error). `run()` settles with the job's outcome, or rejects
+ * with a {@link ThreadCrashError} when the worker dies under the job; `onExit` then tells the
+ * pool to replace it. `terminate()` ends it.
+ */
+import { Worker } from 'node:worker_threads';
+import { StagecoachError } from '../../errors/errors.js';
+import type { Job } from '../../job/job.types.js';
+import type { Logger } from '../../logging/logger.js';
+import type { StageContext } from '../stage.types.js';
+import { fromTransferable, toTransferable } from './error-transfer.js';
+import type { FromWorker, StageWorkerData, ToWorker } from './protocol.js';
+
+const WORKER_ENTRY = new URL('./stage-worker.js', import.meta.url);
+
+/** The worker thread running a job died (uncaught exception, `process.exit()`, out of memory). */
+export class ThreadCrashError extends StagecoachError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('HANDLER_ERROR', message, options);
+  }
+}
+
+export interface StageThreadOptions {
+  data: StageWorkerData;
+  /** Numbers the threads of a pool in log lines and thread names. */
+  index: number;
+  /**
+   * How long a job whose `ctx.signal` was aborted may go on before its thread is terminated
+   * (and replaced): a handler that ignores the signal must not hold a thread for ever.
+   */
+  abortGraceMs: number;
+  log: Logger;
+}
+
+interface Running {
+  seq: number;
+  ctx: StageContext;
+  resolve: () => void;
+  reject: (err: Error) => void;
+  onAbort: () => void;
+  graceTimer: NodeJS.Timeout | undefined;
+}
+
+export class StageThread {
+  /** Called once when the worker has exited, whatever the cause. */
+  onExit: ((thread: StageThread, cause: Error) => void) | undefined;
+  private readonly worker: Worker;
+  private readonly ready: Promise<void>;
+  private running: Running | undefined;
+  private nextSeq = 0;
+  private exited = false;
+  /** Terminated because its handler ignored an abort (not a crash). */
+  private abandoned = false;
+  /** Why the worker is going away: its uncaught error, or our reason for terminating it. */
+  private cause: Error | undefined;
+
+  private constructor(private readonly options: StageThreadOptions) {
+    this.worker = new Worker(WORKER_ENTRY, { workerData: options.data, name: `stage ${options.data.stage} #${options.index}` });
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.worker.on('message', (message: FromWorker) => {
+        if (message.kind === 'ready') resolve();
+        else if (message.kind === 'startup-failed') {
+          reject(fromTransferable(message.error));
+          void this.worker.terminate();
+        } else this.onMessage(message);
+      });
+      this.worker.on('error', (err: Error) => {
+        this.cause ??= err;
+      });
+      this.worker.on('exit', (code: number) => {
+        this.exited = true;
+        const cause = this.cause ?? new ThreadCrashError(`worker thread exited with code ${code}`);
+        reject(cause);
+        this.fail(cause);
+        this.onExit?.(this, cause);
+      });
+    });
+  }
+
+  static async start(options: StageThreadOptions): Promise<StageThread> {
+    const thread = new StageThread(options);
+    await thread.ready;
+    return thread;
+  }
+
+  get index(): number {
+    return this.options.index;
+  }
+
+  get alive(): boolean {
+    return !this.exited;
+  }
+
+  /** Whether it was terminated on purpose because its handler outlived an abort. */
+  get terminatedAfterAbort(): boolean {
+    return this.abandoned;
+  }
+
+  /** Runs one job in the worker; the thread takes one job at a time. */
+  run(job: Job, ctx: StageContext): Promise<void> {
+    if (this.exited) return Promise.reject(new ThreadCrashError('worker thread is gone'));
+    if (this.running) return Promise.reject(new Error(`stage thread #${this.index} is busy`));
+    return new Promise<void>((resolve, reject) => {
+      const seq = ++this.nextSeq;
+      const onAbort = (): void => this.abort(seq);
+      this.running = { seq, ctx, resolve, reject, onAbort, graceTimer: undefined };
+      try {
+        this.post({ kind: 'job', seq, job, headers: { ...ctx.headers }, stage: ctx.stage, tenant: ctx.tenant });
+      } catch (err) {
+        // Headers that cannot be cloned: the job never started.
+        this.settle(seq, err as Error);
+        return;
+      }
+      if (ctx.signal.aborted) onAbort();
+      else ctx.signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  async terminate(): Promise<void> {
+    this.cause ??= new ThreadCrashError('worker thread terminated');
+    await this.worker.terminate();
+  }
+
+  private onMessage(message: FromWorker): void {
+    const running = this.running;
+    switch (message.kind) {
+      case 'emit': {
+        if (running?.seq !== message.seq) {
+          this.post({
+            kind: 'emit-error',
+            call: message.call,
+            error: toTransferable(new StagecoachError('INVALID_REQUEST', 'emitted after its handler returned')),
+          });
+          return;
+        }
+        // The real context records the emit now, before any later `done` from this port.
+        let sent: Promise<string>;
+        try {
+          sent = running.ctx.emit(message.output, message.spec);
+        } catch (err) {
+          sent = Promise.reject(err as Error);
+        }
+        sent.then(
+          (id) => this.post({ kind: 'emit-result', call: message.call, id }),
+          (err: unknown) => this.post({ kind: 'emit-error', call: message.call, error: toTransferable(err) }),
+        );
+        return;
+      }
+      case 'done':
+        this.settle(message.seq);
+        return;
+      case 'failed':
+        this.settle(message.seq, fromTransferable(message.error));
+        return;
+    }
+  }
+
+  /** Forwards the abort to the worker; terminates it if the job outlives the grace period. */
+  private abort(seq: number): void {
+    const running = this.running;
+    if (running?.seq !== seq) return;
+    const reason: unknown = running.ctx.signal.reason;
+    this.post({ kind: 'abort', seq, reason: toTransferable(reason) });
+    running.graceTimer = setTimeout(() => {
+      if (this.running?.seq !== seq) return;
+      this.options.log.warn('handler ignored its abort: terminating its worker thread', {
+        thread: this.index,
+        grace_ms: this.options.abortGraceMs,
+      });
+      this.cause = reason instanceof Error ? reason : new ThreadCrashError(String(reason));
+      this.abandoned = true;
+      void this.worker.terminate();
+    }, this.options.abortGraceMs);
+  }
+
+  private settle(seq: number, error?: Error): void {
+    const running = this.running;
+    if (running?.seq !== seq) return;
+    this.running = undefined;
+    clearTimeout(running.graceTimer);
+    running.ctx.signal.removeEventListener('abort', running.onAbort);
+    if (error) running.reject(error);
+    else running.resolve();
+  }
+
+  /** The worker died: the job it ran fails with the cause. */
+  private fail(cause: Error): void {
+    if (!this.running) return;
+    const error = cause instanceof StagecoachError ? cause : new ThreadCrashError(`worker thread died: ${cause.message}`, { cause });
+    if (!(cause instanceof StagecoachError) && cause.stack)
+      error.stack = `${error.name}: ${error.message}\n${cause.stack.split('\n').slice(1).join('\n')}`;
+    this.settle(this.running.seq, error);
+  }
+
+  private post(message: ToWorker): void {
+    // A message to a worker that has exited goes nowhere; its exit fails the job instead.
+    if (!this.exited) this.worker.postMessage(message);
+  }
+}
