@@ -14,3 +14,8 @@ export function childTraceparent(parent?: string): string {
 export function isTraceparent(value: unknown): value is string {
   return typeof value === 'string' && TRACEPARENT.test(value);
 }
+
+/** The trace id of a traceparent header, for log lines; undefined when there is none. */
+export function traceIdOf(traceparent: unknown): string | undefined {
+  return typeof traceparent === 'string' ? TRACEPARENT.exec(traceparent)?.[1] : undefined;
+}

@@ -4,6 +4,7 @@ import type { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { PublishError } from '../errors/errors.js';
 import { OJS_HEADERS, toWire } from '../job/amqp-mapping.js';
+import { traceIdOf } from '../job/trace-context.js';
 import type { HeaderValue, Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
@@ -72,7 +73,7 @@ export class FailureHandler {
         } else if (decision.action === 'dead_letter') {
           await this.deadLetter(message, job, error, queue, decision.exhausted);
         } else {
-          this.options.log.warn('job discarded', { ...fields(job), error_type: error.type, error: error.message, exhausted: decision.exhausted });
+          this.options.log.warn('job discarded', { ...fields(job, message), error_type: error.type, error: error.message, exhausted: decision.exhausted });
           this.options.stats.discarded++;
           this.options.metrics.discarded();
         }
@@ -151,13 +152,13 @@ export class FailureHandler {
     await this.options.publisher.publish(this.names.retry, routingKey, wire.content, wire.options);
     this.options.stats.retried++;
     this.options.metrics.retried();
-    this.options.log.info('job retry scheduled', { ...fields(job), next_attempt: nextAttempt, route: routingKey, error_type: error.type, error: error.message });
+    this.options.log.info('job retry scheduled', { ...fields(job, message), next_attempt: nextAttempt, route: routingKey, error_type: error.type, error: error.message });
   }
 
   private async deadLetter(message: ConsumeMessage, job: Job | undefined, error: JobError, queue: string, exhausted = false): Promise<void> {
     const target = this.options.input.dead_letter_queue;
     this.options.log.warn('job dead-lettered', {
-      ...(job ? fields(job) : { job_id: message.properties.messageId }),
+      ...(job ? fields(job, message) : { job_id: message.properties.messageId }),
       queue,
       error_type: error.type,
       error: error.message,
@@ -187,6 +188,7 @@ function cleanHeaders(message: ConsumeMessage): Record<string, HeaderValue> {
   return headers;
 }
 
-function fields(job: Job): Record<string, unknown> {
-  return { job_id: job.id, job_type: job.type, tenant: job.tenant, attempt: job.attempt };
+function fields(job: Job, message: ConsumeMessage): Record<string, unknown> {
+  const trace = traceIdOf(message.properties.headers?.[OJS_HEADERS.traceparent]);
+  return { job_id: job.id, job_type: job.type, tenant: job.tenant, attempt: job.attempt, trace_id: trace };
 }

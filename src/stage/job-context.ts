@@ -3,7 +3,7 @@ import { StagecoachError, UnknownOutputError } from '../errors/errors.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { createJob } from '../job/envelope.js';
 import type { Job, JobSpec } from '../job/job.types.js';
-import { childTraceparent } from '../job/trace-context.js';
+import { childTraceparent, traceIdOf } from '../job/trace-context.js';
 import type { Logger } from '../logging/logger.js';
 import type { StageContext } from './stage.types.js';
 
@@ -38,7 +38,9 @@ export class JobContext implements StageContext {
       job_id: this.job.id,
       job_type: this.job.type,
       tenant: this.job.tenant,
+      stage: this.stage,
       attempt: this.job.attempt,
+      trace_id: traceIdOf(this.headers[OJS_HEADERS.traceparent]),
     });
     return this.logger;
   }
