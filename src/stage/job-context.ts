@@ -3,7 +3,8 @@ import { StagecoachError, UnknownOutputError } from '../errors/errors.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { createJob } from '../job/envelope.js';
 import type { Job, JobSpec } from '../job/job.types.js';
-import { childTraceparent, traceIdOf } from '../job/trace-context.js';
+import { traceIdOf } from '../job/trace-context.js';
+import { traceparentForEmit } from '../observability/tracing.js';
 import type { Logger } from '../logging/logger.js';
 import type { StageContext } from './stage.types.js';
 
@@ -80,9 +81,8 @@ export class JobContext implements StageContext {
       parentId: this.job.id,
       ...(this.job.tenant === undefined ? {} : { tenant: this.job.tenant }),
     });
-    const parentTrace = this.headers[OJS_HEADERS.traceparent];
     await this.sink.send(job, {
-      traceparent: childTraceparent(typeof parentTrace === 'string' ? parentTrace : undefined),
+      traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]),
       ...(spec.headers === undefined ? {} : { headers: spec.headers }),
     });
     this.onPublished?.(output);

@@ -14,6 +14,7 @@ import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { ControlMessage } from './control-listener.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
+import { inJobSpan } from '../observability/tracing.js';
 import { toJobError } from './dead-letters.js';
 import { FailureHandler } from './failure-handler.js';
 import { createThreadedHandler, type ThreadedHandler } from './threads/threaded-handler.js';
@@ -414,7 +415,8 @@ export class StageRunner extends EventEmitter {
         throw new StagecoachError('POISON', `attempt ${job.attempt} killed the process handling it`);
       }
       began = performance.now();
-      const ctx = await this.runHandler(job, decoded.headers);
+      const current = job;
+      const ctx = await inJobSpan(meta.name, this.queue, current, decoded.headers, () => this.runHandler(current, decoded.headers));
       const seconds = (performance.now() - began) / 1000;
       this.stats.emitted += await ctx.settle();
       channel.ack(message);
