@@ -1,23 +1,18 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { sendControl } from '../../src/admin/control.js';
-import { declareTopology } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
-import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/stage/stage-group.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
-import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
-import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { finished, spawnCli } from '../helpers/cli.js';
 import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { FAILURE_STAGES_MODULE, writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'lifecycle' }, 'error');
@@ -99,35 +94,22 @@ describe('queue and worker states through the control exchange', () => {
 });
 
 describe('SIGTERM drains a running stage', function () {
-  let dir: string;
+  const stages = [{ name: 'flaky', input: 'work', outputs: ['done'] }];
+  let project: ConfigFile;
   let file: string;
   let config: CompiledConfig;
   let names: BrokerNames;
   let raw: RawBroker;
 
   before(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-sigterm-'));
-    file = path.join(dir, 'stagecoach.json');
-    await writeFile(
-      file,
-      JSON.stringify({
-        prefix: `test-${randomBytes(4).toString('hex')}`,
-        durable: false,
-        tenants: ['acme'],
-        gracePeriod: 20,
-        stages: { flaky: { module: path.join(REPO_ROOT, 'dist/test/fixtures/failure-stages.js'), concurrency: 3 } },
-      }),
-    );
-    config = await loadConfig(file, { AMQP_URL });
-    names = new BrokerNames(config.prefix);
+    project = await writeConfigFile({ tenants: ['acme'], gracePeriod: 20, stages: { flaky: { module: FAILURE_STAGES_MODULE, concurrency: 3 } } }, stages, 'sigterm');
+    ({ file, config, names } = project);
     raw = await RawBroker.connect(config.broker.url);
-    await declareTopology(config, provisionTopology(config, [{ name: 'flaky', input: 'work', outputs: ['done'] }]), log);
   });
 
   after(async () => {
     await raw.close();
-    await teardown(config, [{ name: 'flaky', input: 'work', outputs: ['done'] }]);
-    await rm(dir, { recursive: true, force: true });
+    await project.remove();
   });
 
   afterEach(async () => {

@@ -1,20 +1,13 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
-import { declareTopology } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
-import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { teardown } from '../../src/testing/test-config.js';
-import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
-import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { finished, spawnCli } from '../helpers/cli.js';
 import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { FAILURE_STAGES_MODULE, writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 
 const log = createLogger({ test: 'observability' }, 'error');
 const STAGES = [{ name: 'flaky', input: 'work', outputs: ['done'] }];
@@ -37,34 +30,21 @@ function sample(text: string, name: string, labels: Record<string, string>): num
 }
 
 describe('health endpoints, metrics and logs of a running stage', function () {
-  let dir: string;
+  let project: ConfigFile;
   let file: string;
   let config: CompiledConfig;
   let names: BrokerNames;
   let raw: RawBroker;
 
   before(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-observability-'));
-    file = path.join(dir, 'stagecoach.json');
-    await writeFile(
-      file,
-      JSON.stringify({
-        prefix: `test-${randomBytes(4).toString('hex')}`,
-        durable: false,
-        tenants: ['acme'],
-        stages: { flaky: { module: path.join(REPO_ROOT, 'dist/test/fixtures/failure-stages.js'), concurrency: 4 } },
-      }),
-    );
-    config = await loadConfig(file, { AMQP_URL });
-    names = new BrokerNames(config.prefix);
+    project = await writeConfigFile({ tenants: ['acme'], stages: { flaky: { module: FAILURE_STAGES_MODULE, concurrency: 4 } } }, STAGES, 'observability');
+    ({ file, config, names } = project);
     raw = await RawBroker.connect(config.broker.url);
-    await declareTopology(config, provisionTopology(config, STAGES), log);
   });
 
   after(async () => {
     await raw.close();
-    await teardown(config, STAGES);
-    await rm(dir, { recursive: true, force: true });
+    await project.remove();
   });
 
   it('serves /healthz, /readyz and /metrics whose counts match the jobs processed, and logs with job fields', async () => {

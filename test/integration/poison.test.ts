@@ -1,21 +1,13 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
 import type { CompiledConfig } from '../../src/config/config.types.js';
-import { loadConfig } from '../../src/config/load-config.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { loadAllStages } from '../../src/stage/stage-loader.js';
-import { teardown } from '../../src/testing/test-config.js';
 import { BrokerNames } from '../../src/topology/names.js';
-import { provisionTopology } from '../../src/topology/build-topology.js';
-import { declareTopology } from '../../src/broker/declare-topology.js';
-import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { finished, spawnCli } from '../helpers/cli.js';
 import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { FAILURE_STAGES_MODULE, writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 
 /**
  * A job that SIGKILLs every process that takes it, with the stage restarted after each death
@@ -23,36 +15,30 @@ import { waitFor } from '../helpers/wait-for.js';
  * deliveries, and the jobs behind it must be processed, not dragged down with it.
  */
 describe('poison jobs', function () {
-  let dir: string;
+  const stages = [{ name: 'flaky', input: 'work', outputs: ['done'] }];
+  let project: ConfigFile;
   let file: string;
   let config: CompiledConfig;
   let names: BrokerNames;
   let raw: RawBroker;
 
   before(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-poison-'));
-    file = path.join(dir, 'stagecoach.json');
-    await writeFile(
-      file,
-      JSON.stringify({
-        prefix: `test-${randomBytes(4).toString('hex')}`,
-        durable: false,
+    project = await writeConfigFile(
+      {
         tenants: ['acme'],
         queues: { work: { default_retry: { max_attempts: 3, initial_interval: 'PT1S', jitter: false } } },
-        stages: { flaky: { module: path.join(REPO_ROOT, 'dist/test/fixtures/failure-stages.js'), concurrency: 2 } },
-      }),
+        stages: { flaky: { module: FAILURE_STAGES_MODULE, concurrency: 2 } },
+      },
+      stages,
+      'poison',
     );
-    config = await loadConfig(file, { AMQP_URL });
-    names = new BrokerNames(config.prefix);
+    ({ file, config, names } = project);
     raw = await RawBroker.connect(config.broker.url);
-    const metas = (await loadAllStages(config)).map((s) => s.metadata);
-    await declareTopology(config, provisionTopology(config, metas), createLogger({}, 'error'));
   });
 
   after(async () => {
     await raw.close();
-    await teardown(config, (await loadAllStages(config)).map((s) => s.metadata));
-    await rm(dir, { recursive: true, force: true });
+    await project.remove();
   });
 
   it('dead-letters a job that kills its process as POISON after max_attempts deliveries, then processes the rest', async () => {

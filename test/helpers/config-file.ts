@@ -1,0 +1,48 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { declareTopology } from '../../src/broker/declare-topology.js';
+import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { createLogger } from '../../src/logging/logger.js';
+import type { StageMetadata } from '../../src/stage/stage.types.js';
+import { teardown } from '../../src/testing/test-config.js';
+import { provisionTopology } from '../../src/topology/build-topology.js';
+import { BrokerNames } from '../../src/topology/names.js';
+import { REPO_ROOT } from './cli.js';
+import { AMQP_URL } from './raw-broker.js';
+
+/** The compiled failure-stages fixture, for configuration files the CLI loads. */
+export const FAILURE_STAGES_MODULE = path.join(REPO_ROOT, 'dist/test/fixtures/failure-stages.js');
+
+export interface ConfigFile {
+  dir: string;
+  file: string;
+  config: CompiledConfig;
+  names: BrokerNames;
+  /** Deletes the topology of `stages` and the directory. */
+  remove(): Promise<void>;
+}
+
+/**
+ * A configuration file in a fresh directory, with a unique prefix and non-durable topology, for
+ * tests that run the command line; the topology of `stages` is provisioned.
+ */
+export async function writeConfigFile(raw: RawConfig, stages: readonly StageMetadata[], name = 'stagecoach'): Promise<ConfigFile> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `stagecoach-${name}-`));
+  const file = path.join(dir, 'stagecoach.json');
+  await writeFile(file, JSON.stringify({ prefix: `test-${randomBytes(4).toString('hex')}`, durable: false, ...raw }));
+  const config = await loadConfig(file, { AMQP_URL });
+  await declareTopology(config, provisionTopology(config, stages), createLogger({}, 'error'));
+  return {
+    dir,
+    file,
+    config,
+    names: new BrokerNames(config.prefix),
+    remove: async () => {
+      await teardown(config, stages);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
