@@ -27,14 +27,7 @@ export { createJob, parseEnvelope, JOB_CONTENT_TYPE, SPEC_VERSION } from './job/
 export { toWire, fromWire, OJS_HEADERS } from './job/amqp-mapping.js';
 export { Publisher } from './publisher/publisher.js';
 
-export type {
-  RawConfig,
-  CompiledConfig,
-  QueueConfig,
-  StageConfig,
-  RetryPolicy,
-  VariantsConfig,
-} from './config/config.types.js';
+export type { RawConfig, CompiledConfig, QueueConfig, StageConfig, RetryPolicy, VariantsConfig } from './config/config.types.js';
 export { loadConfig } from './config/load-config.js';
 export { compileConfig, SCHEMA_PATH } from './config/compile-config.js';
 

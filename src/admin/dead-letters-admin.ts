@@ -38,16 +38,24 @@ export function deadQueuesOf(config: CompiledConfig, queue: string, tenant?: str
   const names = new BrokerNames(config.prefix);
   const resolved = queueFor(config, queue);
   if (resolved.scope === 'shared') {
-    if (tenant !== undefined) throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is shared: it has one dead-letter queue, no --tenant`);
+    if (tenant !== undefined)
+      throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is shared: it has one dead-letter queue, no --tenant`);
     return [names.deadQueue(queue)];
   }
   const tenants = tenant === undefined ? config.tenants : [tenant];
-  if (tenants.length === 0) throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is tenant-scoped: give --tenant or configure tenants`);
+  if (tenants.length === 0)
+    throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is tenant-scoped: give --tenant or configure tenants`);
   return tenants.map((t) => names.deadQueue(queue, t));
 }
 
 /** Reads dead letters without consuming them: every message is handed back. */
-export async function listDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger, limit = 100): Promise<DeadLetterEntry[]> {
+export async function listDeadLetters(
+  config: CompiledConfig,
+  queue: string,
+  tenant: string | undefined,
+  log: Logger,
+  limit = 100,
+): Promise<DeadLetterEntry[]> {
   return withConfirmChannel(config, log, async (channel) => {
     const entries: DeadLetterEntry[] = [];
     for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
@@ -63,7 +71,12 @@ export async function listDeadLetters(config: CompiledConfig, queue: string, ten
  * acknowledged in the dead-letter queue only after its republish is confirmed. Bounded by the
  * messages present at the start: a job that dies again meanwhile is not retried twice.
  */
-export async function retryDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger): Promise<DeadRetryResult> {
+export async function retryDeadLetters(
+  config: CompiledConfig,
+  queue: string,
+  tenant: string | undefined,
+  log: Logger,
+): Promise<DeadRetryResult> {
   const result: DeadRetryResult = { retried: 0, kept: 0 };
   await withConfirmChannel(config, log, async (channel, publisher) => {
     const router = new JobRouter(config, publisher);
@@ -149,7 +162,11 @@ function describe(config: CompiledConfig, deadQueue: string, message: GetMessage
 }
 
 /** One connection, one confirm channel for reads and a publisher; unacknowledged reads go back on close. */
-async function withConfirmChannel<T>(config: CompiledConfig, log: Logger, action: (channel: ConfirmChannel, publisher: ConfirmPublisher) => Promise<T>): Promise<T> {
+async function withConfirmChannel<T>(
+  config: CompiledConfig,
+  log: Logger,
+  action: (channel: ConfirmChannel, publisher: ConfirmPublisher) => Promise<T>,
+): Promise<T> {
   const connection = await openConnection(config, log, 'stagecoach-dead');
   try {
     const channel = await connection.createConfirmChannel();

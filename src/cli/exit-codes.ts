@@ -7,6 +7,10 @@ export const EXIT_USAGE = 2;
 /** Bad usage and bad configuration exit 2; anything that went wrong at run time exits 1. */
 export function exitCodeFor(err: unknown): number {
   if (err instanceof ConfigError || err instanceof StageNotFoundError) return EXIT_USAGE;
-  if (err instanceof StagecoachError && ['TENANT_REQUIRED', 'INVALID_REQUEST', 'JOB_TYPE_NOT_ALLOWED', 'INVALID_RETRY_POLICY'].includes(err.code)) return EXIT_USAGE;
+  if (
+    err instanceof StagecoachError &&
+    ['TENANT_REQUIRED', 'INVALID_REQUEST', 'JOB_TYPE_NOT_ALLOWED', 'INVALID_RETRY_POLICY'].includes(err.code)
+  )
+    return EXIT_USAGE;
   return EXIT_RUNTIME;
 }

@@ -13,12 +13,10 @@ function collect(value: string, previous: string[]): string[] {
 
 /** Builds the `stagecoach` program. Every action resolves with its exit code. */
 export function buildProgram(): Command {
-  const program = new Command('stagecoach')
-    .description('Multi-tenant worker pipelines on RabbitMQ')
-    .showHelpAfterError()
-    .exitOverride();
+  const program = new Command('stagecoach').description('Multi-tenant worker pipelines on RabbitMQ').showHelpAfterError().exitOverride();
   const configOption = (): Option => new Option('-c, --config <file>', 'configuration file (env STAGECOACH_CONFIG)');
-  const httpPortOption = (): Option => new Option('--http-port <port>', '/healthz, /readyz and /metrics port, 0 = off (env STAGECOACH_HTTP_PORT, default 9400)');
+  const httpPortOption = (): Option =>
+    new Option('--http-port <port>', '/healthz, /readyz and /metrics port, 0 = off (env STAGECOACH_HTTP_PORT, default 9400)');
   const tenantOption = (): Option => new Option('-t, --tenant <tenant>', 'tenant slug (env STAGECOACH_TENANT)');
 
   program
@@ -70,9 +68,11 @@ export function buildProgram(): Command {
     .addOption(tenantOption())
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
     .addOption(configOption())
-    .action(async (queue: string, opts: { type: string; args: string; meta?: string; tenant?: string; header: string[]; config?: string }) => {
-      process.exitCode = await publish(queue, opts);
-    });
+    .action(
+      async (queue: string, opts: { type: string; args: string; meta?: string; tenant?: string; header: string[]; config?: string }) => {
+        process.exitCode = await publish(queue, opts);
+      },
+    );
 
   program
     .command('dead <action> <queue>')

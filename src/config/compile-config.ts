@@ -105,9 +105,17 @@ function schemaError(source: string, errors: ErrorObject[]): ConfigError {
   let expected: string;
   switch (error.keyword) {
     case 'additionalProperties':
-      return new ConfigError(source, key ? `${key}.${String(params.additionalProperty)}` : String(params.additionalProperty), 'no such key (unknown setting)');
+      return new ConfigError(
+        source,
+        key ? `${key}.${String(params.additionalProperty)}` : String(params.additionalProperty),
+        'no such key (unknown setting)',
+      );
     case 'required':
-      return new ConfigError(source, key ? `${key}.${String(params.missingProperty)}` : String(params.missingProperty), 'a value (required)');
+      return new ConfigError(
+        source,
+        key ? `${key}.${String(params.missingProperty)}` : String(params.missingProperty),
+        'a value (required)',
+      );
     case 'enum':
       expected = `one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
       break;

@@ -7,11 +7,7 @@ import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
  * `_default` policy, then the queue's own fields. `default_retry` merges field by field so that
  * a queue that only changes `max_attempts` keeps the inherited intervals.
  */
-export function resolveQueue(
-  name: string,
-  policy: QueueConfig | undefined,
-  own: QueueConfig | undefined,
-): ResolvedQueueConfig {
+export function resolveQueue(name: string, policy: QueueConfig | undefined, own: QueueConfig | undefined): ResolvedQueueConfig {
   return {
     ...SYSTEM_QUEUE_DEFAULTS,
     ...policy,
@@ -31,11 +27,7 @@ export function queueFor(config: CompiledConfig, name: string, usedBy = 'a stage
   const configured = config.queues.get(name);
   if (configured) return configured;
   if (config.strict_queues) {
-    throw new ConfigError(
-      config.source,
-      `queues.${name}`,
-      `a configured queue (strict_queues is on and ${usedBy} uses "${name}")`,
-    );
+    throw new ConfigError(config.source, `queues.${name}`, `a configured queue (strict_queues is on and ${usedBy} uses "${name}")`);
   }
   return { ...config.defaultQueue, name, configured: false };
 }

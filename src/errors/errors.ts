@@ -68,10 +68,7 @@ export class UnknownOutputError extends StagecoachError {
     readonly output: string,
     readonly outputs: readonly string[],
   ) {
-    super(
-      'UNKNOWN_OUTPUT',
-      `stage "${stage}" emitted to "${output}", which is not one of its outputs (${outputs.join(', ') || 'none'})`,
-    );
+    super('UNKNOWN_OUTPUT', `stage "${stage}" emitted to "${output}", which is not one of its outputs (${outputs.join(', ') || 'none'})`);
   }
 }
 

@@ -60,10 +60,16 @@ export function parseEnvelope(body: unknown): Job {
   expect(typeof job.type === 'string' && job.type.length > 0, '"type" must be a non-empty string');
   expect(typeof job.queue === 'string' && job.queue.length > 0, '"queue" must be a non-empty string');
   expect(Array.isArray(job.args), '"args" must be a JSON array');
-  expect(job.meta === undefined || (typeof job.meta === 'object' && job.meta !== null && !Array.isArray(job.meta)), '"meta" must be an object');
+  expect(
+    job.meta === undefined || (typeof job.meta === 'object' && job.meta !== null && !Array.isArray(job.meta)),
+    '"meta" must be an object',
+  );
   expect(job.tenant === undefined || typeof job.tenant === 'string', '"tenant" must be a string');
   expect(job.attempt === undefined || (Number.isInteger(job.attempt) && (job.attempt as number) >= 1), '"attempt" must be an integer >= 1');
-  expect(job.timeout === undefined || (typeof job.timeout === 'number' && job.timeout > 0), '"timeout" must be a positive number of seconds');
+  expect(
+    job.timeout === undefined || (typeof job.timeout === 'number' && job.timeout > 0),
+    '"timeout" must be a positive number of seconds',
+  );
   return {
     ...(job as unknown as Job),
     specversion: typeof job.specversion === 'string' ? job.specversion : SPEC_VERSION,

@@ -20,7 +20,13 @@ const headerGetter = {
 };
 
 /** Runs `fn` inside a span for `job`, whose parent is the trace the job arrived with. */
-export async function inJobSpan<T>(stage: string, queue: string, job: Job, headers: Record<string, unknown>, fn: () => Promise<T>): Promise<T> {
+export async function inJobSpan<T>(
+  stage: string,
+  queue: string,
+  job: Job,
+  headers: Record<string, unknown>,
+  fn: () => Promise<T>,
+): Promise<T> {
   const parent: Context = propagation.extract(ROOT_CONTEXT, headers, headerGetter);
   return tracer.startActiveSpan(
     `${stage} process`,

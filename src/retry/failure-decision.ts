@@ -10,13 +10,26 @@ export type FailureDecision =
   | { action: 'discard'; exhausted: boolean };
 
 /** Failures no retry can mend: the job or the code is wrong, not the weather. */
-const NEVER_RETRIED = new Set(['INVALID_PAYLOAD', 'UNKNOWN_OUTPUT', 'JOB_TYPE_NOT_ALLOWED', 'TENANT_REQUIRED', 'INVALID_RETRY_POLICY', 'NON_RETRYABLE']);
+const NEVER_RETRIED = new Set([
+  'INVALID_PAYLOAD',
+  'UNKNOWN_OUTPUT',
+  'JOB_TYPE_NOT_ALLOWED',
+  'TENANT_REQUIRED',
+  'INVALID_RETRY_POLICY',
+  'NON_RETRYABLE',
+]);
 
 /**
  * What happens to a job whose attempt `attempt` failed with `error` (thrown as `thrown`).
  * Pure, so the OJS rules are unit-tested apart from the broker.
  */
-export function decideFailure(policy: ResolvedRetryPolicy, attempt: number, error: JobError, thrown: unknown, random = Math.random()): FailureDecision {
+export function decideFailure(
+  policy: ResolvedRetryPolicy,
+  attempt: number,
+  error: JobError,
+  thrown: unknown,
+  random = Math.random(),
+): FailureDecision {
   if (thrown instanceof DiscardJob) return { action: 'discard', exhausted: false };
   const code = thrown instanceof StagecoachError ? thrown.code : undefined;
   if (thrown instanceof DeadLetterJob || (code !== undefined && NEVER_RETRIED.has(code)) || isNonRetryable(policy, error.type)) {

@@ -27,7 +27,15 @@ export function validateRetryPolicy(policy: unknown, where = 'retry'): void {
   if (policy === undefined) return;
   if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) fail('must be an object');
   const p = policy as Record<string, unknown>;
-  const known = ['max_attempts', 'initial_interval', 'backoff_coefficient', 'max_interval', 'jitter', 'non_retryable_errors', 'on_exhaustion'];
+  const known = [
+    'max_attempts',
+    'initial_interval',
+    'backoff_coefficient',
+    'max_interval',
+    'jitter',
+    'non_retryable_errors',
+    'on_exhaustion',
+  ];
   for (const key of Object.keys(p)) if (!known.includes(key)) fail(`unknown field "${key}"`);
   if (p.max_attempts !== undefined && !(Number.isInteger(p.max_attempts) && (p.max_attempts as number) >= 1)) {
     fail('max_attempts must be an integer >= 1');
@@ -41,7 +49,10 @@ export function validateRetryPolicy(policy: unknown, where = 'retry'): void {
     fail('backoff_coefficient must be a number >= 1');
   }
   if (p.jitter !== undefined && typeof p.jitter !== 'boolean') fail('jitter must be a boolean');
-  if (p.non_retryable_errors !== undefined && !(Array.isArray(p.non_retryable_errors) && p.non_retryable_errors.every((e) => typeof e === 'string'))) {
+  if (
+    p.non_retryable_errors !== undefined &&
+    !(Array.isArray(p.non_retryable_errors) && p.non_retryable_errors.every((e) => typeof e === 'string'))
+  ) {
     fail('non_retryable_errors must be an array of strings');
   }
   if (p.on_exhaustion !== undefined && p.on_exhaustion !== 'dead_letter' && p.on_exhaustion !== 'discard') {

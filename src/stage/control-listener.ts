@@ -63,7 +63,9 @@ export class ControlListener {
           return;
         }
         this.log.info('control message', { ...control });
-        this.onMessage(control).catch((err: unknown) => this.log.error('control message failed', { ...control, err: (err as Error).message }));
+        this.onMessage(control).catch((err: unknown) =>
+          this.log.error('control message failed', { ...control, err: (err as Error).message }),
+        );
       },
       { noAck: true },
     );

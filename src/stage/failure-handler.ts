@@ -34,7 +34,16 @@ export interface FailureHandlerOptions {
 }
 
 /** Headers the broker adds on dead-lettering and redelivery; a republished job starts clean. */
-const BROKER_HEADERS = ['x-death', 'x-first-death-exchange', 'x-first-death-queue', 'x-first-death-reason', 'x-last-death-exchange', 'x-last-death-queue', 'x-last-death-reason', 'x-delivery-count'];
+const BROKER_HEADERS = [
+  'x-death',
+  'x-first-death-exchange',
+  'x-first-death-queue',
+  'x-first-death-reason',
+  'x-last-death-exchange',
+  'x-last-death-queue',
+  'x-last-death-reason',
+  'x-delivery-count',
+];
 
 /**
  * Settles failed deliveries by the job's retry policy: retried through the delay ladder,
@@ -51,7 +60,11 @@ export class FailureHandler {
     this.names = new BrokerNames(options.config.prefix);
     this.deadLetters = new DeadLetters(
       options.publisher,
-      { exchange: this.names.dlx, routingKey: this.names.deadQueue(options.input.name, options.tenant), tenantHeader: options.config.tenantHeader },
+      {
+        exchange: this.names.dlx,
+        routingKey: this.names.deadQueue(options.input.name, options.tenant),
+        tenantHeader: options.config.tenantHeader,
+      },
       options.stage,
     );
   }
@@ -73,7 +86,12 @@ export class FailureHandler {
         } else if (decision.action === 'dead_letter') {
           await this.deadLetter(message, job, error, queue, decision.exhausted);
         } else {
-          this.options.log.warn('job discarded', { ...fields(job, message), error_type: error.type, error: error.message, exhausted: decision.exhausted });
+          this.options.log.warn('job discarded', {
+            ...fields(job, message),
+            error_type: error.type,
+            error: error.message,
+            exhausted: decision.exhausted,
+          });
           this.options.stats.discarded++;
           this.options.metrics.discarded();
         }
@@ -85,11 +103,14 @@ export class FailureHandler {
       // back to its queue. A refusal by the broker is not: rather than loop, the job takes the
       // queue's broker-side dead-letter route, which keeps it (without the reason).
       const transient = err instanceof PublishError && err.transient;
-      this.options.log.warn(transient ? 'failed job not settled; handing it back' : 'failed job not settled; rejecting it to the broker dead-letter route', {
-        queue,
-        job_id: job?.id ?? message.properties.messageId,
-        err: (err as Error).message,
-      });
+      this.options.log.warn(
+        transient ? 'failed job not settled; handing it back' : 'failed job not settled; rejecting it to the broker dead-letter route',
+        {
+          queue,
+          job_id: job?.id ?? message.properties.messageId,
+          err: (err as Error).message,
+        },
+      );
       try {
         channel.nack(message, false, transient);
       } catch {
@@ -152,10 +173,22 @@ export class FailureHandler {
     await this.options.publisher.publish(this.names.retry, routingKey, wire.content, wire.options);
     this.options.stats.retried++;
     this.options.metrics.retried();
-    this.options.log.info('job retry scheduled', { ...fields(job, message), next_attempt: nextAttempt, route: routingKey, error_type: error.type, error: error.message });
+    this.options.log.info('job retry scheduled', {
+      ...fields(job, message),
+      next_attempt: nextAttempt,
+      route: routingKey,
+      error_type: error.type,
+      error: error.message,
+    });
   }
 
-  private async deadLetter(message: ConsumeMessage, job: Job | undefined, error: JobError, queue: string, exhausted = false): Promise<void> {
+  private async deadLetter(
+    message: ConsumeMessage,
+    job: Job | undefined,
+    error: JobError,
+    queue: string,
+    exhausted = false,
+  ): Promise<void> {
     const target = this.options.input.dead_letter_queue;
     this.options.log.warn('job dead-lettered', {
       ...(job ? fields(job, message) : { job_id: message.properties.messageId }),

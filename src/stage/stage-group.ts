@@ -155,7 +155,13 @@ export class StageGroup {
       const samples: QueueDepthSample[] = [];
       for (const runner of this.runners) {
         const { messageCount } = await channel.checkQueue(runner.queue);
-        samples.push({ stage: runner.stageName, queue: runner.inputQueue, tenant: runner.tenant ?? '', physicalQueue: runner.queue, depth: messageCount });
+        samples.push({
+          stage: runner.stageName,
+          queue: runner.inputQueue,
+          tenant: runner.tenant ?? '',
+          physicalQueue: runner.queue,
+          depth: messageCount,
+        });
       }
       return samples;
     } finally {
@@ -165,7 +171,14 @@ export class StageGroup {
 
   private async declare(): Promise<void> {
     if (!this.provision) return;
-    await declareTopology(this.config, provisionTopology(this.config, this.instances.map((i) => i.stage.metadata)), this.log);
+    await declareTopology(
+      this.config,
+      provisionTopology(
+        this.config,
+        this.instances.map((i) => i.stage.metadata),
+      ),
+      this.log,
+    );
   }
 
   private async reattach(connection: AmqpConnection): Promise<void> {

@@ -115,7 +115,11 @@ export class StageRunner extends EventEmitter {
     const input = queueFor(config, meta.input, `stage "${meta.name}"`);
     this.input = input;
     if (input.scope === 'tenant' && tenant === undefined) {
-      throw new ConfigError(config.source, `queues.${meta.input}`, `a tenant for stage "${meta.name}": its input is tenant-scoped (use --tenant)`);
+      throw new ConfigError(
+        config.source,
+        `queues.${meta.input}`,
+        `a tenant for stage "${meta.name}": its input is tenant-scoped (use --tenant)`,
+      );
     }
     if (input.scope === 'shared' && tenant !== undefined) {
       throw new ConfigError(config.source, `queues.${meta.input}`, `no --tenant for stage "${meta.name}": its input is shared`);
@@ -251,7 +255,11 @@ export class StageRunner extends EventEmitter {
     clearTimeout(this.healing);
     await this.cancelConsumers();
     const drained = await this.whenIdle(graceMs);
-    if (!drained) this.options.log.warn('grace period over: handing unfinished jobs back to the broker', { queue: this.queue, in_flight: this.inFlight });
+    if (!drained)
+      this.options.log.warn('grace period over: handing unfinished jobs back to the broker', {
+        queue: this.queue,
+        in_flight: this.inFlight,
+      });
     await this.publisher?.close();
     // A grace period that ran out is not granted twice: the threads end now.
     await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.(drained ? undefined : 0);
@@ -276,7 +284,11 @@ export class StageRunner extends EventEmitter {
     await this.consume(connection, this.queue, 'main', this.settings.prefetch);
     // Suspects run one at a time: when one kills the process, it is the only one in hand.
     await this.consume(connection, this.suspectQueue, 'suspect', 1);
-    this.options.log.info('stage consuming', { queue: this.queue, concurrency: this.settings.concurrency, prefetch: this.settings.prefetch });
+    this.options.log.info('stage consuming', {
+      queue: this.queue,
+      concurrency: this.settings.concurrency,
+      prefetch: this.settings.prefetch,
+    });
   }
 
   /**
@@ -367,7 +379,11 @@ export class StageRunner extends EventEmitter {
   }
 
   private pump(): void {
-    while ((this.current === 'running' || this.current === 'paused' || this.current === 'quiet') && this.inFlight < this.settings.concurrency && this.waiting.length > 0) {
+    while (
+      (this.current === 'running' || this.current === 'paused' || this.current === 'quiet') &&
+      this.inFlight < this.settings.concurrency &&
+      this.waiting.length > 0
+    ) {
       const { message, source } = this.waiting.shift() as { message: ConsumeMessage; source: Source };
       this.inFlight++;
       source.inFlight++;
@@ -395,10 +411,16 @@ export class StageRunner extends EventEmitter {
       if (tenant !== undefined && job.tenant !== tenant) {
         // The broker routed it here by its routing header; a body naming another tenant must
         // not carry that tenant's identity into this tenant's outputs.
-        throw new InvalidPayloadError(`job names tenant "${job.tenant ?? '(none)'}" but arrived on ${this.queue}, the queue of "${tenant}"`, meta.input);
+        throw new InvalidPayloadError(
+          `job names tenant "${job.tenant ?? '(none)'}" but arrived on ${this.queue}, the queue of "${tenant}"`,
+          meta.input,
+        );
       }
       if (meta.types && !meta.types.includes(job.type)) {
-        throw new InvalidPayloadError(`stage "${meta.name}" does not handle job type "${job.type}" (handles ${meta.types.join(', ')})`, meta.input);
+        throw new InvalidPayloadError(
+          `stage "${meta.name}" does not handle job type "${job.type}" (handles ${meta.types.join(', ')})`,
+          meta.input,
+        );
       }
       if (isRedelivery(message)) {
         // Stagecoach never requeues a started job itself: a redelivered one was in the hands
@@ -442,7 +464,16 @@ export class StageRunner extends EventEmitter {
     const meta = this.options.stage.metadata;
     const timeoutSeconds = job.timeout ?? this.input.default_timeout;
     const controller = new AbortController();
-    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, controller.signal, this.onPublished);
+    const ctx = new JobContext(
+      meta.name,
+      meta.outputs,
+      job,
+      headers,
+      this.router as JobRouter,
+      this.options.log,
+      controller.signal,
+      this.onPublished,
+    );
     const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
     if (timeoutSeconds === undefined) {
       await handled;

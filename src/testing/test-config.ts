@@ -16,10 +16,7 @@ import type { StageMetadata } from '../stage/stage.types.js';
 export function withTestConfig(raw: RawConfig, source?: string): CompiledConfig {
   const prefix = `test-${randomBytes(4).toString('hex')}`;
   const url = process.env.AMQP_URL ?? raw.broker?.url;
-  return compileConfig(
-    { ...raw, prefix, durable: false, broker: { ...raw.broker, ...(url === undefined ? {} : { url }) } },
-    source,
-  );
+  return compileConfig({ ...raw, prefix, durable: false, broker: { ...raw.broker, ...(url === undefined ? {} : { url }) } }, source);
 }
 
 /**

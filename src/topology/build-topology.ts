@@ -97,8 +97,17 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   const tenantExchange = names.tenantExchange(tenant);
   const general = names.queue(queue.name, tenant);
   const dead = names.deadQueue(queue.name, tenant);
-  topology.queues.push(...workQueues(config, queue, general, names.suspectQueue(queue.name, tenant), dead), { name: dead, durable, arguments: {} });
-  topology.bindings.push(delayDeliveryBinding(config, general), delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant)), { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead });
+  topology.queues.push(...workQueues(config, queue, general, names.suspectQueue(queue.name, tenant), dead), {
+    name: dead,
+    durable,
+    arguments: {},
+  });
+  topology.bindings.push(delayDeliveryBinding(config, general), delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant)), {
+    source: names.dlx,
+    destination: dead,
+    destinationType: 'queue',
+    routingKey: dead,
+  });
 
   if (!queue.variants) {
     topology.bindings.push({ source: tenantExchange, destination: general, destinationType: 'queue', routingKey: queue.name });
@@ -117,7 +126,10 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   for (const [variant, values] of Object.entries(queue.variants.values)) {
     const physical = names.queue(queue.name, tenant, variant);
     topology.queues.push(...workQueues(config, queue, physical, names.suspectQueue(queue.name, tenant, variant), dead));
-    topology.bindings.push(delayDeliveryBinding(config, physical), delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant, variant)));
+    topology.bindings.push(
+      delayDeliveryBinding(config, physical),
+      delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant, variant)),
+    );
     for (const value of values) {
       topology.bindings.push({
         source: router,
@@ -177,7 +189,14 @@ export function mergeTopologies(...parts: Topology[]): Topology {
 /** A physical work queue and its suspect queue (jobs redelivered after a crash; see StageRunner). */
 function workQueues(config: CompiledConfig, queue: ResolvedQueueConfig, name: string, suspect: string, deadQueue: string): QueueSpec[] {
   const work = workQueue(config, queue, name, deadQueue);
-  return [work, { name: suspect, durable: work.durable, arguments: { 'x-dead-letter-exchange': work.arguments['x-dead-letter-exchange'], 'x-dead-letter-routing-key': deadQueue } }];
+  return [
+    work,
+    {
+      name: suspect,
+      durable: work.durable,
+      arguments: { 'x-dead-letter-exchange': work.arguments['x-dead-letter-exchange'], 'x-dead-letter-routing-key': deadQueue },
+    },
+  ];
 }
 
 function workQueue(config: CompiledConfig, queue: ResolvedQueueConfig, name: string, deadQueue: string): QueueSpec {

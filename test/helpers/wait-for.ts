@@ -2,7 +2,12 @@
  * Polls `probe` until it returns a value other than undefined/false, or fails after `timeoutMs`
  * with `what` in the message. Tests wait for conditions with a bound, never sleep and hope.
  */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15000, everyMs = 50): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 15000,
+  everyMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

@@ -74,8 +74,16 @@ describe('command line with a plain JavaScript stage outside the repository', fu
     expect(provisioned.code, provisioned.stderr).to.equal(0);
     expect(await raw.exists(names.queue('words', 'globex'))).to.equal(true);
 
-    for (const [tenant, word] of [['acme', 'hello'], ['globex', 'hej'], ['acme', 'world'], ['globex', 'verden']]) {
-      const published = await runCli(['publish', 'words', '--type', 'word', '--args', JSON.stringify([word]), '--tenant', tenant, '--config', file], env);
+    for (const [tenant, word] of [
+      ['acme', 'hello'],
+      ['globex', 'hej'],
+      ['acme', 'world'],
+      ['globex', 'verden'],
+    ]) {
+      const published = await runCli(
+        ['publish', 'words', '--type', 'word', '--args', JSON.stringify([word]), '--tenant', tenant, '--config', file],
+        env,
+      );
       expect(published.code, published.stderr).to.equal(0);
       expect(published.stdout.trim()).to.match(/^[0-9a-f-]{36}$/);
     }
@@ -91,7 +99,9 @@ describe('command line with a plain JavaScript stage outside the repository', fu
     expect(exit.code, exit.stderr).to.equal(0);
     expect(exit.stderr).to.contain('"message":"stage stopped"');
 
-    const shouted = (await raw.drain(names.queue('shouted', 'acme'))).map((m) => JSON.parse(m.content.toString()) as { args: string[]; tenant: string });
+    const shouted = (await raw.drain(names.queue('shouted', 'acme'))).map(
+      (m) => JSON.parse(m.content.toString()) as { args: string[]; tenant: string },
+    );
     expect(shouted.map((j) => j.args[0]).sort()).to.deep.equal(['HELLO', 'WORLD']);
     expect(shouted.every((j) => j.tenant === 'acme')).to.equal(true);
     expect(await raw.count(names.queue('words', 'globex'))).to.equal(2);
@@ -111,7 +121,10 @@ describe('command line with a plain JavaScript stage outside the repository', fu
   });
 
   it('keeps a job published for an unknown tenant, lists it, and replays it once the tenant is provisioned', async () => {
-    const published = await runCli(['publish', 'words', '--type', 'word', '--args', '["late"]', '--tenant', 'initech', '--config', file], env);
+    const published = await runCli(
+      ['publish', 'words', '--type', 'word', '--args', '["late"]', '--tenant', 'initech', '--config', file],
+      env,
+    );
     const id = published.stdout.trim();
     const listed = await runCli(['unroutable', 'list', '--json', '--config', file], env);
     expect(listed.code, listed.stderr).to.equal(0);
@@ -134,14 +147,24 @@ describe('command line with a plain JavaScript stage outside the repository', fu
       const listed = await cli('dead', 'list', 'words', '--tenant', 'acme', '--json');
       expect(listed.code, listed.stderr).to.equal(0);
       const [entry] = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
-      expect(entry).to.include({ id: failed, tenant: 'acme', attempt: 1, errorType: 'RangeError', errorMessage: 'cannot shout "fail"', isJob: true });
+      expect(entry).to.include({
+        id: failed,
+        tenant: 'acme',
+        attempt: 1,
+        errorType: 'RangeError',
+        errorMessage: 'cannot shout "fail"',
+        isJob: true,
+      });
       // Without --tenant: every configured tenant's dead letters.
       expect(JSON.parse((await cli('dead', 'list', 'words', '--json')).stdout)).to.have.length(1);
 
       const retried = await cli('dead', 'retry', 'words', '--tenant', 'acme', '--json');
       expect(JSON.parse(retried.stdout)).to.deep.equal({ retried: 1, kept: 0 });
       // It fails again: back in dead letters, with the first failure in its history.
-      await waitFor('dead again', async () => (await raw.count(names.deadQueue('words', 'acme'))) === 1 && (await raw.count(names.queue('words', 'acme'))) === 0);
+      await waitFor(
+        'dead again',
+        async () => (await raw.count(names.deadQueue('words', 'acme'))) === 1 && (await raw.count(names.queue('words', 'acme'))) === 0,
+      );
       const [again] = JSON.parse((await cli('dead', 'list', 'words', '--tenant', 'acme', '--json')).stdout) as Array<{ id: string }>;
       expect(again.id).to.equal(failed);
 
@@ -158,7 +181,11 @@ describe('command line with a plain JavaScript stage outside the repository', fu
     const printed = await runCli(['topology', '--tenant', 'acme', '--json', '--config', file], { AMQP_URL: 'amqp://127.0.0.1:1/' });
     expect(printed.code, printed.stderr).to.equal(0);
     const topology = JSON.parse(printed.stdout) as { queues: Array<{ name: string }> };
-    expect(topology.queues.map((q) => q.name)).to.include.members([names.queue('words', 'acme'), names.queue('shouted', 'acme'), names.unroutable]);
+    expect(topology.queues.map((q) => q.name)).to.include.members([
+      names.queue('words', 'acme'),
+      names.queue('shouted', 'acme'),
+      names.unroutable,
+    ]);
     expect(topology.queues.map((q) => q.name).filter((n) => n.includes('globex'))).to.deep.equal([]);
   });
 

@@ -26,7 +26,13 @@ export const FAILURE_CONFIG: RawConfig = {
   tenants: ['acme', 'globex'],
   queues: {
     work: {
-      default_retry: { max_attempts: 3, initial_interval: 'PT1S', backoff_coefficient: 2, jitter: false, non_retryable_errors: ['Validation.*'] },
+      default_retry: {
+        max_attempts: 3,
+        initial_interval: 'PT1S',
+        backoff_coefficient: 2,
+        jitter: false,
+        non_retryable_errors: ['Validation.*'],
+      },
     },
     fragile: { default_retry: { max_attempts: 1 }, dead_letter_queue: 'quarantine' },
     quarantine: {},
@@ -55,7 +61,14 @@ describe('failures without loss', function () {
     names = new BrokerNames(config.prefix);
     stages = await loadAllStages(config);
     const stage = (name: string): LoadedStage => stages.find((s) => s.metadata.name === name) as LoadedStage;
-    group = new StageGroup(config, [{ stage: stage('flaky'), tenant: 'acme' }, { stage: stage('fragile'), tenant: 'acme' }], log);
+    group = new StageGroup(
+      config,
+      [
+        { stage: stage('flaky'), tenant: 'acme' },
+        { stage: stage('fragile'), tenant: 'acme' },
+      ],
+      log,
+    );
     await group.start(true);
     raw = await RawBroker.connect(config.broker.url);
     publisher = await Publisher.connect(config, { log });
@@ -65,7 +78,10 @@ describe('failures without loss', function () {
     await publisher.close();
     await group.stop();
     await raw.close();
-    await teardown(config, stages.map((s) => s.metadata));
+    await teardown(
+      config,
+      stages.map((s) => s.metadata),
+    );
   });
 
   afterEach(async () => {
@@ -122,7 +138,9 @@ describe('failures without loss', function () {
     const job = body(again);
     expect(job.attempt).to.equal(1);
     expect(job.error).to.include({ type: 'NonRetryableError', message: 'fatal' });
-    expect((job.meta.errors as Array<{ type: string; attempt: number }>).map((e) => [e.type, e.attempt])).to.deep.equal([['NonRetryableError', 1]]);
+    expect((job.meta.errors as Array<{ type: string; attempt: number }>).map((e) => [e.type, e.attempt])).to.deep.equal([
+      ['NonRetryableError', 1],
+    ]);
   });
 
   it('aborts a handler past its timeout through ctx.signal and fails it with HANDLER_TIMEOUT', async () => {

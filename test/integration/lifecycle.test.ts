@@ -29,10 +29,20 @@ describe('queue and worker states through the control exchange', () => {
   const ok = (tenant: string, key: string): Promise<string> => publisher.publish('work', { type: 'flaky', args: ['ok', key], tenant });
 
   before(async () => {
-    config = withTestConfig({ tenants: ['acme', 'globex'], stages: { flaky: { module: './failure-stages.js', concurrency: 4 } } }, path.join(here, '../fixtures/config.json'));
+    config = withTestConfig(
+      { tenants: ['acme', 'globex'], stages: { flaky: { module: './failure-stages.js', concurrency: 4 } } },
+      path.join(here, '../fixtures/config.json'),
+    );
     names = new BrokerNames(config.prefix);
     stages = (await loadAllStages(config)).filter((s) => s.metadata.name === 'flaky');
-    group = new StageGroup(config, [{ stage: stages[0], tenant: 'acme' }, { stage: stages[0], tenant: 'globex' }], log);
+    group = new StageGroup(
+      config,
+      [
+        { stage: stages[0], tenant: 'acme' },
+        { stage: stages[0], tenant: 'globex' },
+      ],
+      log,
+    );
     await group.start(true);
     raw = await RawBroker.connect(config.broker.url);
     publisher = await Publisher.connect(config, { log });
@@ -42,7 +52,10 @@ describe('queue and worker states through the control exchange', () => {
     await publisher.close();
     await group.stop();
     await raw.close();
-    await teardown(config, stages.map((s) => s.metadata));
+    await teardown(
+      config,
+      stages.map((s) => s.metadata),
+    );
   });
 
   it("pause stops consuming one tenant's queue while the others continue; resume restarts it", async () => {
@@ -102,7 +115,11 @@ describe('SIGTERM drains a running stage', function () {
   let raw: RawBroker;
 
   before(async () => {
-    project = await writeConfigFile({ tenants: ['acme'], gracePeriod: 20, stages: { flaky: { module: FAILURE_STAGES_MODULE, concurrency: 3 } } }, stages, 'sigterm');
+    project = await writeConfigFile(
+      { tenants: ['acme'], gracePeriod: 20, stages: { flaky: { module: FAILURE_STAGES_MODULE, concurrency: 3 } } },
+      stages,
+      'sigterm',
+    );
     ({ file, config, names } = project);
     raw = await RawBroker.connect(config.broker.url);
   });

@@ -37,7 +37,11 @@ describe('health endpoints, metrics and logs of a running stage', function () {
   let raw: RawBroker;
 
   before(async () => {
-    project = await writeConfigFile({ tenants: ['acme'], stages: { flaky: { module: FAILURE_STAGES_MODULE, concurrency: 4 } } }, STAGES, 'observability');
+    project = await writeConfigFile(
+      { tenants: ['acme'], stages: { flaky: { module: FAILURE_STAGES_MODULE, concurrency: 4 } } },
+      STAGES,
+      'observability',
+    );
     ({ file, config, names } = project);
     raw = await RawBroker.connect(config.broker.url);
   });
@@ -59,7 +63,10 @@ describe('health endpoints, metrics and logs of a running stage', function () {
     try {
       const base = `http://127.0.0.1:${port}`;
       await waitFor('ready', async () => (await fetch(`${base}/readyz`)).status === 200);
-      await waitFor('seven jobs settled', async () => (await raw.count(names.queue('done', 'acme'))) === 5 && (await raw.count(names.deadQueue('work', 'acme'))) === 2);
+      await waitFor(
+        'seven jobs settled',
+        async () => (await raw.count(names.queue('done', 'acme'))) === 5 && (await raw.count(names.deadQueue('work', 'acme'))) === 2,
+      );
       expect((await fetch(`${base}/healthz`)).status).to.equal(200);
       const text = await waitFor('the acks counted', async () => {
         const t = await (await fetch(`${base}/metrics`)).text();
@@ -84,13 +91,21 @@ describe('health endpoints, metrics and logs of a running stage', function () {
       .split('\n')
       .filter((l) => l.includes('"job dead-lettered"'))
       .map((l) => JSON.parse(l) as Record<string, unknown>)[0];
-    expect(deadLine).to.include({ stage: 'flaky', tenant: 'acme', job_type: 'flaky', attempt: 1, trace_id: '4bf92f3577b34da6a3ce929d0e0e4736' });
+    expect(deadLine).to.include({
+      stage: 'flaky',
+      tenant: 'acme',
+      job_type: 'flaky',
+      attempt: 1,
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+    });
     expect(deadLine.job_id).to.be.a('string');
   });
 
   it('retries an unreachable broker at start-up with a clear log line, and says so on /readyz', async () => {
     const port = await freePort();
-    const stage = spawnCli(['run', 'flaky', '--tenant', 'acme', '--http-port', String(port), '--config', file], { AMQP_URL: 'amqp://guest:guest@127.0.0.1:1/' });
+    const stage = spawnCli(['run', 'flaky', '--tenant', 'acme', '--http-port', String(port), '--config', file], {
+      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1/',
+    });
     try {
       await waitFor('a retry log line', () => stage.err.includes('cannot reach the broker at amqp://guest:***@127.0.0.1:1/'));
       const ready = await waitFor('the health server', async () => fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined));

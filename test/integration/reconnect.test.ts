@@ -54,7 +54,13 @@ describe('resilient connections (broker)', function () {
           ...stagesConfig,
           converter: { ...stagesConfig.converter, module: stagesConfig.converter?.module ?? '', concurrency: 32, prefetch: 200 },
           matcher: { ...stagesConfig.matcher, module: stagesConfig.matcher?.module ?? '', concurrency: 32, prefetch: 200 },
-          exporter: { ...stagesConfig.exporter, module: stagesConfig.exporter?.module ?? '', concurrency: 16, prefetch: 200, options: { resultsDir } },
+          exporter: {
+            ...stagesConfig.exporter,
+            module: stagesConfig.exporter?.module ?? '',
+            concurrency: 16,
+            prefetch: 200,
+            options: { resultsDir },
+          },
         },
       },
       CONFIG_FILE,
@@ -66,7 +72,10 @@ describe('resilient connections (broker)', function () {
 
   after(async () => {
     await group.stop();
-    await teardown(config, stages.map((s) => s.metadata));
+    await teardown(
+      config,
+      stages.map((s) => s.metadata),
+    );
     await rm(resultsDir, { recursive: true, force: true });
   });
 
@@ -76,7 +85,13 @@ describe('resilient connections (broker)', function () {
     for (let i = 0; i < JOBS; i++) {
       const tenant = i % 2 === 0 ? 'acme' : 'globex';
       published.push(
-        publisher.publish('conversions', { type: 'doc.convert', args: [SAMPLE, `doc-${i}.txt`], tenant, headers: { mime: 'text/plain' }, meta: { scan_id: 'r', scan_total: JOBS / 2 } }),
+        publisher.publish('conversions', {
+          type: 'doc.convert',
+          args: [SAMPLE, `doc-${i}.txt`],
+          tenant,
+          headers: { mime: 'text/plain' },
+          meta: { scan_id: 'r', scan_total: JOBS / 2 },
+        }),
       );
     }
     await Promise.all(published);
@@ -89,18 +104,31 @@ describe('resilient connections (broker)', function () {
     }
     expect(closed, 'connections closed by the broker').to.be.at.least(3);
 
-    const final = await waitFor('all 10,000 results', async () => {
-      const t = await tally(resultsDir);
-      return t.distinct === JOBS && t;
-    }, 180_000);
+    const final = await waitFor(
+      'all 10,000 results',
+      async () => {
+        const t = await tally(resultsDir);
+        return t.distinct === JOBS && t;
+      },
+      180_000,
+    );
     console.log(`      reconnects: ${group.connections - 1}, duplicates delivered: ${final.duplicates} of ${JOBS}`);
     expect(group.connections, 'one connection plus one per forced close').to.equal(4);
     expect(group.readiness()).to.deep.equal({ ready: true });
 
     // Still consuming: a new job goes all the way through.
     const again = await Publisher.connect(config, { log });
-    await again.publish('conversions', { type: 'doc.convert', args: [SAMPLE, 'after.txt'], tenant: 'acme', headers: { mime: 'text/plain' } });
+    await again.publish('conversions', {
+      type: 'doc.convert',
+      args: [SAMPLE, 'after.txt'],
+      tenant: 'acme',
+      headers: { mime: 'text/plain' },
+    });
     await again.close();
-    await waitFor('the job published after the closes', async () => (await readFile(path.join(resultsDir, 'acme.jsonl'), 'utf8')).includes('"after.txt"'), 30_000);
+    await waitFor(
+      'the job published after the closes',
+      async () => (await readFile(path.join(resultsDir, 'acme.jsonl'), 'utf8')).includes('"after.txt"'),
+      30_000,
+    );
   });
 });

@@ -42,7 +42,11 @@ describe('tenant routing on the broker', function () {
     watched = [
       names.unroutable,
       names.queue('scan_specs'),
-      ...['acme', 'globex'].flatMap((t) => [names.queue('conversions', t), names.queue('conversions', t, 'pdf'), names.queue('conversions', t, 'office')]),
+      ...['acme', 'globex'].flatMap((t) => [
+        names.queue('conversions', t),
+        names.queue('conversions', t, 'pdf'),
+        names.queue('conversions', t, 'office'),
+      ]),
     ];
   });
 
@@ -196,7 +200,9 @@ describe('tenant routing with a custom tenant header (OS2datascanner "org")', ()
     const names = new BrokerNames(config.prefix);
     await raw.publish(names.root, 'conversions', '{}', { headers: { org: 'vejstrand', 'x-ojs-tenant': 'customer' } });
     await raw.publish(names.root, 'conversions', '{}', { headers: { org: 'customer' } });
-    expect(await raw.counts([names.queue('conversions', 'vejstrand'), names.queue('conversions', 'customer'), names.unroutable])).to.deep.equal({
+    expect(
+      await raw.counts([names.queue('conversions', 'vejstrand'), names.queue('conversions', 'customer'), names.unroutable]),
+    ).to.deep.equal({
       [names.queue('conversions', 'vejstrand')]: 1,
       [names.queue('conversions', 'customer')]: 1,
       [names.unroutable]: 0,

@@ -42,7 +42,10 @@ describe('stage runtime against the broker', () => {
     // Only acme's relay runs: globex's queue must be left alone.
     group = new StageGroup(
       config,
-      [{ stage: stages.find((s) => s.metadata.name === 'relay') as LoadedStage, tenant: 'acme' }, { stage: stages.find((s) => s.metadata.name === 'fanout') as LoadedStage }],
+      [
+        { stage: stages.find((s) => s.metadata.name === 'relay') as LoadedStage, tenant: 'acme' },
+        { stage: stages.find((s) => s.metadata.name === 'fanout') as LoadedStage },
+      ],
       log,
     );
     await group.start(true);
@@ -54,11 +57,19 @@ describe('stage runtime against the broker', () => {
     await publisher.close();
     await group.stop();
     await raw.close();
-    await teardown(config, stages.map((s) => s.metadata));
+    await teardown(
+      config,
+      stages.map((s) => s.metadata),
+    );
   });
 
   afterEach(async () => {
-    for (const queue of [names.queue('out', 'acme'), names.queue('out', 'globex'), names.deadQueue('in', 'acme'), names.queue('in', 'globex')]) {
+    for (const queue of [
+      names.queue('out', 'acme'),
+      names.queue('out', 'globex'),
+      names.deadQueue('in', 'acme'),
+      names.queue('in', 'globex'),
+    ]) {
       await raw.drain(queue);
     }
   });
@@ -145,12 +156,20 @@ describe('stage runtime against the broker', () => {
   it('dead-letters malformed messages with INVALID_PAYLOAD and keeps consuming', async () => {
     const queue = names.queue('in', 'acme');
     await raw.publish('', queue, '{not json', { headers: { 'x-ojs-tenant': 'acme' }, messageId: 'm1' });
-    await raw.publish('', queue, JSON.stringify({ id: 'm2', type: 't', queue: 'in', args: 'nope' }), { headers: { 'x-ojs-tenant': 'acme' } });
-    await raw.publish('', queue, JSON.stringify({ id: 'm3', type: 't', queue: 'in', args: [], tenant: 'globex' }), { headers: { 'x-ojs-tenant': 'acme' } });
+    await raw.publish('', queue, JSON.stringify({ id: 'm2', type: 't', queue: 'in', args: 'nope' }), {
+      headers: { 'x-ojs-tenant': 'acme' },
+    });
+    await raw.publish('', queue, JSON.stringify({ id: 'm3', type: 't', queue: 'in', args: [], tenant: 'globex' }), {
+      headers: { 'x-ojs-tenant': 'acme' },
+    });
     await publisher.publish('in', { type: 'relay.me', args: ['still-alive'], tenant: 'acme' });
     await waitFor('three dead letters', async () => (await raw.count(names.deadQueue('in', 'acme'))) === 3);
     const dead = await raw.drain(names.deadQueue('in', 'acme'));
-    expect(dead.map((m) => m.properties.headers?.['x-ojs-error-type'])).to.deep.equal(['INVALID_PAYLOAD', 'INVALID_PAYLOAD', 'INVALID_PAYLOAD']);
+    expect(dead.map((m) => m.properties.headers?.['x-ojs-error-type'])).to.deep.equal([
+      'INVALID_PAYLOAD',
+      'INVALID_PAYLOAD',
+      'INVALID_PAYLOAD',
+    ]);
     expect(dead[0].content.toString()).to.equal('{not json');
     expect(dead[0].properties.headers?.['x-ojs-error-message']).to.match(/not JSON/);
     expect(dead[1].properties.headers?.['x-ojs-error-message']).to.match(/"args" must be a JSON array/);

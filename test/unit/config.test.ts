@@ -22,7 +22,11 @@ describe('configuration', () => {
     const config = compileConfig({});
     expect(config.prefix).to.equal('ojs');
     expect(config.tenantHeader).to.equal('x-ojs-tenant');
-    expect(config.broker).to.deep.equal({ url: 'amqp://guest:guest@localhost:5672/', heartbeat: 60, reconnect: { initialDelay: 1, maxDelay: 30 } });
+    expect(config.broker).to.deep.equal({
+      url: 'amqp://guest:guest@localhost:5672/',
+      heartbeat: 60,
+      reconnect: { initialDelay: 1, maxDelay: 30 },
+    });
     expect(config.durable).to.equal(true);
     expect(config.gracePeriod).to.equal(30);
     expect(config.httpPort).to.equal(9400);
@@ -80,9 +84,9 @@ describe('configuration', () => {
   });
 
   it('rejects variants on a shared queue and overlapping variant values', () => {
-    expect(configError(() => compileConfig({ queues: { q: { scope: 'shared', variants: { by: 'mime', values: { pdf: ['a'] } } } } })).key).to.equal(
-      'queues.q.variants',
-    );
+    expect(
+      configError(() => compileConfig({ queues: { q: { scope: 'shared', variants: { by: 'mime', values: { pdf: ['a'] } } } } })).key,
+    ).to.equal('queues.q.variants');
     const err = configError(() => compileConfig({ queues: { q: { variants: { by: 'mime', values: { a: ['x'], b: ['x'] } } } } }));
     expect(err.key).to.equal('queues.q.variants.values.b');
   });
@@ -130,9 +134,13 @@ describe('configuration', () => {
       await writeFile(file, '{ "prefix": ');
       const bad = await loadConfig(file, {}).catch((err: unknown) => err);
       expect(bad).to.be.instanceOf(ConfigError);
-      expect((bad as ConfigError).message).to.contain(file).and.contain('valid JSON');
+      expect((bad as ConfigError).message)
+        .to.contain(file)
+        .and.contain('valid JSON');
       const missing = await loadConfig(path.join(dir, 'nope.json'), {}).catch((err: unknown) => err);
-      expect((missing as ConfigError).message).to.contain('nope.json').and.contain('readable file');
+      expect((missing as ConfigError).message)
+        .to.contain('nope.json')
+        .and.contain('readable file');
     });
   });
 });

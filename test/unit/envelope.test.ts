@@ -21,10 +21,20 @@ describe('job envelope and AMQP mapping', () => {
   });
 
   it('maps the envelope to the properties and x-ojs headers of the OJS AMQP binding', () => {
-    const job = createJob({ type: 't', priority: 12, enqueue_ttl: 'PT30S', scheduled_at: '2026-01-01T00:00:00Z' }, { queue: 'q', tenant: 'acme' });
+    const job = createJob(
+      { type: 't', priority: 12, enqueue_ttl: 'PT30S', scheduled_at: '2026-01-01T00:00:00Z' },
+      { queue: 'q', tenant: 'acme' },
+    );
     const tp = childTraceparent();
     const wire = toWire(job, { tenantHeader: 'org', traceparent: tp, headers: { mime: 'application/pdf', 'x-ojs-tenant': 'evil' } });
-    expect(wire.options).to.include({ messageId: job.id, type: 't', contentType: JOB_CONTENT_TYPE, persistent: true, priority: 9, expiration: '30000' });
+    expect(wire.options).to.include({
+      messageId: job.id,
+      type: 't',
+      contentType: JOB_CONTENT_TYPE,
+      persistent: true,
+      priority: 9,
+      expiration: '30000',
+    });
     expect(wire.options.timestamp).to.equal(Math.floor(Date.parse(job.created_at) / 1000));
     expect(wire.options.headers).to.deep.equal({
       mime: 'application/pdf',

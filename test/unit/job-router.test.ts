@@ -14,11 +14,16 @@ describe('job routing decisions', () => {
       exchange: 'p.root',
       routingKey: 'payments',
     });
-    expect(routeFor(config, createJob({ type: 't' }, { queue: 'shared_q' }))).to.deep.equal({ exchange: 'p.direct', routingKey: 'shared_q' });
+    expect(routeFor(config, createJob({ type: 't' }, { queue: 'shared_q' }))).to.deep.equal({
+      exchange: 'p.direct',
+      routingKey: 'shared_q',
+    });
   });
 
   it('refuses a tenant-scoped job without a tenant', () => {
-    expect(() => routeFor(config, createJob({ type: 't' }, { queue: 'implicit' }))).to.throw(/tenant-scoped/).with.property('code', 'TENANT_REQUIRED');
+    expect(() => routeFor(config, createJob({ type: 't' }, { queue: 'implicit' })))
+      .to.throw(/tenant-scoped/)
+      .with.property('code', 'TENANT_REQUIRED');
   });
 
   it('enforces allowed_job_types with exact names and prefix wildcards', () => {

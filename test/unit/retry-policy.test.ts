@@ -33,11 +33,17 @@ describe('OJS retry policy', () => {
   });
 
   it("takes the job's own fields over the queue's, field by field", () => {
-    const config = compileConfig({ queues: { _default: { default_retry: { initial_interval: 'PT3S' } }, q: { default_retry: { max_attempts: 9 } } } });
+    const config = compileConfig({
+      queues: { _default: { default_retry: { initial_interval: 'PT3S' } }, q: { default_retry: { max_attempts: 9 } } },
+    });
     const queue = config.queues.get('q');
     if (!queue) throw new Error('no queue');
     expect(resolveRetryPolicy(queue, undefined)).to.include({ max_attempts: 9, initial_interval: 'PT3S', jitter: true });
-    expect(resolveRetryPolicy(queue, { max_attempts: 2, jitter: false })).to.include({ max_attempts: 2, initial_interval: 'PT3S', jitter: false });
+    expect(resolveRetryPolicy(queue, { max_attempts: 2, jitter: false })).to.include({
+      max_attempts: 2,
+      initial_interval: 'PT3S',
+      jitter: false,
+    });
   });
 
   const invalid: Array<[string, unknown, RegExp]> = [
@@ -51,7 +57,9 @@ describe('OJS retry policy', () => {
   ];
   for (const [what, retry, reason] of invalid) {
     it(`refuses ${what} when the job is created (INVALID_RETRY_POLICY)`, () => {
-      expect(() => validateRetryPolicy(retry)).to.throw(StagecoachError, reason).with.property('code', 'INVALID_RETRY_POLICY');
+      expect(() => validateRetryPolicy(retry))
+        .to.throw(StagecoachError, reason)
+        .with.property('code', 'INVALID_RETRY_POLICY');
     });
   }
 
@@ -69,7 +77,10 @@ describe('failure decisions', () => {
 
   it('never retries when max_attempts is 1, and discards on exhaustion when asked', () => {
     expect(decideFailure(policy({ max_attempts: 1 }), 1, err(), new Error())).to.deep.equal({ action: 'dead_letter', exhausted: true });
-    expect(decideFailure(policy({ max_attempts: 1, on_exhaustion: 'discard' }), 1, err(), new Error())).to.deep.equal({ action: 'discard', exhausted: true });
+    expect(decideFailure(policy({ max_attempts: 1, on_exhaustion: 'discard' }), 1, err(), new Error())).to.deep.equal({
+      action: 'discard',
+      exhausted: true,
+    });
   });
 
   it('dead-letters non-retryable errors by exact type and by prefix.*', () => {

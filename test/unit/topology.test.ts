@@ -24,7 +24,9 @@ const config = compileConfig({
 
 describe('topology', () => {
   it('declares exactly the core and the input chain for a tenant-scoped stage with variants', () => {
-    const topology = withoutLadder(stageTopology(config, { name: 'converter', input: 'conversions', outputs: ['representations'] }, 'acme'));
+    const topology = withoutLadder(
+      stageTopology(config, { name: 'converter', input: 'conversions', outputs: ['representations'] }, 'acme'),
+    );
     expect(topology.exchanges).to.deep.equal([
       { name: 'ojs.unroutable', type: 'fanout', durable: true },
       { name: 'ojs.root', type: 'headers', durable: true, alternateExchange: 'ojs.unroutable' },
@@ -35,7 +37,12 @@ describe('topology', () => {
       { name: 'ojs.general.conversions.acme', type: 'fanout', durable: true },
       { name: 'ojs.variants.conversions.acme', type: 'headers', durable: true, alternateExchange: 'ojs.general.conversions.acme' },
     ]);
-    const work = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme', 'x-max-length': 100, 'x-overflow': 'reject-publish' };
+    const work = {
+      'x-dead-letter-exchange': 'ojs.dlx',
+      'x-dead-letter-routing-key': 'ojs.dead.conversions.acme',
+      'x-max-length': 100,
+      'x-overflow': 'reject-publish',
+    };
     const suspect = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
     expect(topology.queues).to.deep.equal([
       { name: 'ojs.unroutable', durable: true, arguments: {} },
@@ -69,8 +76,18 @@ describe('topology', () => {
 
   it('routes a shared input through ojs.direct and needs no tenant', () => {
     const topology = withoutLadder(stageTopology(config, { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }));
-    expect(topology.queues.map((q) => q.name)).to.deep.equal(['ojs.unroutable', 'ojs.queue.scan_specs', 'ojs.suspect.scan_specs', 'ojs.dead.scan_specs']);
-    expect(topology.bindings).to.deep.include({ source: 'ojs.direct', destination: 'ojs.queue.scan_specs', destinationType: 'queue', routingKey: 'scan_specs' });
+    expect(topology.queues.map((q) => q.name)).to.deep.equal([
+      'ojs.unroutable',
+      'ojs.queue.scan_specs',
+      'ojs.suspect.scan_specs',
+      'ojs.dead.scan_specs',
+    ]);
+    expect(topology.bindings).to.deep.include({
+      source: 'ojs.direct',
+      destination: 'ojs.queue.scan_specs',
+      destinationType: 'queue',
+      routingKey: 'scan_specs',
+    });
     expect(topology.exchanges.map((e) => e.name)).not.to.include('ojs.tenant.acme');
   });
 
@@ -130,13 +147,20 @@ describe('delay ladder', () => {
       durable: true,
       arguments: { 'x-message-ttl': 2 ** (DELAY_LEVELS - 1) * 1000, 'x-dead-letter-exchange': `ojs.delay.${DELAY_LEVELS - 2}` },
     });
-    expect(queues.at(-1)).to.deep.equal({ name: 'ojs.delay.0', durable: true, arguments: { 'x-message-ttl': 1000, 'x-dead-letter-exchange': 'ojs.delay.deliver' } });
+    expect(queues.at(-1)).to.deep.equal({
+      name: 'ojs.delay.0',
+      durable: true,
+      arguments: { 'x-message-ttl': 1000, 'x-dead-letter-exchange': 'ojs.delay.deliver' },
+    });
     expect(MAX_DELAY_SECONDS).to.be.greaterThan(24 * 3600);
   });
 
   it('has as many delay queues for 50 tenants as for 1', () => {
     const one = compileConfig({ tenants: ['t0'] });
-    const fifty = compileConfig({ tenants: Array.from({ length: 50 }, (_, i) => `t${i}`), queues: { extra: {}, more: { scope: 'shared' } } });
+    const fifty = compileConfig({
+      tenants: Array.from({ length: 50 }, (_, i) => `t${i}`),
+      queues: { extra: {}, more: { scope: 'shared' } },
+    });
     expect(delayQueues(provisionTopology(fifty, stages))).to.deep.equal(delayQueues(provisionTopology(one, stages)));
   });
 
@@ -144,7 +168,12 @@ describe('delay ladder', () => {
     const bindings = stageTopology(config, stages[0], 'acme').bindings.filter((b) => b.source === 'ojs.delay.deliver');
     const stars = '*.'.repeat(DELAY_LEVELS);
     expect(bindings.map((b) => [b.destination, b.routingKey])).to.deep.equal(
-      ['ojs.queue.conversions.acme', 'ojs.suspect.conversions.acme', 'ojs.queue.conversions.acme.pdf', 'ojs.suspect.conversions.acme.pdf'].map((q) => [q, `${stars}${q}`]),
+      [
+        'ojs.queue.conversions.acme',
+        'ojs.suspect.conversions.acme',
+        'ojs.queue.conversions.acme.pdf',
+        'ojs.suspect.conversions.acme.pdf',
+      ].map((q) => [q, `${stars}${q}`]),
     );
   });
 

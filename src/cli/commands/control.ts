@@ -5,7 +5,10 @@ import type { ControlCommand, ControlMessage } from '../../stage/control-listene
 import { EXIT_OK } from '../exit-codes.js';
 
 /** `stagecoach pause|resume|drain <queue> [--tenant T]` and `stagecoach quiet|terminate [--stage S] [--tenant T]` */
-export async function control(command: ControlCommand, target: { queue?: string; stage?: string; tenant?: string; config?: string }): Promise<number> {
+export async function control(
+  command: ControlCommand,
+  target: { queue?: string; stage?: string; tenant?: string; config?: string },
+): Promise<number> {
   const config = await loadConfig(target.config);
   const tenant = target.tenant ?? process.env.STAGECOACH_TENANT;
   const message: ControlMessage = {
@@ -15,6 +18,8 @@ export async function control(command: ControlCommand, target: { queue?: string;
     ...(tenant === undefined ? {} : { tenant }),
   };
   await sendControl(config, message, createLogger({ service: 'stagecoach', command }));
-  process.stdout.write(`sent ${command}${message.queue ? ` ${message.queue}` : ''}${message.stage ? ` stage ${message.stage}` : ''}${tenant ? ` tenant ${tenant}` : ''}\n`);
+  process.stdout.write(
+    `sent ${command}${message.queue ? ` ${message.queue}` : ''}${message.stage ? ` stage ${message.stage}` : ''}${tenant ? ` tenant ${tenant}` : ''}\n`,
+  );
   return EXIT_OK;
 }

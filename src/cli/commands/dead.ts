@@ -22,9 +22,13 @@ export async function dead(action: string, queue: string, opts: DeadOptions): Pr
   switch (action) {
     case 'list': {
       const limit = Number(opts.limit);
-      if (!Number.isInteger(limit) || limit < 1) throw new StagecoachError('INVALID_REQUEST', `--limit must be a positive integer, got "${opts.limit}"`);
+      if (!Number.isInteger(limit) || limit < 1)
+        throw new StagecoachError('INVALID_REQUEST', `--limit must be a positive integer, got "${opts.limit}"`);
       const entries = await listDeadLetters(config, queue, tenant, log, limit);
-      const lines = entries.map((e) => `${e.id ?? '-'}\t${e.tenant ?? '-'}\t${e.type ?? '-'}\tattempt ${e.attempt ?? '-'}\t${e.errorType ?? '-'}: ${e.errorMessage ?? ''}\n`);
+      const lines = entries.map(
+        (e) =>
+          `${e.id ?? '-'}\t${e.tenant ?? '-'}\t${e.type ?? '-'}\tattempt ${e.attempt ?? '-'}\t${e.errorType ?? '-'}: ${e.errorMessage ?? ''}\n`,
+      );
       print(`${lines.join('')}${entries.length} dead\n`, entries);
       return EXIT_OK;
     }

@@ -8,7 +8,10 @@ import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 
 /** `stagecoach run <stage> [--tenant T] [--variant V]` */
-export async function runStage(name: string, opts: { tenant?: string; variant?: string; config?: string; httpPort?: string }): Promise<number> {
+export async function runStage(
+  name: string,
+  opts: { tenant?: string; variant?: string; config?: string; httpPort?: string },
+): Promise<number> {
   const config = await loadConfig(opts.config);
   const stage = await loadStage(config, name);
   const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
@@ -32,7 +35,8 @@ export async function runDev(opts: { config?: string; httpPort?: string }): Prom
 function httpPort(option: string | undefined, configured: number): number {
   if (option === undefined) return configured;
   const port = Number(option);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new StagecoachError('INVALID_REQUEST', `--http-port must be a port number (0 turns it off), got "${option}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new StagecoachError('INVALID_REQUEST', `--http-port must be a port number (0 turns it off), got "${option}"`);
   return port;
 }
 

@@ -10,9 +10,15 @@ import { EXIT_OK } from '../exit-codes.js';
 export async function provision(opts: { tenant?: string; config?: string }): Promise<number> {
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
-  const topology = provisionTopology(config, stages.map((s) => s.metadata), opts.tenant ?? process.env.STAGECOACH_TENANT);
+  const topology = provisionTopology(
+    config,
+    stages.map((s) => s.metadata),
+    opts.tenant ?? process.env.STAGECOACH_TENANT,
+  );
   await declareTopology(config, topology, createLogger({ service: 'stagecoach', command: 'provision' }));
-  process.stdout.write(`declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n`);
+  process.stdout.write(
+    `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n`,
+  );
   return EXIT_OK;
 }
 
@@ -24,7 +30,11 @@ export async function printTopology(opts: { tenant?: string; stage?: string; jso
   if (opts.stage !== undefined) {
     topology = stageTopology(config, (await loadStage(config, opts.stage)).metadata, tenant);
   } else {
-    topology = provisionTopology(config, (await loadAllStages(config)).map((s) => s.metadata), tenant);
+    topology = provisionTopology(
+      config,
+      (await loadAllStages(config)).map((s) => s.metadata),
+      tenant,
+    );
   }
   process.stdout.write(opts.json ? `${JSON.stringify(topology, null, 2)}\n` : formatTopology(topology));
   return EXIT_OK;

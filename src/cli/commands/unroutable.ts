@@ -7,7 +7,8 @@ import { EXIT_OK } from '../exit-codes.js';
 /** `stagecoach unroutable list [--limit N] [--json]` */
 export async function unroutableList(opts: { limit: string; json?: boolean; config?: string }): Promise<number> {
   const limit = Number(opts.limit);
-  if (!Number.isInteger(limit) || limit < 1) throw new StagecoachError('INVALID_REQUEST', `--limit must be a positive integer, got "${opts.limit}"`);
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new StagecoachError('INVALID_REQUEST', `--limit must be a positive integer, got "${opts.limit}"`);
   const config = await loadConfig(opts.config);
   const entries = await listUnroutable(config, createLogger({ service: 'stagecoach', command: 'unroutable' }), limit);
   if (opts.json) {
