@@ -35,6 +35,9 @@ export interface StageRunnerOptions {
   metrics?: InstanceMetrics;
 }
 
+/** The signal of jobs without a timeout. */
+const NEVER_ABORTED = new AbortController().signal;
+
 /** Counts nothing: for runners used without a metrics registry. */
 const NO_METRICS: InstanceMetrics = {
   consumed: () => undefined,
@@ -463,22 +466,15 @@ export class StageRunner extends EventEmitter {
   private async runHandler(job: Job, headers: Record<string, unknown>): Promise<JobContext> {
     const meta = this.options.stage.metadata;
     const timeoutSeconds = job.timeout ?? this.input.default_timeout;
-    const controller = new AbortController();
-    const ctx = new JobContext(
-      meta.name,
-      meta.outputs,
-      job,
-      headers,
-      this.router as JobRouter,
-      this.options.log,
-      controller.signal,
-      this.onPublished,
-    );
-    const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
     if (timeoutSeconds === undefined) {
-      await handled;
+      // No timeout, no AbortController: the shared signal never aborts.
+      const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, NEVER_ABORTED, this.onPublished);
+      await (this.handler as StageHandler).handle(job, ctx);
       return ctx;
     }
+    const controller = new AbortController();
+    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, controller.signal, this.onPublished);
+    const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
