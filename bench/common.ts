@@ -1,0 +1,466 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
+import { v7 as uuidv7 } from 'uuid';
+import {
+  BrokerNames,
+  compileConfig,
+  createJob,
+  toWire,
+  type CompiledConfig,
+  type LoadedStage,
+  type Logger,
+  type RawConfig,
+} from '../src/index.js';
+
+export const HERE = path.dirname(fileURLToPath(import.meta.url));
+export const TENANT = 'bench';
+export const JOB_TYPE = 'bench.job';
+export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory'] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+export interface BenchOptions {
+  url: string;
+  /** Wire size of a job body, bytes. */
+  size: number;
+  prefetch: number;
+  /** Publishes outstanding in the publish scenario. */
+  window: number;
+  jobs: number;
+  pipelineJobs: number;
+  backlog: number;
+  smallBacklog: number;
+  rounds: number;
+  only: Set<Scenario>;
+  json: boolean;
+  /** Longest a round may take before it is failed as stalled. */
+  roundTimeoutMs: number;
+  /** How long the memory child is sampled once it holds its prefetch. */
+  memSampleMs: number;
+}
+
+const USAGE = `usage: node dist/bench/index.js [options]
+  --size <bytes>       job body size on the wire (default 1024)
+  --prefetch <n>       prefetch of every consumer; stagecoach concurrency = prefetch (default 500)
+  --window <n>         confirms outstanding in the publish scenario (default = prefetch)
+  --jobs <n>           jobs per round for publish and relay (default 50000)
+  --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
+  --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
+  --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
+  --only <list>        any of publish,relay,pipeline,memory (default all)
+  --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
+  --mem-seconds <s>    memory: how long the stage is sampled (default 4)
+  --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
+  --json               print the results as JSON on stdout (the table goes to stderr)`;
+
+export function parseOptions(argv: string[]): BenchOptions {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      size: { type: 'string' },
+      prefetch: { type: 'string' },
+      window: { type: 'string' },
+      jobs: { type: 'string' },
+      'pipeline-jobs': { type: 'string' },
+      backlog: { type: 'string' },
+      rounds: { type: 'string' },
+      only: { type: 'string' },
+      timeout: { type: 'string' },
+      'mem-seconds': { type: 'string' },
+      url: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const int = (name: string, raw: string | undefined, fallback: number, min = 1): number => {
+    if (raw === undefined) return fallback;
+    const value = Number(raw.replace(/_/g, ''));
+    if (!Number.isInteger(value) || value < min) throw new UsageError(`--${name} must be an integer >= ${min}, got "${raw}"`);
+    return value;
+  };
+  const jobs = int('jobs', values.jobs, 50_000);
+  const prefetch = int('prefetch', values.prefetch, 500);
+  const only = new Set<Scenario>();
+  for (const part of (values.only ?? SCENARIOS.join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    if (!(SCENARIOS as readonly string[]).includes(part))
+      throw new UsageError(`--only: unknown scenario "${part}" (known: ${SCENARIOS.join(', ')})`);
+    only.add(part as Scenario);
+  }
+  const pipelineJobs = int('pipeline-jobs', values['pipeline-jobs'], Math.max(1, Math.round(jobs / 4)));
+  return {
+    url: values.url ?? process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672/',
+    size: int('size', values.size, 1024),
+    prefetch,
+    window: int('window', values.window, prefetch),
+    jobs,
+    pipelineJobs,
+    backlog: int('backlog', values.backlog, 200_000),
+    smallBacklog: 1000,
+    rounds: int('rounds', values.rounds, 3),
+    only,
+    json: values.json ?? false,
+    roundTimeoutMs: int('timeout', values.timeout, Math.round(30 + Math.max(jobs, pipelineJobs) / 1000)) * 1000,
+    memSampleMs: int('mem-seconds', values['mem-seconds'], 4) * 1000,
+  };
+}
+
+export class UsageError extends Error {}
+
+/** Everything a scenario needs: options, the compiled config, the loaded stages. */
+export interface BenchContext {
+  opts: BenchOptions;
+  config: CompiledConfig;
+  raw: RawConfig;
+  source: string;
+  names: BrokerNames;
+  stages: Map<string, LoadedStage>;
+  log: Logger;
+}
+
+/** Durable queues and persistent messages, like the baseline; a prefix of its own. */
+export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: string; config: CompiledConfig } {
+  const stage = { module: './bench-stages.js', concurrency: opts.prefetch, prefetch: opts.prefetch };
+  const raw: RawConfig = {
+    prefix: `bench-${randomBytes(4).toString('hex')}`,
+    broker: { url: opts.url },
+    tenants: [TENANT],
+    httpPort: 0,
+    queues: Object.fromEntries(
+      ['relay_a', 'relay_b', 'pub_sink', 'p_0', 'p_1', 'p_2', 'p_3', 'p_4', 'p_5', 'mem_in'].map((q) => [q, { scope: 'tenant' as const }]),
+    ),
+    stages: {
+      relay_ab: stage,
+      relay_ba: stage,
+      pipe1: stage,
+      pipe2: stage,
+      pipe3: stage,
+      hold: stage,
+    },
+  };
+  // Stage modules resolve beside this (virtual) file: dist/bench/bench-stages.js.
+  const source = path.join(HERE, 'bench.config.json');
+  return { raw, source, config: compileConfig(raw, source) };
+}
+
+/**
+ * The args padding for which a job body for `queue` is `size` bytes. Jobs that fill a backlog
+ * carry a `meta.parent_id`, as emitted jobs do, so that inputs and outputs have the same size.
+ */
+export function padFor(size: number, queue: string, withParent: boolean): string {
+  const bare = Buffer.byteLength(JSON.stringify(rawJob(queue, JOB_TYPE, [''], withParent ? uuidv7() : undefined)));
+  return 'x'.repeat(Math.max(0, size - bare));
+}
+
+/** The body size jobs actually get: `size`, or the bare envelope's when `size` is below it. */
+export function bodySize(size: number): number {
+  return Buffer.byteLength(JSON.stringify(rawJob('relay_a', JOB_TYPE, [padFor(size, 'relay_a', true)], uuidv7())));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hand-written side: the same envelope and properties stagecoach puts on the wire
+// (src/job/amqp-mapping.ts), built by hand.
+
+export const CONTENT_TYPE = 'application/openjobspec+json';
+
+export interface RawEnvelope {
+  specversion: string;
+  id: string;
+  type: string;
+  queue: string;
+  args: unknown[];
+  meta: Record<string, unknown>;
+  attempt: number;
+  created_at: string;
+  tenant: string;
+}
+
+export function rawJob(queue: string, type: string, args: unknown[], parentId?: string): RawEnvelope {
+  return {
+    specversion: '1.0.0-rc.1',
+    id: uuidv7(),
+    type,
+    queue,
+    args,
+    meta: parentId === undefined ? {} : { parent_id: parentId },
+    attempt: 1,
+    created_at: new Date().toISOString(),
+    tenant: TENANT,
+  };
+}
+
+/** traceparent continuing `parent`'s trace (or a new one) with a new span id. */
+export function rawTraceparent(parent: unknown): string {
+  const traceId = typeof parent === 'string' && parent.length === 55 ? parent.slice(3, 35) : randomBytes(16).toString('hex');
+  return `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
+}
+
+export function rawOptions(job: RawEnvelope, traceparent: string): Options.Publish {
+  return {
+    messageId: job.id,
+    type: job.type,
+    contentType: CONTENT_TYPE,
+    persistent: true,
+    timestamp: Math.floor(Date.now() / 1000),
+    headers: { 'x-ojs-queue': job.queue, 'x-ojs-attempt': 1, 'x-ojs-tenant': TENANT, 'x-ojs-traceparent': traceparent },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broker helpers (plain amqplib, not measured).
+
+export async function connect(url: string, name: string): Promise<ChannelModel> {
+  const connection = await amqplib.connect(url, { clientProperties: { connection_name: name } });
+  connection.on('error', () => undefined);
+  return connection;
+}
+
+/** Closes channels, then the connection; never throws. */
+export async function closeQuietly(connection: ChannelModel | undefined, ...channels: Array<Channel | undefined>): Promise<void> {
+  for (const channel of channels) await channel?.close().catch(() => undefined);
+  await connection?.close().catch(() => undefined);
+}
+
+/**
+ * Fills a tenant queue through the root exchange with `n` jobs in stagecoach's own wire format
+ * (createJob + toWire), as a producer would, `meta.parent_id` included (see `padFor`).
+ */
+export async function fill(ctx: BenchContext, queue: string, n: number, { persistent = true, window = 2000 } = {}): Promise<void> {
+  const connection = await connect(ctx.opts.url, 'bench-filler');
+  let channel: ConfirmChannel | undefined;
+  const started = performance.now();
+  try {
+    channel = await connection.createConfirmChannel();
+    const ch = channel;
+    const pad = padFor(ctx.opts.size, queue, true);
+    await withTimeout(
+      new Promise<void>((resolve, reject) => {
+        let sent = 0;
+        let confirmed = 0;
+        const sendOne = (): void => {
+          sent++;
+          const job = createJob({ type: JOB_TYPE, args: [pad], meta: { parent_id: uuidv7() } }, { queue, tenant: TENANT });
+          const wire = toWire(job, { tenantHeader: ctx.config.tenantHeader, traceparent: rawTraceparent(undefined) });
+          ch.publish(ctx.names.root, queue, wire.content, { ...wire.options, persistent }, (err: unknown) => {
+            if (err) return reject(new Error(`filling ${queue}: broker nacked a job`));
+            confirmed++;
+            if (confirmed === n) resolve();
+            else if (sent < n) sendOne();
+          });
+        };
+        for (let i = 0; i < Math.min(window, n); i++) sendOne();
+      }),
+      // At least 1,000 jobs/s, however short the round timeout.
+      Math.max(ctx.opts.roundTimeoutMs * 2, 30_000 + n),
+      `filling ${queue} with ${n} jobs`,
+    );
+  } finally {
+    await closeQuietly(connection, channel);
+  }
+  progress(
+    `  filled ${queue}: ${fmt(n)}${persistent ? '' : ' non-persistent'} jobs in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
+}
+
+/** Ready messages in a physical queue. */
+export async function queueCount(url: string, queue: string): Promise<number> {
+  const connection = await connect(url, 'bench-check');
+  let channel: Channel | undefined;
+  try {
+    channel = await connection.createChannel();
+    channel.on('error', () => undefined);
+    return (await channel.checkQueue(queue)).messageCount;
+  } finally {
+    await closeQuietly(connection, channel);
+  }
+}
+
+/** Polls until each queue holds exactly its expected count; fails naming what it saw. */
+export async function expectCounts(url: string, expected: Record<string, number>, what: string, timeoutMs = 20_000): Promise<void> {
+  const connection = await connect(url, 'bench-check');
+  let channel: Channel | undefined;
+  try {
+    channel = await connection.createChannel();
+    const ch = channel;
+    let seen: Record<string, number> = {};
+    const ok = await poll(
+      async () => {
+        seen = {};
+        for (const queue of Object.keys(expected)) seen[queue] = (await ch.checkQueue(queue)).messageCount;
+        return Object.entries(expected).every(([queue, n]) => seen[queue] === n);
+      },
+      timeoutMs,
+      50,
+    );
+    if (!ok) {
+      throw new Error(`${what}: expected ${JSON.stringify(expected)} messages, the broker has ${JSON.stringify(seen)}`);
+    }
+  } finally {
+    await closeQuietly(connection, channel);
+  }
+}
+
+export async function purgeQueues(url: string, queues: string[]): Promise<void> {
+  const connection = await connect(url, 'bench-purge');
+  let channel: Channel | undefined;
+  try {
+    channel = await connection.createChannel();
+    for (const queue of queues) await channel.purgeQueue(queue);
+  } finally {
+    await closeQuietly(connection, channel);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing.
+
+/** Resolves true when `check` holds, false after `timeoutMs`. */
+export async function poll(check: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 5): Promise<boolean> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return true;
+    if (performance.now() > deadline) return false;
+    await sleep(everyMs);
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${(ms / 1000).toFixed(0)} s: ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Process CPU time, user + system, µs. */
+export function cpuNow(): number {
+  const usage = process.cpuUsage();
+  return usage.user + usage.system;
+}
+
+/** performance.now() (ms) -> the monotonic clock of process.hrtime and of V8 CPU profiles (µs). */
+const HR_OFFSET_US = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000;
+export function toHrUs(perfMs: number): number {
+  return Math.round(perfMs * 1000 + HR_OFFSET_US);
+}
+
+export interface Mark {
+  /** performance.now() */
+  at: number;
+  /** cpuNow() */
+  cpu: number;
+}
+
+/**
+ * Waits until `done()` reaches `n` (polled every 5 ms; the same for both sides), failing when
+ * `failed` rejects first or the round takes longer than the round timeout.
+ * @returns the time and CPU when the count was seen.
+ */
+export async function waitDone(ctx: BenchContext, what: string, n: number, done: () => number, failed?: Promise<Error>): Promise<Mark> {
+  const end: Mark = { at: 0, cpu: 0 };
+  const finished = (async () => {
+    const ok = await poll(() => done() >= n, ctx.opts.roundTimeoutMs, 5);
+    end.at = performance.now();
+    end.cpu = cpuNow();
+    if (!ok) {
+      throw new Error(
+        `${what} stalled: ${fmt(done())}/${fmt(n)} jobs done after ${(ctx.opts.roundTimeoutMs / 1000).toFixed(0)} s (raise --timeout if the machine is just slow)`,
+      );
+    }
+  })();
+  const racers: Promise<void>[] = [finished];
+  if (failed) racers.push(failed.then((err) => Promise.reject(new Error(`${what} failed: ${err.message}`))));
+  await Promise.race(racers);
+  return end;
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+export function fmt(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+export function progress(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+/** One measured round. */
+export interface Round {
+  side: 'baseline' | 'stagecoach';
+  jobs: number;
+  seconds: number;
+  jobsPerSecond: number;
+  /** CPU time of this (Node) process per job, µs: the client's cost, whatever the broker does. */
+  cpuUsPerJob: number;
+  /** The round on the clock of V8 CPU profiles (µs), for bench/profile.ts. */
+  windowUs: [number, number];
+}
+
+export interface ThroughputResult {
+  scenario: string;
+  detail: string;
+  /** Median jobs/s. */
+  baseline: number;
+  stagecoach: number;
+  /** stagecoach / baseline. */
+  ratio: number;
+  /** Median client CPU µs per job. */
+  baselineCpuUsPerJob: number;
+  stagecoachCpuUsPerJob: number;
+  rounds: Round[];
+}
+
+export function summarise(scenario: string, detail: string, rounds: Round[]): ThroughputResult {
+  const of = (side: Round['side'], key: 'jobsPerSecond' | 'cpuUsPerJob'): number =>
+    median(rounds.filter((r) => r.side === side).map((r) => r[key]));
+  const baseline = of('baseline', 'jobsPerSecond');
+  const stagecoach = of('stagecoach', 'jobsPerSecond');
+  return {
+    scenario,
+    detail,
+    baseline,
+    stagecoach,
+    ratio: stagecoach / baseline,
+    baselineCpuUsPerJob: of('baseline', 'cpuUsPerJob'),
+    stagecoachCpuUsPerJob: of('stagecoach', 'cpuUsPerJob'),
+    rounds,
+  };
+}
+
+export function round(side: Round['side'], jobs: number, start: Mark, end: Mark): Round {
+  const seconds = (end.at - start.at) / 1000;
+  const result: Round = {
+    side,
+    jobs,
+    seconds,
+    jobsPerSecond: jobs / seconds,
+    cpuUsPerJob: (end.cpu - start.cpu) / jobs,
+    windowUs: [toHrUs(start.at), toHrUs(end.at)],
+  };
+  progress(
+    `    ${side.padEnd(10)} ${fmt(jobs)} jobs in ${seconds.toFixed(2)} s = ${fmt(result.jobsPerSecond).padStart(6)} jobs/s, ` +
+      `client CPU ${result.cpuUsPerJob.toFixed(0)} µs/job (${((100 * (end.cpu - start.cpu)) / 1e6 / seconds).toFixed(0)}% of a core)`,
+  );
+  return result;
+}

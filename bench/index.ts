@@ -1,0 +1,181 @@
+/**
+ * `npm run bench`: stagecoach against hand-written amqplib, in the same run against the same
+ * broker. Scenarios: publish, relay, pipeline (throughput, baseline and stagecoach rounds
+ * alternated, the median reported) and memory (a stage's peak RSS with a small and a large
+ * backlog waiting). Everything is declared under a random prefix and deleted at the end, on
+ * failure and on SIGINT/SIGTERM too. See bench/README.md.
+ */
+import os from 'node:os';
+import {
+  createLogger,
+  declareTopology,
+  loadAllStages,
+  provisionTopology,
+  BrokerNames,
+  type CompiledConfig,
+  type StageMetadata,
+} from '../src/index.js';
+import { teardown } from '../src/testing/index.js';
+import {
+  benchConfig,
+  bodySize,
+  fmt,
+  parseOptions,
+  progress,
+  withTimeout,
+  type BenchContext,
+  type BenchOptions,
+  type ThroughputResult,
+} from './common.js';
+import { benchMemory, children, type MemoryResult } from './memory.js';
+import { benchPipeline, benchPublish, benchRelay } from './throughput.js';
+
+let cleanup: (() => Promise<void>) | undefined;
+let interrupted = false;
+
+async function main(): Promise<number> {
+  let opts: BenchOptions;
+  try {
+    opts = parseOptions(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message}\n(--help for the options)\n`);
+    return 2;
+  }
+  const { raw, source, config } = benchConfig(opts);
+  const log = createLogger({ component: 'bench' }, process.env.LOG_LEVEL ?? 'warn');
+  const loaded = await loadAllStages(config);
+  const metas: StageMetadata[] = loaded.map((s) => s.metadata);
+  const ctx: BenchContext = {
+    opts,
+    config,
+    raw,
+    source,
+    names: new BrokerNames(config.prefix),
+    stages: new Map(loaded.map((s) => [s.metadata.name, s])),
+    log,
+  };
+  let cleaning: Promise<void> | undefined;
+  // One teardown, awaited by whoever asks (the normal end, a failure, a signal).
+  cleanup = () =>
+    (cleaning ??= (async () => {
+      for (const child of children) child.kill('SIGKILL');
+      progress(`cleaning up: deleting every queue and exchange under prefix ${config.prefix}`);
+      await withTimeout(teardown(config, metas), 60_000, 'teardown').catch((err: Error) =>
+        progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}." by hand`),
+      );
+    })());
+
+  const size = bodySize(opts.size);
+  if (size !== opts.size) progress(`bench: --size ${opts.size} is below the bare envelope's size; jobs are ${size} B`);
+  const started = performance.now();
+  const loadBefore = os.loadavg();
+  progress(
+    `stagecoach bench: prefix ${config.prefix}, ${size} B jobs, prefetch ${opts.prefetch}, ${fmt(opts.jobs)} jobs (pipeline ${fmt(opts.pipelineJobs)}), ` +
+      `${opts.rounds} rounds per side, ${os.cpus().length} CPUs, node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`,
+  );
+  const results: { throughput: ThroughputResult[]; memory?: MemoryResult } = { throughput: [] };
+  try {
+    await withTimeout(declareTopology(config, provisionTopology(config, metas), log), 60_000, 'declaring the topology');
+    if (opts.only.has('publish')) results.throughput.push(await benchPublish(ctx));
+    if (opts.only.has('relay')) results.throughput.push(await benchRelay(ctx));
+    if (opts.only.has('pipeline')) results.throughput.push(await benchPipeline(ctx));
+    if (opts.only.has('memory')) results.memory = await benchMemory(ctx);
+  } catch (err) {
+    if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);
+    await cleanup();
+    return interrupted ? 130 : 1;
+  }
+  await cleanup();
+  const seconds = (performance.now() - started) / 1000;
+  const loadAfter = os.loadavg();
+  const table = renderTable(results, opts, config, size);
+  if (opts.json) {
+    process.stderr.write(table);
+    process.stdout.write(
+      `${JSON.stringify({ options: { ...opts, only: [...opts.only] }, prefix: config.prefix, bodyBytes: size, seconds, loadavg: { before: loadBefore, after: loadAfter }, ...results }, null, 2)}\n`,
+    );
+  } else {
+    process.stdout.write(table);
+  }
+  progress(
+    `done in ${seconds.toFixed(0)} s; load average now ${loadAfter.map((l) => l.toFixed(2)).join(' ')} (other processes on the machine skew the numbers)`,
+  );
+  return 0;
+}
+
+function renderTable(
+  results: { throughput: ThroughputResult[]; memory?: MemoryResult },
+  opts: BenchOptions,
+  config: CompiledConfig,
+  size: number,
+): string {
+  const lines: string[] = [];
+  lines.push('');
+  lines.push(
+    `${size} B JSON jobs, persistent, publisher confirms, input acked after output confirm; prefetch ${opts.prefetch}; median of ${opts.rounds} rounds`,
+  );
+  if (results.throughput.length > 0) {
+    const rows = [['scenario', 'detail', 'baseline jobs/s', 'stagecoach jobs/s', 'ratio', 'client CPU µs/job base / sc']];
+    for (const r of results.throughput) {
+      rows.push([
+        r.scenario,
+        r.detail,
+        fmt(r.baseline),
+        fmt(r.stagecoach),
+        r.ratio.toFixed(2),
+        `${r.baselineCpuUsPerJob.toFixed(0)} / ${r.stagecoachCpuUsPerJob.toFixed(0)}`,
+      ]);
+    }
+    lines.push(...grid(rows, [false, false, true, true, true, true]));
+  }
+  if (results.memory) {
+    const m = results.memory;
+    const rows = [
+      ['memory', 'backlog', 'held', 'peak RSS MiB', 'RSS holding MiB', 'heap MiB'],
+      ...[m.small, m.large].map((s) => [
+        'stage',
+        fmt(s.backlog),
+        fmt(s.held),
+        s.peakRssMiB.toFixed(1),
+        s.sampledRssMiB.toFixed(1),
+        s.heapUsedMiB.toFixed(1),
+      ]),
+      [
+        'ratio',
+        `${fmt(m.large.backlog)}/${fmt(m.small.backlog)}`,
+        '',
+        m.ratio.toFixed(2),
+        (m.large.sampledRssMiB / m.small.sampledRssMiB).toFixed(2),
+        (m.large.heapUsedMiB / m.small.heapUsedMiB).toFixed(2),
+      ],
+    ];
+    lines.push('');
+    lines.push(...grid(rows, [false, true, true, true, true, true]));
+  }
+  lines.push(`(ratio = stagecoach / baseline; memory ratio = large backlog / small backlog; prefix ${config.prefix})`);
+  lines.push('');
+  return `${lines.join('\n')}\n`;
+}
+
+function grid(rows: string[][], right: boolean[]): string[] {
+  const widths = (rows[0] as string[]).map((_, i) => Math.max(...rows.map((row) => (row[i] ?? '').length)));
+  const line = (row: string[]): string =>
+    row.map((cell, i) => (right[i] ? cell.padStart(widths[i] as number) : cell.padEnd(widths[i] as number))).join('  ');
+  return [line(rows[0] as string[]), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)];
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    progress(`bench: ${signal}, cleaning up (again to quit at once)`);
+    void (cleanup?.() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
+}
+
+main()
+  .then((code) => process.exit(code))
+  .catch((err: unknown) => {
+    progress(`bench: ${(err as Error).stack ?? String(err)}`);
+    void (cleanup?.() ?? Promise.resolve()).finally(() => process.exit(1));
+  });
