@@ -42,6 +42,8 @@ export class StageMetrics {
 
   private readonly log: Logger | undefined;
   private readonly instances = new Map<string, BoundInstance>();
+  /** Every deferred count of every instance: flushed into prom-client when it collects. */
+  private readonly deferred: Deferred[] = [];
   private readonly errorTypes = new Set<string>();
   private readonly maxErrorTypes: number;
   private readonly queueDepthTimeoutMs: number;
@@ -61,8 +63,10 @@ export class StageMetrics {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
 
     const registers = [this.registry];
+    // prom-client calls collect() on each metric when scraped: the deferred counts land first.
+    const collect = (): void => this.flush();
     const counter = <L extends string>(name: string, help: string, extra: readonly L[] = []): Counter<StageLabelName | L> =>
-      new Counter({ name, help, labelNames: [...STAGE_LABELS, ...extra], registers });
+      new Counter({ name, help, labelNames: [...STAGE_LABELS, ...extra], registers, collect });
 
     this.families = {
       consumed: counter('stagecoach_jobs_consumed_total', 'Deliveries taken from the input queue and handed to the stage.'),
@@ -83,6 +87,7 @@ export class StageMetrics {
         labelNames: [...STAGE_LABELS, 'outcome'],
         buckets: [...DURATION_BUCKETS],
         registers,
+        collect,
       }),
     };
     this.queueDepth = new Gauge({
@@ -100,6 +105,11 @@ export class StageMetrics {
       help: 'Times the broker connection was re-established after a loss.',
       registers,
     });
+  }
+
+  /** Hands every count kept since the last scrape to prom-client. */
+  flush(): void {
+    for (const deferred of this.deferred) deferred.flush();
   }
 
   /** The content type of {@link text}: the Prometheus text exposition format. */
@@ -122,7 +132,9 @@ export class StageMetrics {
     const key = `${labels.stage}\0${labels.queue}\0${tenant}`;
     let bound = this.instances.get(key);
     if (bound === undefined) {
-      bound = new BoundInstance(this.families, (type) => this.errorTypeLabel(type), { stage: labels.stage, queue: labels.queue, tenant });
+      bound = new BoundInstance(this.families, (type) => this.errorTypeLabel(type), { stage: labels.stage, queue: labels.queue, tenant }, (d) =>
+        this.deferred.push(d),
+      );
       this.instances.set(key, bound);
     }
     for (const output of labels.outputs ?? []) bound.publishedChild(output);
@@ -257,6 +269,39 @@ interface Observe {
   observe(value: number): void;
 }
 
+/**
+ * Counts on the hot path in a plain number and hands the total to prom-client at scrape time:
+ * prom-client hashes the label set on every `inc()` of a child, which costs microseconds a job.
+ */
+class DeferredInc implements Inc {
+  private pending = 0;
+  constructor(private readonly child: Inc) {}
+  inc(value = 1): void {
+    this.pending += value;
+  }
+  flush(): void {
+    if (this.pending === 0) return;
+    this.child.inc(this.pending);
+    this.pending = 0;
+  }
+}
+
+/** Observations kept until the scrape (or until a few thousand wait), for the same reason. */
+class DeferredObserve implements Observe {
+  private readonly pending: number[] = [];
+  constructor(private readonly child: Observe) {}
+  observe(value: number): void {
+    this.pending.push(value);
+    if (this.pending.length >= 4096) this.flush();
+  }
+  flush(): void {
+    for (const value of this.pending) this.child.observe(value);
+    this.pending.length = 0;
+  }
+}
+
+type Deferred = DeferredInc | DeferredObserve;
+
 const STAGE_LABELS: readonly StageLabelName[] = ['stage', 'queue', 'tenant'];
 const OTHER_ERROR_TYPE = 'other';
 
@@ -296,10 +341,11 @@ class BoundInstance implements InstanceMetrics {
     private readonly families: Families,
     private readonly errorTypeLabel: (errorType: string | undefined) => string,
     private readonly labels: StageLabelValues,
+    private readonly track: (deferred: Deferred) => void,
   ) {
     const start = (c: Counter<StageLabelName>): Inc => {
       c.inc(labels, 0);
-      return c.labels(labels);
+      return this.defer(c.labels(labels));
     };
     this.consumedChild = start(families.consumed);
     this.completedChild = start(families.completed);
@@ -311,8 +357,19 @@ class BoundInstance implements InstanceMetrics {
     const failed = { ...labels, outcome: 'failed' };
     families.duration.zero(completed);
     families.duration.zero(failed);
-    this.completedDuration = families.duration.labels(completed);
-    this.failedDuration = families.duration.labels(failed);
+    const observe = (child: Observe): Observe => {
+      const deferred = new DeferredObserve(child);
+      track(deferred);
+      return deferred;
+    };
+    this.completedDuration = observe(families.duration.labels(completed));
+    this.failedDuration = observe(families.duration.labels(failed));
+  }
+
+  private defer(child: Inc): Inc {
+    const deferred = new DeferredInc(child);
+    this.track(deferred);
+    return deferred;
   }
 
   consumed(): void {
@@ -329,7 +386,7 @@ class BoundInstance implements InstanceMetrics {
     const type = this.errorTypeLabel(errorType);
     let child = this.failedByType.get(type);
     if (child === undefined) {
-      child = this.families.failed.labels({ ...this.labels, error_type: type });
+      child = this.defer(this.families.failed.labels({ ...this.labels, error_type: type }));
       this.failedByType.set(type, child);
     }
     child.inc();
@@ -362,7 +419,7 @@ class BoundInstance implements InstanceMetrics {
     if (child === undefined) {
       const labels = { ...this.labels, output };
       this.families.published.inc(labels, 0);
-      child = this.families.published.labels(labels);
+      child = this.defer(this.families.published.labels(labels));
       this.publishedByOutput.set(output, child);
     }
     return child;

@@ -1,4 +1,4 @@
-import type { Channel, ConsumeMessage } from 'amqplib';
+import type { ConsumeMessage } from 'amqplib';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
@@ -12,6 +12,7 @@ import { decideFailure } from '../retry/failure-decision.js';
 import { resolveRetryPolicy } from '../retry/retry-policy.js';
 import { delayRoutingKey } from '../topology/delay-topology.js';
 import { BrokerNames } from '../topology/names.js';
+import type { Settler } from './consumer-source.js';
 import { DeadLetters, toJobError } from './dead-letters.js';
 
 export interface FailureStats {
@@ -73,7 +74,7 @@ export class FailureHandler {
    * Never throws: a failure to settle leaves the delivery to the broker.
    * @param queue the physical queue the delivery came from: a retry returns to it.
    */
-  async fail(channel: Channel, message: ConsumeMessage, job: Job | undefined, thrown: unknown, queue: string): Promise<void> {
+  async fail(settler: Settler, message: ConsumeMessage, job: Job | undefined, thrown: unknown, queue: string): Promise<void> {
     const error = toJobError(thrown);
     try {
       if (job === undefined) {
@@ -96,7 +97,7 @@ export class FailureHandler {
           this.options.metrics.discarded();
         }
       }
-      channel.ack(message);
+      settler.ack(message);
       this.options.metrics.acked();
     } catch (err) {
       // Publishing the retry or dead letter failed. A lost channel is transient: the job goes
@@ -112,7 +113,7 @@ export class FailureHandler {
         },
       );
       try {
-        channel.nack(message, false, transient);
+        settler.nack(message, transient);
       } catch {
         // The channel is gone: the broker redelivers the message, which then counts as a crash.
       }
@@ -124,16 +125,16 @@ export class FailureHandler {
    * ladder with no delay, so that it does not come back flagged as redelivered (which would
    * count as a crash).
    */
-  async giveBack(channel: Channel, message: ConsumeMessage, queue: string): Promise<void> {
+  async giveBack(settler: Settler, message: ConsumeMessage, queue: string): Promise<void> {
     try {
       await this.options.publisher.publish(this.names.retry, delayRoutingKey(0, queue), message.content, {
         ...message.properties,
         headers: cleanHeaders(message),
       });
-      channel.ack(message);
+      settler.ack(message);
     } catch {
       try {
-        channel.nack(message, false, true);
+        settler.nack(message, true);
       } catch {
         // Channel gone: the broker requeues it anyway.
       }
@@ -144,14 +145,14 @@ export class FailureHandler {
    * Moves a job redelivered from the main queue to the suspect queue, its crashed attempt
    * counted, without judging it: it may only have been prefetched by the process that died.
    */
-  async suspect(channel: Channel, message: ConsumeMessage, job: Job, suspectQueue: string): Promise<void> {
+  async suspect(settler: Settler, message: ConsumeMessage, job: Job, suspectQueue: string): Promise<void> {
     const error = { type: 'POISON', message: `attempt ${job.attempt} was redelivered: the process handling it died` };
     try {
       await this.retry(message, job, job.attempt + 1, delayRoutingKey(0, suspectQueue), error);
-      channel.ack(message);
+      settler.ack(message);
     } catch {
       try {
-        channel.nack(message, false, true);
+        settler.nack(message, true);
       } catch {
         // Channel gone: the broker redelivers it.
       }

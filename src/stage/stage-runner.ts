@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Channel, ConsumeMessage } from 'amqplib';
+import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
@@ -16,6 +16,7 @@ import type { ControlMessage } from './control-listener.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { inJobSpan } from '../observability/tracing.js';
 import { toJobError } from './dead-letters.js';
+import { ConsumerSource } from './consumer-source.js';
 import { FailureHandler } from './failure-handler.js';
 import { createThreadedHandler, type ThreadedHandler } from './threads/threaded-handler.js';
 import { JobContext } from './job-context.js';
@@ -93,10 +94,10 @@ export class StageRunner extends EventEmitter {
   private readonly metrics: InstanceMetrics;
   private readonly input: ResolvedQueueConfig;
   private readonly suspectQueue: string;
-  private readonly waiting: Array<{ message: ConsumeMessage; source: Source }> = [];
-  private readonly sources: Source[] = [];
+  private readonly waiting: Array<{ message: ConsumeMessage; source: ConsumerSource }> = [];
+  private readonly sources: ConsumerSource[] = [];
   /** Sources whose consumer was cancelled: each closes once its last job in flight settles. */
-  private readonly retired = new Set<Source>();
+  private readonly retired = new Set<ConsumerSource>();
   private inFlight = 0;
   private current: RunnerState = 'starting';
   private connection: AmqpConnection | undefined;
@@ -220,7 +221,7 @@ export class StageRunner extends EventEmitter {
     this.publisher = undefined;
     void publisher?.close();
     for (const source of [...this.sources.splice(0), ...this.retired]) {
-      source.closed = true;
+      source.abandon();
       source.channel.close().catch(() => undefined);
     }
     this.retired.clear();
@@ -267,7 +268,10 @@ export class StageRunner extends EventEmitter {
     // A grace period that ran out is not granted twice: the threads end now.
     await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.(drained ? undefined : 0);
     // After a grace period that ran out, closing hands the unfinished deliveries back.
-    for (const source of this.retired) await source.channel.close().catch(() => undefined);
+    for (const source of this.retired) {
+      source.flush();
+      await source.channel.close().catch(() => undefined);
+    }
     this.retired.clear();
     this.options.log.info('stage stopped', { queue: this.queue, drained, ...this.stats });
     return drained;
@@ -309,13 +313,15 @@ export class StageRunner extends EventEmitter {
     // Deliveries not yet started go back to their queue for another instance, unflagged.
     const unstarted = this.waiting.splice(0);
     const failures = this.failures;
-    if (failures) await Promise.all(unstarted.map(({ message, source }) => failures.giveBack(source.channel, message, source.queue)));
+    if (failures) await Promise.all(unstarted.map(({ message, source }) => failures.giveBack(source, message, source.queue)));
     for (const source of sources) this.closeIfDone(source);
   }
 
-  private closeIfDone(source: Source): void {
+  private closeIfDone(source: ConsumerSource): void {
     if (source.inFlight > 0 || !this.retired.has(source)) return;
     this.retired.delete(source);
+    // Acknowledgements still gathered go out before the channel closes.
+    source.flush();
     source.closed = true;
     source.channel.close().catch(() => undefined);
   }
@@ -331,14 +337,14 @@ export class StageRunner extends EventEmitter {
     });
   }
 
-  private async consume(connection: AmqpConnection, queue: string, kind: Source['kind'], prefetch: number): Promise<void> {
+  private async consume(connection: AmqpConnection, queue: string, kind: ConsumerSource['kind'], prefetch: number): Promise<void> {
     const channel = await connection.createChannel();
-    const source: Source = { kind, queue, channel, consumerTag: undefined, closed: false, inFlight: 0 };
+    const source = new ConsumerSource(kind, queue, channel);
     this.sources.push(source);
     channel.on('error', (err: Error) => this.options.log.error('consumer channel error', { queue, err: err.message }));
     channel.on('close', () => {
       const expected = source.closed;
-      source.closed = true;
+      source.abandon();
       if (!expected) this.onChannelLost(connection, queue);
     });
     await channel.prefetch(prefetch);
@@ -364,12 +370,12 @@ export class StageRunner extends EventEmitter {
     }, 1000);
   }
 
-  private onDelivery(message: ConsumeMessage | null, source: Source): void {
+  private onDelivery(message: ConsumeMessage | null, source: ConsumerSource): void {
     if (message === null) {
       // The broker cancelled the consumer (its queue was deleted): declare it again and resume.
       this.options.log.warn('consumer cancelled by the broker', { queue: source.queue });
       source.consumerTag = undefined;
-      source.closed = true;
+      source.abandon();
       const at = this.sources.indexOf(source);
       if (at >= 0) this.sources.splice(at, 1);
       this.retired.add(source);
@@ -377,6 +383,7 @@ export class StageRunner extends EventEmitter {
       if (this.connection) this.onChannelLost(this.connection, source.queue);
       return;
     }
+    source.delivered(message);
     this.waiting.push({ message, source });
     this.pump();
   }
@@ -387,7 +394,7 @@ export class StageRunner extends EventEmitter {
       this.inFlight < this.settings.concurrency &&
       this.waiting.length > 0
     ) {
-      const { message, source } = this.waiting.shift() as { message: ConsumeMessage; source: Source };
+      const { message, source } = this.waiting.shift() as { message: ConsumeMessage; source: ConsumerSource };
       this.inFlight++;
       source.inFlight++;
       void this.process(message, source).finally(() => {
@@ -400,8 +407,7 @@ export class StageRunner extends EventEmitter {
     }
   }
 
-  private async process(message: ConsumeMessage, source: Source): Promise<void> {
-    const { channel } = source;
+  private async process(message: ConsumeMessage, source: ConsumerSource): Promise<void> {
     const failures = this.failures as FailureHandler;
     const meta = this.options.stage.metadata;
     let job: Job | undefined;
@@ -434,7 +440,7 @@ export class StageRunner extends EventEmitter {
         // that takes it is dead-lettered as POISON once max_attempts is reached.
         this.stats.poisonRedeliveries++;
         if (source.kind === 'main') {
-          await failures.suspect(channel, message, job, this.suspectQueue);
+          await failures.suspect(source, message, job, this.suspectQueue);
           return;
         }
         throw new StagecoachError('POISON', `attempt ${job.attempt} killed the process handling it`);
@@ -444,7 +450,7 @@ export class StageRunner extends EventEmitter {
       const ctx = await inJobSpan(meta.name, this.queue, current, decoded.headers, () => this.runHandler(current, decoded.headers));
       const seconds = (performance.now() - began) / 1000;
       this.stats.emitted += await ctx.settle();
-      channel.ack(message);
+      source.ack(message);
       this.metrics.completed(seconds);
       this.metrics.acked();
       this.stats.completed++;
@@ -456,7 +462,7 @@ export class StageRunner extends EventEmitter {
         this.options.log.debug('delivery abandoned with its channel', { queue: source.queue, job_id: job?.id });
         return;
       }
-      await failures.fail(channel, message, job, err, source.queue);
+      await failures.fail(source, message, job, err, source.queue);
     }
   }
 
@@ -493,17 +499,6 @@ export class StageRunner extends EventEmitter {
     }
     return ctx;
   }
-}
-
-/** A queue the runner consumes: its input, or the input's suspect queue. */
-interface Source {
-  kind: 'main' | 'suspect';
-  queue: string;
-  channel: Channel;
-  consumerTag: string | undefined;
-  /** Closed, or closing on purpose: a 'close' event then is not a fault. */
-  closed: boolean;
-  inFlight: number;
 }
 
 const closedConnections = new WeakSet<AmqpConnection>();
