@@ -41,10 +41,11 @@ export class ConfirmPublisher {
     return this.closed === undefined;
   }
 
-  async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
-    if (this.drained) await this.drained;
+  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
+    // Not async: while the channel is not saturated, a publish costs one promise.
+    if (this.drained) return this.drained.then(() => this.publish(exchange, routingKey, content, options));
     if (this.closed) {
-      throw new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey, true);
+      return Promise.reject(new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey, true));
     }
     return new Promise<void>((resolve, reject) => {
       const ok = this.channel.publish(exchange, routingKey, content, options, (err: unknown) => {

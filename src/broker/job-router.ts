@@ -48,10 +48,15 @@ export class JobRouter implements JobSink {
     private readonly publisher: ConfirmPublisher,
   ) {}
 
-  async send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
-    const route = routeFor(this.config, job);
-    const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
-    await this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+  /** Not async on purpose: one promise per job on the hot path, the publisher's. */
+  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
+    try {
+      const route = routeFor(this.config, job);
+      const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
+      return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   /** Publishes to an exact exchange and routing key (dead letters, replays). */

@@ -19,14 +19,26 @@ const headerGetter = {
   keys: (carrier: Record<string, unknown>): string[] => Object.keys(carrier),
 };
 
+/**
+ * Whether an SDK is registered: the global provider is a proxy whose delegate stays the no-op
+ * provider until an SDK sets one. Checked per job so that an SDK registered late still counts.
+ */
+function sdkRegistered(): boolean {
+  const provider = trace.getTracerProvider() as { getDelegate?: () => { constructor: { name: string } } };
+  const delegate = provider.getDelegate?.();
+  return delegate !== undefined && delegate.constructor.name !== 'NoopTracerProvider';
+}
+
 /** Runs `fn` inside a span for `job`, whose parent is the trace the job arrived with. */
-export async function inJobSpan<T>(
+export function inJobSpan<T>(
   stage: string,
   queue: string,
   job: Job,
   headers: Record<string, unknown>,
   fn: () => Promise<T>,
 ): Promise<T> {
+  // The hot path without an SDK: no context, no span, no attributes object.
+  if (!sdkRegistered()) return fn();
   const parent: Context = propagation.extract(ROOT_CONTEXT, headers, headerGetter);
   return tracer.startActiveSpan(
     `${stage} process`,

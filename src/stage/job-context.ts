@@ -59,6 +59,12 @@ export class JobContext implements StageContext {
    * @throws the first emit failure: the input must then not be acknowledged as done.
    */
   async settle(): Promise<number> {
+    if (this.pending.length === 1) {
+      // The common case: one emit, no results array.
+      this.closed = true;
+      await this.pending[0];
+      return 1;
+    }
     const results = await Promise.allSettled(this.pending);
     this.closed = true;
     const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
