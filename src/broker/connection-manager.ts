@@ -65,6 +65,11 @@ export class ConnectionManager extends EventEmitter {
 
   private async connect(): Promise<AmqpConnection> {
     const connection = await openConnection(this.config, this.log, this.name);
+    if (this.closing) {
+      // close() was called while this attempt was under way: nobody wants this connection.
+      await connection.close().catch(() => undefined);
+      throw new Error('connection manager closed');
+    }
     this.attempts = 0;
     this.connections++;
     this.current = connection;

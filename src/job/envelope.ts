@@ -70,11 +70,10 @@ export function parseEnvelope(body: unknown): Job {
     job.timeout === undefined || (typeof job.timeout === 'number' && job.timeout > 0),
     '"timeout" must be a positive number of seconds',
   );
-  return {
-    ...(job as unknown as Job),
-    specversion: typeof job.specversion === 'string' ? job.specversion : SPEC_VERSION,
-    meta: (job.meta as Record<string, unknown> | undefined) ?? {},
-    attempt: (job.attempt as number | undefined) ?? 1,
-    created_at: typeof job.created_at === 'string' ? job.created_at : new Date().toISOString(),
-  };
+  // Completed in place: the parsed body is ours, and a copy per delivery is garbage per job.
+  if (typeof job.specversion !== 'string') job.specversion = SPEC_VERSION;
+  job.meta ??= {};
+  job.attempt ??= 1;
+  if (typeof job.created_at !== 'string') job.created_at = new Date().toISOString();
+  return job as unknown as Job;
 }

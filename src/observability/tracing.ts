@@ -23,7 +23,7 @@ const headerGetter = {
  * Whether an SDK is registered: the global provider is a proxy whose delegate stays the no-op
  * provider until an SDK sets one. Checked per job so that an SDK registered late still counts.
  */
-function sdkRegistered(): boolean {
+export function sdkRegistered(): boolean {
   const provider = trace.getTracerProvider() as { getDelegate?: () => { constructor: { name: string } } };
   const delegate = provider.getDelegate?.();
   return delegate !== undefined && delegate.constructor.name !== 'NoopTracerProvider';

@@ -182,6 +182,7 @@ export class StageGroup {
   }
 
   private async reattach(connection: AmqpConnection): Promise<void> {
+    if (this.stopping) return;
     try {
       await this.declare();
       for (const runner of this.runners) await runner.attach(connection);

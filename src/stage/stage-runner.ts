@@ -14,7 +14,7 @@ import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { ControlMessage } from './control-listener.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
-import { inJobSpan } from '../observability/tracing.js';
+import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
 import { toJobError } from './dead-letters.js';
 import { ConsumerSource } from './consumer-source.js';
 import { FailureHandler } from './failure-handler.js';
@@ -397,16 +397,11 @@ export class StageRunner extends EventEmitter {
       const { message, source } = this.waiting.shift() as { message: ConsumeMessage; source: ConsumerSource };
       this.inFlight++;
       source.inFlight++;
-      void this.process(message, source).finally(() => {
-        this.inFlight--;
-        source.inFlight--;
-        this.closeIfDone(source);
-        if (this.inFlight === 0) this.idle?.();
-        this.pump();
-      });
+      void this.process(message, source);
     }
   }
 
+  /** Settles one delivery; never rejects. Frees its slot and starts the next delivery when done. */
   private async process(message: ConsumeMessage, source: ConsumerSource): Promise<void> {
     const failures = this.failures as FailureHandler;
     const meta = this.options.stage.metadata;
@@ -447,7 +442,9 @@ export class StageRunner extends EventEmitter {
       }
       began = performance.now();
       const current = job;
-      const ctx = await inJobSpan(meta.name, this.queue, current, decoded.headers, () => this.runHandler(current, decoded.headers));
+      const ctx = sdkRegistered()
+        ? await inJobSpan(meta.name, this.queue, current, decoded.headers, () => this.runHandler(current, decoded.headers))
+        : await this.runHandler(current, decoded.headers);
       const seconds = (performance.now() - began) / 1000;
       this.stats.emitted += await ctx.settle();
       source.ack(message);
@@ -463,6 +460,12 @@ export class StageRunner extends EventEmitter {
         return;
       }
       await failures.fail(source, message, job, err, source.queue);
+    } finally {
+      this.inFlight--;
+      source.inFlight--;
+      this.closeIfDone(source);
+      if (this.inFlight === 0) this.idle?.();
+      this.pump();
     }
   }
 
