@@ -29,5 +29,12 @@ export function queueFor(config: CompiledConfig, name: string, usedBy = 'a stage
   if (config.strict_queues) {
     throw new ConfigError(config.source, `queues.${name}`, `a configured queue (strict_queues is on and ${usedBy} uses "${name}")`);
   }
-  return { ...config.defaultQueue, name, configured: false };
+  let implicit = implicitQueues.get(config);
+  if (!implicit) implicitQueues.set(config, (implicit = new Map()));
+  let queue = implicit.get(name);
+  if (!queue) implicit.set(name, (queue = { ...config.defaultQueue, name, configured: false }));
+  return queue;
 }
+
+/** Implicit queues resolved once per configuration: routing asks for them on every emit. */
+const implicitQueues = new WeakMap<CompiledConfig, Map<string, ResolvedQueueConfig>>();

@@ -1,6 +1,6 @@
-import { v7 as uuidv7 } from 'uuid';
 import { InvalidPayloadError } from '../errors/errors.js';
 import { validateRetryPolicy } from '../retry/retry-policy.js';
+import { uuidv7 } from './uuid-v7.js';
 import type { Job, JobSpec } from './job.types.js';
 
 export const SPEC_VERSION = '1.0.0-rc.1';

@@ -8,6 +8,8 @@ import { traceparentForEmit } from '../observability/tracing.js';
 import type { Logger } from '../logging/logger.js';
 import type { StageContext } from './stage.types.js';
 
+function ignore(): void {}
+
 /**
  * The context of one delivery. Lifecycle: created before `handle()`, `settle()`d after it,
  * then closed; `emit()` after that is an error because the input may already be acknowledged.
@@ -50,7 +52,7 @@ export class JobContext implements StageContext {
     const sent = this.send(output, spec);
     this.pending.push(sent);
     // settle() reports the failure; this keeps an un-awaited emit from crashing the process.
-    sent.catch(() => undefined);
+    sent.catch(ignore);
     return sent;
   }
 
@@ -82,15 +84,8 @@ export class JobContext implements StageContext {
       throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}" emitted to "${output}" after its handler returned`);
     }
     if (!this.outputs.includes(output)) throw new UnknownOutputError(this.stage, output, this.outputs);
-    const job = createJob(spec, {
-      queue: output,
-      parentId: this.job.id,
-      ...(this.job.tenant === undefined ? {} : { tenant: this.job.tenant }),
-    });
-    await this.sink.send(job, {
-      traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]),
-      ...(spec.headers === undefined ? {} : { headers: spec.headers }),
-    });
+    const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant });
+    await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
     this.onPublished?.(output);
     return job.id;
   }

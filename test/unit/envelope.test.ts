@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { InvalidPayloadError } from '../../src/errors/errors.js';
 import { fromWire, toWire } from '../../src/job/amqp-mapping.js';
 import { createJob, JOB_CONTENT_TYPE } from '../../src/job/envelope.js';
+import { createUuidV7 } from '../../src/job/uuid-v7.js';
 import { childTraceparent } from '../../src/job/trace-context.js';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -85,5 +86,26 @@ describe('job envelope and AMQP mapping', () => {
     expect(child).to.match(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
     expect(child).not.to.equal(parent);
     expect(childTraceparent('garbage')).to.match(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+  });
+});
+
+describe('UUIDv7', () => {
+  it('writes version 7 and the RFC 9562 variant, with the millisecond timestamp first', () => {
+    const id = createUuidV7()(0x0123456789ab);
+    expect(id).to.match(UUID_V7);
+    expect(id.slice(0, 13)).to.equal('01234567-89ab');
+  });
+
+  it('keeps ids of one millisecond in creation order and never repeats one', () => {
+    const uuidv7 = createUuidV7();
+    const ids = Array.from({ length: 5000 }, () => uuidv7(1_700_000_000_000));
+    expect([...ids].sort()).to.deep.equal(ids);
+    expect(new Set(ids).size).to.equal(ids.length);
+  });
+
+  it('stays ordered when the clock steps back', () => {
+    const uuidv7 = createUuidV7();
+    const later = uuidv7(1_800_000_000_000);
+    expect(uuidv7(1_799_999_999_000) > later).to.equal(true);
   });
 });
