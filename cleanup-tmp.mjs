@@ -1,7 +1,17 @@
 import amqplib from 'amqplib';
 import { execFileSync } from 'node:child_process';
-const queues = execFileSync('rabbitmqctl', ['list_queues', '-q', 'name']).toString().split('\n').slice(1).map((s) => s.trim()).filter((n) => /^(test-|smoke\.|bench-)/.test(n));
-const exchanges = execFileSync('rabbitmqctl', ['list_exchanges', '-q', 'name']).toString().split('\n').slice(1).map((s) => s.trim()).filter((n) => /^(test-|smoke\.|bench-)/.test(n));
+const queues = execFileSync('rabbitmqctl', ['list_queues', '-q', 'name'])
+  .toString()
+  .split('\n')
+  .slice(1)
+  .map((s) => s.trim())
+  .filter((n) => /^(test-|smoke\.|bench-)/.test(n));
+const exchanges = execFileSync('rabbitmqctl', ['list_exchanges', '-q', 'name'])
+  .toString()
+  .split('\n')
+  .slice(1)
+  .map((s) => s.trim())
+  .filter((n) => /^(test-|smoke\.|bench-)/.test(n));
 const c = await amqplib.connect('amqp://guest:guest@127.0.0.1:5672/');
 const ch = await c.createChannel();
 for (const q of queues) await ch.deleteQueue(q);

@@ -132,8 +132,11 @@ export class StageMetrics {
     const key = `${labels.stage}\0${labels.queue}\0${tenant}`;
     let bound = this.instances.get(key);
     if (bound === undefined) {
-      bound = new BoundInstance(this.families, (type) => this.errorTypeLabel(type), { stage: labels.stage, queue: labels.queue, tenant }, (d) =>
-        this.deferred.push(d),
+      bound = new BoundInstance(
+        this.families,
+        (type) => this.errorTypeLabel(type),
+        { stage: labels.stage, queue: labels.queue, tenant },
+        (d) => this.deferred.push(d),
       );
       this.instances.set(key, bound);
     }

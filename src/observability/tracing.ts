@@ -30,13 +30,7 @@ export function sdkRegistered(): boolean {
 }
 
 /** Runs `fn` inside a span for `job`, whose parent is the trace the job arrived with. */
-export function inJobSpan<T>(
-  stage: string,
-  queue: string,
-  job: Job,
-  headers: Record<string, unknown>,
-  fn: () => Promise<T>,
-): Promise<T> {
+export function inJobSpan<T>(stage: string, queue: string, job: Job, headers: Record<string, unknown>, fn: () => Promise<T>): Promise<T> {
   // The hot path without an SDK: no context, no span, no attributes object.
   if (!sdkRegistered()) return fn();
   const parent: Context = propagation.extract(ROOT_CONTEXT, headers, headerGetter);

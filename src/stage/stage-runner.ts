@@ -477,12 +477,30 @@ export class StageRunner extends EventEmitter {
     const timeoutSeconds = job.timeout ?? this.input.default_timeout;
     if (timeoutSeconds === undefined) {
       // No timeout, no AbortController: the shared signal never aborts.
-      const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, NEVER_ABORTED, this.onPublished);
+      const ctx = new JobContext(
+        meta.name,
+        meta.outputs,
+        job,
+        headers,
+        this.router as JobRouter,
+        this.options.log,
+        NEVER_ABORTED,
+        this.onPublished,
+      );
       await (this.handler as StageHandler).handle(job, ctx);
       return ctx;
     }
     const controller = new AbortController();
-    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, controller.signal, this.onPublished);
+    const ctx = new JobContext(
+      meta.name,
+      meta.outputs,
+      job,
+      headers,
+      this.router as JobRouter,
+      this.options.log,
+      controller.signal,
+      this.onPublished,
+    );
     const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
