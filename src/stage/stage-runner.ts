@@ -475,32 +475,14 @@ export class StageRunner extends EventEmitter {
   private async runHandler(job: Job, headers: Record<string, unknown>): Promise<JobContext> {
     const meta = this.options.stage.metadata;
     const timeoutSeconds = job.timeout ?? this.input.default_timeout;
-    if (timeoutSeconds === undefined) {
-      // No timeout, no AbortController: the shared signal never aborts.
-      const ctx = new JobContext(
-        meta.name,
-        meta.outputs,
-        job,
-        headers,
-        this.router as JobRouter,
-        this.options.log,
-        NEVER_ABORTED,
-        this.onPublished,
-      );
+    // No timeout, no AbortController: the shared signal never aborts.
+    const controller = timeoutSeconds === undefined ? undefined : new AbortController();
+    const signal = controller?.signal ?? NEVER_ABORTED;
+    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, signal, this.onPublished);
+    if (controller === undefined || timeoutSeconds === undefined) {
       await (this.handler as StageHandler).handle(job, ctx);
       return ctx;
     }
-    const controller = new AbortController();
-    const ctx = new JobContext(
-      meta.name,
-      meta.outputs,
-      job,
-      headers,
-      this.router as JobRouter,
-      this.options.log,
-      controller.signal,
-      this.onPublished,
-    );
     const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
