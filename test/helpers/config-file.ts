@@ -11,7 +11,7 @@ import { teardown } from '../../src/testing/test-config.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { REPO_ROOT } from './cli.js';
-import { AMQP_URL } from './raw-broker.js';
+import { AMQP_URL, RawBroker } from './raw-broker.js';
 
 /** The compiled failure-stages fixture, for configuration files the CLI loads. */
 export const FAILURE_STAGES_MODULE = path.join(REPO_ROOT, 'dist/test/fixtures/failure-stages.js');
@@ -21,7 +21,9 @@ export interface ConfigFile {
   file: string;
   config: CompiledConfig;
   names: BrokerNames;
-  /** Deletes the topology of `stages` and the directory. */
+  /** A plain client to inspect the broker with. */
+  raw: RawBroker;
+  /** Closes `raw`, deletes the topology of `stages` and the directory. */
   remove(): Promise<void>;
 }
 
@@ -29,18 +31,21 @@ export interface ConfigFile {
  * A configuration file in a fresh directory, with a unique prefix and non-durable topology, for
  * tests that run the command line; the topology of `stages` is provisioned.
  */
-export async function writeConfigFile(raw: RawConfig, stages: readonly StageMetadata[], name = 'stagecoach'): Promise<ConfigFile> {
+export async function writeConfigFile(settings: RawConfig, stages: readonly StageMetadata[], name = 'stagecoach'): Promise<ConfigFile> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `stagecoach-${name}-`));
   const file = path.join(dir, 'stagecoach.json');
-  await writeFile(file, JSON.stringify({ prefix: `test-${randomBytes(4).toString('hex')}`, durable: false, ...raw }));
+  await writeFile(file, JSON.stringify({ prefix: `test-${randomBytes(4).toString('hex')}`, durable: false, ...settings }));
   const config = await loadConfig(file, { AMQP_URL });
   await declareTopology(config, provisionTopology(config, stages), createLogger({}, 'error'));
+  const raw = await RawBroker.connect(config.broker.url);
   return {
     dir,
     file,
     config,
     names: new BrokerNames(config.prefix),
+    raw,
     remove: async () => {
+      await raw.close();
       await teardown(config, stages);
       await rm(dir, { recursive: true, force: true });
     },

@@ -120,14 +120,10 @@ describe('SIGTERM drains a running stage', function () {
       stages,
       'sigterm',
     );
-    ({ file, config, names } = project);
-    raw = await RawBroker.connect(config.broker.url);
+    ({ file, config, names, raw } = project);
   });
 
-  after(async () => {
-    await raw.close();
-    await project.remove();
-  });
+  after(() => project.remove());
 
   afterEach(async () => {
     for (const q of [names.queue('work', 'acme'), names.suspectQueue('work', 'acme'), names.queue('done', 'acme')]) await raw.drain(q);

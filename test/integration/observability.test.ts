@@ -42,14 +42,10 @@ describe('health endpoints, metrics and logs of a running stage', function () {
       STAGES,
       'observability',
     );
-    ({ file, config, names } = project);
-    raw = await RawBroker.connect(config.broker.url);
+    ({ file, config, names, raw } = project);
   });
 
-  after(async () => {
-    await raw.close();
-    await project.remove();
-  });
+  after(() => project.remove());
 
   it('serves /healthz, /readyz and /metrics whose counts match the jobs processed, and logs with job fields', async () => {
     const port = await freePort();

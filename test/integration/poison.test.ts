@@ -32,14 +32,10 @@ describe('poison jobs', function () {
       stages,
       'poison',
     );
-    ({ file, config, names } = project);
-    raw = await RawBroker.connect(config.broker.url);
+    ({ file, config, names, raw } = project);
   });
 
-  after(async () => {
-    await raw.close();
-    await project.remove();
-  });
+  after(() => project.remove());
 
   it('dead-letters a job that kills its process as POISON after max_attempts deliveries, then processes the rest', async () => {
     const publisher = await Publisher.connect(config, { log: createLogger({}, 'error') });
