@@ -49,7 +49,8 @@ export interface Readiness {
  * connection drops, the group reconnects, re-declares and re-attaches every runner: consuming
  * resumes by itself. `stop()` drains the runners within the grace period, then closes the
  * connection (channels first, so no acknowledgement is lost). `terminated` resolves when a
- * `terminate` control message stopped every runner; `failed` when a runner could not start.
+ * `terminate` control message stopped every runner; `failed` when a runner cannot recover (its
+ * channel keeps failing on a live connection): `run` then exits 1 for the orchestrator to restart.
  */
 export class StageGroup {
   readonly runners: StageRunner[] = [];
@@ -79,21 +80,21 @@ export class StageGroup {
     this.manager = new ConnectionManager(config, log, `stagecoach ${names}`);
     this.control = new ControlListener(config, log, (message) => this.onControl(message));
     for (const instance of instances) {
-      this.runners.push(
-        new StageRunner({
-          config,
-          stage: instance.stage,
-          log: log.child({ stage: instance.stage.metadata.name, tenant: instance.tenant, variant: instance.variant }),
-          metrics: this.metrics.instance({
-            stage: instance.stage.metadata.name,
-            queue: instance.stage.metadata.input,
-            tenant: instance.tenant ?? '',
-            outputs: instance.stage.metadata.outputs,
-          }),
-          ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
-          ...(instance.variant === undefined ? {} : { variant: instance.variant }),
+      const runner = new StageRunner({
+        config,
+        stage: instance.stage,
+        log: log.child({ stage: instance.stage.metadata.name, tenant: instance.tenant, variant: instance.variant }),
+        metrics: this.metrics.instance({
+          stage: instance.stage.metadata.name,
+          queue: instance.stage.metadata.input,
+          tenant: instance.tenant ?? '',
+          outputs: instance.stage.metadata.outputs,
         }),
-      );
+        ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
+        ...(instance.variant === undefined ? {} : { variant: instance.variant }),
+      });
+      runner.on('fatal', (err: Error) => this.fail(err));
+      this.runners.push(runner);
     }
   }
 

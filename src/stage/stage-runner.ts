@@ -36,6 +36,9 @@ export interface StageRunnerOptions {
   metrics?: InstanceMetrics;
 }
 
+/** Failed re-attaches in a row, on a live connection, before a runner gives up. */
+const MAX_HEAL_ATTEMPTS = 5;
+
 /** The signal of jobs without a timeout. */
 const NEVER_ABORTED = new AbortController().signal;
 
@@ -83,7 +86,8 @@ export interface StageRunnerStats {
  * handler emitted, or its dead letter, has been confirmed by the broker. If the process dies
  * before that, the broker redelivers it.
  *
- * Emits 'state' (RunnerState) on every change.
+ * Emits 'state' (RunnerState) on every change, and 'fatal' (error) when healing a lost channel
+ * failed MAX_HEAL_ATTEMPTS times in a row while the connection was up.
  */
 export class StageRunner extends EventEmitter {
   readonly name: string;
@@ -102,6 +106,7 @@ export class StageRunner extends EventEmitter {
   private current: RunnerState = 'starting';
   private connection: AmqpConnection | undefined;
   private healing: NodeJS.Timeout | undefined;
+  private healFailures = 0;
   private publisher: ConfirmPublisher | undefined;
   private router: JobRouter | undefined;
   private failures: FailureHandler | undefined;
@@ -363,10 +368,20 @@ export class StageRunner extends EventEmitter {
     this.healing = setTimeout(() => {
       if (this.stopping || this.connection !== connection || !isOpen(connection)) return;
       this.options.log.warn('channel lost while connected; re-attaching', { queue: this.queue, channel: what });
-      this.attach(connection).catch((err: unknown) => {
-        this.options.log.error('re-attach failed; retrying', { queue: this.queue, err: (err as Error).message });
-        this.onChannelLost(connection, what);
-      });
+      this.attach(connection).then(
+        () => (this.healFailures = 0),
+        (err: unknown) => {
+          // A fault that survives a few tries while the broker answers (a queue declared
+          // elsewhere with other arguments, a missing permission) will not heal by itself.
+          if (++this.healFailures >= MAX_HEAL_ATTEMPTS) {
+            this.options.log.error('re-attach keeps failing; giving up', { queue: this.queue, err: (err as Error).message });
+            this.emit('fatal', err);
+            return;
+          }
+          this.options.log.error('re-attach failed; retrying', { queue: this.queue, err: (err as Error).message });
+          this.onChannelLost(connection, what);
+        },
+      );
     }, 1000);
   }
 

@@ -169,3 +169,53 @@ describe('SIGTERM drains a running stage', function () {
     expect(await raw.count(names.queue('done', 'acme'))).to.equal(0);
   });
 });
+
+describe('self-healing consumers', () => {
+  const stages = [{ name: 'flaky', input: 'work', outputs: ['done'] }];
+  let config: CompiledConfig;
+  let names: BrokerNames;
+  let loaded: LoadedStage[];
+  let group: StageGroup;
+  let raw: RawBroker;
+
+  beforeEach(async () => {
+    config = withTestConfig(
+      { tenants: ['acme'], stages: { flaky: { module: './failure-stages.js' } } },
+      path.join(here, '../fixtures/config.json'),
+    );
+    names = new BrokerNames(config.prefix);
+    loaded = (await loadAllStages(config)).filter((s) => s.metadata.name === 'flaky');
+    group = new StageGroup(config, [{ stage: loaded[0], tenant: 'acme' }], log);
+    await group.start(true);
+    raw = await RawBroker.connect(config.broker.url);
+  });
+
+  afterEach(async () => {
+    await group.stop();
+    await raw.close();
+    await teardown(config, stages);
+  });
+
+  it('declares its queue again and resumes consuming when the queue is deleted under it', async () => {
+    const admin = await (await import('amqplib')).default.connect(config.broker.url);
+    await (await admin.createChannel()).deleteQueue(names.queue('work', 'acme'));
+    await admin.close();
+    await waitFor('the queue declared again', async () => (await raw.exists(names.queue('work', 'acme'))) && group.readiness().ready);
+    const publisher = await Publisher.connect(config, { log });
+    await publisher.publish('work', { type: 'flaky', args: ['ok', 'after-delete'], tenant: 'acme' });
+    await publisher.close();
+    await waitFor('the job done', async () => (await raw.count(names.queue('done', 'acme'))) === 1);
+  });
+
+  it('gives up, and says so through `failed`, when its queue cannot be declared any more', async () => {
+    const admin = await (await import('amqplib')).default.connect(config.broker.url);
+    const channel = await admin.createChannel();
+    await channel.deleteQueue(names.queue('work', 'acme'));
+    // Someone declares it again with other arguments: every declare of ours is refused.
+    await channel.assertQueue(names.queue('work', 'acme'), { durable: false, arguments: { 'x-max-length': 1 } });
+    await admin.close();
+    const failure = await Promise.race([group.failed, new Promise<undefined>((resolve) => setTimeout(resolve, 20000, undefined))]);
+    expect(failure?.message).to.match(/PRECONDITION_FAILED|inequivalent/);
+    expect(group.readiness().ready).to.equal(false);
+  });
+});
