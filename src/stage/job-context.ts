@@ -10,6 +10,9 @@ import type { StageContext } from './stage.types.js';
 
 function ignore(): void {}
 
+/** The signal of jobs without a timeout: nothing ever aborts it. */
+const NEVER_ABORTED = new AbortController().signal;
+
 /**
  * The context of one delivery. Lifecycle: created before `handle()`, `settle()`d after it,
  * then closed; `emit()` after that is an error because the input may already be acknowledged.
@@ -18,6 +21,7 @@ export class JobContext implements StageContext {
   private readonly pending: Promise<string>[] = [];
   private closed = false;
   private logger: Logger | undefined;
+  private abortSignal: AbortSignal;
 
   constructor(
     readonly stage: string,
@@ -26,10 +30,22 @@ export class JobContext implements StageContext {
     readonly headers: Readonly<Record<string, unknown>>,
     private readonly sink: JobSink,
     private readonly baseLog: Logger,
-    readonly signal: AbortSignal = new AbortController().signal,
+    signal: AbortSignal | undefined,
     /** Called when an emitted job is confirmed (metrics). */
     private readonly onPublished?: (output: string) => void,
-  ) {}
+  ) {
+    this.abortSignal = signal ?? NEVER_ABORTED;
+  }
+
+  /** Aborted when the job runs past its timeout; a shared never-aborted signal without one. */
+  get signal(): AbortSignal {
+    return this.abortSignal;
+  }
+
+  /** The job's timeout signal (set by the invoker before `handle()` runs). */
+  useSignal(signal: AbortSignal): void {
+    this.abortSignal = signal;
+  }
 
   get tenant(): string | undefined {
     return this.job.tenant;

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { ConsumeMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { isOpen } from '../broker/connection-state.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import { JobRouter } from '../broker/job-router.js';
@@ -19,6 +20,7 @@ import { toJobError } from './dead-letters.js';
 import { ConsumerSource } from './consumer-source.js';
 import { FailureHandler } from './failure-handler.js';
 import { createThreadedHandler, type ThreadedHandler } from './threads/threaded-handler.js';
+import { invokeHandler } from './handler-invoker.js';
 import { JobContext } from './job-context.js';
 import { createStageInstance } from './stage-container.js';
 import type { LoadedStage } from './stage-loader.js';
@@ -38,9 +40,6 @@ export interface StageRunnerOptions {
 
 /** Failed re-attaches in a row, on a live connection, before a runner gives up. */
 const MAX_HEAL_ATTEMPTS = 5;
-
-/** The signal of jobs without a timeout. */
-const NEVER_ABORTED = new AbortController().signal;
 
 /** Counts nothing: for runners used without a metrics registry. */
 const NO_METRICS: InstanceMetrics = {
@@ -486,49 +485,20 @@ export class StageRunner extends EventEmitter {
 
   private readonly onPublished = (output: string): void => this.metrics.published(output);
 
-  /** Runs `handle()`, aborting it through `ctx.signal` when it outlives its timeout. */
-  private async runHandler(job: Job, headers: Record<string, unknown>): Promise<JobContext> {
+  private runHandler(job: Job, headers: Record<string, unknown>): Promise<JobContext> {
     const meta = this.options.stage.metadata;
-    const timeoutSeconds = job.timeout ?? this.input.default_timeout;
-    // No timeout, no AbortController: the shared signal never aborts.
-    const controller = timeoutSeconds === undefined ? undefined : new AbortController();
-    const signal = controller?.signal ?? NEVER_ABORTED;
-    const ctx = new JobContext(meta.name, meta.outputs, job, headers, this.router as JobRouter, this.options.log, signal, this.onPublished);
-    if (controller === undefined || timeoutSeconds === undefined) {
-      await (this.handler as StageHandler).handle(job, ctx);
-      return ctx;
-    }
-    const handled = Promise.resolve().then(() => (this.handler as StageHandler).handle(job, ctx));
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const error = new StagecoachError('HANDLER_TIMEOUT', `handler ran past its timeout of ${timeoutSeconds} s`);
-        ctx.close();
-        controller.abort(error);
-        reject(error);
-      }, timeoutSeconds * 1000);
-    });
-    // A handler that ignores the signal keeps running; its late result is dropped, not unhandled.
-    handled.catch(() => undefined);
-    try {
-      await Promise.race([handled, timedOut]);
-    } finally {
-      clearTimeout(timer);
-    }
-    return ctx;
+    const ctx = new JobContext(
+      meta.name,
+      meta.outputs,
+      job,
+      headers,
+      this.router as JobRouter,
+      this.options.log,
+      undefined,
+      this.onPublished,
+    );
+    return invokeHandler(this.handler as StageHandler, job, ctx, job.timeout ?? this.input.default_timeout);
   }
-}
-
-const closedConnections = new WeakSet<AmqpConnection>();
-const watchedConnections = new WeakSet<AmqpConnection>();
-
-/** Whether `connection` is still open, watched from its first use on. */
-function isOpen(connection: AmqpConnection): boolean {
-  if (!watchedConnections.has(connection)) {
-    watchedConnections.add(connection);
-    connection.once('close', () => closedConnections.add(connection));
-  }
-  return !closedConnections.has(connection);
 }
 
 /** Classic queues set `redelivered`; quorum queues also count in `x-delivery-count`. */

@@ -65,7 +65,7 @@ export class StageHarness {
         return Promise.resolve();
       },
     };
-    const ctx = new JobContext(this.metadata.name, this.metadata.outputs, job, { ...spec.headers, ...headers }, sink, this.log);
+    const ctx = new JobContext(this.metadata.name, this.metadata.outputs, job, { ...spec.headers, ...headers }, sink, this.log, undefined);
     await this.handler.handle(job, ctx);
     await ctx.settle();
     return { emitted };
