@@ -5,9 +5,10 @@ import { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
-import { fromWire, OJS_HEADERS } from '../job/amqp-mapping.js';
-import type { HeaderValue, Job } from '../job/job.types.js';
+import { fromWire, OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
+import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
+import { peek } from './peek.js';
 import { BrokerNames } from '../topology/names.js';
 
 export interface DeadLetterEntry {
@@ -100,10 +101,7 @@ export async function retryDeadLetters(
         };
         delete revived.meta.dead_lettered_at;
         delete revived.meta.original_queue;
-        const headers = { ...(message.properties.headers ?? {}) } as Record<string, HeaderValue>;
-        delete headers[OJS_HEADERS.errorType];
-        delete headers[OJS_HEADERS.errorMessage];
-        delete headers['x-death'];
+        const headers = withoutBrokerHeaders(message.properties.headers, [OJS_HEADERS.errorType, OJS_HEADERS.errorMessage]);
         const traceparent = headers[OJS_HEADERS.traceparent];
         await router.send(revived, { headers, ...(typeof traceparent === 'string' ? { traceparent } : {}) });
         channel.ack(message);
@@ -123,17 +121,6 @@ export async function purgeDeadLetters(config: CompiledConfig, queue: string, te
     log.info('dead letters purged', { queue, tenant, purged });
     return purged;
   });
-}
-
-async function peek(channel: ConfirmChannel, queue: string, limit: number): Promise<GetMessage[]> {
-  const { messageCount } = await channel.checkQueue(queue);
-  const taken: GetMessage[] = [];
-  for (let i = 0; i < Math.min(limit, messageCount); i++) {
-    const message = await channel.get(queue, { noAck: false });
-    if (message === false) break;
-    taken.push(message);
-  }
-  return taken;
 }
 
 function asJob(config: CompiledConfig, message: GetMessage): Job | undefined {

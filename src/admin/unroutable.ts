@@ -4,6 +4,7 @@ import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import type { Logger } from '../logging/logger.js';
+import { peek } from './peek.js';
 import { BrokerNames } from '../topology/names.js';
 
 export interface UnroutableEntry {
@@ -29,14 +30,7 @@ export async function listUnroutable(config: CompiledConfig, log: Logger, limit 
   const connection = await openConnection(config, log, 'stagecoach-unroutable');
   try {
     const channel = await connection.createChannel();
-    const entries: UnroutableEntry[] = [];
-    const { messageCount } = await channel.checkQueue(names.unroutable);
-    for (let i = 0; i < Math.min(limit, messageCount); i++) {
-      const message = await channel.get(names.unroutable, { noAck: false });
-      if (message === false) break;
-      entries.push(describe(config, message));
-    }
-    // Closing the channel returns every unacknowledged message to the queue.
+    const entries = (await peek(channel, names.unroutable, limit)).map((message) => describe(config, message));
     await channel.close();
     return entries;
   } finally {

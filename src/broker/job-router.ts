@@ -58,10 +58,4 @@ export class JobRouter implements JobSink {
       return Promise.reject(err as Error);
     }
   }
-
-  /** Publishes to an exact exchange and routing key (dead letters, replays). */
-  async sendTo(exchange: string, routingKey: string, job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
-    const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
-    await this.publisher.publish(exchange, routingKey, message.content, message.options);
-  }
 }

@@ -15,6 +15,29 @@ export const OJS_HEADERS = {
   errorMessage: 'x-ojs-error-message',
 } as const;
 
+/** Headers the broker adds on dead-lettering and redelivery: a republished job starts without them. */
+const BROKER_HEADERS = [
+  'x-death',
+  'x-first-death-exchange',
+  'x-first-death-queue',
+  'x-first-death-reason',
+  'x-last-death-exchange',
+  'x-last-death-queue',
+  'x-last-death-reason',
+  'x-delivery-count',
+];
+
+/** A copy of a delivery's headers without the broker's own, for publishing the job again. */
+export function withoutBrokerHeaders(
+  headers: Record<string, unknown> | undefined,
+  drop: readonly string[] = [],
+): Record<string, HeaderValue> {
+  const copy = { ...headers } as Record<string, HeaderValue>;
+  for (const name of BROKER_HEADERS) delete copy[name];
+  for (const name of drop) delete copy[name];
+  return copy;
+}
+
 export interface WireOptions {
   /** Header the root exchange routes by; set besides `x-ojs-tenant` when it differs. */
   tenantHeader: string;

@@ -3,7 +3,7 @@ import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { PublishError } from '../errors/errors.js';
-import { OJS_HEADERS, toWire } from '../job/amqp-mapping.js';
+import { OJS_HEADERS, toWire, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import { traceIdOf } from '../job/trace-context.js';
 import type { HeaderValue, Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
@@ -33,18 +33,6 @@ export interface FailureHandlerOptions {
   stats: FailureStats;
   metrics: Pick<InstanceMetrics, 'retried' | 'deadLettered' | 'discarded' | 'acked'>;
 }
-
-/** Headers the broker adds on dead-lettering and redelivery; a republished job starts clean. */
-const BROKER_HEADERS = [
-  'x-death',
-  'x-first-death-exchange',
-  'x-first-death-queue',
-  'x-first-death-reason',
-  'x-last-death-exchange',
-  'x-last-death-queue',
-  'x-last-death-reason',
-  'x-delivery-count',
-];
 
 /**
  * Settles failed deliveries by the job's retry policy: retried through the delay ladder,
@@ -217,9 +205,7 @@ export class FailureHandler {
 }
 
 function cleanHeaders(message: ConsumeMessage): Record<string, HeaderValue> {
-  const headers = { ...(message.properties.headers ?? {}) } as Record<string, HeaderValue>;
-  for (const name of BROKER_HEADERS) delete headers[name];
-  return headers;
+  return withoutBrokerHeaders(message.properties.headers);
 }
 
 function fields(job: Job, message: ConsumeMessage): Record<string, unknown> {

@@ -9,7 +9,6 @@ import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/stage/stage-group.js';
-import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { DELAY_LEVELS, delayRoutingKey } from '../../src/topology/delay-topology.js';
@@ -17,6 +16,7 @@ import { BrokerNames } from '../../src/topology/names.js';
 import { healed, seen } from '../fixtures/failure-stages.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'failures' }, 'error');
@@ -45,8 +45,8 @@ export const FAILURE_CONFIG: RawConfig = {
 
 describe('failures without loss', function () {
   let config: CompiledConfig;
+  let running: RunningGroup;
   let names: BrokerNames;
-  let stages: LoadedStage[];
   let group: StageGroup;
   let raw: RawBroker;
   let publisher: Publisher;
@@ -58,31 +58,18 @@ describe('failures without loss', function () {
 
   before(async () => {
     config = withTestConfig(FAILURE_CONFIG, path.join(here, '../fixtures/config.json'));
-    names = new BrokerNames(config.prefix);
-    stages = await loadAllStages(config);
-    const stage = (name: string): LoadedStage => stages.find((s) => s.metadata.name === name) as LoadedStage;
-    group = new StageGroup(
+    running = await startGroup(
       config,
       [
-        { stage: stage('flaky'), tenant: 'acme' },
-        { stage: stage('fragile'), tenant: 'acme' },
+        { stage: 'flaky', tenant: 'acme' },
+        { stage: 'fragile', tenant: 'acme' },
       ],
       log,
     );
-    await group.start(true);
-    raw = await RawBroker.connect(config.broker.url);
-    publisher = await Publisher.connect(config, { log });
+    ({ names, group, raw, publisher } = running);
   });
 
-  after(async () => {
-    await publisher.close();
-    await group.stop();
-    await raw.close();
-    await teardown(
-      config,
-      stages.map((s) => s.metadata),
-    );
-  });
+  after(() => running.stop());
 
   afterEach(async () => {
     for (const queue of [work(), dead(), done(), names.queue('quarantine', 'acme')]) await raw.drain(queue);

@@ -12,6 +12,7 @@ import { BrokerNames } from '../../src/topology/names.js';
 import { finished, spawnCli } from '../helpers/cli.js';
 import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { FAILURE_STAGES_MODULE, writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -19,8 +20,8 @@ const log = createLogger({ test: 'lifecycle' }, 'error');
 
 describe('queue and worker states through the control exchange', () => {
   let config: CompiledConfig;
+  let running: RunningGroup;
   let names: BrokerNames;
-  let stages: LoadedStage[];
   let group: StageGroup;
   let raw: RawBroker;
   let publisher: Publisher;
@@ -33,30 +34,18 @@ describe('queue and worker states through the control exchange', () => {
       { tenants: ['acme', 'globex'], stages: { flaky: { module: './failure-stages.js', concurrency: 4 } } },
       path.join(here, '../fixtures/config.json'),
     );
-    names = new BrokerNames(config.prefix);
-    stages = (await loadAllStages(config)).filter((s) => s.metadata.name === 'flaky');
-    group = new StageGroup(
+    running = await startGroup(
       config,
       [
-        { stage: stages[0], tenant: 'acme' },
-        { stage: stages[0], tenant: 'globex' },
+        { stage: 'flaky', tenant: 'acme' },
+        { stage: 'flaky', tenant: 'globex' },
       ],
       log,
     );
-    await group.start(true);
-    raw = await RawBroker.connect(config.broker.url);
-    publisher = await Publisher.connect(config, { log });
+    ({ names, group, raw, publisher } = running);
   });
 
-  after(async () => {
-    await publisher.close();
-    await group.stop();
-    await raw.close();
-    await teardown(
-      config,
-      stages.map((s) => s.metadata),
-    );
-  });
+  after(() => running.stop());
 
   it("pause stops consuming one tenant's queue while the others continue; resume restarts it", async () => {
     await sendControl(config, { command: 'pause', queue: 'work', tenant: 'acme' }, log);

@@ -5,12 +5,11 @@ import type { GetMessage } from 'amqplib';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { StageGroup } from '../../src/stage/stage-group.js';
-import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
-import { teardown, withTestConfig } from '../../src/testing/test-config.js';
+import { withTestConfig } from '../../src/testing/test-config.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { held } from '../fixtures/test-stages.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -19,9 +18,8 @@ const body = (m: GetMessage): Record<string, unknown> => JSON.parse(m.content.to
 
 describe('stage runtime against the broker', () => {
   let config: CompiledConfig;
+  let running: RunningGroup;
   let names: BrokerNames;
-  let stages: LoadedStage[];
-  let group: StageGroup;
   let raw: RawBroker;
   let publisher: Publisher;
 
@@ -37,31 +35,12 @@ describe('stage runtime against the broker', () => {
       },
       path.join(here, '../fixtures/config.json'),
     );
-    names = new BrokerNames(config.prefix);
-    stages = await loadAllStages(config);
     // Only acme's relay runs: globex's queue must be left alone.
-    group = new StageGroup(
-      config,
-      [
-        { stage: stages.find((s) => s.metadata.name === 'relay') as LoadedStage, tenant: 'acme' },
-        { stage: stages.find((s) => s.metadata.name === 'fanout') as LoadedStage },
-      ],
-      log,
-    );
-    await group.start(true);
-    raw = await RawBroker.connect(config.broker.url);
-    publisher = await Publisher.connect(config, { log });
+    running = await startGroup(config, [{ stage: 'relay', tenant: 'acme' }, { stage: 'fanout' }], log);
+    ({ names, raw, publisher } = running);
   });
 
-  after(async () => {
-    await publisher.close();
-    await group.stop();
-    await raw.close();
-    await teardown(
-      config,
-      stages.map((s) => s.metadata),
-    );
-  });
+  after(() => running.stop());
 
   afterEach(async () => {
     for (const queue of [
