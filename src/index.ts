@@ -19,7 +19,7 @@ import 'reflect-metadata';
 export { Stage } from './stage/stage.decorator.js';
 export type { StageContext, StageHandler, StageMetadata, StageOptions } from './stage/stage.types.js';
 export { CONFIG, LOGGER, STAGE_OPTIONS, TENANT, VARIANT } from './stage/tokens.js';
-export { HandlerOutcome, RetryJob, DiscardJob, DeadLetterJob } from './stage/handler-outcomes.js';
+export { HandlerOutcome, RetryJob, DiscardJob, DeadLetterJob } from './retry/handler-outcomes.js';
 export { inject, injectable, ContainerModule } from 'inversify';
 
 export type { Job, JobError, JobSpec, PublishSpec, HeaderValue } from './job/job.types.js';

@@ -4,7 +4,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { ConfigError } from '../errors/errors.js';
 import type { CompiledConfig, CompiledStageConfig, RawConfig, ResolvedQueueConfig } from './config.types.js';
 import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.js';
-import { parseDuration } from './duration.js';
+import { parseDuration } from '../util/duration.js';
 import { resolveQueue } from './queue-resolver.js';
 
 const require = createRequire(import.meta.url);

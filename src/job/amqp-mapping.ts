@@ -1,5 +1,5 @@
 import type { Options } from 'amqplib';
-import { parseDuration } from '../config/duration.js';
+import { parseDuration } from '../util/duration.js';
 import { InvalidPayloadError } from '../errors/errors.js';
 import { JOB_CONTENT_TYPE, parseEnvelope } from './envelope.js';
 import type { HeaderValue, Job } from './job.types.js';

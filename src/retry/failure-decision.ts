@@ -1,7 +1,6 @@
 import type { ResolvedRetryPolicy } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
-import type { JobError } from '../job/job.types.js';
-import { DeadLetterJob, DiscardJob, RetryJob } from '../stage/handler-outcomes.js';
+import { DeadLetterJob, DiscardJob, RetryJob } from './handler-outcomes.js';
 import { isNonRetryable, retryDelayMs } from './retry-policy.js';
 
 export type FailureDecision =
@@ -26,7 +25,7 @@ const NEVER_RETRIED = new Set([
 export function decideFailure(
   policy: ResolvedRetryPolicy,
   attempt: number,
-  error: JobError,
+  error: { readonly type: string },
   thrown: unknown,
   random = Math.random(),
 ): FailureDecision {

@@ -1,5 +1,5 @@
 import type { ResolvedQueueConfig, ResolvedRetryPolicy, RetryPolicy } from '../config/config.types.js';
-import { parseDuration } from '../config/duration.js';
+import { parseDuration } from '../util/duration.js';
 import { StagecoachError } from '../errors/errors.js';
 import { matchesAny } from '../util/patterns.js';
 

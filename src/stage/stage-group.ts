@@ -6,7 +6,8 @@ import { queueFor } from '../config/queue-resolver.js';
 import type { Logger } from '../logging/logger.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { StageMetrics, type QueueDepthSample } from '../observability/stage-metrics.js';
-import { ControlListener, type ControlMessage } from './control-listener.js';
+import { ControlListener } from '../control/control-listener.js';
+import type { ControlMessage } from '../control/control-protocol.js';
 import type { LoadedStage } from './stage-loader.js';
 import { StageRunner } from './stage-runner.js';
 

@@ -13,7 +13,7 @@ import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
-import type { ControlMessage } from './control-listener.js';
+import type { ControlMessage } from '../control/control-protocol.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
 import { toJobError } from './dead-letters.js';

@@ -1,9 +1,8 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
-import type { StageMetadata } from '../stage/stage.types.js';
 import { delayDeliveryBinding, delayTopology } from './delay-topology.js';
 import { BrokerNames } from './names.js';
-import type { BindingSpec, ExchangeSpec, QueueSpec, Topology } from './topology.types.js';
+import type { BindingSpec, ExchangeSpec, QueueSpec, StageEndpoints, Topology } from './topology.types.js';
 
 /**
  * Pure functions from configuration to the exact exchanges, queues and bindings on the broker.
@@ -144,7 +143,7 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
 }
 
 /** What `stagecoach run <stage> --tenant T` declares: the core and its input's chain. */
-export function stageTopology(config: CompiledConfig, stage: StageMetadata, tenant?: string): Topology {
+export function stageTopology(config: CompiledConfig, stage: StageEndpoints, tenant?: string): Topology {
   for (const output of stage.outputs) queueFor(config, output, `stage "${stage.name}"`);
   const input = queueFor(config, stage.input, `stage "${stage.name}"`);
   return mergeTopologies(coreTopology(config), queueTopology(config, input, input.scope === 'tenant' ? tenant : undefined));
@@ -154,7 +153,7 @@ export function stageTopology(config: CompiledConfig, stage: StageMetadata, tena
  * What `stagecoach provision` declares: the core, every configured queue and every queue the
  * given stages read or write, for one tenant or for all configured tenants.
  */
-export function provisionTopology(config: CompiledConfig, stages: readonly StageMetadata[], tenant?: string): Topology {
+export function provisionTopology(config: CompiledConfig, stages: readonly StageEndpoints[], tenant?: string): Topology {
   const tenants = tenant === undefined ? config.tenants : [tenant];
   const queueNames = new Set<string>(config.queues.keys());
   for (const stage of stages) {

@@ -28,3 +28,10 @@ export interface Topology {
   queues: QueueSpec[];
   bindings: BindingSpec[];
 }
+
+/** What the topology needs to know of a stage: the queue it reads and the queues it writes. */
+export interface StageEndpoints {
+  readonly name: string;
+  readonly input: string;
+  readonly outputs: readonly string[];
+}

@@ -5,7 +5,7 @@ import { InvalidPayloadError, NonRetryableError, StagecoachError, UnknownOutputE
 import { createJob } from '../../src/job/envelope.js';
 import { decideFailure } from '../../src/retry/failure-decision.js';
 import { resolveRetryPolicy, retryDelayMs, validateRetryPolicy } from '../../src/retry/retry-policy.js';
-import { DeadLetterJob, DiscardJob, RetryJob } from '../../src/stage/handler-outcomes.js';
+import { DeadLetterJob, DiscardJob, RetryJob } from '../../src/retry/handler-outcomes.js';
 
 const policy = (over: Partial<ResolvedRetryPolicy> = {}): ResolvedRetryPolicy => ({
   max_attempts: 3,

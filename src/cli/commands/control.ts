@@ -1,7 +1,7 @@
-import { sendControl } from '../../admin/control.js';
+import { sendControl } from '../../control/send-control.js';
 import { loadConfig } from '../../config/load-config.js';
 import { createLogger } from '../../logging/logger.js';
-import type { ControlCommand, ControlMessage } from '../../stage/control-listener.js';
+import type { ControlCommand, ControlMessage } from '../../control/control-protocol.js';
 import { EXIT_OK } from '../exit-codes.js';
 
 /** `stagecoach pause|resume|drain <queue> [--tenant T]` and `stagecoach quiet|terminate [--stage S] [--tenant T]` */

@@ -6,7 +6,7 @@
  * failure logic knows.
  */
 import { StagecoachError, type ErrorCode } from '../../errors/errors.js';
-import { DeadLetterJob, DiscardJob, RetryJob } from '../handler-outcomes.js';
+import { DeadLetterJob, DiscardJob, RetryJob } from '../../retry/handler-outcomes.js';
 
 export interface TransferredError {
   /** Which class to rebuild: a handler outcome, some `StagecoachError`, or any other error. */

@@ -3,33 +3,7 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
-
-/** Queue states (seeds/001 section 5) and worker states (seeds/003) sent to running stages. */
-export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate';
-
-export interface ControlMessage {
-  command: ControlCommand;
-  /** Logical queue, for pause, resume and drain. */
-  queue?: string;
-  /** Only instances serving this tenant; all when absent. */
-  tenant?: string;
-  /** Only instances of this stage, for quiet and terminate; all when absent. */
-  stage?: string;
-}
-
-const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate'];
-
-/** Parses a control message body; undefined for anything else (ignored, never fatal). */
-export function parseControlMessage(content: Buffer): ControlMessage | undefined {
-  try {
-    const value = JSON.parse(content.toString('utf8')) as Record<string, unknown>;
-    if (typeof value !== 'object' || value === null || !COMMANDS.includes(value.command as string)) return undefined;
-    for (const key of ['queue', 'tenant', 'stage']) if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
-    return value as unknown as ControlMessage;
-  } catch {
-    return undefined;
-  }
-}
+import { parseControlMessage, type ControlMessage } from './control-protocol.js';
 
 /**
  * Every running stage process binds a private, auto-deleted queue to the fanout exchange

@@ -5,7 +5,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
-import type { ControlMessage } from '../stage/control-listener.js';
+import type { ControlMessage } from './control-protocol.js';
 import { coreTopology, mergeTopologies, queueTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 

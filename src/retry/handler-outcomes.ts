@@ -1,4 +1,4 @@
-import { parseDuration } from '../config/duration.js';
+import { parseDuration } from '../util/duration.js';
 import { StagecoachError } from '../errors/errors.js';
 
 /**
