@@ -8,7 +8,7 @@
 import os from 'node:os';
 import {
   createLogger,
-  declareTopology,
+  declareTopologyOnce,
   loadAllStages,
   provisionTopology,
   BrokerNames,
@@ -75,7 +75,7 @@ async function main(): Promise<number> {
   );
   const results: { throughput: ThroughputResult[]; memory?: MemoryResult } = { throughput: [] };
   try {
-    await withTimeout(declareTopology(config, provisionTopology(config, metas), log), 60_000, 'declaring the topology');
+    await withTimeout(declareTopologyOnce(config, provisionTopology(config, metas), log), 60_000, 'declaring the topology');
     if (opts.only.has('publish')) results.throughput.push(await benchPublish(ctx));
     if (opts.only.has('relay')) results.throughput.push(await benchRelay(ctx));
     if (opts.only.has('pipeline')) results.throughput.push(await benchPipeline(ctx));

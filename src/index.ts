@@ -34,10 +34,11 @@ export { compileConfig, SCHEMA_PATH } from './config/compile-config.js';
 export { BrokerNames } from './topology/names.js';
 export type { Topology, ExchangeSpec, QueueSpec, BindingSpec } from './topology/topology.types.js';
 export { coreTopology, provisionTopology, queueTopology, stageTopology, tenantTopology } from './topology/build-topology.js';
-export { declareTopology } from './broker/declare-topology.js';
+export { declareTopology, declareTopologyOnce } from './broker/declare-topology.js';
 
-export { StageRunner, type StageRunnerOptions } from './stage/stage-runner.js';
-export { StageGroup, devInstances } from './stage/stage-group.js';
+export { StageRunner, type StageRunnerOptions, type RunnerState, type StageRunnerStats } from './runner/stage-runner.js';
+export { IsolationGate } from './runner/isolation-gate.js';
+export { StageGroup, devInstances } from './runner/stage-group.js';
 export { loadStage, loadAllStages, type LoadedStage } from './stage/stage-loader.js';
 export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
 export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './admin/dead-letters-admin.js';

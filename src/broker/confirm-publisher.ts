@@ -2,6 +2,12 @@ import type { ConfirmChannel, Options } from 'amqplib';
 import { PublishError } from '../errors/errors.js';
 import type { AmqpConnection } from './amqp-connection.js';
 
+/** Something that publishes with confirms: a {@link ConfirmPublisher}, or a runner's healing one. */
+export interface PublishChannel {
+  /** Resolves when the broker confirmed the message; rejects with a PublishError otherwise. */
+  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void>;
+}
+
 /**
  * One long-lived confirm channel with many confirms outstanding. Each `publish()` resolves
  * when the broker acks that message and rejects when it nacks it (a full queue with
@@ -11,7 +17,7 @@ import type { AmqpConnection } from './amqp-connection.js';
  * message is still sent and confirmed. Later publishes wait for the drain instead of growing
  * the buffer without bound.
  */
-export class ConfirmPublisher {
+export class ConfirmPublisher implements PublishChannel {
   private drained: Promise<void> | undefined;
   private closed: Error | undefined;
   private releaseDrain: (() => void) | undefined;

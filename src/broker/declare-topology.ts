@@ -1,66 +1,76 @@
-import rascal from 'rascal';
+import type { Channel } from 'amqplib';
 import type { CompiledConfig } from '../config/config.types.js';
+import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { Topology } from '../topology/topology.types.js';
-import { withHeartbeat } from './amqp-connection.js';
-
-const VHOST = '/';
+import { openConnection, type AmqpConnection } from './amqp-connection.js';
 
 /**
- * The rascal vhost configuration that declares exactly `topology`. Keys are the broker names
- * themselves; rascal's own defaults (topic exchanges, `#` binding keys) never apply because
- * every field is set.
+ * Declares `topology` (assert exchanges, assert queues, bind) on an open connection, through a
+ * channel of its own that is closed afterwards. Declaring is idempotent, so every stage instance
+ * does it at start-up and whenever it heals a channel, in any order. Nothing else shares the
+ * channel: a declaration the broker refuses (a queue that exists with other arguments, a
+ * missing permission) closes this channel only, and the error names what was refused.
  */
-export function toRascalConfig(config: CompiledConfig, topology: Topology): object {
-  const exchanges: Record<string, object> = {};
-  for (const exchange of topology.exchanges) {
-    exchanges[exchange.name] = {
-      assert: true,
-      type: exchange.type,
-      options: {
-        durable: exchange.durable,
-        ...(exchange.alternateExchange === undefined ? {} : { alternateExchange: exchange.alternateExchange }),
-      },
-    };
+export async function declareTopology(connection: AmqpConnection, topology: Topology, log?: Logger): Promise<void> {
+  const channel = await connection.createChannel();
+  // The refusal arrives as the rejection of the operation below; the event must not crash.
+  channel.on('error', () => undefined);
+  try {
+    for (const exchange of topology.exchanges) {
+      await declaring(`exchange "${exchange.name}"`, () =>
+        channel.assertExchange(exchange.name, exchange.type, {
+          durable: exchange.durable,
+          ...(exchange.alternateExchange === undefined ? {} : { alternateExchange: exchange.alternateExchange }),
+        }),
+      );
+    }
+    for (const queue of topology.queues) {
+      await declaring(`queue "${queue.name}"`, () =>
+        channel.assertQueue(queue.name, { durable: queue.durable, arguments: queue.arguments }),
+      );
+    }
+    for (const binding of topology.bindings) {
+      const what = `binding ${binding.source} -> ${binding.destination}`;
+      const args = binding.arguments ?? {};
+      await declaring(what, () =>
+        binding.destinationType === 'queue'
+          ? channel.bindQueue(binding.destination, binding.source, binding.routingKey, args)
+          : channel.bindExchange(binding.destination, binding.source, binding.routingKey, args),
+      );
+    }
+  } finally {
+    await close(channel);
   }
-  const queues: Record<string, object> = {};
-  for (const queue of topology.queues) {
-    queues[queue.name] = { assert: true, options: { durable: queue.durable, arguments: queue.arguments } };
-  }
-  const bindings: Record<string, object> = {};
-  topology.bindings.forEach((binding, index) => {
-    bindings[`b${index}`] = {
-      source: binding.source,
-      destination: binding.destination,
-      destinationType: binding.destinationType,
-      bindingKey: binding.routingKey,
-      options: binding.arguments ?? {},
-    };
-  });
-  return {
-    vhosts: {
-      [VHOST]: {
-        connection: { url: withHeartbeat(config.broker.url, config.broker.heartbeat) },
-        exchanges,
-        queues,
-        bindings,
-      },
-    },
-  };
-}
-
-/**
- * Declares `topology` through rascal (assert exchanges, assert queues, bind), then lets the
- * rascal connection go: stagecoach consumes and publishes on its own channels. Declaring is
- * idempotent, so every stage instance does it at start-up, in any order.
- */
-export async function declareTopology(config: CompiledConfig, topology: Topology, log: Logger): Promise<void> {
-  const broker = await rascal.BrokerAsPromised.create(toRascalConfig(config, topology));
-  broker.on('error', (err: Error) => log.warn('rascal error while declaring topology', { err: err.message }));
-  await broker.shutdown();
-  log.debug('topology declared', {
+  log?.debug('topology declared', {
     exchanges: topology.exchanges.length,
     queues: topology.queues.length,
     bindings: topology.bindings.length,
   });
+}
+
+/** For one-off commands (provision, control, tests): connects, declares `topology`, disconnects. */
+export async function declareTopologyOnce(config: CompiledConfig, topology: Topology, log: Logger): Promise<void> {
+  const connection = await openConnection(config, log, 'stagecoach-declare');
+  try {
+    await declareTopology(connection, topology, log);
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+async function declaring(what: string, action: () => Promise<unknown>): Promise<void> {
+  try {
+    await action();
+  } catch (err) {
+    throw new StagecoachError('TOPOLOGY_CONFLICT', `the broker refused ${what}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+async function close(channel: Channel): Promise<void> {
+  try {
+    await channel.close();
+  } catch {
+    // Already closed by a refused declaration: the error above says why.
+  }
 }

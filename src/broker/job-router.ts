@@ -5,7 +5,7 @@ import { toWire, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { BrokerNames } from '../topology/names.js';
 import { matchesAny } from '../util/patterns.js';
-import type { ConfirmPublisher } from './confirm-publisher.js';
+import type { PublishChannel } from './confirm-publisher.js';
 
 export interface Route {
   exchange: string;
@@ -45,7 +45,7 @@ export interface JobSink {
 export class JobRouter implements JobSink {
   constructor(
     private readonly config: CompiledConfig,
-    private readonly publisher: ConfirmPublisher,
+    private readonly publisher: PublishChannel,
   ) {}
 
   /** Not async on purpose: one promise per job on the hot path, the publisher's. */

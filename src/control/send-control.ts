@@ -1,6 +1,6 @@
 import { openConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
-import { declareTopology } from '../broker/declare-topology.js';
+import { declareTopologyOnce } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
@@ -17,7 +17,7 @@ import { BrokerNames } from '../topology/names.js';
  * replayable) while the stages empty it; `resume` declares the bindings again.
  */
 export async function sendControl(config: CompiledConfig, message: ControlMessage, log: Logger): Promise<void> {
-  await declareTopology(config, coreTopology(config), log);
+  await declareTopologyOnce(config, coreTopology(config), log);
   if (message.queue !== undefined) {
     const queue = queueFor(config, message.queue);
     const tenants = queue.scope === 'shared' ? [undefined] : message.tenant === undefined ? config.tenants : [message.tenant];
@@ -27,7 +27,7 @@ export async function sendControl(config: CompiledConfig, message: ControlMessag
     if (message.command === 'drain') await unbindEntries(config, message.queue, tenants, log);
     if (message.command === 'resume') {
       const topology = mergeTopologies(coreTopology(config), ...tenants.map((tenant) => queueTopology(config, queue, tenant)));
-      await declareTopology(config, topology, log);
+      await declareTopologyOnce(config, topology, log);
     }
   }
   const names = new BrokerNames(config.prefix);

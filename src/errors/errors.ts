@@ -20,7 +20,8 @@ export type ErrorCode =
   | 'HANDLER_ERROR'
   | 'HANDLER_TIMEOUT'
   | 'POISON'
-  | 'NON_RETRYABLE';
+  | 'NON_RETRYABLE'
+  | 'TOPOLOGY_CONFLICT';
 
 export class StagecoachError extends Error {
   constructor(

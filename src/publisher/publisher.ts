@@ -40,8 +40,8 @@ export class Publisher {
    */
   static async connect(config: CompiledConfig, options: { connection?: AmqpConnection; log?: Logger } = {}): Promise<Publisher> {
     const log = options.log ?? createLogger({ component: 'publisher' });
-    await declareTopology(config, coreTopology(config), log);
     const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
+    await declareTopology(connection, coreTopology(config), log);
     const publisher = await ConfirmPublisher.open(connection);
     return new Publisher(config, connection, publisher, options.connection === undefined);
   }

@@ -14,8 +14,9 @@ function ignore(): void {}
 const NEVER_ABORTED = new AbortController().signal;
 
 /**
- * The context of one delivery. Lifecycle: created before `handle()`, `settle()`d after it,
- * then closed; `emit()` after that is an error because the input may already be acknowledged.
+ * The context of one delivery. Lifecycle: created before `handle()`; closed by the settlement on
+ * every outcome (`settle()` after a return, `close()` after a failure or timeout); `emit()`
+ * after that is an error, because the input is being acknowledged or retried.
  */
 export class JobContext implements StageContext {
   private readonly pending: Promise<string>[] = [];
@@ -73,24 +74,25 @@ export class JobContext implements StageContext {
   }
 
   /**
-   * Waits for every emitted job's confirm.
+   * Closes the context, then waits for every emitted job's confirm. Closing comes first: an
+   * emit made while the confirms are awaited (a handler's un-awaited callback firing late) is
+   * refused, not published behind the acknowledgement's back.
    * @throws the first emit failure: the input must then not be acknowledged as done.
    */
   async settle(): Promise<number> {
+    this.closed = true;
     if (this.pending.length === 1) {
       // The common case: one emit, no results array.
-      this.closed = true;
       await this.pending[0];
       return 1;
     }
     const results = await Promise.allSettled(this.pending);
-    this.closed = true;
     const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (failed) throw failed.reason;
     return results.length;
   }
 
-  /** Refuses further emits: the handler's time is over (it timed out or failed). */
+  /** Refuses further emits: the handler's time is over (it failed, timed out, or was settled). */
   close(): void {
     this.closed = true;
   }

@@ -15,8 +15,8 @@ import type { BindingSpec, ExchangeSpec, QueueSpec, StageEndpoints, Topology } f
  *          -> variants.<q>.<t> (headers, variant header)     --AE-->  general.<q>.<t> (fanout)
  *               -> queue.<q>.<t>.<variant>                            -> queue.<q>.<t>
  *
- * Retries come back through the delay ladder (delay-topology.ts) to the physical queue they
- * left, variant queues included: each physical queue is bound from `delay.deliver`.
+ * Retries come back through the delay ladder (delay-topology.ts), not to the physical queue they
+ * left but to its `due` companion (variant queues included), which `delay.deliver` binds.
  *
  * The alternate exchange of the variant router makes "the matching variant queue, or else the
  * general queue" a broker rule: each job reaches exactly one queue. `all-with-x` makes the
@@ -81,11 +81,10 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
     const dead = names.deadQueue(queue.name);
     return {
       exchanges: [],
-      queues: [...workQueues(config, queue, physical, names.suspectQueue(queue.name), dead), { name: dead, durable, arguments: {} }],
+      queues: [...workQueues(config, queue, names, dead), { name: dead, durable, arguments: {} }],
       bindings: [
         { source: names.direct, destination: physical, destinationType: 'queue', routingKey: queue.name },
-        delayDeliveryBinding(config, physical),
-        delayDeliveryBinding(config, names.suspectQueue(queue.name)),
+        ...returnBindings(config, names, queue.name),
         { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead },
       ],
     };
@@ -96,12 +95,12 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   const tenantExchange = names.tenantExchange(tenant);
   const general = names.queue(queue.name, tenant);
   const dead = names.deadQueue(queue.name, tenant);
-  topology.queues.push(...workQueues(config, queue, general, names.suspectQueue(queue.name, tenant), dead), {
+  topology.queues.push(...workQueues(config, queue, names, dead, tenant), {
     name: dead,
     durable,
     arguments: {},
   });
-  topology.bindings.push(delayDeliveryBinding(config, general), delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant)), {
+  topology.bindings.push(...returnBindings(config, names, queue.name, tenant), {
     source: names.dlx,
     destination: dead,
     destinationType: 'queue',
@@ -124,11 +123,8 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   );
   for (const [variant, values] of Object.entries(queue.variants.values)) {
     const physical = names.queue(queue.name, tenant, variant);
-    topology.queues.push(...workQueues(config, queue, physical, names.suspectQueue(queue.name, tenant, variant), dead));
-    topology.bindings.push(
-      delayDeliveryBinding(config, physical),
-      delayDeliveryBinding(config, names.suspectQueue(queue.name, tenant, variant)),
-    );
+    topology.queues.push(...workQueues(config, queue, names, dead, tenant, variant));
+    topology.bindings.push(...returnBindings(config, names, queue.name, tenant, variant));
     for (const value of values) {
       topology.bindings.push({
         source: router,
@@ -185,16 +181,40 @@ export function mergeTopologies(...parts: Topology[]): Topology {
   return { exchanges: [...exchanges.values()], queues: [...queues.values()], bindings: [...bindings.values()] };
 }
 
-/** A physical work queue and its suspect queue (jobs redelivered after a crash; see StageRunner). */
-function workQueues(config: CompiledConfig, queue: ResolvedQueueConfig, name: string, suspect: string, deadQueue: string): QueueSpec[] {
-  const work = workQueue(config, queue, name, deadQueue);
+/**
+ * A physical work queue with its two companions: `due` (jobs whose wait is over: retries and
+ * hand-backs) and `suspect` (jobs redelivered after a crash, run alone; see StageRunner). Only
+ * the main queue is bounded by `max_size`; all three dead-letter to the queue's dead letters.
+ */
+function workQueues(
+  config: CompiledConfig,
+  queue: ResolvedQueueConfig,
+  names: BrokerNames,
+  deadQueue: string,
+  tenant?: string,
+  variant?: string,
+): QueueSpec[] {
+  const work = workQueue(config, queue, names.queue(queue.name, tenant, variant), deadQueue);
+  const companion: Record<string, string | number> = {
+    'x-dead-letter-exchange': names.dlx,
+    'x-dead-letter-routing-key': deadQueue,
+  };
+  if (queue.max_priority !== undefined) companion['x-max-priority'] = queue.max_priority;
   return [
     work,
-    {
-      name: suspect,
-      durable: work.durable,
-      arguments: { 'x-dead-letter-exchange': work.arguments['x-dead-letter-exchange'], 'x-dead-letter-routing-key': deadQueue },
-    },
+    { name: names.dueQueue(queue.name, tenant, variant), durable: work.durable, arguments: { ...companion } },
+    { name: names.suspectQueue(queue.name, tenant, variant), durable: work.durable, arguments: { ...companion } },
+  ];
+}
+
+/**
+ * The delay ladder delivers to `due` and `suspect`, never to the main queue: the broker's own
+ * dead-lettering is not confirmed, and into a full queue with `reject-publish` it drops the job.
+ */
+function returnBindings(config: CompiledConfig, names: BrokerNames, queue: string, tenant?: string, variant?: string): BindingSpec[] {
+  return [
+    delayDeliveryBinding(config, names.dueQueue(queue, tenant, variant)),
+    delayDeliveryBinding(config, names.suspectQueue(queue, tenant, variant)),
   ];
 }
 

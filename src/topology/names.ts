@@ -44,6 +44,14 @@ export class BrokerNames {
   suspectQueue(queue: string, tenant?: string, variant?: string): string {
     return [this.prefix, 'suspect', queue, tenant, variant].filter((part) => part !== undefined).join('.');
   }
+  /**
+   * Where a physical queue's jobs come back when their wait is over: retries from the delay
+   * ladder and deliveries handed back unstarted. Unbounded, unlike the main queue, because these
+   * jobs were admitted once already: the broker never dead-letters into a full queue.
+   */
+  dueQueue(queue: string, tenant?: string, variant?: string): string {
+    return [this.prefix, 'due', queue, tenant, variant].filter((part) => part !== undefined).join('.');
+  }
   deadQueue(queue: string, tenant?: string): string {
     return [this.prefix, 'dead', queue, tenant].filter((part) => part !== undefined).join('.');
   }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { declareTopology } from '../../src/broker/declare-topology.js';
+import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/logging/logger.js';
@@ -36,7 +36,7 @@ export async function writeConfigFile(settings: RawConfig, stages: readonly Stag
   const file = path.join(dir, 'stagecoach.json');
   await writeFile(file, JSON.stringify({ prefix: `test-${randomBytes(4).toString('hex')}`, durable: false, ...settings }));
   const config = await loadConfig(file, { AMQP_URL });
-  await declareTopology(config, provisionTopology(config, stages), createLogger({}, 'error'));
+  await declareTopologyOnce(config, provisionTopology(config, stages), createLogger({}, 'error'));
   const raw = await RawBroker.connect(config.broker.url);
   return {
     dir,

@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import type { Logger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { StageGroup } from '../../src/stage/stage-group.js';
+import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { BrokerNames } from '../../src/topology/names.js';

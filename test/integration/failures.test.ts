@@ -3,12 +3,12 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { GetMessage } from 'amqplib';
 import { retryDeadLetters, listDeadLetters } from '../../src/admin/dead-letters-admin.js';
-import { declareTopology } from '../../src/broker/declare-topology.js';
+import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { StageGroup } from '../../src/stage/stage-group.js';
+import { StageGroup } from '../../src/runner/stage-group.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { DELAY_LEVELS, delayRoutingKey } from '../../src/topology/delay-topology.js';
@@ -238,8 +238,8 @@ describe('the delay ladder on the broker', () => {
         provisionTopology(c, stages)
           .queues.map((q) => q.name.slice(c.prefix.length))
           .filter((n) => n.startsWith('.delay.'));
-      await declareTopology(one, provisionTopology(one, stages), log);
-      await declareTopology(fifty, provisionTopology(fifty, stages), log);
+      await declareTopologyOnce(one, provisionTopology(one, stages), log);
+      await declareTopologyOnce(fifty, provisionTopology(fifty, stages), log);
       expect(ladder(fifty)).to.deep.equal(ladder(one));
       expect(ladder(one)).to.have.length(DELAY_LEVELS);
       for (const level of ladder(fifty)) expect(await raw.exists(`${fifty.prefix}${level}`), level).to.equal(true);
@@ -255,7 +255,7 @@ describe('the delay ladder on the broker', () => {
     const stages = [{ name: 's', input: 'q', outputs: [] }];
     const names = new BrokerNames(config.prefix);
     try {
-      await declareTopology(config, provisionTopology(config, stages), log);
+      await declareTopologyOnce(config, provisionTopology(config, stages), log);
       await raw.publish(names.retry, delayRoutingKey(86_400_000, names.queue('q', 'acme')), '{}');
       await waitFor('the job in level 16', async () => (await raw.count(names.delayLevel(16))) === 1);
       const levels = await raw.counts(Array.from({ length: DELAY_LEVELS }, (_, k) => names.delayLevel(k)));

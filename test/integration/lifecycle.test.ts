@@ -5,7 +5,7 @@ import { sendControl } from '../../src/control/send-control.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { StageGroup } from '../../src/stage/stage-group.js';
+import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { BrokerNames } from '../../src/topology/names.js';
@@ -115,7 +115,13 @@ describe('SIGTERM drains a running stage', function () {
   after(() => project.remove());
 
   afterEach(async () => {
-    for (const q of [names.queue('work', 'acme'), names.suspectQueue('work', 'acme'), names.queue('done', 'acme')]) await raw.drain(q);
+    for (const q of [
+      names.queue('work', 'acme'),
+      names.dueQueue('work', 'acme'),
+      names.suspectQueue('work', 'acme'),
+      names.queue('done', 'acme'),
+    ])
+      await raw.drain(q);
   });
 
   async function publishSlow(count: number, ms: number): Promise<void> {
@@ -137,9 +143,10 @@ describe('SIGTERM drains a running stage', function () {
     stage.kill('SIGTERM');
     const exit = await finished(stage, 30000, 'run flaky');
     expect(exit.code, exit.stderr).to.equal(0);
-    // Three ran to completion; the two never started went back to the queue.
+    // Three ran to completion; the two never started were handed back, unflagged, by `due`.
     expect(await raw.count(names.queue('done', 'acme'))).to.equal(3);
-    expect(await raw.count(names.queue('work', 'acme'))).to.equal(2);
+    expect(await raw.count(names.queue('work', 'acme'))).to.equal(0);
+    expect(await raw.count(names.dueQueue('work', 'acme'))).to.equal(2);
     expect(exit.stderr).to.match(/"drained":true/);
   });
 
@@ -147,14 +154,15 @@ describe('SIGTERM drains a running stage', function () {
     await publishSlow(5, 60_000);
     const stage = await startStage();
     stage.kill('SIGTERM');
-    await waitFor('the drain under way', () => stage.err.includes('"state":"stopped"'), 10000);
+    await waitFor('the drain under way', () => stage.err.includes('"state":"stopping"'), 10000);
     const started = Date.now();
     stage.kill('SIGTERM');
     const exit = await finished(stage, 10000, 'run flaky');
     expect(exit.code).to.equal(1);
     expect(Date.now() - started).to.be.below(5000);
     // Nothing lost: the three in flight come back from the broker, the two prefetched were given back.
-    await waitFor('all five back', async () => (await raw.count(names.queue('work', 'acme'))) === 5, 10000);
+    await waitFor('the three in flight back', async () => (await raw.count(names.queue('work', 'acme'))) === 3, 10000);
+    expect(await raw.count(names.dueQueue('work', 'acme'))).to.equal(2);
     expect(await raw.count(names.queue('done', 'acme'))).to.equal(0);
   });
 });

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { devInstances, StageGroup } from '../../src/stage/stage-group.js';
+import { devInstances, StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { closeConnections } from '../helpers/broker-admin.js';

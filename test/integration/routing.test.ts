@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { replayUnroutable } from '../../src/admin/unroutable.js';
-import { declareTopology } from '../../src/broker/declare-topology.js';
+import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
@@ -37,7 +37,7 @@ describe('tenant routing on the broker', function () {
       },
     });
     names = new BrokerNames(config.prefix);
-    await declareTopology(config, provisionTopology(config, stages), log);
+    await declareTopologyOnce(config, provisionTopology(config, stages), log);
     raw = await RawBroker.connect(config.broker.url);
     watched = [
       names.unroutable,
@@ -158,7 +158,7 @@ describe('tenant routing on the broker', function () {
       expect(await replayUnroutable(config, log)).to.deep.equal({ replayed: 0, kept: 2 });
       expect(await raw.count(names.unroutable)).to.equal(2);
 
-      await declareTopology(config, provisionTopology(config, stages, 'initech'), log);
+      await declareTopologyOnce(config, provisionTopology(config, stages, 'initech'), log);
       expect(await replayUnroutable(config, log)).to.deep.equal({ replayed: 2, kept: 0 });
       expect(await raw.count(names.unroutable)).to.equal(0);
       const general = await raw.drain(names.queue('conversions', 'initech'));
@@ -188,7 +188,7 @@ describe('tenant routing with a custom tenant header (OS2datascanner "org")', ()
 
   before(async () => {
     config = withTestConfig({ tenantHeader: 'org', tenants: ['vejstrand', 'customer'] });
-    await declareTopology(config, provisionTopology(config, metas), log);
+    await declareTopologyOnce(config, provisionTopology(config, metas), log);
     raw = await RawBroker.connect(config.broker.url);
   });
   after(async () => {

@@ -9,7 +9,7 @@ import type { Job, JobSpec } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { DeadLetterJob, DiscardJob, RetryJob } from '../../src/retry/handler-outcomes.js';
-import { StageGroup } from '../../src/stage/stage-group.js';
+import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadStage, type LoadedStage } from '../../src/stage/stage-loader.js';
 import type { StageContext } from '../../src/stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../../src/stage/threads/threaded-handler.js';

@@ -43,14 +43,17 @@ describe('topology', () => {
       'x-max-length': 100,
       'x-overflow': 'reject-publish',
     };
-    const suspect = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
+    // `due` and `suspect` are never bounded: the broker must never dead-letter into a full queue.
+    const companion = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
     expect(topology.queues).to.deep.equal([
       { name: 'ojs.unroutable', durable: true, arguments: {} },
       { name: 'ojs.queue.conversions.acme', durable: true, arguments: work },
-      { name: 'ojs.suspect.conversions.acme', durable: true, arguments: suspect },
+      { name: 'ojs.due.conversions.acme', durable: true, arguments: companion },
+      { name: 'ojs.suspect.conversions.acme', durable: true, arguments: companion },
       { name: 'ojs.dead.conversions.acme', durable: true, arguments: {} },
       { name: 'ojs.queue.conversions.acme.pdf', durable: true, arguments: work },
-      { name: 'ojs.suspect.conversions.acme.pdf', durable: true, arguments: suspect },
+      { name: 'ojs.due.conversions.acme.pdf', durable: true, arguments: companion },
+      { name: 'ojs.suspect.conversions.acme.pdf', durable: true, arguments: companion },
     ]);
     expect(topology.bindings).to.deep.equal([
       { source: 'ojs.unroutable', destination: 'ojs.unroutable', destinationType: 'queue', routingKey: '' },
@@ -79,6 +82,7 @@ describe('topology', () => {
     expect(topology.queues.map((q) => q.name)).to.deep.equal([
       'ojs.unroutable',
       'ojs.queue.scan_specs',
+      'ojs.due.scan_specs',
       'ojs.suspect.scan_specs',
       'ojs.dead.scan_specs',
     ]);
@@ -164,16 +168,13 @@ describe('delay ladder', () => {
     expect(delayQueues(provisionTopology(fifty, stages))).to.deep.equal(delayQueues(provisionTopology(one, stages)));
   });
 
-  it('binds every physical queue and its suspect queue, variants included, from the delivery exchange', () => {
+  it('binds the due and suspect queue of every physical queue, variants included, and never the bounded main queue, from the delivery exchange', () => {
     const bindings = stageTopology(config, stages[0], 'acme').bindings.filter((b) => b.source === 'ojs.delay.deliver');
     const stars = '*.'.repeat(DELAY_LEVELS);
     expect(bindings.map((b) => [b.destination, b.routingKey])).to.deep.equal(
-      [
-        'ojs.queue.conversions.acme',
-        'ojs.suspect.conversions.acme',
-        'ojs.queue.conversions.acme.pdf',
-        'ojs.suspect.conversions.acme.pdf',
-      ].map((q) => [q, `${stars}${q}`]),
+      ['ojs.due.conversions.acme', 'ojs.suspect.conversions.acme', 'ojs.due.conversions.acme.pdf', 'ojs.suspect.conversions.acme.pdf'].map(
+        (q) => [q, `${stars}${q}`],
+      ),
     );
   });
 

@@ -2,7 +2,7 @@ import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger, type Logger } from '../../logging/logger.js';
 import { startHealthServer } from '../../observability/health-server.js';
-import { StageGroup, devInstances, type StageInstance } from '../../stage/stage-group.js';
+import { StageGroup, devInstances, type StageInstance } from '../../runner/stage-group.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';

@@ -1,4 +1,4 @@
-import { declareTopology } from '../../broker/declare-topology.js';
+import { declareTopologyOnce } from '../../broker/declare-topology.js';
 import { loadConfig } from '../../config/load-config.js';
 import { createLogger } from '../../logging/logger.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
@@ -15,7 +15,7 @@ export async function provision(opts: { tenant?: string; config?: string }): Pro
     stages.map((s) => s.metadata),
     opts.tenant ?? process.env.STAGECOACH_TENANT,
   );
-  await declareTopology(config, topology, createLogger({ service: 'stagecoach', command: 'provision' }));
+  await declareTopologyOnce(config, topology, createLogger({ service: 'stagecoach', command: 'provision' }));
   process.stdout.write(
     `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n`,
   );

@@ -8,7 +8,8 @@ import { provisionTopology } from '../topology/build-topology.js';
 import { StageMetrics, type QueueDepthSample } from '../observability/stage-metrics.js';
 import { ControlListener } from '../control/control-listener.js';
 import type { ControlMessage } from '../control/control-protocol.js';
-import type { LoadedStage } from './stage-loader.js';
+import type { LoadedStage } from '../stage/stage-loader.js';
+import { IsolationGate } from './isolation-gate.js';
 import { StageRunner } from './stage-runner.js';
 
 export interface StageInstance {
@@ -61,9 +62,11 @@ export class StageGroup {
   private readonly control: ControlListener;
   private fail!: (err: Error) => void;
   private terminate!: () => void;
-  private stopping = false;
+  private stopped: Promise<boolean> | undefined;
   private started = false;
   private provision = false;
+  /** One per process: a suspect of any runner runs with nothing else of the process in hand. */
+  private readonly gate = new IsolationGate();
 
   /** Prometheus metrics of every instance in the group, and of its connection. */
   readonly metrics: StageMetrics;
@@ -93,6 +96,7 @@ export class StageGroup {
         }),
         ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
         ...(instance.variant === undefined ? {} : { variant: instance.variant }),
+        gate: this.gate,
       });
       runner.on('fatal', (err: Error) => this.fail(err));
       this.runners.push(runner);
@@ -119,7 +123,7 @@ export class StageGroup {
     });
     this.metrics.setQueueDepthSource(() => this.queueDepths());
     const connection = await this.manager.start();
-    await this.declare();
+    await this.declare(connection);
     for (const runner of this.runners) await runner.start(connection);
     await this.control.attach(connection);
     this.started = true;
@@ -135,16 +139,19 @@ export class StageGroup {
   }
 
   /**
-   * Drains every runner within the grace period, then closes the connection.
+   * Drains every runner within the grace period, then closes the connection. A second call
+   * (SIGTERM after a `terminate`) waits for the first and gets its result.
    * @returns false when the grace period ran out for some runner.
    */
-  async stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
-    if (this.stopping) return true;
-    this.stopping = true;
-    await this.control.close();
-    const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
-    await this.manager.close();
-    return drained.every(Boolean);
+  stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
+    this.stopped ??= (async () => {
+      await this.control.close();
+      // A runner already stopping (terminate) hands back its own stop promise: waited for too.
+      const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
+      await this.manager.close();
+      return drained.every(Boolean);
+    })();
+    return this.stopped;
   }
 
   /** Ready messages in each runner's queue, read at scrape time on a throwaway channel. */
@@ -171,10 +178,10 @@ export class StageGroup {
     }
   }
 
-  private async declare(): Promise<void> {
+  private async declare(connection: AmqpConnection): Promise<void> {
     if (!this.provision) return;
     await declareTopology(
-      this.config,
+      connection,
       provisionTopology(
         this.config,
         this.instances.map((i) => i.stage.metadata),
@@ -184,9 +191,9 @@ export class StageGroup {
   }
 
   private async reattach(connection: AmqpConnection): Promise<void> {
-    if (this.stopping) return;
+    if (this.stopped) return;
     try {
-      await this.declare();
+      await this.declare(connection);
       for (const runner of this.runners) await runner.attach(connection);
       await this.control.attach(connection);
     } catch (err) {

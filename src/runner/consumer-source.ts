@@ -1,13 +1,19 @@
-import type { Channel, ConsumeMessage } from 'amqplib';
+import type { Channel, Message } from 'amqplib';
 
-/** How a delivery is settled; `ConsumerSource` batches the acknowledgements. */
+/**
+ * How a delivery is settled; `ConsumerSource` batches the acknowledgements. There is no requeue:
+ * a requeued delivery comes back flagged `redelivered`, which stagecoach reads as "the process
+ * handling it died". A delivery to give back is published again instead (see Settlement).
+ */
 export interface Settler {
-  ack(message: ConsumeMessage): void;
-  nack(message: ConsumeMessage, requeue: boolean): void;
+  ack(message: Message): void;
+  /** Refuses the delivery without requeueing it: the broker dead-letters it by its queue's route. */
+  reject(message: Message): void;
 }
 
 /**
- * One consumer channel of a runner: the input queue or its suspect queue.
+ * One channel a runner takes deliveries on (consumers, or `basic.get`), and settles them on:
+ * a delivery tag means something only on the channel that delivered it.
  *
  * Acknowledgements are batched: those settled within one turn of the event loop go out together
  * at `setImmediate`, as a single `ack(allUpTo)` when they cover every delivery outstanding up to
@@ -17,36 +23,29 @@ export interface Settler {
  * that is still being worked on.
  */
 export class ConsumerSource implements Settler {
-  consumerTag: string | undefined;
-  /** Closed, or closing on purpose: a 'close' event then is not a fault. */
+  /** Closed, or closing on purpose: its deliveries are the broker's again. */
   closed = false;
-  /** Jobs of this channel being handled. */
-  inFlight = 0;
   private readonly outstanding: number[] = [];
-  private toAck: ConsumeMessage[] = [];
+  private toAck: Message[] = [];
   private flushing = false;
 
-  constructor(
-    readonly kind: 'main' | 'suspect',
-    readonly queue: string,
-    readonly channel: Channel,
-  ) {}
+  constructor(readonly channel: Channel) {}
 
-  delivered(message: ConsumeMessage): void {
+  delivered(message: Message): void {
     this.outstanding.push(message.fields.deliveryTag);
   }
 
-  ack(message: ConsumeMessage): void {
+  ack(message: Message): void {
     this.toAck.push(message);
     if (this.flushing) return;
     this.flushing = true;
     setImmediate(() => this.flush());
   }
 
-  nack(message: ConsumeMessage, requeue: boolean): void {
+  reject(message: Message): void {
     this.forget(message.fields.deliveryTag);
     // On a dead channel the broker has already taken the delivery back: nothing to say.
-    if (!this.closed) this.channel.nack(message, false, requeue);
+    if (!this.closed) this.channel.nack(message, false, false);
   }
 
   /** The channel is gone: its deliveries are the broker's again. */

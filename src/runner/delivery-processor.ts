@@ -1,0 +1,94 @@
+import type { JobSink } from '../broker/job-router.js';
+import type { ResolvedQueueConfig } from '../config/config.types.js';
+import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
+import { fromWire } from '../job/amqp-mapping.js';
+import type { Job } from '../job/job.types.js';
+import type { Logger } from '../logging/logger.js';
+import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
+import { invokeHandler } from '../stage/handler-invoker.js';
+import { JobContext } from '../stage/job-context.js';
+import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
+import type { Delivery, Outcome } from './delivery.js';
+
+export interface DeliveryProcessorOptions {
+  stage: StageMetadata;
+  /** The stage's input queue, resolved. */
+  input: ResolvedQueueConfig;
+  /** The tenant of the instance; undefined on a shared queue. */
+  tenant: string | undefined;
+  tenantHeader: string;
+  handler: StageHandler;
+  /** Where `ctx.emit()` publishes. */
+  sink: JobSink;
+  log: Logger;
+  /** Called when an emitted job is confirmed (metrics). */
+  onPublished?: (output: string) => void;
+}
+
+/**
+ * Takes one delivery from the wire to an {@link Outcome}: decodes it, admits it (its tenant is
+ * the queue's, its type is the stage's, it is not a crash redelivery), runs the handler under
+ * its timeout and trace span. It never settles anything and never rejects: what happens to the
+ * delivery on the broker is the settlement's alone.
+ */
+export class DeliveryProcessor {
+  constructor(private readonly options: DeliveryProcessorOptions) {}
+
+  async run(delivery: Delivery): Promise<Outcome> {
+    const admitted = this.admit(delivery);
+    if (admitted.kind !== 'admitted') return admitted;
+    const { job, headers } = admitted;
+    const { stage, log, sink, onPublished, handler } = this.options;
+    const ctx = new JobContext(stage.name, stage.outputs, job, headers, sink, log, undefined, onPublished);
+    const began = performance.now();
+    try {
+      const timeout = job.timeout ?? this.options.input.default_timeout;
+      if (sdkRegistered()) await inJobSpan(stage.name, delivery.queue, job, headers, () => invokeHandler(handler, job, ctx, timeout));
+      else await invokeHandler(handler, job, ctx, timeout);
+      return { kind: 'completed', job, ctx, seconds: (performance.now() - began) / 1000 };
+    } catch (error) {
+      return { kind: 'failed', job, error, ctx, seconds: (performance.now() - began) / 1000 };
+    }
+  }
+
+  private admit(delivery: Delivery): Outcome | { kind: 'admitted'; job: Job; headers: Record<string, unknown> } {
+    const { stage, tenant, tenantHeader } = this.options;
+    let job: Job | undefined;
+    try {
+      const decoded = fromWire(delivery.message, tenantHeader);
+      job = decoded.job;
+      if (tenant !== undefined && job.tenant !== tenant) {
+        // The broker routed it here by its routing header; a body naming another tenant must
+        // not carry that tenant's identity into this tenant's outputs.
+        throw new InvalidPayloadError(
+          `job names tenant "${job.tenant ?? '(none)'}" but arrived on ${delivery.queue}, the queue of "${tenant}"`,
+          stage.input,
+        );
+      }
+      if (stage.types && !stage.types.includes(job.type)) {
+        throw new InvalidPayloadError(
+          `stage "${stage.name}" does not handle job type "${job.type}" (handles ${stage.types.join(', ')})`,
+          stage.input,
+        );
+      }
+      if (isRedelivery(delivery)) {
+        // Stagecoach never requeues a delivery itself (see Settler): a redelivered one was in
+        // the hands of a process that died or lost its channel. From `main` or `due` it may
+        // have been only prefetched, so it is not judged but moved to the suspect queue; from
+        // the suspect queue, where a job runs alone, the crash was its own.
+        if (delivery.input !== 'suspect') return { kind: 'crashed', job };
+        throw new StagecoachError('POISON', `attempt ${job.attempt} killed the process handling it`);
+      }
+      return { kind: 'admitted', job, headers: decoded.headers };
+    } catch (error) {
+      return { kind: 'failed', job, error };
+    }
+  }
+}
+
+/** Classic queues set `redelivered`; quorum queues also count in `x-delivery-count`. */
+export function isRedelivery(delivery: Pick<Delivery, 'message'>): boolean {
+  const { message } = delivery;
+  const count = Number(message.properties.headers?.['x-delivery-count'] ?? 0);
+  return message.fields.redelivered || count > 0;
+}

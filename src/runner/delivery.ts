@@ -1,0 +1,36 @@
+import type { Message } from 'amqplib';
+import type { Job } from '../job/job.types.js';
+import type { JobContext } from '../stage/job-context.js';
+import type { ConsumerSource } from './consumer-source.js';
+
+/**
+ * Which of an instance's three queues a delivery came from:
+ * - `main`: the physical queue producers publish to (bounded by `max_size`);
+ * - `due`: jobs whose wait is over (retries back from the delay ladder, jobs handed back
+ *   unstarted): already admitted once, so never refused for `max_size`;
+ * - `suspect`: jobs redelivered after a crash, run alone.
+ */
+export type InputKind = 'main' | 'due' | 'suspect';
+
+/** One message in the runner's hands, from delivery to settlement. */
+export interface Delivery {
+  message: Message;
+  /** The channel it arrived on: it is settled there, or not at all. */
+  source: ConsumerSource;
+  input: InputKind;
+  /** The physical queue it came from. */
+  queue: string;
+}
+
+/**
+ * What processing a delivery came to; the settlement turns each into broker operations.
+ * - `completed`: the handler returned; its emits are settled before the ack.
+ * - `failed`: refused at admission (`job` undefined when the body is not a job) or the handler
+ *   threw; the retry policy decides. `seconds` is the handler's run time, when it ran.
+ * - `crashed`: redelivered from `main` or `due`: its process died while it was in hand, maybe
+ *   only prefetched. Moved to the suspect queue, not judged.
+ */
+export type Outcome =
+  | { kind: 'completed'; job: Job; ctx: JobContext; seconds: number }
+  | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number }
+  | { kind: 'crashed'; job: Job };

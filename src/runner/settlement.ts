@@ -1,0 +1,327 @@
+import type { Message } from 'amqplib';
+import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import { routeFor } from '../broker/job-router.js';
+import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
+import { PublishError, StagecoachError } from '../errors/errors.js';
+import { OJS_HEADERS, toWire, withoutBrokerHeaders, type WireMessage } from '../job/amqp-mapping.js';
+import { toJobError } from '../job/job-error.js';
+import type { Job, JobError } from '../job/job.types.js';
+import { traceIdOf } from '../job/trace-context.js';
+import type { Logger } from '../logging/logger.js';
+import type { InstanceMetrics } from '../observability/stage-metrics.js';
+import { decideFailure } from '../retry/failure-decision.js';
+import { resolveRetryPolicy } from '../retry/retry-policy.js';
+import { delayRoutingKey } from '../topology/delay-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import type { ChannelSupervisor } from './channel-supervisor.js';
+import { deadLetterMessage } from './dead-letters.js';
+import type { Delivery, Outcome } from './delivery.js';
+import type { StageRunnerStats } from './runner-stats.js';
+
+export interface SettlementOptions {
+  config: CompiledConfig;
+  /** The stage's input queue, resolved. */
+  input: ResolvedQueueConfig;
+  stage: string;
+  /** The instance's own queues: retries and hand-backs return there, crashes go to `suspect`. */
+  queues: { due: string; suspect: string; dead: string };
+  publishers: ChannelSupervisor<ConfirmPublisher>;
+  log: Logger;
+  stats: StageRunnerStats;
+  metrics: InstanceMetrics;
+  /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
+  onSuspected(): void;
+}
+
+/** Where a delivery ended: acknowledged, refused to its queue's dead-letter route, or left to the broker. */
+export type Settled = 'acked' | 'rejected' | 'abandoned';
+
+/**
+ * The one place that acknowledges, refuses and republishes deliveries. Every outcome closes the
+ * job's context first, so that nothing the handler emits later slips past the settlement.
+ *
+ * Invariants:
+ * - At-least-once (seeds/004): a delivery is acknowledged only after whatever replaces it (the
+ *   emitted jobs, a retry, a dead letter, a suspect copy, a hand-back copy) was confirmed.
+ * - No requeue, ever: a requeued delivery comes back flagged `redelivered`, which reads as a
+ *   crash. A delivery to hand back is republished, unflagged, through the delay ladder.
+ * - A publish that fails because the publisher channel was lost is tried again on the healed
+ *   channel, for as long as the delivery's own channel lives; if that dies too, the broker
+ *   redelivers the delivery. A publish the broker refuses (a full `dead_letter_queue`, say)
+ *   refuses the delivery instead: the broker dead-letters it by its queue's route, and
+ *   `dead list` reads the reason from `x-death`. Nothing loops, nothing is dropped.
+ * - Retries and hand-backs go to the instance's `due` queue (or back to `suspect`), never to
+ *   the main queue: a job admitted once is never refused for `max_size`, and the broker never
+ *   dead-letters into a full queue (where `reject-publish` drops it silently).
+ */
+export class Settlement {
+  private readonly names: BrokerNames;
+
+  constructor(private readonly options: SettlementOptions) {
+    this.names = new BrokerNames(options.config.prefix);
+  }
+
+  /** Never rejects. */
+  async settle(delivery: Delivery, outcome: Outcome): Promise<Settled> {
+    switch (outcome.kind) {
+      case 'completed': {
+        let emitted: number;
+        try {
+          emitted = await outcome.ctx.settle();
+        } catch (err) {
+          // The publisher channel was lost under an emit: not the job's fault, so no attempt is
+          // counted; it runs again from `due` (its confirmed emits are repeated: at-least-once).
+          if (err instanceof PublishError && err.transient) return this.giveBack(delivery);
+          // The broker refused an emit (a full output queue): the job failed like a throw.
+          return this.fail(delivery, outcome.job, err, outcome.seconds);
+        }
+        this.ack(delivery);
+        this.options.stats.emitted += emitted;
+        this.options.stats.completed++;
+        this.options.metrics.completed(outcome.seconds);
+        return 'acked';
+      }
+      case 'failed':
+        outcome.ctx?.close();
+        return this.fail(delivery, outcome.job, outcome.error, outcome.seconds);
+      case 'crashed':
+        return this.suspect(delivery, outcome.job);
+    }
+  }
+
+  /**
+   * Hands a delivery that was prefetched but never started back to the broker, unflagged, so
+   * that another instance (or this one, later) takes it as a first delivery: through the
+   * ladder with no delay, to the `due` queue (or back to `suspect`).
+   */
+  async giveBack(delivery: Delivery): Promise<Settled> {
+    const { message } = delivery;
+    const routingKey = delayRoutingKey(0, this.returnQueue(delivery));
+    const options = { ...message.properties, headers: withoutBrokerHeaders(message.properties.headers) };
+    const settled = await this.publishThenAck(delivery, 'hand-back', (publisher) =>
+      publisher.publish(this.names.retry, routingKey, message.content, options),
+    );
+    if (settled === 'acked') this.options.stats.givenBack++;
+    return settled;
+  }
+
+  private async fail(delivery: Delivery, job: Job | undefined, thrown: unknown, seconds?: number): Promise<Settled> {
+    const error = toJobError(thrown);
+    if (seconds !== undefined) this.options.metrics.failed(seconds, error.type);
+    if (job === undefined) return this.deadLetter(delivery, undefined, error, false);
+    if (thrown instanceof StagecoachError && thrown.code === 'POISON') this.options.stats.poisonRedeliveries++;
+    const policy = resolveRetryPolicy(this.options.input, job.retry);
+    const decision = decideFailure(policy, job.attempt, error, thrown);
+    switch (decision.action) {
+      case 'retry':
+        return this.retry(delivery, job, decision.nextAttempt, decision.delayMs, error);
+      case 'dead_letter':
+        return this.deadLetter(delivery, job, error, decision.exhausted);
+      case 'discard':
+        this.options.log.warn('job discarded', {
+          ...fields(job, delivery.message),
+          error_type: error.type,
+          error: error.message,
+          exhausted: decision.exhausted,
+        });
+        this.ack(delivery);
+        this.options.stats.discarded++;
+        this.options.metrics.discarded();
+        return 'acked';
+    }
+  }
+
+  /**
+   * Moves a job redelivered from `main` or `due` to the suspect queue, its crashed attempt
+   * counted, without judging it: the process that died may only have prefetched it.
+   */
+  private async suspect(delivery: Delivery, job: Job): Promise<Settled> {
+    this.options.stats.poisonRedeliveries++;
+    const error = { type: 'REDELIVERED', message: `attempt ${job.attempt} came back after the process or channel handling it died` };
+    const wire = this.retried(delivery.message, job, job.attempt + 1, error);
+    const routingKey = delayRoutingKey(0, this.options.queues.suspect);
+    const settled = await this.publishThenAck(delivery, 'suspect', (publisher) =>
+      publisher.publish(this.names.retry, routingKey, wire.content, wire.options),
+    );
+    if (settled === 'acked') {
+      this.options.log.warn('job redelivered after a crash; moved to the suspect queue to run alone', {
+        ...fields(job, delivery.message),
+        next_attempt: job.attempt + 1,
+      });
+      this.options.onSuspected();
+    }
+    return settled;
+  }
+
+  private async retry(delivery: Delivery, job: Job, nextAttempt: number, delayMs: number, error: JobError): Promise<Settled> {
+    const wire = this.retried(delivery.message, job, nextAttempt, error);
+    const routingKey = delayRoutingKey(delayMs, this.returnQueue(delivery));
+    const settled = await this.publishThenAck(delivery, 'retry', (publisher) =>
+      publisher.publish(this.names.retry, routingKey, wire.content, wire.options),
+    );
+    if (settled === 'acked') {
+      this.options.stats.retried++;
+      this.options.metrics.retried();
+      this.options.log.info('job retry scheduled', {
+        ...fields(job, delivery.message),
+        next_attempt: nextAttempt,
+        delay_ms: Math.round(delayMs),
+        error_type: error.type,
+        error: error.message,
+      });
+    }
+    return settled;
+  }
+
+  private async deadLetter(delivery: Delivery, job: Job | undefined, error: JobError, exhausted: boolean): Promise<Settled> {
+    const { config, input, stage } = this.options;
+    const target = input.dead_letter_queue;
+    if (job === undefined || target === undefined) return this.deadLetterHere(delivery, job, error, exhausted);
+    // OJS dead_letter_queue: the job is enqueued, error and all, to the configured queue.
+    const dead: Job = {
+      ...job,
+      queue: target,
+      error,
+      meta: { ...job.meta, original_queue: job.queue, dead_lettered_at: new Date().toISOString(), stage },
+    };
+    let route: { exchange: string; routingKey: string };
+    let wire: WireMessage;
+    try {
+      route = routeFor(config, dead);
+      wire = toWire(dead, { tenantHeader: config.tenantHeader, headers: withoutBrokerHeaders(delivery.message.properties.headers) });
+      delete wire.options.expiration;
+    } catch (err) {
+      // The configured queue cannot take it (a type it does not allow): its own dead letters can.
+      this.options.log.warn('dead_letter_queue cannot take the job; using the dead letters of its queue', {
+        target,
+        err: (err as Error).message,
+      });
+      return this.deadLetterHere(delivery, job, error, exhausted);
+    }
+    let refused = false;
+    const settled = await this.publishThenAck(
+      delivery,
+      'dead letter',
+      (publisher) => publisher.publish(route.exchange, route.routingKey, wire.content, wire.options),
+      // Refused there (full): the dead letters of its own queue keep it, with the reason.
+      () => {
+        refused = true;
+        return this.deadLetterHere(delivery, job, error, exhausted);
+      },
+    );
+    return refused ? settled : this.published(delivery, job, error, exhausted, settled);
+  }
+
+  private async deadLetterHere(delivery: Delivery, job: Job | undefined, error: JobError, exhausted: boolean): Promise<Settled> {
+    const wire = deadLetterMessage(delivery.message, job, error, this.options.stage, this.options.config.tenantHeader);
+    const dead = this.options.queues.dead;
+    return this.published(
+      delivery,
+      job,
+      error,
+      exhausted,
+      await this.publishThenAck(delivery, 'dead letter', (publisher) =>
+        publisher.publish(this.names.dlx, dead, wire.content, wire.options),
+      ),
+    );
+  }
+
+  private published(delivery: Delivery, job: Job | undefined, error: JobError, exhausted: boolean, settled: Settled): Settled {
+    if (settled === 'abandoned') return settled;
+    this.options.stats.deadLettered++;
+    this.options.metrics.deadLettered();
+    this.options.log.warn('job dead-lettered', {
+      ...(job ? fields(job, delivery.message) : { job_id: delivery.message.properties.messageId }),
+      queue: delivery.queue,
+      error_type: error.type,
+      error: error.message,
+      exhausted,
+      ...(settled === 'rejected' ? { route: 'broker dead-letter route' } : {}),
+    });
+    return settled;
+  }
+
+  /**
+   * Publishes what replaces the delivery, then acknowledges it. A lost publisher channel is
+   * waited out (the supervisor heals it) as long as the delivery's channel lives; a refusal by
+   * the broker refuses the delivery to its queue's dead-letter route instead.
+   */
+  private async publishThenAck(
+    delivery: Delivery,
+    what: string,
+    publish: (publisher: ConfirmPublisher) => Promise<void>,
+    onRefused?: () => Promise<Settled>,
+  ): Promise<Settled> {
+    let stale: ConfirmPublisher | undefined;
+    for (;;) {
+      if (delivery.source.closed) return this.abandoned(delivery, what);
+      let publisher: ConfirmPublisher;
+      try {
+        publisher = await this.options.publishers.ready(stale);
+      } catch {
+        // The connection is gone, or the runner stopped: so is the delivery's channel.
+        return this.abandoned(delivery, what);
+      }
+      try {
+        await publish(publisher);
+        this.ack(delivery);
+        return 'acked';
+      } catch (err) {
+        if (err instanceof PublishError && err.transient) {
+          this.options.log.warn(`${what} not confirmed: the publisher channel was lost; trying again on the healed channel`, {
+            queue: delivery.queue,
+            job_id: delivery.message.properties.messageId,
+            err: err.message,
+          });
+          stale = publisher;
+          continue;
+        }
+        if (onRefused) return onRefused();
+        this.options.log.error(`${what} refused by the broker; rejecting the delivery to its queue's dead-letter route`, {
+          queue: delivery.queue,
+          job_id: delivery.message.properties.messageId,
+          err: (err as Error).message,
+        });
+        delivery.source.reject(delivery.message);
+        return 'rejected';
+      }
+    }
+  }
+
+  private abandoned(delivery: Delivery, what: string): Settled {
+    // Its channel is gone: the broker redelivers it; settling here would act on a dead tag.
+    this.options.log.debug(`${what} abandoned with its channel`, { queue: delivery.queue, job_id: delivery.message.properties.messageId });
+    return 'abandoned';
+  }
+
+  private ack(delivery: Delivery): void {
+    delivery.source.ack(delivery.message);
+    this.options.metrics.acked();
+  }
+
+  /** A delivery from the suspect queue stays a suspect; anything else returns by `due`. */
+  private returnQueue(delivery: Delivery): string {
+    return delivery.input === 'suspect' ? this.options.queues.suspect : this.options.queues.due;
+  }
+
+  /** The job again, at `nextAttempt`, with the reason it comes back. */
+  private retried(message: Message, job: Job, nextAttempt: number, error: JobError): WireMessage {
+    const retried: Job = { ...job, attempt: nextAttempt, meta: { ...job.meta, last_error: { type: error.type, message: error.message } } };
+    delete retried.error;
+    const headers = withoutBrokerHeaders(message.properties.headers);
+    const traceparent = headers[OJS_HEADERS.traceparent];
+    const wire = toWire(retried, {
+      tenantHeader: this.options.config.tenantHeader,
+      headers,
+      ...(typeof traceparent === 'string' ? { traceparent } : {}),
+    });
+    // A per-message TTL would expire the job inside a delay queue and skip the rest of its wait.
+    delete wire.options.expiration;
+    return wire;
+  }
+}
+
+function fields(job: Job, message: Message): Record<string, unknown> {
+  const trace = traceIdOf(message.properties.headers?.[OJS_HEADERS.traceparent]);
+  return { job_id: job.id, job_type: job.type, tenant: job.tenant, attempt: job.attempt, trace_id: trace };
+}

@@ -1,0 +1,539 @@
+import { EventEmitter } from 'node:events';
+import type { Channel, ConsumeMessage, Options } from 'amqplib';
+import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { ConfirmPublisher, type PublishChannel } from '../broker/confirm-publisher.js';
+import { declareTopology } from '../broker/declare-topology.js';
+import { JobRouter } from '../broker/job-router.js';
+import type { CompiledConfig, CompiledStageConfig, ResolvedQueueConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import type { ControlMessage } from '../control/control-protocol.js';
+import { ConfigError, PublishError } from '../errors/errors.js';
+import type { Logger } from '../logging/logger.js';
+import type { InstanceMetrics } from '../observability/stage-metrics.js';
+import { createStageInstance } from '../stage/stage-container.js';
+import type { LoadedStage } from '../stage/stage-loader.js';
+import type { StageHandler } from '../stage/stage.types.js';
+import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/threaded-handler.js';
+import { stageTopology } from '../topology/build-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import type { Topology } from '../topology/topology.types.js';
+import { ChannelSupervisor, HEAL_DELAY_MS, MAX_HEAL_ATTEMPTS } from './channel-supervisor.js';
+import { ConsumerSource } from './consumer-source.js';
+import type { Delivery, InputKind } from './delivery.js';
+import { DeliveryProcessor } from './delivery-processor.js';
+import { Dispatcher } from './dispatcher.js';
+import { IsolationGate, type Isolatable } from './isolation-gate.js';
+import { Lifecycle, type RunnerState } from './lifecycle.js';
+import { emptyStats, NO_METRICS, type StageRunnerStats } from './runner-stats.js';
+import { Settlement } from './settlement.js';
+
+export type { RunnerState } from './lifecycle.js';
+export type { StageRunnerStats } from './runner-stats.js';
+
+export interface StageRunnerOptions {
+  config: CompiledConfig;
+  stage: LoadedStage;
+  /** Required when the stage's input is tenant-scoped; refused when it is shared. */
+  tenant?: string;
+  /** Consume the tenant's specialised queue for this variant instead of the general one. */
+  variant?: string;
+  log: Logger;
+  /** Where the instance counts its work; nothing is counted when absent. */
+  metrics?: InstanceMetrics;
+  /**
+   * Shared by every runner of a process (StageGroup passes one), so that a suspect runs with
+   * nothing else of the process in hand. A runner alone gets its own.
+   */
+  gate?: IsolationGate;
+  /** How often a running instance looks for suspects it was not told about. @defaultValue 5000 ms */
+  suspectCheckMs?: number;
+}
+
+/** Suspects run in one isolated turn at most, before the work queues get a turn again. */
+const SUSPECTS_PER_TURN = 25;
+const DEFAULT_SUSPECT_CHECK_MS = 5000;
+
+/** The work channel: the `main` and `due` consumers, and the acknowledgements of their deliveries. */
+interface WorkChannel {
+  channel: Channel;
+  source: ConsumerSource;
+  consumers: Map<'main' | 'due', string>;
+}
+
+/** The suspect channel: passive checks and `basic.get` of suspects (a 404 there closes only it). */
+interface SuspectChannel {
+  channel: Channel;
+  source: ConsumerSource;
+}
+
+/**
+ * Runs one stage instance: one input queue, `concurrency` handlers at a time. Composed of:
+ * - a {@link Lifecycle} (starting, running, paused, quiet, stopping, stopped; one stop promise);
+ * - three {@link ChannelSupervisor}s, each healing only its own channel: the publisher (one
+ *   confirm channel), the work channel (consumers of `main` and `due`), the suspect channel;
+ * - a {@link Dispatcher} (slots, hand-backs) and the process-wide {@link IsolationGate} (a
+ *   suspect runs alone);
+ * - a {@link DeliveryProcessor} (admission, handler) and the {@link Settlement} (every ack,
+ *   reject and republish).
+ *
+ * Lifecycle: `start(connection)` builds the stage through its container, declares the topology
+ * it needs on that connection and starts consuming. After a connection loss the group calls
+ * `attach()` with the next connection: nothing of the old channels is used, so a delivery of a
+ * dead channel is never acknowledged on a new one (the broker redelivers it). `stop()` closes
+ * the dispatcher (prefetched deliveries are handed back), cancels the consumers, waits for the
+ * handlers in flight (up to a grace period), and closes the channels.
+ *
+ * Invariant (at-least-once, seeds/004): a delivery is acknowledged only after every job its
+ * handler emitted, or whatever replaces it, has been confirmed by the broker.
+ *
+ * Emits 'state' (RunnerState) on every change, and 'fatal' (error) when a channel could not be
+ * healed MAX_HEAL_ATTEMPTS times in a row while the connection was up.
+ */
+export class StageRunner extends EventEmitter implements Isolatable {
+  readonly name: string;
+  /** The physical input queue. */
+  readonly queue: string;
+  readonly stats: StageRunnerStats = emptyStats();
+
+  private readonly settings: CompiledStageConfig;
+  private readonly metrics: InstanceMetrics;
+  private readonly input: ResolvedQueueConfig;
+  private readonly queues: Record<InputKind, string> & { dead: string };
+  private readonly topology: Topology;
+  private readonly lifecycle: Lifecycle;
+  private readonly gate: IsolationGate;
+  private readonly publishers: ChannelSupervisor<ConfirmPublisher>;
+  private readonly work: ChannelSupervisor<WorkChannel>;
+  private readonly suspects: ChannelSupervisor<SuspectChannel>;
+  private readonly dispatcher: Dispatcher;
+  private readonly settlement: Settlement;
+  private readonly sink: JobRouter;
+  private processor: DeliveryProcessor | undefined;
+  private handler: StageHandler | undefined;
+  private connection: AmqpConnection | undefined;
+  private suspensions = 0;
+  private syncing: Promise<void> = Promise.resolve();
+  private suspectTimer: NodeJS.Timeout | undefined;
+  private checkingSuspects = false;
+  private suspectsPending = false;
+  private resubscribing: NodeJS.Timeout | undefined;
+  private resubscribeFailures = 0;
+
+  constructor(private readonly options: StageRunnerOptions) {
+    super();
+    const { config, stage, tenant, variant, log } = options;
+    const meta = stage.metadata;
+    const settings = config.stages.get(meta.name);
+    if (!settings) throw new ConfigError(config.source, `stages.${meta.name}`, 'a configured stage');
+    this.settings = settings;
+    this.metrics = options.metrics ?? NO_METRICS;
+    const input = queueFor(config, meta.input, `stage "${meta.name}"`);
+    this.input = input;
+    if (input.scope === 'tenant' && tenant === undefined) {
+      throw new ConfigError(
+        config.source,
+        `queues.${meta.input}`,
+        `a tenant for stage "${meta.name}": its input is tenant-scoped (use --tenant)`,
+      );
+    }
+    if (input.scope === 'shared' && tenant !== undefined) {
+      throw new ConfigError(config.source, `queues.${meta.input}`, `no --tenant for stage "${meta.name}": its input is shared`);
+    }
+    if (variant !== undefined && !input.variants?.values[variant]) {
+      const known = Object.keys(input.variants?.values ?? {}).join(', ') || 'none';
+      throw new ConfigError(config.source, `queues.${meta.input}.variants.values.${variant}`, `a configured variant (known: ${known})`);
+    }
+    const names = new BrokerNames(config.prefix);
+    this.queue = names.queue(meta.input, tenant, variant);
+    this.queues = {
+      main: this.queue,
+      due: names.dueQueue(meta.input, tenant, variant),
+      suspect: names.suspectQueue(meta.input, tenant, variant),
+      dead: names.deadQueue(meta.input, tenant),
+    };
+    this.topology = stageTopology(config, meta, tenant);
+    this.name = [meta.name, tenant, variant].filter((part) => part !== undefined).join('/');
+    this.lifecycle = new Lifecycle((state) => {
+      log.info('stage state', { queue: this.queue, state });
+      this.emit('state', state);
+    });
+    this.gate = options.gate ?? new IsolationGate();
+
+    const fatal = (err: Error): void => void this.emit('fatal', err);
+    this.publishers = new ChannelSupervisor<ConfirmPublisher>({
+      name: 'publisher',
+      log,
+      onFatal: fatal,
+      isOpen: (publisher) => publisher.isOpen,
+      open: async (connection, lost, healing) => {
+        if (healing) await declareTopology(connection, this.topology, log);
+        return ConfirmPublisher.open(connection, () => lost('publisher channel closed'));
+      },
+      close: (publisher) => publisher.close(),
+    });
+    this.work = new ChannelSupervisor<WorkChannel>({
+      name: 'work',
+      log,
+      onFatal: fatal,
+      isOpen: (work) => !work.source.closed,
+      open: (connection, lost, healing) => this.openWork(connection, lost, healing),
+      close: (work) => closeSource(work.source),
+      onOpen: () => void this.syncConsumers(),
+    });
+    this.suspects = new ChannelSupervisor<SuspectChannel>({
+      name: 'suspect',
+      log,
+      onFatal: fatal,
+      isOpen: (suspects) => !suspects.source.closed,
+      open: (connection, lost, healing) => this.openSuspects(connection, lost, healing),
+      close: (suspects) => closeSource(suspects.source),
+      onOpen: () => this.suspectsMayWait(0),
+    });
+    this.dispatcher = new Dispatcher({
+      concurrency: settings.concurrency,
+      process: (delivery) => this.process(delivery),
+      giveBack: (delivery) => this.settlement.giveBack(delivery),
+    });
+    this.settlement = new Settlement({
+      config,
+      input,
+      stage: meta.name,
+      queues: { due: this.queues.due, suspect: this.queues.suspect, dead: this.queues.dead },
+      publishers: this.publishers,
+      log,
+      stats: this.stats,
+      metrics: this.metrics,
+      onSuspected: () => this.suspectsMayWait(0),
+    });
+    this.sink = new JobRouter(config, this.healingPublisher());
+  }
+
+  get stageName(): string {
+    return this.options.stage.metadata.name;
+  }
+
+  /** The logical input queue. */
+  get inputQueue(): string {
+    return this.options.stage.metadata.input;
+  }
+
+  get tenant(): string | undefined {
+    return this.options.tenant;
+  }
+
+  get state(): RunnerState {
+    return this.lifecycle.state;
+  }
+
+  /** True from the first `stop()` on. */
+  get stopping(): boolean {
+    return this.lifecycle.stopping;
+  }
+
+  /** True while it consumes as it should: every channel up (running), or not meant to consume. */
+  get healthy(): boolean {
+    const state = this.lifecycle.state;
+    if (state === 'starting') return false;
+    if (state !== 'running') return true;
+    if (this.publishers.current === undefined || this.suspects.current === undefined) return false;
+    const work = this.work.current;
+    if (work === undefined) return false;
+    // Suspended while a suspect runs alone: consumers are off on purpose.
+    return this.suspensions > 0 || work.consumers.size === 2;
+  }
+
+  /** Whether a control message addresses this instance. */
+  matches(message: ControlMessage): boolean {
+    if (message.tenant !== undefined && message.tenant !== this.options.tenant) return false;
+    if (message.queue !== undefined && message.queue !== this.options.stage.metadata.input) return false;
+    return message.stage === undefined || message.stage === this.options.stage.metadata.name;
+  }
+
+  /** Builds the stage, then attaches to `connection`. */
+  async start(connection: AmqpConnection): Promise<void> {
+    const { config, stage, tenant, variant, log } = this.options;
+    this.handler = this.settings.threads
+      ? await createThreadedHandler({ stage, config, tenant, variant, threads: this.settings.threads, log })
+      : await createStageInstance(stage, config, tenant, log, variant);
+    this.processor = new DeliveryProcessor({
+      stage: stage.metadata,
+      input: this.input,
+      tenant,
+      tenantHeader: config.tenantHeader,
+      handler: this.handler,
+      sink: this.sink,
+      log,
+      onPublished: (output) => this.metrics.published(output),
+    });
+    if (!this.lifecycle.to('running')) return;
+    this.dispatcher.openUp();
+    this.gate.join(this);
+    await this.attach(connection);
+  }
+
+  /**
+   * Declares the stage's topology on `connection` and opens its channels there: at start and
+   * after every reconnection. Consumers start unless paused, quiet or suspended.
+   */
+  async attach(connection: AmqpConnection): Promise<void> {
+    if (this.lifecycle.stopping) return;
+    this.connection = connection;
+    clearTimeout(this.resubscribing);
+    await declareTopology(connection, this.topology, this.options.log);
+    await this.publishers.attach(connection);
+    await this.suspects.attach(connection);
+    await this.work.attach(connection);
+    this.options.log.info('stage consuming', {
+      queue: this.queue,
+      concurrency: this.settings.concurrency,
+      prefetch: this.settings.prefetch,
+    });
+  }
+
+  /**
+   * The connection is gone, and every channel with it: their deliveries are the broker's again
+   * (waiting ones are dropped, settlements in progress leave theirs). The group attaches again.
+   */
+  detach(): void {
+    this.connection = undefined;
+    clearTimeout(this.resubscribing);
+    this.publishers.detach();
+    this.work.detach();
+    this.suspects.detach();
+  }
+
+  /** Stops consuming until `resume()`; prefetched deliveries go back, jobs in flight finish. */
+  async pause(): Promise<void> {
+    if (!this.lifecycle.to('paused')) return;
+    await this.stopTakingWork();
+  }
+
+  async resume(): Promise<void> {
+    if (!this.lifecycle.to('running')) return;
+    if (this.suspensions === 0) this.dispatcher.openUp();
+    await this.syncConsumers();
+    this.suspectsMayWait(0);
+  }
+
+  /** OJS `quiet`: stops fetching for good, finishes what it has, stays up until stopped. */
+  async quiet(): Promise<void> {
+    if (!this.lifecycle.to('quiet')) return;
+    await this.stopTakingWork();
+  }
+
+  /**
+   * Stops consuming, hands prefetched deliveries back, finishes the jobs in flight within
+   * `graceMs`, acknowledges them and closes the channels. A second call waits for the first.
+   * @returns false when the grace period ran out: the unfinished jobs were handed back by
+   * closing their channels (they come back flagged, as after a crash).
+   */
+  stop(graceMs = Number.POSITIVE_INFINITY): Promise<boolean> {
+    return this.lifecycle.stop(async () => {
+      clearTimeout(this.suspectTimer);
+      clearTimeout(this.resubscribing);
+      await this.stopTakingWork();
+      const drained = await this.dispatcher.whenIdle(graceMs);
+      if (!drained) {
+        this.options.log.warn('grace period over: handing unfinished jobs back to the broker', {
+          queue: this.queue,
+          in_flight: this.dispatcher.inFlight,
+        });
+      }
+      this.gate.leave(this);
+      await this.publishers.close();
+      // A grace period that ran out is not granted twice: the threads end now.
+      await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.(drained ? undefined : 0);
+      await this.suspects.close();
+      await this.work.close();
+      this.options.log.info('stage stopped', { queue: this.queue, drained, ...this.stats });
+      return drained;
+    });
+  }
+
+  async suspend(): Promise<void> {
+    this.suspensions++;
+    await this.stopTakingWork();
+    await this.dispatcher.whenIdle();
+  }
+
+  unsuspend(): void {
+    this.suspensions--;
+    if (this.suspensions > 0 || this.lifecycle.state !== 'running') return;
+    this.dispatcher.openUp();
+    void this.syncConsumers();
+  }
+
+  /** Consumers off first, then what was prefetched goes back: it cannot come back to us. */
+  private async stopTakingWork(): Promise<void> {
+    this.dispatcher.hold();
+    await this.syncConsumers();
+    await this.dispatcher.close();
+  }
+
+  private async process(delivery: Delivery): Promise<void> {
+    this.metrics.consumed();
+    const outcome = await (this.processor as DeliveryProcessor).run(delivery);
+    await this.settlement.settle(delivery, outcome);
+  }
+
+  /** Emits publish on whatever publisher channel is open now, waiting while it heals. */
+  private healingPublisher(): PublishChannel {
+    return {
+      publish: (exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> => {
+        const publisher = this.publishers.current;
+        if (publisher !== undefined) return publisher.publish(exchange, routingKey, content, options);
+        return this.publishers.ready().then(
+          (healed) => healed.publish(exchange, routingKey, content, options),
+          (err: Error) => Promise.reject(new PublishError(`cannot publish to "${exchange}": ${err.message}`, exchange, routingKey, true)),
+        );
+      },
+    };
+  }
+
+  private async openWork(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<WorkChannel> {
+    if (healing) await declareTopology(connection, this.topology, this.options.log);
+    const channel = await connection.createChannel();
+    const work: WorkChannel = { channel, source: new ConsumerSource(channel), consumers: new Map() };
+    channel.on('error', (err: Error) => this.options.log.error('work channel error', { queue: this.queue, err: err.message }));
+    channel.on('close', () => {
+      const expected = work.source.closed;
+      work.source.abandon();
+      work.consumers.clear();
+      if (!expected) lost('work channel closed');
+    });
+    // Consume and publish on separate channels: a consumer's flow never waits on confirms.
+    await channel.prefetch(this.settings.prefetch);
+    return work;
+  }
+
+  private async openSuspects(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<SuspectChannel> {
+    if (healing) await declareTopology(connection, this.topology, this.options.log);
+    const channel = await connection.createChannel();
+    const suspects: SuspectChannel = { channel, source: new ConsumerSource(channel) };
+    channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.queues.suspect, err: err.message }));
+    channel.on('close', () => {
+      const expected = suspects.source.closed;
+      suspects.source.abandon();
+      if (!expected) lost('suspect channel closed');
+    });
+    return suspects;
+  }
+
+  /** Brings the work consumers in line with what the runner should do now; one call at a time. */
+  private syncConsumers(): Promise<void> {
+    this.syncing = this.syncing
+      .then(() => this.reconcileConsumers())
+      .catch((err: unknown) => {
+        // The channel closed under us (a deleted queue): its supervisor heals it and syncs again.
+        this.options.log.warn('could not update the consumers', { queue: this.queue, err: (err as Error).message });
+      });
+    return this.syncing;
+  }
+
+  private async reconcileConsumers(): Promise<void> {
+    const work = this.work.current;
+    if (work === undefined) return;
+    const wanted = this.lifecycle.state === 'running' && this.suspensions === 0;
+    for (const kind of ['main', 'due'] as const) {
+      const tag = work.consumers.get(kind);
+      if (wanted && tag === undefined) {
+        const { consumerTag } = await work.channel.consume(this.queues[kind], (message) => this.onDelivery(work, kind, message), {
+          noAck: false,
+        });
+        work.consumers.set(kind, consumerTag);
+      } else if (!wanted && tag !== undefined) {
+        work.consumers.delete(kind);
+        await work.channel.cancel(tag).catch(() => undefined);
+      }
+    }
+  }
+
+  private onDelivery(work: WorkChannel, kind: 'main' | 'due', message: ConsumeMessage | null): void {
+    if (message === null) {
+      // The broker cancelled this consumer (its queue was deleted): the other consumer and the
+      // jobs in flight carry on; this one is declared again and resumed.
+      work.consumers.delete(kind);
+      this.options.log.warn('consumer cancelled by the broker', { queue: this.queues[kind] });
+      this.resubscribe();
+      return;
+    }
+    work.source.delivered(message);
+    this.dispatcher.offer({ message, source: work.source, input: kind, queue: this.queues[kind] });
+  }
+
+  /** Re-declares the topology and consumes again, a second later, giving up after a few tries. */
+  private resubscribe(): void {
+    clearTimeout(this.resubscribing);
+    this.resubscribing = setTimeout(() => {
+      const connection = this.connection;
+      if (connection === undefined || this.lifecycle.stopping) return;
+      declareTopology(connection, this.topology, this.options.log)
+        .then(() => this.syncConsumers())
+        .then(
+          () => (this.resubscribeFailures = 0),
+          (err: Error) => {
+            if (++this.resubscribeFailures >= MAX_HEAL_ATTEMPTS) {
+              this.options.log.error('re-subscribing keeps failing; giving up', { queue: this.queue, err: err.message });
+              this.emit('fatal', err);
+              return;
+            }
+            this.options.log.error('re-subscribing failed; retrying', { queue: this.queue, err: err.message });
+            this.resubscribe();
+          },
+        );
+    }, HEAL_DELAY_MS);
+  }
+
+  /**
+   * Suspects may be waiting: look in `delayMs`. Called when this runner moved a job there, when
+   * the suspect channel opens, and on a timer (suspects come back from the delay ladder after a
+   * retry, or were moved by an instance that died before running them).
+   */
+  private suspectsMayWait(delayMs: number): void {
+    if (this.lifecycle.stopping) return;
+    if (this.checkingSuspects) {
+      this.suspectsPending = true;
+      return;
+    }
+    clearTimeout(this.suspectTimer);
+    this.suspectTimer = setTimeout(() => void this.checkSuspects(), delayMs);
+    this.suspectTimer.unref();
+  }
+
+  private async checkSuspects(): Promise<void> {
+    if (this.lifecycle.state !== 'running') return;
+    this.checkingSuspects = true;
+    this.suspectsPending = false;
+    try {
+      const suspects = this.suspects.current;
+      if (suspects !== undefined && (await suspects.channel.checkQueue(this.queues.suspect)).messageCount > 0) {
+        await this.gate.runAlone(() => this.runSuspects());
+      }
+    } catch (err) {
+      // The suspect channel closed (its queue was deleted): its supervisor heals it.
+      this.options.log.debug('could not look for suspects', { queue: this.queues.suspect, err: (err as Error).message });
+    } finally {
+      this.checkingSuspects = false;
+      this.suspectsMayWait(this.suspectsPending ? 0 : (this.options.suspectCheckMs ?? DEFAULT_SUSPECT_CHECK_MS));
+    }
+  }
+
+  /** Inside the gate: nothing else of the process is in hand. Takes suspects one by one. */
+  private async runSuspects(): Promise<void> {
+    for (let taken = 0; taken < SUSPECTS_PER_TURN && this.lifecycle.state === 'running'; taken++) {
+      const suspects = this.suspects.current;
+      if (suspects === undefined) return;
+      const message = await suspects.channel.get(this.queues.suspect, { noAck: false });
+      if (message === false) return;
+      suspects.source.delivered(message);
+      await this.dispatcher.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.queues.suspect });
+    }
+  }
+}
+
+/** Sends the acknowledgements gathered so far, then closes the channel on purpose. */
+async function closeSource(source: ConsumerSource): Promise<void> {
+  source.flush();
+  source.closed = true;
+  await source.channel.close().catch(() => undefined);
+}
