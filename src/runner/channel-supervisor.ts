@@ -99,15 +99,17 @@ export class ChannelSupervisor<T> {
   }
 
   private async open(connection: AmqpConnection, healing: boolean): Promise<T> {
-    let channel: T | undefined;
-    channel = await this.options.open(
+    // Filled in once open: a loss reported before that is caught by the isOpen check below.
+    const opened: { channel?: T } = {};
+    const channel = await this.options.open(
       connection,
       (reason) => {
         // Only the current channel's loss counts: an old generation closing late is history.
-        if (channel !== undefined && channel === this.channel) this.lost(connection, reason);
+        if (opened.channel !== undefined && opened.channel === this.channel) this.lost(connection, reason);
       },
       healing,
     );
+    opened.channel = channel;
     if (this.closed || this.connection !== connection) {
       // Closed or reconnected while opening: nobody wants this channel.
       await this.options.close(channel).catch(() => undefined);

@@ -24,7 +24,7 @@ export class IsolationGate {
 
   join(member: Isolatable): void {
     this.members.add(member);
-    if (this.active) this.suspendMember(member);
+    if (this.active) void this.suspendMember(member);
   }
 
   leave(member: Isolatable): void {
