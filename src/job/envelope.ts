@@ -1,5 +1,7 @@
-import { InvalidPayloadError } from '../errors/errors.js';
+import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { validateRetryPolicy } from '../retry/retry-policy.js';
+import { parseDuration } from '../util/duration.js';
+import { isTimestamp } from '../util/timestamp.js';
 import { uuidv7 } from './uuid-v7.js';
 import type { Job, JobSpec } from './job.types.js';
 
@@ -45,7 +47,10 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
 
 /**
  * Checks that a parsed body is an OJS envelope and returns it typed. Only what stagecoach
- * relies on is checked; unknown fields are kept.
+ * relies on is checked; unknown fields are kept. Everything the stage later acts on is checked
+ * here, on receipt, because another producer may not have checked it: a retry policy with a
+ * NaN delay would retry at once, for ever; a bad priority, TTL or timestamp would make the
+ * retry or dead letter unpublishable.
  * @throws InvalidPayloadError naming the first field that is wrong.
  */
 export function parseEnvelope(body: unknown): Job {
@@ -70,10 +75,24 @@ export function parseEnvelope(body: unknown): Job {
     job.timeout === undefined || (typeof job.timeout === 'number' && job.timeout > 0),
     '"timeout" must be a positive number of seconds',
   );
+  // OJS priority is any integer; the AMQP mapping clamps it to 0-9.
+  expect(job.priority === undefined || Number.isInteger(job.priority), '"priority" must be an integer');
+  expect(
+    job.enqueue_ttl === undefined || (typeof job.enqueue_ttl === 'string' && parseDuration(job.enqueue_ttl) !== undefined),
+    '"enqueue_ttl" must be an ISO 8601 duration such as "PT30S"',
+  );
+  expect(job.scheduled_at === undefined || isTimestamp(job.scheduled_at), '"scheduled_at" must be an ISO 8601 timestamp with a time zone');
+  expect(job.created_at === undefined || isTimestamp(job.created_at), '"created_at" must be an ISO 8601 timestamp with a time zone');
+  try {
+    validateRetryPolicy(job.retry, `the envelope's "retry"`);
+  } catch (err) {
+    if (err instanceof StagecoachError) throw new InvalidPayloadError(err.message);
+    throw err;
+  }
   // Completed in place: the parsed body is ours, and a copy per delivery is garbage per job.
   if (typeof job.specversion !== 'string') job.specversion = SPEC_VERSION;
   job.meta ??= {};
   job.attempt ??= 1;
-  if (typeof job.created_at !== 'string') job.created_at = new Date().toISOString();
+  job.created_at ??= new Date().toISOString();
   return job as unknown as Job;
 }

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BroadcastChannel } from 'node:worker_threads';
@@ -10,6 +11,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { DeadLetterJob, DiscardJob, RetryJob } from '../../src/retry/handler-outcomes.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
+import { JobContext } from '../../src/stage/job-context.js';
 import { loadStage, type LoadedStage } from '../../src/stage/stage-loader.js';
 import type { StageContext } from '../../src/stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../../src/stage/threads/threaded-handler.js';
@@ -366,6 +368,67 @@ describe('worker threads for CPU-bound stages', function () {
       } finally {
         await handler.close();
       }
+    });
+
+    describe('abort listeners', () => {
+      const JOBS = 200;
+      const abortListeners = (signal: AbortSignal): number => getEventListeners(signal, 'abort').length;
+
+      it('leaves none on the shared never-aborted signal after 200 jobs, most of them queued for a thread', async () => {
+        // The signal every job without a timeout gets: the one a real JobContext hands out.
+        const sink = { send: () => Promise.resolve() };
+        const shared = new JobContext('cruncher', ['crunched'], job([]), {}, sink, log, undefined).signal;
+        expect(abortListeners(shared), 'listeners before the test').to.equal(0);
+        const handler = await pool(2);
+        const emitted: unknown[][] = [];
+        try {
+          const ctx = context(emitted, shared);
+          const all = Promise.all(Array.from({ length: JOBS }, (_, i) => handler.handle(job(['crunch', `k${i}`, 0]), ctx)));
+          // One for the jobs still waiting, one per running job (its thread forwards the abort).
+          expect(abortListeners(shared), 'abort listeners while 198 jobs wait for 2 threads').to.be.at.most(1 + 2);
+          await all;
+          expect(emitted).to.have.length(JOBS);
+          expect(abortListeners(shared), 'abort listeners left on the shared signal').to.equal(0);
+        } finally {
+          await handler.close();
+        }
+      });
+
+      it('leaves none on per-job signals, whether the job ran, failed or was aborted while it waited', async () => {
+        const handler = await pool(2);
+        const emitted: unknown[][] = [];
+        try {
+          const controllers = Array.from({ length: JOBS }, () => new AbortController());
+          const mode = (i: number): string => (i % 10 === 3 ? 'type-error' : 'crunch');
+          const outcomes = controllers.map((controller, i) =>
+            handler.handle(job([mode(i), `k${i}`, 0]), context(emitted, controller.signal)).then(
+              () => 'done',
+              (err: Error) => err.name,
+            ),
+          );
+          // The last jobs are still waiting for a thread: their signals abort before they start.
+          const aborted = controllers.slice(-5);
+          for (const controller of aborted) controller.abort(new StagecoachError('HANDLER_TIMEOUT', 'waited too long'));
+          const settled = await Promise.all(outcomes);
+          expect(settled.filter((outcome) => outcome === 'StagecoachError')).to.have.length(aborted.length);
+          expect(settled.filter((outcome) => outcome === 'TypeError')).to.have.length(JOBS / 10);
+          const left = controllers.map((controller) => abortListeners(controller.signal)).filter((n) => n > 0);
+          expect(left, 'signals that still hold abort listeners').to.deep.equal([]);
+        } finally {
+          await handler.close();
+        }
+      });
+
+      it('leaves none on the signals of jobs still waiting when the pool closes', async () => {
+        const handler = await pool(1);
+        const busy = handler.handle(job(['crunch', 'busy', 200]), context([]));
+        const signals = Array.from({ length: 5 }, () => new AbortController().signal);
+        const waiting = signals.map((signal, i) => rejection(handler.handle(job(['crunch', `w${i}`, 0]), context([], signal))));
+        await handler.close();
+        await busy;
+        for (const error of await Promise.all(waiting)) expect(error).to.include({ code: 'INVALID_REQUEST' });
+        expect(signals.map(abortListeners)).to.deep.equal([0, 0, 0, 0, 0]);
+      });
     });
 
     it('terminates and replaces a thread whose handler ignores its abort', async () => {

@@ -80,6 +80,63 @@ describe('job envelope and AMQP mapping', () => {
     });
   }
 
+  describe('fields a stage acts on, checked on receipt', () => {
+    const envelope = { id: '1', type: 't', queue: 'q', args: [] };
+    const receive = (fields: Record<string, unknown>): unknown =>
+      fromWire({ content: Buffer.from(JSON.stringify({ ...envelope, ...fields })), properties: { contentType: JOB_CONTENT_TYPE } });
+
+    it('refuses a retry policy with a coefficient that is not a number, naming the field (no NaN delays)', () => {
+      expect(() => receive({ retry: { max_attempts: 5, backoff_coefficient: 'x' } }))
+        .to.throw(InvalidPayloadError)
+        .with.property('message', `the envelope's "retry": backoff_coefficient must be a number >= 1`);
+    });
+
+    const bad: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['a retry policy that is not an object', { retry: 5 }, /^the envelope's "retry": must be an object$/],
+      ['zero max_attempts', { retry: { max_attempts: 0 } }, /^the envelope's "retry": max_attempts must be an integer >= 1$/],
+      ['a non-ISO interval', { retry: { initial_interval: 'soon' } }, /^the envelope's "retry": initial_interval must be an ISO 8601/],
+      ['a coefficient below 1', { retry: { backoff_coefficient: 0.5 } }, /^the envelope's "retry": backoff_coefficient/],
+      ['an unknown retry field', { retry: { max_attempts: 2, tries: 3 } }, /^the envelope's "retry": unknown field "tries"$/],
+      ['a priority that is a string', { priority: 'high' }, /^the envelope's "priority" must be an integer/],
+      ['a fractional priority', { priority: 1.5 }, /^the envelope's "priority" must be an integer/],
+      ['a null priority', { priority: null }, /^the envelope's "priority" must be an integer/],
+      [
+        'an enqueue_ttl that is not an ISO 8601 duration',
+        { enqueue_ttl: '30s' },
+        /^the envelope's "enqueue_ttl" must be an ISO 8601 duration/,
+      ],
+      ['an enqueue_ttl in milliseconds', { enqueue_ttl: 30000 }, /^the envelope's "enqueue_ttl" must be an ISO 8601 duration/],
+      [
+        'a scheduled_at that is not a timestamp',
+        { scheduled_at: 'tomorrow' },
+        /^the envelope's "scheduled_at" must be an ISO 8601 timestamp/,
+      ],
+      ['a scheduled_at without a time zone', { scheduled_at: '2026-01-01T09:00:00' }, /^the envelope's "scheduled_at" must be/],
+      ['a scheduled_at on a day that does not exist', { scheduled_at: '2026-02-30T09:00:00Z' }, /^the envelope's "scheduled_at" must be/],
+      ['a scheduled_at in epoch seconds', { scheduled_at: 1767225600 }, /^the envelope's "scheduled_at" must be/],
+      ['a created_at that is not a timestamp', { created_at: 'yesterday' }, /^the envelope's "created_at" must be an ISO 8601 timestamp/],
+    ];
+    for (const [what, fields, reason] of bad) {
+      it(`refuses ${what} with INVALID_PAYLOAD naming the field`, () => {
+        expect(() => receive(fields))
+          .to.throw(InvalidPayloadError, reason)
+          .with.property('code', 'INVALID_PAYLOAD');
+      });
+    }
+
+    it('takes what OJS allows: any integer priority (mapped to AMQP 0-9), durations, timestamps with a zone', () => {
+      const fields = {
+        priority: 10,
+        retry: { max_attempts: 4, initial_interval: 'PT0.5S', backoff_coefficient: 1.5, max_interval: 'PT1M', jitter: false },
+        enqueue_ttl: 'P1DT2H',
+        scheduled_at: '2026-01-01T09:00:00.250+02:00',
+        created_at: '2025-12-31T23:59:59Z',
+      };
+      expect((receive(fields) as { job: Record<string, unknown> }).job).to.deep.include(fields);
+      expect((receive({ priority: -3 }) as { job: Record<string, unknown> }).job).to.include({ priority: -3 });
+    });
+  });
+
   it('continues the trace of the parent with a new span id', () => {
     const parent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const child = childTraceparent(parent);

@@ -64,10 +64,22 @@ interface Task {
   reject: (err: unknown) => void;
 }
 
+/** The tasks waiting for a thread under one signal, and the one abort listener they share. */
+interface Waiters {
+  tasks: Set<Task>;
+  onAbort: () => void;
+}
+
 class ThreadPool implements ThreadedHandler {
   private readonly threads = new Set<StageThread>();
   private readonly idle: StageThread[] = [];
   private readonly queue: Task[] = [];
+  /**
+   * Invariant: a signal has an abort listener from this pool exactly while some task under it
+   * waits in `queue`, and only one, however many wait. Jobs without a timeout all share one
+   * never-aborted signal: a listener per job would pile up on it for ever.
+   */
+  private readonly waiters = new Map<AbortSignal, Waiters>();
   private readonly running = new Set<Promise<void>>();
   private readonly data: StageWorkerData;
   private starting = 0;
@@ -102,11 +114,10 @@ class ThreadPool implements ThreadedHandler {
 
   handle(job: Job, ctx: StageContext): Promise<void> {
     if (this.closing) return Promise.reject(new StagecoachError('INVALID_REQUEST', `the threads of stage "${ctx.stage}" are closed`));
+    // A job whose time runs out while it waits for a thread never starts.
+    if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason as Error);
     return new Promise<void>((resolve, reject) => {
-      const task: Task = { job, ctx, resolve, reject };
-      this.queue.push(task);
-      // A job whose time runs out while it waits for a thread never starts.
-      ctx.signal.addEventListener('abort', () => this.unqueue(task) && reject(ctx.signal.reason), { once: true });
+      this.enqueue({ job, ctx, resolve, reject });
       this.replenish();
       this.dispatch();
     });
@@ -115,7 +126,7 @@ class ThreadPool implements ThreadedHandler {
   async close(graceMs = this.options.config.gracePeriod * 1000): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    for (const task of this.queue.splice(0)) task.reject(new StagecoachError('INVALID_REQUEST', 'the stage closed before the job started'));
+    for (const task of this.dequeueAll()) task.reject(new StagecoachError('INVALID_REQUEST', 'the stage closed before the job started'));
     if (this.running.size > 0 && graceMs > 0) {
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
@@ -129,6 +140,8 @@ class ThreadPool implements ThreadedHandler {
     while (this.idle.length > 0 && this.queue.length > 0) {
       const thread = this.idle.shift() as StageThread;
       const task = this.queue.shift() as Task;
+      // From here the thread forwards an abort to the running job (`StageThread.run`).
+      this.detach(task);
       const run = thread
         .run(task.job, task.ctx)
         .then(task.resolve, task.reject)
@@ -141,10 +154,39 @@ class ThreadPool implements ThreadedHandler {
     }
   }
 
-  private unqueue(task: Task): boolean {
-    const at = this.queue.indexOf(task);
-    if (at >= 0) this.queue.splice(at, 1);
-    return at >= 0;
+  private enqueue(task: Task): void {
+    this.queue.push(task);
+    const signal = task.ctx.signal;
+    const waiters = this.waiters.get(signal);
+    if (waiters) {
+      waiters.tasks.add(task);
+      return;
+    }
+    const tasks = new Set([task]);
+    const onAbort = (): void => {
+      this.waiters.delete(signal);
+      let kept = 0;
+      for (const waiting of this.queue) if (!tasks.has(waiting)) this.queue[kept++] = waiting;
+      this.queue.length = kept;
+      for (const aborted of tasks) aborted.reject(signal.reason);
+    };
+    this.waiters.set(signal, { tasks, onAbort });
+    signal.addEventListener('abort', onAbort, { once: true });
+  }
+
+  /** The task no longer waits (it starts, or is refused): its signal's listener goes with the last waiter. */
+  private detach(task: Task): void {
+    const signal = task.ctx.signal;
+    const waiters = this.waiters.get(signal);
+    if (!waiters?.tasks.delete(task) || waiters.tasks.size > 0) return;
+    this.waiters.delete(signal);
+    signal.removeEventListener('abort', waiters.onAbort);
+  }
+
+  private dequeueAll(): Task[] {
+    const tasks = this.queue.splice(0);
+    for (const task of tasks) this.detach(task);
+    return tasks;
   }
 
   /** Starts one thread and puts it to work. */
@@ -196,7 +238,7 @@ class ThreadPool implements ThreadedHandler {
   private replacementFailed(err: unknown): void {
     this.options.log.error('stage thread could not be replaced', { err: (err as Error).message });
     if (this.threads.size > 0 || this.starting > 0 || this.closing) return;
-    for (const task of this.queue.splice(0)) task.reject(err);
+    for (const task of this.dequeueAll()) task.reject(err);
   }
 }
 
