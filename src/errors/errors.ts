@@ -20,7 +20,12 @@ export type ErrorCode =
   | 'HANDLER_ERROR'
   | 'HANDLER_TIMEOUT'
   | 'POISON'
-  | 'NON_RETRYABLE';
+  | 'NON_RETRYABLE'
+  // Dead letters the broker made itself (see admin/broker-death.ts); QUEUE_FULL is its overflow.
+  | 'EXPIRED'
+  | 'REJECTED'
+  | 'DELIVERY_LIMIT'
+  | 'BROKER_DEAD_LETTER';
 
 export class StagecoachError extends Error {
   constructor(
