@@ -151,21 +151,22 @@ function describe(config: CompiledConfig, deadQueue: string, message: GetMessage
 }
 
 /**
- * Why and when a dead letter died. A stage states it (the envelope's `error`, or the
- * `x-ojs-error-*` headers of a message that is not a job); a dead letter the broker made itself
- * (expiry, overflow, reject) has only its `x-death`. The stage's word comes first: its dead
- * letters copy the delivery's headers, `x-death` entries from the delay ladder included.
+ * Why and when a dead letter died. A stage states it: in the envelope's `error` for a job, in
+ * the `x-ojs-error-*` headers for a message that is not one (a job's headers may be stale: a
+ * retry keeps them, not its `error`). A dead letter the broker made itself (expiry, overflow,
+ * reject) has only its `x-death`. The stage's word comes first: its dead letters copy the
+ * delivery's headers, `x-death` entries from the delay ladder included.
  */
 export function causeOfDeath(
   headers: Readonly<Record<string, unknown>>,
   job: Job | undefined,
 ): { error: JobError | undefined; deadLetteredAt: string | undefined } {
-  const stated = job?.error ?? statedInHeaders(headers);
-  const stagedAt = str(job?.meta.dead_lettered_at) ?? str(headers['x-ojs-dead-lettered-at']);
+  const stated = job ? job.error : statedInHeaders(headers);
+  const stagedAt = job ? str(job.meta.dead_lettered_at) : str(headers['x-ojs-dead-lettered-at']);
   if (stated) return { error: stated, deadLetteredAt: stagedAt };
   const death = brokerDeath(headers);
   if (!death) return { error: undefined, deadLetteredAt: stagedAt };
-  return { error: { type: death.type, message: death.message }, deadLetteredAt: stagedAt ?? death.at };
+  return { error: { type: death.type, message: death.message }, deadLetteredAt: death.at ?? stagedAt };
 }
 
 function statedInHeaders(headers: Readonly<Record<string, unknown>>): JobError | undefined {

@@ -133,6 +133,15 @@ describe('causeOfDeath (dead list and dead retry)', () => {
     });
   });
 
+  it('trusts the envelope over stale x-ojs-error-* headers: a retried job keeps its headers, not its error', () => {
+    const headers = { ...deadOnce('maxlen'), 'x-ojs-error-type': 'TypeError', 'x-ojs-error-message': 'an earlier life' };
+    const retried = job({ meta: { dead_lettered_at: '2024-01-01T00:00:00.000Z' } });
+    expect(causeOfDeath(headers, retried)).to.deep.equal({
+      error: { type: 'QUEUE_FULL', message: `overflowed in ${WORK} (max_size reached, overflow_policy drop_oldest)` },
+      deadLetteredAt: '2024-01-02T03:04:05.000Z',
+    });
+  });
+
   it('reads the x-ojs-error-* headers of a message that is not a job', () => {
     const headers = {
       'x-ojs-error-type': 'INVALID_PAYLOAD',
