@@ -6,10 +6,11 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import { fromWire, OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
-import type { Job } from '../job/job.types.js';
+import type { Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
-import { peek } from './peek.js';
 import { BrokerNames } from '../topology/names.js';
+import { brokerDeath } from './broker-death.js';
+import { peek } from './peek.js';
 
 export interface DeadLetterEntry {
   /** The dead-letter queue it sits in. */
@@ -91,14 +92,15 @@ export async function retryDeadLetters(
           result.kept++;
           continue; // handed back when the channel closes
         }
-        const { error, ...rest } = job;
+        const { error, deadLetteredAt } = causeOfDeath(message.properties.headers ?? {}, job);
         const history = Array.isArray(job.meta.errors) ? (job.meta.errors as unknown[]) : [];
         const revived: Job = {
-          ...rest,
+          ...job,
           queue: typeof job.meta.original_queue === 'string' ? job.meta.original_queue : job.queue,
           attempt: 1,
-          meta: { ...job.meta, errors: [...history, { ...error, attempt: job.attempt, dead_lettered_at: job.meta.dead_lettered_at }] },
+          meta: { ...job.meta, errors: [...history, { ...error, attempt: job.attempt, dead_lettered_at: deadLetteredAt }] },
         };
+        delete revived.error;
         delete revived.meta.dead_lettered_at;
         delete revived.meta.original_queue;
         const headers = withoutBrokerHeaders(message.properties.headers, [OJS_HEADERS.errorType, OJS_HEADERS.errorMessage]);
@@ -134,18 +136,47 @@ function asJob(config: CompiledConfig, message: GetMessage): Job | undefined {
 function describe(config: CompiledConfig, deadQueue: string, message: GetMessage): DeadLetterEntry {
   const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
   const job = asJob(config, message);
-  const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+  const { error, deadLetteredAt } = causeOfDeath(headers, job);
   return {
     deadQueue,
     id: job?.id ?? str(message.properties.messageId),
     type: job?.type ?? str(message.properties.type),
     tenant: job?.tenant ?? str(headers[config.tenantHeader]),
     attempt: job?.attempt,
-    errorType: job?.error?.type ?? str(headers[OJS_HEADERS.errorType]),
-    errorMessage: job?.error?.message ?? str(headers[OJS_HEADERS.errorMessage]),
-    deadLetteredAt: str(job?.meta.dead_lettered_at) ?? str(headers['x-ojs-dead-lettered-at']),
+    errorType: error?.type,
+    errorMessage: error?.message,
+    deadLetteredAt,
     isJob: job !== undefined,
   };
+}
+
+/**
+ * Why and when a dead letter died. A stage states it: in the envelope's `error` for a job, in
+ * the `x-ojs-error-*` headers for a message that is not one (a job's headers may be stale: a
+ * retry keeps them, not its `error`). A dead letter the broker made itself (expiry, overflow,
+ * reject) has only its `x-death`. The stage's word comes first: its dead letters copy the
+ * delivery's headers, `x-death` entries from the delay ladder included.
+ */
+export function causeOfDeath(
+  headers: Readonly<Record<string, unknown>>,
+  job: Job | undefined,
+): { error: JobError | undefined; deadLetteredAt: string | undefined } {
+  const stated = job ? job.error : statedInHeaders(headers);
+  const stagedAt = job ? str(job.meta.dead_lettered_at) : str(headers['x-ojs-dead-lettered-at']);
+  if (stated) return { error: stated, deadLetteredAt: stagedAt };
+  const death = brokerDeath(headers);
+  if (!death) return { error: undefined, deadLetteredAt: stagedAt };
+  return { error: { type: death.type, message: death.message }, deadLetteredAt: death.at ?? stagedAt };
+}
+
+function statedInHeaders(headers: Readonly<Record<string, unknown>>): JobError | undefined {
+  const type = str(headers[OJS_HEADERS.errorType]);
+  if (type === undefined) return undefined;
+  return { type, message: str(headers[OJS_HEADERS.errorMessage]) ?? '' };
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
 }
 
 /** One connection, one confirm channel for reads and a publisher; unacknowledged reads go back on close. */

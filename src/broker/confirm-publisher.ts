@@ -16,6 +16,9 @@ export interface PublishChannel {
  * amqplib's `publish()` returning false means "buffered, wait for 'drain'", not "failed": the
  * message is still sent and confirmed. Later publishes wait for the drain instead of growing
  * the buffer without bound.
+ *
+ * Every failure is a PublishError; `transient` says whether trying again on another channel
+ * may work (the channel was lost) or not (the broker or the encoder refused the message).
  */
 export class ConfirmPublisher implements PublishChannel {
   private drained: Promise<void> | undefined;
@@ -54,20 +57,45 @@ export class ConfirmPublisher implements PublishChannel {
       return Promise.reject(new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey, true));
     }
     return new Promise<void>((resolve, reject) => {
-      const ok = this.channel.publish(exchange, routingKey, content, options, (err: unknown) => {
-        if (err) {
-          const reason = err instanceof Error ? err.message : String(err);
-          // amqplib fails pending confirms with 'channel closed' when the channel goes away.
-          const transient = reason.includes('closed');
-          reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, transient));
-        } else resolve();
-      });
+      let ok: boolean;
+      try {
+        ok = this.channel.publish(exchange, routingKey, content, options, (err: unknown) => {
+          if (err) {
+            const reason = err instanceof Error ? err.message : String(err);
+            // amqplib fails pending confirms with 'channel closed' when the channel goes away.
+            const transient = reason.includes('closed');
+            reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, transient));
+          } else resolve();
+        });
+      } catch (err) {
+        reject(this.unsent(err, exchange, routingKey));
+        return;
+      }
       if (!ok && !this.drained) {
         this.drained = new Promise<void>((release) => {
           this.releaseDrain = release;
         });
       }
     });
+  }
+
+  /**
+   * amqplib's `publish()` threw: nothing was sent. An IllegalOperationError means the channel
+   * (or its connection) is closing or closed, which is transient. Anything else (a body or
+   * header it cannot encode) is the message's fault, but amqplib had already queued the confirm
+   * callback, so its confirms are now one slot off the broker's delivery tags: a later nack
+   * would be taken for an ack. The channel is retired either way, its owner told by `onLost`,
+   * and publishes waiting for a drain are released to fail fast.
+   */
+  private unsent(err: unknown, exchange: string, routingKey: string): PublishError {
+    const reason = err instanceof Error ? err.message : String(err);
+    const closing = err instanceof Error && err.name === 'IllegalOperationError';
+    if (this.closed === undefined) {
+      this.closed = closing ? (err as Error) : new Error(`publish channel retired after a message it could not send (${reason})`);
+      if (!closing) this.channel.close().catch(() => undefined);
+    }
+    this.onDrain();
+    return new PublishError(`cannot publish to "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, closing, { cause: err });
   }
 
   async close(): Promise<void> {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { openConnection, redact, type AmqpConnection } from './amqp-connection.js';
+import { reconnectDelayMs } from './reconnect-backoff.js';
 
 /**
  * Keeps one AMQP connection up for as long as it is not closed: connects with exponential
@@ -88,12 +89,8 @@ export class ConnectionManager extends EventEmitter {
     void this.start().catch(() => undefined);
   }
 
-  /** Exponential backoff with jitter: initialDelay * 2^n, capped at maxDelay, times [0.5, 1.5). */
   private nextDelay(): number {
-    const { initialDelay, maxDelay } = this.config.broker.reconnect;
-    const base = Math.min(maxDelay, initialDelay * 2 ** this.attempts);
-    this.attempts++;
-    return base * 1000 * (0.5 + Math.random());
+    return reconnectDelayMs(this.attempts++, this.config.broker.reconnect);
   }
 
   private sleep(ms: number): Promise<void> {

@@ -21,7 +21,12 @@ export type ErrorCode =
   | 'HANDLER_TIMEOUT'
   | 'POISON'
   | 'NON_RETRYABLE'
-  | 'TOPOLOGY_CONFLICT';
+  | 'TOPOLOGY_CONFLICT'
+  // Dead letters the broker made itself (see admin/broker-death.ts); QUEUE_FULL is its overflow.
+  | 'EXPIRED'
+  | 'REJECTED'
+  | 'DELIVERY_LIMIT'
+  | 'BROKER_DEAD_LETTER';
 
 export class StagecoachError extends Error {
   constructor(

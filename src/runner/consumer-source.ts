@@ -16,11 +16,14 @@ export interface Settler {
  * a delivery tag means something only on the channel that delivered it.
  *
  * Acknowledgements are batched: those settled within one turn of the event loop go out together
- * at `setImmediate`, as a single `ack(allUpTo)` when they cover every delivery outstanding up to
- * the highest of them (the common case when jobs finish in order), else one by one. No
- * acknowledgement waits for a slow job ahead of it. Invariant: `outstanding` holds the delivery
- * tags the broker thinks unsettled on this channel, in order; an `allUpTo` never covers a tag
- * that is still being worked on.
+ * at `setImmediate`, as a single `ack(allUpTo)` when no delivery at or below the highest of them
+ * is still unsettled (the common case when jobs finish in order), else one by one. No
+ * acknowledgement waits for a slow job ahead of it. A reject goes out at once.
+ *
+ * Invariants: `outstanding` holds, in order, the tags delivered and not yet settled by this
+ * process; a tag leaves it when it is acked or rejected, so settling a delivery twice is a no-op
+ * (a second ack of a tag would close the channel with PRECONDITION_FAILED, and every job in
+ * flight on it would come back as if crashed); an `allUpTo` never covers an outstanding tag.
  */
 export class ConsumerSource implements Settler {
   /** Closed, or closing on purpose: its deliveries are the broker's again. */
@@ -31,11 +34,13 @@ export class ConsumerSource implements Settler {
 
   constructor(readonly channel: Channel) {}
 
+  /** Deliveries arrive in tag order on a channel, so `outstanding` stays sorted. */
   delivered(message: Message): void {
     this.outstanding.push(message.fields.deliveryTag);
   }
 
   ack(message: Message): void {
+    if (!this.forget(message.fields.deliveryTag)) return;
     this.toAck.push(message);
     if (this.flushing) return;
     this.flushing = true;
@@ -43,7 +48,7 @@ export class ConsumerSource implements Settler {
   }
 
   reject(message: Message): void {
-    this.forget(message.fields.deliveryTag);
+    if (!this.forget(message.fields.deliveryTag)) return;
     // On a dead channel the broker has already taken the delivery back: nothing to say.
     if (!this.closed) this.channel.nack(message, false, false);
   }
@@ -64,25 +69,23 @@ export class ConsumerSource implements Settler {
     if (this.closed) return;
     let last = batch[0];
     for (const message of batch) if (message.fields.deliveryTag > last.fields.deliveryTag) last = message;
-    const covered = upperBound(this.outstanding, last.fields.deliveryTag);
     try {
-      if (covered === batch.length) {
+      if (this.outstanding.length === 0 || this.outstanding[0] > last.fields.deliveryTag) {
         this.channel.ack(last, true);
-        this.outstanding.splice(0, covered);
       } else {
-        for (const message of batch) {
-          this.channel.ack(message);
-          this.forget(message.fields.deliveryTag);
-        }
+        for (const message of batch) this.channel.ack(message);
       }
     } catch {
       // The channel closed under us: the broker redelivers what was not acknowledged.
     }
   }
 
-  private forget(tag: number): void {
+  /** Removes `tag` from the outstanding tags; false when it was not there (settled already). */
+  private forget(tag: number): boolean {
     const at = upperBound(this.outstanding, tag) - 1;
-    if (at >= 0 && this.outstanding[at] === tag) this.outstanding.splice(at, 1);
+    if (at < 0 || this.outstanding[at] !== tag) return false;
+    this.outstanding.splice(at, 1);
+    return true;
   }
 }
 

@@ -43,6 +43,17 @@ export class RawBroker {
     }
   }
 
+  /**
+   * Takes the next message and rejects it without requeue, as a consumer giving up does: the
+   * queue's dead-letter route (if any) takes it. Returns its message id.
+   */
+  async reject(queue: string): Promise<string | undefined> {
+    const message = await this.channel.get(queue, { noAck: false });
+    if (message === false) return undefined;
+    this.channel.nack(message, false, false);
+    return message.properties.messageId as string | undefined;
+  }
+
   /** Counts of several queues at once; missing queues count as undefined. */
   async counts(queues: readonly string[]): Promise<Record<string, number | undefined>> {
     const result: Record<string, number | undefined> = {};

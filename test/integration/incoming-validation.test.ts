@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import type { StageRunner } from '../../src/stage/stage-runner.js';
+import type { StageRunner } from '../../src/runner/stage-runner.js';
 import { withTestConfig } from '../../src/testing/test-config.js';
 import type { BrokerNames } from '../../src/topology/names.js';
 import { seen } from '../fixtures/failure-stages.js';
