@@ -54,6 +54,16 @@ export class RawBroker {
     return message.properties.messageId as string | undefined;
   }
 
+  /** Deletes a queue, as an operator would; a missing queue is not an error. */
+  async deleteQueue(queue: string): Promise<void> {
+    await this.withChannel((ch) => ch.deleteQueue(queue));
+  }
+
+  /** Deletes an exchange, as an operator (or a broken deployment) would. */
+  async deleteExchange(exchange: string): Promise<void> {
+    await this.withChannel((ch) => ch.deleteExchange(exchange));
+  }
+
   /** Counts of several queues at once; missing queues count as undefined. */
   async counts(queues: readonly string[]): Promise<Record<string, number | undefined>> {
     const result: Record<string, number | undefined> = {};
