@@ -37,6 +37,54 @@ describe('poison jobs', function () {
 
   after(() => project.remove());
 
+  /**
+   * Restarts the stage whenever it dies, as a container runtime would, until `done()` holds or
+   * `runs` runs are over; a run that reaches the goal is stopped with SIGTERM.
+   * @returns how many runs were killed.
+   */
+  async function superviseUntil(done: () => Promise<boolean>, runs = 10): Promise<number> {
+    let killed = 0;
+    for (let run = 0; run < runs && !(await done()); run++) {
+      const stage = spawnCli(['run', 'flaky', '--tenant', 'acme', '--config', file], { AMQP_URL });
+      const exited = finished(stage, 30000, 'run flaky');
+      const outcome = await Promise.race([
+        exited.then(() => 'exited' as const),
+        waitFor('the goal', done, 30000).then(() => 'done' as const),
+      ]);
+      if (outcome === 'exited') {
+        expect(stage.signalCode, stage.err).to.equal('SIGKILL');
+        killed++;
+      } else {
+        stage.kill('SIGTERM');
+        expect((await exited).code).to.equal(0);
+      }
+    }
+    return killed;
+  }
+
+  it('runs a suspect alone: innocent jobs published behind it run exactly once, at attempt 1 (defect 2)', async () => {
+    const dead = names.deadQueue('work', 'acme');
+    const done = names.queue('done', 'acme');
+    const publisher = await Publisher.connect(config, { log: createLogger({}, 'error') });
+    try {
+      await publisher.publish('work', { type: 'flaky', args: ['kill', 'poison-alone'], tenant: 'acme' });
+      // Its first death, from the main queue: nothing else was there to take down with it.
+      expect(await superviseUntil(() => Promise.resolve(false), 1), 'one run, killed').to.equal(1);
+      // Innocent jobs queue up behind it; each takes a while, so several run at once.
+      for (let i = 0; i < 5; i++) await publisher.publish('work', { type: 'flaky', args: ['slow', `innocent-${i}`, 800], tenant: 'acme' });
+    } finally {
+      await publisher.close();
+    }
+    const killed = await superviseUntil(async () => (await raw.count(dead)) === 1 && ((await raw.count(done)) ?? 0) >= 5);
+    expect(killed, 'deaths after the first: the suspect alone, at attempts 2 and 3').to.equal(2);
+    const [letter] = await raw.drain(dead);
+    expect((JSON.parse(letter.content.toString()) as Job).error?.type).to.equal('POISON');
+    const results = (await raw.drain(done)).map((m) => (JSON.parse(m.content.toString()) as Job).args as [string, number]);
+    expect(results.sort(), 'each innocent job once, never counted as a crash').to.deep.equal(
+      Array.from({ length: 5 }, (_, i) => [`innocent-${i}`, 1]),
+    );
+  });
+
   it('dead-letters a job that kills its process as POISON after max_attempts deliveries, then processes the rest', async () => {
     const publisher = await Publisher.connect(config, { log: createLogger({}, 'error') });
     const poisonId = await publisher.publish('work', { type: 'flaky', args: ['kill', 'poison'], tenant: 'acme' });
