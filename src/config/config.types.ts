@@ -113,8 +113,16 @@ export interface RawConfig {
   stages?: Record<string, StageConfig>;
 }
 
-/** A retry policy with every field present. */
-export type ResolvedRetryPolicy = Required<RetryPolicy>;
+/**
+ * A retry policy with every field present, its intervals compiled to milliseconds once (when the
+ * configuration is compiled, or when a job brings its own intervals) rather than per failure.
+ */
+export type ResolvedRetryPolicy = Required<RetryPolicy> & {
+  /** `initial_interval` in milliseconds. */
+  readonly initialIntervalMs: number;
+  /** `max_interval` in milliseconds. */
+  readonly maxIntervalMs: number;
+};
 
 /** A queue with `_default` and the system defaults merged in. */
 export interface ResolvedQueueConfig extends Omit<QueueConfig, 'default_retry' | 'scope'> {

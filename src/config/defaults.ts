@@ -1,7 +1,7 @@
-import type { ConfigWithDefaults, QueueConfig, RawConfig, ResolvedRetryPolicy } from './config.types.js';
+import type { ConfigWithDefaults, QueueConfig, RawConfig, RetryPolicy } from './config.types.js';
 
 /** The system defaults every queue starts from (OJS queue configuration 7.2, layer 1). */
-export const SYSTEM_RETRY_DEFAULTS: ResolvedRetryPolicy = {
+export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
   max_attempts: 3,
   initial_interval: 'PT1S',
   backoff_coefficient: 2,

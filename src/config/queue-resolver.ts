@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors/errors.js';
-import type { CompiledConfig, QueueConfig, ResolvedQueueConfig } from './config.types.js';
+import { parseDuration } from '../util/duration.js';
+import type { CompiledConfig, QueueConfig, ResolvedQueueConfig, ResolvedRetryPolicy, RetryPolicy } from './config.types.js';
 import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
 
 /**
@@ -14,8 +15,21 @@ export function resolveQueue(name: string, policy: QueueConfig | undefined, own:
     ...own,
     name,
     scope: own?.scope ?? policy?.scope ?? SYSTEM_QUEUE_DEFAULTS.scope,
-    default_retry: { ...SYSTEM_RETRY_DEFAULTS, ...policy?.default_retry, ...own?.default_retry },
+    default_retry: compileRetryPolicy({ ...SYSTEM_RETRY_DEFAULTS, ...policy?.default_retry, ...own?.default_retry }),
     configured: own !== undefined,
+  };
+}
+
+/**
+ * A complete policy with its intervals in milliseconds. An interval that is not an ISO 8601
+ * duration compiles to NaN; `compileConfig` refuses such a queue, and received jobs are
+ * validated before their policy is compiled.
+ */
+export function compileRetryPolicy(policy: Required<RetryPolicy>): ResolvedRetryPolicy {
+  return {
+    ...policy,
+    initialIntervalMs: parseDuration(policy.initial_interval) ?? Number.NaN,
+    maxIntervalMs: parseDuration(policy.max_interval) ?? Number.NaN,
   };
 }
 

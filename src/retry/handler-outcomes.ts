@@ -25,6 +25,9 @@ export class RetryJob extends HandlerOutcome {
     if (typeof delay === 'string' && this.delayMs === undefined) {
       throw new StagecoachError('INVALID_REQUEST', `RetryJob: "${delay}" is not an ISO 8601 duration`);
     }
+    if (typeof delay === 'number' && !(Number.isFinite(delay) && delay >= 0)) {
+      throw new StagecoachError('INVALID_REQUEST', `RetryJob: a delay in milliseconds must be a finite number >= 0, got ${delay}`);
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 import type { ResolvedQueueConfig, ResolvedRetryPolicy, RetryPolicy } from '../config/config.types.js';
+import { compileRetryPolicy } from '../config/queue-resolver.js';
 import { parseDuration } from '../util/duration.js';
 import { StagecoachError } from '../errors/errors.js';
 import { matchesAny } from '../util/patterns.js';
@@ -13,7 +14,10 @@ import { matchesAny } from '../util/patterns.js';
  *   holds `_default` and the system defaults).
  */
 export function resolveRetryPolicy(queue: ResolvedQueueConfig, own: RetryPolicy | undefined): ResolvedRetryPolicy {
-  return own === undefined ? queue.default_retry : { ...queue.default_retry, ...own };
+  if (own === undefined) return queue.default_retry;
+  const merged = { ...queue.default_retry, ...own };
+  // The queue's intervals are compiled already; only a job's own ones need parsing.
+  return own.initial_interval === undefined && own.max_interval === undefined ? merged : compileRetryPolicy(merged);
 }
 
 /**
@@ -65,9 +69,7 @@ export function validateRetryPolicy(policy: unknown, where = 'retry'): void {
  * @param random a number in [0, 1), for the jitter factor 0.5 + random.
  */
 export function retryDelayMs(policy: ResolvedRetryPolicy, attempt: number, random: number = Math.random()): number {
-  const initial = parseDuration(policy.initial_interval) ?? 1000;
-  const max = parseDuration(policy.max_interval) ?? Number.POSITIVE_INFINITY;
-  const base = Math.min(initial * policy.backoff_coefficient ** (attempt - 1), max);
+  const base = Math.min(policy.initialIntervalMs * policy.backoff_coefficient ** (attempt - 1), policy.maxIntervalMs);
   return policy.jitter ? base * (0.5 + random) : base;
 }
 

@@ -61,8 +61,25 @@ export class Settlement {
     this.names = new BrokerNames(options.config.prefix);
   }
 
-  /** Never rejects. */
+  /**
+   * Settles one delivery by its outcome. Never rejects: a fault in the settlement itself (a bug)
+   * refuses the delivery to its queue's dead-letter route rather than leaving it in limbo.
+   */
   async settle(delivery: Delivery, outcome: Outcome): Promise<Settled> {
+    try {
+      return await this.settleOutcome(delivery, outcome);
+    } catch (err) {
+      this.options.log.error('settlement failed; rejecting the delivery to its dead-letter route', {
+        queue: delivery.queue,
+        job_id: delivery.message.properties.messageId,
+        err: (err as Error).message,
+      });
+      delivery.source.reject(delivery.message);
+      return 'rejected';
+    }
+  }
+
+  private async settleOutcome(delivery: Delivery, outcome: Outcome): Promise<Settled> {
     switch (outcome.kind) {
       case 'completed': {
         let emitted: number;

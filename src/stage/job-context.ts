@@ -6,12 +6,10 @@ import type { Job, JobSpec } from '../job/job.types.js';
 import { traceIdOf } from '../job/trace-context.js';
 import { traceparentForEmit } from '../observability/tracing.js';
 import type { Logger } from '../logging/logger.js';
+import { NEVER_ABORTED } from './never-aborted.js';
 import type { StageContext } from './stage.types.js';
 
 function ignore(): void {}
-
-/** The signal of jobs without a timeout: nothing ever aborts it. */
-const NEVER_ABORTED = new AbortController().signal;
 
 /**
  * The context of one delivery. Lifecycle: created before `handle()`; closed by the settlement on

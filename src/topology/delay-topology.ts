@@ -60,6 +60,8 @@ export function delayDeliveryBinding(config: CompiledConfig, queue: string): Bin
  * MAX_DELAY_SECONDS) and then delivers it to the physical queue `queue`.
  */
 export function delayRoutingKey(delayMs: number, queue: string): string {
+  // NaN would read as "no delay": a retry loop. Policies are validated; this catches the rest.
+  if (Number.isNaN(delayMs)) throw new RangeError(`a delay must be a number of milliseconds, got ${delayMs}`);
   const seconds = Math.min(MAX_DELAY_SECONDS, Math.max(0, Math.round(delayMs / 1000)));
   const bits: string[] = [];
   for (let level = DELAY_LEVELS - 1; level >= 0; level--) bits.push(seconds & (2 ** level) ? '1' : '0');

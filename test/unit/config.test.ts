@@ -38,6 +38,8 @@ describe('configuration', () => {
       jitter: true,
       non_retryable_errors: [],
       on_exhaustion: 'dead_letter',
+      initialIntervalMs: 1000,
+      maxIntervalMs: 300_000,
     });
   });
 

@@ -1,22 +1,24 @@
 import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
-import type { ResolvedRetryPolicy } from '../../src/config/config.types.js';
+import type { ResolvedRetryPolicy, RetryPolicy } from '../../src/config/config.types.js';
+import { compileRetryPolicy } from '../../src/config/queue-resolver.js';
 import { InvalidPayloadError, NonRetryableError, StagecoachError, UnknownOutputError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
 import { decideFailure } from '../../src/retry/failure-decision.js';
 import { resolveRetryPolicy, retryDelayMs, validateRetryPolicy } from '../../src/retry/retry-policy.js';
 import { DeadLetterJob, DiscardJob, RetryJob } from '../../src/retry/handler-outcomes.js';
 
-const policy = (over: Partial<ResolvedRetryPolicy> = {}): ResolvedRetryPolicy => ({
-  max_attempts: 3,
-  initial_interval: 'PT1S',
-  backoff_coefficient: 2,
-  max_interval: 'PT5M',
-  jitter: false,
-  non_retryable_errors: [],
-  on_exhaustion: 'dead_letter',
-  ...over,
-});
+const policy = (over: Partial<RetryPolicy> = {}): ResolvedRetryPolicy =>
+  compileRetryPolicy({
+    max_attempts: 3,
+    initial_interval: 'PT1S',
+    backoff_coefficient: 2,
+    max_interval: 'PT5M',
+    jitter: false,
+    non_retryable_errors: [],
+    on_exhaustion: 'dead_letter',
+    ...over,
+  });
 const err = (type = 'Error') => ({ type, message: 'boom' });
 
 describe('OJS retry policy', () => {

@@ -12,6 +12,7 @@ import { Worker } from 'node:worker_threads';
 import { StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { Logger } from '../../logging/logger.js';
+import { canAbort } from '../never-aborted.js';
 import type { StageContext } from '../stage.types.js';
 import { fromTransferable, toTransferable } from './error-transfer.js';
 import type { FromWorker, StageWorkerData, ToWorker } from './protocol.js';
@@ -117,7 +118,7 @@ export class StageThread {
         return;
       }
       if (ctx.signal.aborted) onAbort();
-      else ctx.signal.addEventListener('abort', onAbort, { once: true });
+      else if (canAbort(ctx.signal)) ctx.signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 

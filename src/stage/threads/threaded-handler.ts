@@ -19,6 +19,7 @@ import { StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { Logger } from '../../logging/logger.js';
 import type { LoadedStage } from '../stage-loader.js';
+import { canAbort } from '../never-aborted.js';
 import type { StageContext, StageHandler } from '../stage.types.js';
 import type { StageWorkerData } from './protocol.js';
 import { StageThread } from './stage-thread.js';
@@ -157,6 +158,7 @@ class ThreadPool implements ThreadedHandler {
   private enqueue(task: Task): void {
     this.queue.push(task);
     const signal = task.ctx.signal;
+    if (!canAbort(signal)) return;
     const waiters = this.waiters.get(signal);
     if (waiters) {
       waiters.tasks.add(task);
