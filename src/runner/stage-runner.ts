@@ -371,6 +371,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
   }
 
   private async process(delivery: Delivery): Promise<void> {
+    // Its channel died while it waited: the broker redelivers it; running it would duplicate.
+    if (delivery.source.closed) return;
     this.metrics.consumed();
     const outcome = await (this.processor as DeliveryProcessor).run(delivery);
     await this.settlement.settle(delivery, outcome);
@@ -399,6 +401,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
       const expected = work.source.closed;
       work.source.abandon();
       work.consumers.clear();
+      // Its waiting deliveries are the broker's again: running them would only make duplicates.
+      this.dispatcher.abandonWaiting((delivery) => delivery.source === work.source);
       if (!expected) lost('work channel closed');
     });
     // Consume and publish on separate channels: a consumer's flow never waits on confirms.
