@@ -57,6 +57,10 @@ export class ChannelSupervisor<T> {
   async attach(connection: AmqpConnection): Promise<T> {
     if (this.closed) throw new Error(`${this.options.name} channel closed`);
     clearTimeout(this.healing);
+    // Starts watching it now: isOpen() sees only a close after its first call, and heal() would
+    // otherwise take a connection that closed before any heal for a live one (and re-open on it
+    // until onFatal).
+    isOpen(connection);
     this.connection = connection;
     this.channel = undefined;
     const channel = await this.open(connection, false);

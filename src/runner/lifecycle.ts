@@ -57,14 +57,21 @@ export class Lifecycle {
    * @returns the shutdown's result, to the first caller and to every later one.
    */
   stop(shutdown: () => Promise<boolean>): Promise<boolean> {
-    this.stopped ??= (async () => {
-      this.to('stopping');
-      try {
-        return await shutdown();
-      } finally {
-        this.to('stopped');
-      }
-    })();
+    if (this.stopped !== undefined) return this.stopped;
+    // Stored before the shutdown starts: `onChange('stopping')` runs inside it, and a listener
+    // that calls stop() there must get this promise, not run a second shutdown.
+    let run: (shutdown: Promise<boolean>) => void = () => undefined;
+    this.stopped = new Promise<boolean>((resolve) => (run = resolve));
+    run(
+      (async () => {
+        this.to('stopping');
+        try {
+          return await shutdown();
+        } finally {
+          this.to('stopped');
+        }
+      })(),
+    );
     return this.stopped;
   }
 }

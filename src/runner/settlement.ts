@@ -279,6 +279,9 @@ export class Settlement {
         // The connection is gone, or the runner stopped: so is the delivery's channel.
         return this.abandoned(delivery, what);
       }
+      // Its channel may have died while the publisher healed: the broker redelivers it now, so a
+      // copy published here would run beside it (and the ack could not reach the broker anyway).
+      if (delivery.source.closed) return this.abandoned(delivery, what);
       try {
         await publish(publisher);
         this.ack(delivery);
