@@ -153,7 +153,6 @@ export class Settlement {
    * counted, without judging it: the process that died may only have prefetched it.
    */
   private async suspect(delivery: Delivery, job: Job): Promise<Settled> {
-    this.options.stats.poisonRedeliveries++;
     const error = { type: 'REDELIVERED', message: `attempt ${job.attempt} came back after the process or channel handling it died` };
     const wire = this.retried(delivery.message, job, job.attempt + 1, error);
     const routingKey = delayRoutingKey(0, this.options.queues.suspect);
@@ -161,6 +160,8 @@ export class Settlement {
       publisher.publish(this.names.retry, routingKey, wire.content, wire.options),
     );
     if (settled === 'acked') {
+      // Counted once it moved: an abandoned move comes back and is counted then.
+      this.options.stats.poisonRedeliveries++;
       this.options.log.warn('job redelivered after a crash; moved to the suspect queue to run alone', {
         ...fields(job, delivery.message),
         next_attempt: job.attempt + 1,
