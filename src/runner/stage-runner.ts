@@ -20,7 +20,7 @@ import type { Topology } from '../topology/topology.types.js';
 import { ChannelSupervisor, HEAL_DELAY_MS, MAX_HEAL_ATTEMPTS } from './channel-supervisor.js';
 import { ConsumerSource } from './consumer-source.js';
 import type { Delivery, InputKind } from './delivery.js';
-import { DeliveryProcessor } from './delivery-processor.js';
+import { DeliveryProcessor, isRedelivery } from './delivery-processor.js';
 import { Dispatcher } from './dispatcher.js';
 import { IsolationGate, type Isolatable } from './isolation-gate.js';
 import { Lifecycle, type RunnerState } from './lifecycle.js';
@@ -192,7 +192,10 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.dispatcher = new Dispatcher({
       concurrency: settings.concurrency,
       process: (delivery) => this.process(delivery),
-      giveBack: (delivery) => this.settlement.giveBack(delivery),
+      // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
+      // run in the pool as a first delivery. It is settled as the crash it is instead (moved to
+      // the suspect queue, unjudged); its handler does not run.
+      giveBack: (delivery) => (isRedelivery(delivery) ? this.process(delivery) : this.settlement.giveBack(delivery)),
     });
     this.settlement = new Settlement({
       config,

@@ -54,6 +54,16 @@ export class RawBroker {
     return message.properties.messageId as string | undefined;
   }
 
+  /**
+   * Takes `count` messages of a queue without acknowledging them, then closes the channel: the
+   * broker puts them back flagged `redelivered`, as after the crash of the process holding them.
+   */
+  async takeAndDrop(queue: string, count: number): Promise<void> {
+    const channel = await this.connection.createChannel();
+    for (let taken = 0; taken < count;) if ((await channel.get(queue, { noAck: false })) !== false) taken++;
+    await channel.close();
+  }
+
   /** Deletes a queue, as an operator would; a missing queue is not an error. */
   async deleteQueue(queue: string): Promise<void> {
     await this.withChannel((ch) => ch.deleteQueue(queue));

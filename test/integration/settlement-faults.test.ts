@@ -2,6 +2,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
+import { toWire } from '../../src/job/amqp-mapping.js';
+import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
@@ -154,6 +156,29 @@ describe('settlement under faults', function () {
     await waitFor('the late emit settled', () => lateEmits.has(late), 5_000);
     expect(lateEmits.get(late)).to.equal('INVALID_REQUEST');
     expect(await raw.count(names.queue('done', 'acme'))).to.equal(0);
+  });
+
+  it('hands back a waiting redelivered delivery as the crash it is: to the suspect queue, never unflagged to `due`', async () => {
+    const { publisher, raw, names, runner, config } = await start({ work: {} }, 1);
+    await runner.pause();
+    // Four deliveries whose process died: taken by a consumer that closed without acknowledging.
+    const due = names.dueQueue('work', 'acme');
+    const crashed = Array.from({ length: 4 }, () => nextKey('crashed'));
+    for (const k of crashed) {
+      const job = createJob({ type: 'flaky', args: ['ok', k] }, { queue: 'work', tenant: 'acme' });
+      const wire = toWire(job, { tenantHeader: config.tenantHeader });
+      await raw.publish('', due, wire.content, wire.options);
+    }
+    await raw.takeAndDrop(due, crashed.length);
+    const slow = nextKey('slow');
+    await publish(publisher, 'slow', slow, 3000);
+    await runner.resume();
+    await waitFor('the slow job running', () => seen.has(slow), 5_000);
+    // Paused while the redelivered ones wait behind the slow job: they are handed back.
+    await runner.pause();
+    await waitFor('all four moved to the suspect queue', async () => (await raw.count(names.suspectQueue('work', 'acme'))) === 4, 10_000);
+    expect(await raw.count(due), 'none handed back unflagged').to.equal(0);
+    for (const k of crashed) expect(seen.has(k), `${k} did not run`).to.equal(false);
   });
 
   it('makes a second stop() wait for the first: terminate, then stop, drains the job in flight (defect 5)', async () => {
