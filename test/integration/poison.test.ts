@@ -42,11 +42,13 @@ describe('poison jobs', function () {
    * `runs` runs are over; a run that reaches the goal is stopped with SIGTERM.
    * @returns how many runs were killed.
    */
+  const runLogs: string[] = [];
   async function superviseUntil(done: () => Promise<boolean>, runs = 10): Promise<number> {
     let killed = 0;
     for (let run = 0; run < runs && !(await done()); run++) {
       const stage = spawnCli(['run', 'flaky', '--tenant', 'acme', '--config', file], { AMQP_URL });
       const exited = finished(stage, 30000, 'run flaky');
+      void exited.then((result) => runLogs.push(`run ${runLogs.length + 1}:\n${result.stderr}`));
       const outcome = await Promise.race([
         exited.then(() => 'exited' as const),
         waitFor('the goal', done, 30000).then(() => 'done' as const),
@@ -80,7 +82,14 @@ describe('poison jobs', function () {
     const [letter] = await raw.drain(dead);
     expect((JSON.parse(letter.content.toString()) as Job).error?.type).to.equal('POISON');
     const results = (await raw.drain(done)).map((m) => (JSON.parse(m.content.toString()) as Job).args as [string, number]);
-    expect(results.sort(), 'each innocent job once, never counted as a crash').to.deep.equal(
+    // On failure, the stage's own account of each run says where a job went.
+    const story = runLogs.map((text) =>
+      text
+        .split('\n')
+        .filter((line) => /innocent|suspect|redelivered|state/.test(line))
+        .join('\n'),
+    );
+    expect(results.sort(), `each innocent job once, never counted as a crash; the runs:\n${story.join('\n')}`).to.deep.equal(
       Array.from({ length: 5 }, (_, i) => [`innocent-${i}`, 1]),
     );
   });
