@@ -28,14 +28,21 @@ export interface ConfigFile {
 }
 
 /**
- * A configuration file in a fresh directory, with a unique prefix and non-durable topology, for
- * tests that run the command line; the topology of `stages` is provisioned.
+ * A configuration file in a fresh directory, with a unique prefix and non-durable topology
+ * (unless `settings` say otherwise), for tests that run the command line; the topology of
+ * `stages` is provisioned on the broker at `url` (the file's broker unless the processes get
+ * `AMQP_URL`).
  */
-export async function writeConfigFile(settings: RawConfig, stages: readonly StageMetadata[], name = 'stagecoach'): Promise<ConfigFile> {
+export async function writeConfigFile(
+  settings: RawConfig,
+  stages: readonly StageMetadata[],
+  name = 'stagecoach',
+  url = AMQP_URL,
+): Promise<ConfigFile> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `stagecoach-${name}-`));
   const file = path.join(dir, 'stagecoach.json');
   await writeFile(file, JSON.stringify({ prefix: `test-${randomBytes(4).toString('hex')}`, durable: false, ...settings }));
-  const config = await loadConfig(file, { AMQP_URL });
+  const config = await loadConfig(file, { AMQP_URL: url });
   await declareTopologyOnce(config, provisionTopology(config, stages), createLogger({}, 'error'));
   const raw = await RawBroker.connect(config.broker.url);
   return {
@@ -45,9 +52,12 @@ export async function writeConfigFile(settings: RawConfig, stages: readonly Stag
     names: new BrokerNames(config.prefix),
     raw,
     remove: async () => {
-      await raw.close();
-      await teardown(config, stages);
-      await rm(dir, { recursive: true, force: true });
+      try {
+        await raw.close();
+        await teardown(config, stages);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
     },
   };
 }

@@ -14,7 +14,11 @@ export class RawBroker {
 
   static async connect(url = AMQP_URL): Promise<RawBroker> {
     const connection = await amqplib.connect(url);
+    // A broker that closes the connection (restart, forced close) must fail the next call, not
+    // crash the test process with an unhandled 'error' event.
+    connection.on('error', () => undefined);
     const channel = await connection.createConfirmChannel();
+    channel.on('error', () => undefined);
     return new RawBroker(connection, channel);
   }
 
