@@ -2,4 +2,7 @@
 import 'reflect-metadata';
 import { main } from '../dist/src/cli/main.js';
 
-process.exitCode = await main(process.argv);
+// Exit with the command's code even if something still holds the event loop (a timer of a
+// library, a socket that did not close): a stage that failed must die for its supervisor to see
+// it. Writes to stderr and stdout are synchronous on pipes and files, so nothing is cut off.
+process.exit(await main(process.argv));

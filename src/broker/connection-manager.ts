@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { openConnection, redact, type AmqpConnection } from './amqp-connection.js';
+import { isOpen } from './connection-state.js';
 import { reconnectDelayMs } from './reconnect-backoff.js';
 
 /**
@@ -74,6 +75,8 @@ export class ConnectionManager extends EventEmitter {
     this.attempts = 0;
     this.connections++;
     this.current = connection;
+    // Watched from birth: `isOpen()` only knows about a close it was watching for.
+    isOpen(connection);
     connection.once('close', (err?: Error) => this.onClose(connection, err));
     if (this.connections > 1) this.log.info('reconnected to the broker', { connections: this.connections });
     this.emit('connected', connection);

@@ -1,6 +1,7 @@
 import { ConnectionManager } from '../broker/connection-manager.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { isOpen } from '../broker/connection-state.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import type { Logger } from '../logging/logger.js';
@@ -122,11 +123,18 @@ export class StageGroup {
       for (const runner of this.runners) runner.detach();
     });
     this.metrics.setQueueDepthSource(() => this.queueDepths());
+    // Stages are built before the broker is reached: a module that does not load fails now.
+    for (const runner of this.runners) await runner.prepare();
     const connection = await this.manager.start();
-    await this.declare(connection);
-    for (const runner of this.runners) await runner.start(connection);
-    await this.control.attach(connection);
+    // From here on every new connection re-attaches everything, this first one included if it
+    // drops while attaching (a broker restarting just as the stage starts).
     this.started = true;
+    try {
+      await this.attachAll(connection);
+    } catch (err) {
+      if (isOpen(connection)) throw err;
+      this.log.warn('connection lost while starting; attaching on the next connection', { err: (err as Error).message });
+    }
   }
 
   /** Ready when connected and every runner consumes, or is meant not to (paused, quiet). */
@@ -190,15 +198,26 @@ export class StageGroup {
     );
   }
 
+  private async attachAll(connection: AmqpConnection): Promise<void> {
+    await this.declare(connection);
+    for (const runner of this.runners) await runner.attach(connection);
+    await this.control.attach(connection);
+  }
+
   private async reattach(connection: AmqpConnection): Promise<void> {
     if (this.stopped) return;
     try {
-      await this.declare(connection);
-      for (const runner of this.runners) await runner.attach(connection);
-      await this.control.attach(connection);
+      await this.attachAll(connection);
     } catch (err) {
-      // The connection dropped again mid-way: the next 'connected' starts over.
-      this.log.warn('re-attaching after reconnect failed', { err: (err as Error).message });
+      if (!isOpen(connection)) {
+        // The connection dropped again mid-way: the next 'connected' starts over.
+        this.log.warn('re-attaching after reconnect failed; the connection went again', { err: (err as Error).message });
+        return;
+      }
+      // Refused by a live broker (a queue declared elsewhere with other arguments): it will not
+      // heal by itself, and a stage that silently stops consuming is the worst outcome.
+      this.log.error('re-attaching after reconnect failed on a live connection; giving up', { err: (err as Error).message });
+      this.fail(err as Error);
     }
   }
 

@@ -254,6 +254,16 @@ export class StageRunner extends EventEmitter implements Isolatable {
 
   /** Builds the stage, then attaches to `connection`. */
   async start(connection: AmqpConnection): Promise<void> {
+    await this.prepare();
+    await this.attach(connection);
+  }
+
+  /**
+   * Builds the stage (its container, or its worker threads) and enters `running`; needs no
+   * broker. `attach()` then connects it. Called once.
+   */
+  async prepare(): Promise<void> {
+    if (this.processor !== undefined) return;
     const { config, stage, tenant, variant, log } = this.options;
     this.handler = this.settings.threads
       ? await createThreadedHandler({ stage, config, tenant, variant, threads: this.settings.threads, log })
@@ -271,7 +281,6 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (!this.lifecycle.to('running')) return;
     this.dispatcher.openUp();
     this.gate.join(this);
-    await this.attach(connection);
   }
 
   /**

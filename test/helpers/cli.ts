@@ -21,7 +21,8 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 
 /** Starts `stagecoach ...args` in the background; stdout and stderr are collected on the object. */
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess & { out: string; err: string } {
   const child = spawn(process.execPath, [CLI, ...args], {
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    // No health port unless a test asks for one: the default 9400 may be taken on this machine.
+    env: { ...process.env, LOG_LEVEL: 'info', STAGECOACH_HTTP_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   }) as ChildProcess & { out: string; err: string };
   child.out = '';
