@@ -18,7 +18,7 @@ export interface Route {
  * always the logical queue name.
  */
 export function routeFor(config: CompiledConfig, job: Job): Route {
-  const names = new BrokerNames(config.prefix);
+  const names = namesOf(config);
   const queue = queueFor(config, job.queue);
   if (!typeAllowed(queue.allowed_job_types, job.type)) {
     throw new StagecoachError(
@@ -29,6 +29,14 @@ export function routeFor(config: CompiledConfig, job: Job): Route {
   if (queue.scope === 'shared') return { exchange: names.direct, routingKey: job.queue };
   if (job.tenant === undefined) throw new TenantRequiredError(job.queue);
   return { exchange: names.root, routingKey: job.queue };
+}
+
+/** Broker names per configuration, made once: routing runs for every emitted job. */
+const brokerNames = new WeakMap<CompiledConfig, BrokerNames>();
+function namesOf(config: CompiledConfig): BrokerNames {
+  let names = brokerNames.get(config);
+  if (names === undefined) brokerNames.set(config, (names = new BrokerNames(config.prefix)));
+  return names;
 }
 
 /** OJS `allowed_job_types`: exact types, `*`, and `prefix.*` wildcards. */

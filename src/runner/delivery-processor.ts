@@ -1,7 +1,7 @@
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
-import { fromWire } from '../job/amqp-mapping.js';
+import { fromWire, type DecodedJob } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
@@ -36,7 +36,7 @@ export class DeliveryProcessor {
 
   async run(delivery: Delivery): Promise<Outcome> {
     const admitted = this.admit(delivery);
-    if (admitted.kind !== 'admitted') return admitted;
+    if ('kind' in admitted) return admitted;
     const { job, headers } = admitted;
     const { stage, log, sink, onPublished, handler } = this.options;
     const ctx = new JobContext(stage.name, stage.outputs, job, headers, sink, log, undefined, onPublished);
@@ -51,7 +51,8 @@ export class DeliveryProcessor {
     }
   }
 
-  private admit(delivery: Delivery): Outcome | { kind: 'admitted'; job: Job; headers: Record<string, unknown> } {
+  /** The decoded job when it may run (fromWire's own object: no wrapper per job), else its outcome. */
+  private admit(delivery: Delivery): Outcome | DecodedJob {
     const { stage, tenant, tenantHeader } = this.options;
     let job: Job | undefined;
     try {
@@ -79,7 +80,7 @@ export class DeliveryProcessor {
         if (delivery.input !== 'suspect') return { kind: 'crashed', job };
         throw new StagecoachError('POISON', `attempt ${job.attempt} killed the process handling it`);
       }
-      return { kind: 'admitted', job, headers: decoded.headers };
+      return decoded;
     } catch (error) {
       return { kind: 'failed', job, error };
     }

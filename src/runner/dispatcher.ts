@@ -110,15 +110,16 @@ export class Dispatcher {
     while (this.mode === 'open' && this.running < this.options.concurrency && this.waiting.length > 0) {
       const delivery = this.waiting.shift() as Delivery;
       this.running++;
-      void this.options.process(delivery).finally(() => this.done());
+      void this.options.process(delivery).then(this.done, this.done);
     }
   }
 
-  private done(): void {
+  /** Bound once: called for every job, it must not cost a closure each time. */
+  private readonly done = (): void => {
     this.running--;
     this.pump();
     this.checkIdle();
-  }
+  };
 
   private async giveBackWaiting(): Promise<void> {
     const unstarted = this.waiting.splice(0);

@@ -67,7 +67,29 @@ export class Settlement {
    */
   async settle(delivery: Delivery, outcome: Outcome): Promise<Settled> {
     try {
-      return await this.settleOutcome(delivery, outcome);
+      if (outcome.kind === 'completed') {
+        // The hot path, inline: one async frame per job.
+        let emitted: number;
+        try {
+          emitted = await outcome.ctx.settle();
+        } catch (err) {
+          // The publisher channel was lost under an emit: not the job's fault, so no attempt is
+          // counted; it runs again from `due` (its confirmed emits are repeated: at-least-once).
+          if (err instanceof PublishError && err.transient) return await this.giveBack(delivery);
+          // The broker refused an emit (a full output queue): the job failed like a throw.
+          return await this.fail(delivery, outcome.job, err, outcome.seconds);
+        }
+        this.ack(delivery);
+        this.options.stats.emitted += emitted;
+        this.options.stats.completed++;
+        this.options.metrics.completed(outcome.seconds);
+        return 'acked';
+      }
+      if (outcome.kind === 'failed') {
+        outcome.ctx?.close();
+        return await this.fail(delivery, outcome.job, outcome.error, outcome.seconds);
+      }
+      return await this.suspect(delivery, outcome.job);
     } catch (err) {
       this.options.log.error('settlement failed; rejecting the delivery to its dead-letter route', {
         queue: delivery.queue,
@@ -76,33 +98,6 @@ export class Settlement {
       });
       delivery.source.reject(delivery.message);
       return 'rejected';
-    }
-  }
-
-  private async settleOutcome(delivery: Delivery, outcome: Outcome): Promise<Settled> {
-    switch (outcome.kind) {
-      case 'completed': {
-        let emitted: number;
-        try {
-          emitted = await outcome.ctx.settle();
-        } catch (err) {
-          // The publisher channel was lost under an emit: not the job's fault, so no attempt is
-          // counted; it runs again from `due` (its confirmed emits are repeated: at-least-once).
-          if (err instanceof PublishError && err.transient) return this.giveBack(delivery);
-          // The broker refused an emit (a full output queue): the job failed like a throw.
-          return this.fail(delivery, outcome.job, err, outcome.seconds);
-        }
-        this.ack(delivery);
-        this.options.stats.emitted += emitted;
-        this.options.stats.completed++;
-        this.options.metrics.completed(outcome.seconds);
-        return 'acked';
-      }
-      case 'failed':
-        outcome.ctx?.close();
-        return this.fail(delivery, outcome.job, outcome.error, outcome.seconds);
-      case 'crashed':
-        return this.suspect(delivery, outcome.job);
     }
   }
 
