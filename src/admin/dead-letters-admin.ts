@@ -1,11 +1,11 @@
 import type { ConfirmChannel, GetMessage } from 'amqplib';
 import { openConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
-import { JobRouter } from '../broker/job-router.js';
+import { routeFor } from '../broker/job-router.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
-import { fromWire, OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
+import { fromWire, OJS_HEADERS, toWire, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import type { Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
@@ -37,17 +37,22 @@ export interface DeadRetryResult {
  * `ojs.dead.<queue>.<tenant>` for the given tenant or every configured one.
  */
 export function deadQueuesOf(config: CompiledConfig, queue: string, tenant?: string): string[] {
+  return deadQueueOrigins(config, queue, tenant).map((origin) => origin.deadQueue);
+}
+
+/** Each dead-letter queue with the tenant it belongs to (undefined for a shared queue's). */
+function deadQueueOrigins(config: CompiledConfig, queue: string, tenant?: string): Array<{ deadQueue: string; tenant?: string }> {
   const names = new BrokerNames(config.prefix);
   const resolved = queueFor(config, queue);
   if (resolved.scope === 'shared') {
     if (tenant !== undefined)
       throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is shared: it has one dead-letter queue, no --tenant`);
-    return [names.deadQueue(queue)];
+    return [{ deadQueue: names.deadQueue(queue) }];
   }
   const tenants = tenant === undefined ? config.tenants : [tenant];
   if (tenants.length === 0)
     throw new StagecoachError('INVALID_REQUEST', `queue "${queue}" is tenant-scoped: give --tenant or configure tenants`);
-  return tenants.map((t) => names.deadQueue(queue, t));
+  return tenants.map((t) => ({ deadQueue: names.deadQueue(queue, t), tenant: t }));
 }
 
 /** Reads dead letters without consuming them: every message is handed back. */
@@ -72,6 +77,11 @@ export async function listDeadLetters(
  * `meta.errors` (oldest first), so the history survives any number of round trips. Each job is
  * acknowledged in the dead-letter queue only after its republish is confirmed. Bounded by the
  * messages present at the start: a job that dies again meanwhile is not retried twice.
+ *
+ * Routed by origin, never by claim: a tenant's dead letters go back through that tenant's own
+ * exchange, whatever tenant a job names. A job that names another tenant than the dead-letter
+ * queue it sits in (it was refused for that) stays where it is: no retry may move a job into
+ * another tenant's queues.
  */
 export async function retryDeadLetters(
   config: CompiledConfig,
@@ -80,17 +90,27 @@ export async function retryDeadLetters(
   log: Logger,
 ): Promise<DeadRetryResult> {
   const result: DeadRetryResult = { retried: 0, kept: 0 };
+  const names = new BrokerNames(config.prefix);
   await withConfirmChannel(config, log, async (channel, publisher) => {
-    const router = new JobRouter(config, publisher);
-    for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
-      const { messageCount } = await channel.checkQueue(deadQueue);
+    for (const origin of deadQueueOrigins(config, queue, tenant)) {
+      const { messageCount } = await channel.checkQueue(origin.deadQueue);
       for (let i = 0; i < messageCount; i++) {
-        const message = await channel.get(deadQueue, { noAck: false });
+        const message = await channel.get(origin.deadQueue, { noAck: false });
         if (message === false) break;
         const job = asJob(config, message);
         if (!job) {
           result.kept++;
           continue; // handed back when the channel closes
+        }
+        if (origin.tenant !== undefined && job.tenant !== origin.tenant) {
+          log.warn('dead letter kept: it names another tenant than the queue it was found in', {
+            dead_queue: origin.deadQueue,
+            job_id: job.id,
+            claimed_tenant: job.tenant,
+            tenant: origin.tenant,
+          });
+          result.kept++;
+          continue;
         }
         const { error, deadLetteredAt } = causeOfDeath(message.properties.headers ?? {}, job);
         const history = Array.isArray(job.meta.errors) ? (job.meta.errors as unknown[]) : [];
@@ -103,9 +123,24 @@ export async function retryDeadLetters(
         delete revived.error;
         delete revived.meta.dead_lettered_at;
         delete revived.meta.original_queue;
-        const headers = withoutBrokerHeaders(message.properties.headers, [OJS_HEADERS.errorType, OJS_HEADERS.errorMessage]);
+        const headers = withoutBrokerHeaders(message.properties.headers, [
+          OJS_HEADERS.errorType,
+          OJS_HEADERS.errorMessage,
+          OJS_HEADERS.originQueue,
+          OJS_HEADERS.originTenant,
+          OJS_HEADERS.originVariant,
+        ]);
         const traceparent = headers[OJS_HEADERS.traceparent];
-        await router.send(revived, { headers, ...(typeof traceparent === 'string' ? { traceparent } : {}) });
+        const wire = toWire(revived, {
+          tenantHeader: config.tenantHeader,
+          headers,
+          ...(typeof traceparent === 'string' ? { traceparent } : {}),
+        });
+        // The entry of the queue for the tenant the letter belongs to (its type still checked).
+        const route = routeFor(config, revived);
+        const exchange =
+          origin.tenant !== undefined && route.exchange === names.root ? names.tenantExchange(origin.tenant) : route.exchange;
+        await publisher.publish(exchange, route.routingKey, wire.content, wire.options);
         channel.ack(message);
         result.retried++;
       }

@@ -2,7 +2,8 @@ import type { Channel, GetMessage } from 'amqplib';
 import { openConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
-import { OJS_HEADERS } from '../job/amqp-mapping.js';
+import { OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
+import { DELAY_LEVELS, delayRoutingKey } from '../topology/delay-topology.js';
 import type { Logger } from '../logging/logger.js';
 import { peek } from './peek.js';
 import { BrokerNames } from '../topology/names.js';
@@ -10,7 +11,7 @@ import { BrokerNames } from '../topology/names.js';
 export interface UnroutableEntry {
   messageId: string | undefined;
   type: string | undefined;
-  /** Logical queue: the routing key it was published with. */
+  /** Logical queue (the routing key it was published with), or the physical queue the delay ladder was delivering it to. */
   queue: string;
   tenant: string | undefined;
   headers: Record<string, unknown>;
@@ -59,14 +60,14 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
       const message = await channel.get(names.unroutable, { noAck: false });
       if (message === false) break;
       const entry = describe(config, message);
-      const target = targetOf(config, entry);
+      const target = targetOf(config, entry, message.fields.routingKey);
       if (!target || !(await destinationExists(connection, target.check, exists))) {
         result.kept++;
         continue; // stays unacknowledged: handed back when the channel closes
       }
-      await publisher.publish(target.exchange, entry.queue, message.content, {
+      await publisher.publish(target.exchange, target.routingKey, message.content, {
         ...message.properties,
-        headers: message.properties.headers ?? {},
+        headers: withoutBrokerHeaders(message.properties.headers),
       });
       channel.ack(message);
       result.replayed++;
@@ -83,10 +84,12 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
 function describe(config: CompiledConfig, message: GetMessage): UnroutableEntry {
   const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
   const tenant = headers[config.tenantHeader] ?? headers[OJS_HEADERS.tenant];
+  // A job the delay ladder could not deliver shows the physical queue it was bound for.
+  const ladder = LADDER_KEY.exec(message.fields.routingKey);
   return {
     messageId: message.properties.messageId as string | undefined,
     type: message.properties.type as string | undefined,
-    queue: message.fields.routingKey,
+    queue: ladder ? ladder[1] : message.fields.routingKey,
     tenant: typeof tenant === 'string' ? tenant : undefined,
     headers,
     body: message.content.toString('utf8'),
@@ -95,16 +98,35 @@ function describe(config: CompiledConfig, message: GetMessage): UnroutableEntry 
 
 interface ReplayTarget {
   exchange: string;
+  routingKey: string;
   check: { kind: 'exchange' | 'queue'; name: string };
 }
 
-/** Where a replayed job goes, or undefined when nothing could ever take it (no tenant, unknown queue). */
-function targetOf(config: CompiledConfig, entry: UnroutableEntry): ReplayTarget | undefined {
+/** A routing key of the delay ladder: the delay's bits, then the physical queue it was bound for. */
+const LADDER_KEY = new RegExp(`^(?:[01]\\.){${DELAY_LEVELS}}(.+)$`);
+
+/**
+ * Where a replayed job goes, or undefined when nothing could ever take it (no tenant, unknown
+ * queue). A job the delay ladder could not deliver (its queue was gone) goes back, by the
+ * ladder, to the physical queue it was bound for: it is routed by that name, never by the
+ * tenant it claims. One bound for a main queue (a retry parked before `due` queues existed)
+ * goes to that queue's `due` companion. Anything else was never in a queue, and goes where
+ * its producer sent it.
+ */
+function targetOf(config: CompiledConfig, entry: UnroutableEntry, routingKey: string): ReplayTarget | undefined {
   const names = new BrokerNames(config.prefix);
+  const ladder = LADDER_KEY.exec(routingKey);
+  if (ladder) {
+    const bound = ladder[1];
+    const mainPrefix = `${names.prefix}.queue.`;
+    const destination = bound.startsWith(mainPrefix) ? `${names.prefix}.due.${bound.slice(mainPrefix.length)}` : bound;
+    return { exchange: names.retry, routingKey: delayRoutingKey(0, destination), check: { kind: 'queue', name: destination } };
+  }
   const scope = config.queues.get(entry.queue)?.scope ?? (config.strict_queues ? undefined : config.defaultQueue.scope);
-  if (scope === 'shared') return { exchange: names.direct, check: { kind: 'queue', name: names.queue(entry.queue) } };
+  if (scope === 'shared')
+    return { exchange: names.direct, routingKey: entry.queue, check: { kind: 'queue', name: names.queue(entry.queue) } };
   if (scope === undefined || entry.tenant === undefined) return undefined;
-  return { exchange: names.root, check: { kind: 'exchange', name: names.tenantExchange(entry.tenant) } };
+  return { exchange: names.root, routingKey: entry.queue, check: { kind: 'exchange', name: names.tenantExchange(entry.tenant) } };
 }
 
 /** Passive declare on a throwaway channel: a missing name closes that channel, nothing else. */

@@ -13,6 +13,10 @@ export const OJS_HEADERS = {
   traceparent: 'x-ojs-traceparent',
   errorType: 'x-ojs-error-type',
   errorMessage: 'x-ojs-error-message',
+  /** Where a dead letter physically came from: the queue, its tenant and variant (not the job's claim). */
+  originQueue: 'x-ojs-origin-queue',
+  originTenant: 'x-ojs-origin-tenant',
+  originVariant: 'x-ojs-origin-variant',
 } as const;
 
 /** Headers the broker adds on dead-lettering and redelivery: a republished job starts without them. */

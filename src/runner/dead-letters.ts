@@ -3,10 +3,28 @@ import { OJS_HEADERS, toWire, withoutBrokerHeaders, type WireMessage } from '../
 import type { Job, JobError } from '../job/job.types.js';
 
 /**
+ * Where a dead letter physically came from: the instance's main queue, its tenant and variant.
+ * Every stagecoach action on dead letters routes by this, never by the tenant the job claims: a
+ * job that says tenant B but was found in A's queue stays A's.
+ */
+export interface DeadLetterOrigin {
+  queue: string;
+  tenant: string | undefined;
+  variant: string | undefined;
+}
+
+export function originHeaders(origin: DeadLetterOrigin): Record<string, string> {
+  const headers: Record<string, string> = { [OJS_HEADERS.originQueue]: origin.queue };
+  if (origin.tenant !== undefined) headers[OJS_HEADERS.originTenant] = origin.tenant;
+  if (origin.variant !== undefined) headers[OJS_HEADERS.originVariant] = origin.variant;
+  return headers;
+}
+
+/**
  * The dead letter of a delivery a stage gives up on, ready to publish to its dead-letter queue.
  *
  * A job keeps its envelope and gains `error`, `meta.dead_lettered_at` and `meta.stage`; its
- * headers gain `x-ojs-error-type` and `x-ojs-error-message`. A message that is not a job keeps
+ * headers gain `x-ojs-error-type`, `x-ojs-error-message` and the origin (`x-ojs-origin-*`). A message that is not a job keeps
  * its body byte for byte; the reason travels in headers. The broker's own headers (`x-death`
  * from the delay ladder and the like) are dropped: the reason is the stage's. A dead letter
  * never expires.
@@ -17,9 +35,10 @@ export function deadLetterMessage(
   error: JobError,
   stage: string,
   tenantHeader: string,
+  origin: DeadLetterOrigin,
 ): WireMessage {
   const now = new Date().toISOString();
-  const headers = withoutBrokerHeaders(message.properties.headers);
+  const headers = { ...withoutBrokerHeaders(message.properties.headers), ...originHeaders(origin) };
   if (job) {
     const dead: Job = { ...job, error, meta: { ...job.meta, dead_lettered_at: now, stage } };
     const traceparent = headers[OJS_HEADERS.traceparent];

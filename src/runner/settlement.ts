@@ -14,7 +14,7 @@ import { resolveRetryPolicy } from '../retry/retry-policy.js';
 import { delayRoutingKey } from '../topology/delay-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
-import { deadLetterMessage } from './dead-letters.js';
+import { deadLetterMessage, originHeaders, type DeadLetterOrigin } from './dead-letters.js';
 import type { Delivery, Outcome } from './delivery.js';
 import type { StageRunnerStats } from './runner-stats.js';
 
@@ -25,6 +25,8 @@ export interface SettlementOptions {
   stage: string;
   /** The instance's own queues: retries and hand-backs return there, crashes go to `suspect`. */
   queues: { due: string; suspect: string; dead: string };
+  /** Recorded on every dead letter: dead-letter actions route by it, not by the job's claim. */
+  origin: DeadLetterOrigin;
   publishers: ChannelSupervisor<ConfirmPublisher>;
   log: Logger;
   stats: StageRunnerStats;
@@ -189,7 +191,11 @@ export class Settlement {
   private async deadLetter(delivery: Delivery, job: Job | undefined, error: JobError, exhausted: boolean): Promise<Settled> {
     const { config, input, stage } = this.options;
     const target = input.dead_letter_queue;
-    if (job === undefined || target === undefined) return this.deadLetterHere(delivery, job, error, exhausted);
+    // A job refused at admission (a tenant or type it may not carry here) never ran: its claim
+    // is not to be trusted, so it stays in the dead letters of the queue it was found in.
+    if (job === undefined || target === undefined || REFUSED_AT_ADMISSION.has(error.type)) {
+      return this.deadLetterHere(delivery, job, error, exhausted);
+    }
     // OJS dead_letter_queue: the job is enqueued, error and all, to the configured queue.
     const dead: Job = {
       ...job,
@@ -201,7 +207,10 @@ export class Settlement {
     let wire: WireMessage;
     try {
       route = routeFor(config, dead);
-      wire = toWire(dead, { tenantHeader: config.tenantHeader, headers: withoutBrokerHeaders(delivery.message.properties.headers) });
+      wire = toWire(dead, {
+        tenantHeader: config.tenantHeader,
+        headers: { ...withoutBrokerHeaders(delivery.message.properties.headers), ...originHeaders(this.options.origin) },
+      });
       delete wire.options.expiration;
     } catch (err) {
       // The configured queue cannot take it (a type it does not allow): its own dead letters can.
@@ -226,7 +235,7 @@ export class Settlement {
   }
 
   private async deadLetterHere(delivery: Delivery, job: Job | undefined, error: JobError, exhausted: boolean): Promise<Settled> {
-    const wire = deadLetterMessage(delivery.message, job, error, this.options.stage, this.options.config.tenantHeader);
+    const wire = deadLetterMessage(delivery.message, job, error, this.options.stage, this.options.config.tenantHeader, this.options.origin);
     const dead = this.options.queues.dead;
     return this.published(
       delivery,
@@ -336,6 +345,9 @@ export class Settlement {
     return wire;
   }
 }
+
+/** Error types of jobs refused before their handler ran: their content is not to be trusted. */
+const REFUSED_AT_ADMISSION = new Set(['INVALID_PAYLOAD', 'TENANT_MISMATCH']);
 
 function fields(job: Job, message: Message): Record<string, unknown> {
   const trace = traceIdOf(message.properties.headers?.[OJS_HEADERS.traceparent]);

@@ -202,6 +202,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       input,
       stage: meta.name,
       queues: { due: this.queues.due, suspect: this.queues.suspect, dead: this.queues.dead },
+      origin: { queue: this.queue, tenant, variant },
       publishers: this.publishers,
       log,
       stats: this.stats,

@@ -203,6 +203,7 @@ function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher(
     input: queueFor(config, input),
     stage: 'converter',
     queues: { due: queues.due, suspect: queues.suspect, dead: queues.dead },
+    origin: { queue: queues.main, tenant: undefined, variant: undefined },
     publishers: publishers.asSupervisor(),
     log: silent,
     stats,
