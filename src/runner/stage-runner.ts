@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Channel, ConsumeMessage, Options } from 'amqplib';
+import type { Options } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher, type PublishChannel } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
@@ -17,8 +17,7 @@ import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/th
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { Topology } from '../topology/topology.types.js';
-import { ChannelSupervisor, HEAL_DELAY_MS, MAX_HEAL_ATTEMPTS } from './channel-supervisor.js';
-import { ConsumerSource } from './consumer-source.js';
+import { ChannelSupervisor } from './channel-supervisor.js';
 import type { Delivery, InputKind } from './delivery.js';
 import { DeliveryProcessor, isRedelivery } from './delivery-processor.js';
 import { Dispatcher } from './dispatcher.js';
@@ -26,6 +25,8 @@ import { IsolationGate, type Isolatable } from './isolation-gate.js';
 import { Lifecycle, type RunnerState } from './lifecycle.js';
 import { emptyStats, NO_METRICS, type StageRunnerStats } from './runner-stats.js';
 import { Settlement } from './settlement.js';
+import { SuspectWatch } from './suspect-watch.js';
+import { WorkConsumers } from './work-consumers.js';
 
 export type { RunnerState } from './lifecycle.js';
 export type { StageRunnerStats } from './runner-stats.js';
@@ -49,28 +50,12 @@ export interface StageRunnerOptions {
   suspectCheckMs?: number;
 }
 
-/** Suspects run in one isolated turn at most, before the work queues get a turn again. */
-const SUSPECTS_PER_TURN = 25;
-const DEFAULT_SUSPECT_CHECK_MS = 5000;
-
-/** The work channel: the `main` and `due` consumers, and the acknowledgements of their deliveries. */
-interface WorkChannel {
-  channel: Channel;
-  source: ConsumerSource;
-  consumers: Map<'main' | 'due', string>;
-}
-
-/** The suspect channel: passive checks and `basic.get` of suspects (a 404 there closes only it). */
-interface SuspectChannel {
-  channel: Channel;
-  source: ConsumerSource;
-}
-
 /**
  * Runs one stage instance: one input queue, `concurrency` handlers at a time. Composed of:
  * - a {@link Lifecycle} (starting, running, paused, quiet, stopping, stopped; one stop promise);
- * - three {@link ChannelSupervisor}s, each healing only its own channel: the publisher (one
- *   confirm channel), the work channel (consumers of `main` and `due`), the suspect channel;
+ * - three channels, each healed alone by its {@link ChannelSupervisor}: the publisher (one
+ *   confirm channel), the {@link WorkConsumers} (consumers of `main` and `due`) and the
+ *   {@link SuspectWatch} (looks for suspects and runs them through the gate);
  * - a {@link Dispatcher} (slots, hand-backs) and the process-wide {@link IsolationGate} (a
  *   suspect runs alone);
  * - a {@link DeliveryProcessor} (admission, handler) and the {@link Settlement} (every ack,
@@ -103,21 +88,14 @@ export class StageRunner extends EventEmitter implements Isolatable {
   private readonly lifecycle: Lifecycle;
   private readonly gate: IsolationGate;
   private readonly publishers: ChannelSupervisor<ConfirmPublisher>;
-  private readonly work: ChannelSupervisor<WorkChannel>;
-  private readonly suspects: ChannelSupervisor<SuspectChannel>;
+  private readonly work: WorkConsumers;
+  private readonly suspects: SuspectWatch;
   private readonly dispatcher: Dispatcher;
   private readonly settlement: Settlement;
   private readonly sink: JobRouter;
   private processor: DeliveryProcessor | undefined;
   private handler: StageHandler | undefined;
-  private connection: AmqpConnection | undefined;
   private suspensions = 0;
-  private syncing: Promise<void> = Promise.resolve();
-  private suspectTimer: NodeJS.Timeout | undefined;
-  private checkingSuspects = false;
-  private suspectsPending = false;
-  private resubscribing: NodeJS.Timeout | undefined;
-  private resubscribeFailures = 0;
 
   constructor(private readonly options: StageRunnerOptions) {
     super();
@@ -171,23 +149,26 @@ export class StageRunner extends EventEmitter implements Isolatable {
       },
       close: (publisher) => publisher.close(),
     });
-    this.work = new ChannelSupervisor<WorkChannel>({
-      name: 'work',
+    this.work = new WorkConsumers({
+      queues: { main: this.queues.main, due: this.queues.due },
+      prefetch: settings.prefetch,
+      topology: this.topology,
       log,
+      wanted: () => this.lifecycle.state === 'running' && this.suspensions === 0,
+      offer: (delivery) => this.dispatcher.offer(delivery),
+      // Its waiting deliveries are the broker's again: running them would only make duplicates.
+      abandon: (source) => this.dispatcher.abandonWaiting((delivery) => delivery.source === source),
       onFatal: fatal,
-      isOpen: (work) => !work.source.closed,
-      open: (connection, lost, healing) => this.openWork(connection, lost, healing),
-      close: (work) => closeSource(work.source),
-      onOpen: () => void this.syncConsumers(),
     });
-    this.suspects = new ChannelSupervisor<SuspectChannel>({
-      name: 'suspect',
+    this.suspects = new SuspectWatch({
+      queue: this.queues.suspect,
+      topology: this.topology,
       log,
+      gate: this.gate,
+      running: () => this.lifecycle.state === 'running',
+      runAlone: (delivery) => this.dispatcher.runAlone(delivery),
       onFatal: fatal,
-      isOpen: (suspects) => !suspects.source.closed,
-      open: (connection, lost, healing) => this.openSuspects(connection, lost, healing),
-      close: (suspects) => closeSource(suspects.source),
-      onOpen: () => this.suspectsMayWait(0),
+      ...(options.suspectCheckMs === undefined ? {} : { checkMs: options.suspectCheckMs }),
     });
     this.dispatcher = new Dispatcher({
       concurrency: settings.concurrency,
@@ -207,7 +188,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       log,
       stats: this.stats,
       metrics: this.metrics,
-      onSuspected: () => this.suspectsMayWait(0),
+      onSuspected: () => this.suspects.mayWait(0),
     });
     this.sink = new JobRouter(config, this.healingPublisher());
   }
@@ -239,11 +220,9 @@ export class StageRunner extends EventEmitter implements Isolatable {
     const state = this.lifecycle.state;
     if (state === 'starting') return false;
     if (state !== 'running') return true;
-    if (this.publishers.current === undefined || this.suspects.current === undefined) return false;
-    const work = this.work.current;
-    if (work === undefined) return false;
+    if (this.publishers.current === undefined || !this.suspects.open || !this.work.open) return false;
     // Suspended while a suspect runs alone: consumers are off on purpose.
-    return this.suspensions > 0 || work.consumers.size === 2;
+    return this.suspensions > 0 || this.work.consuming;
   }
 
   /** Whether a control message addresses this instance. */
@@ -290,8 +269,6 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   async attach(connection: AmqpConnection): Promise<void> {
     if (this.lifecycle.stopping) return;
-    this.connection = connection;
-    clearTimeout(this.resubscribing);
     await declareTopology(connection, this.topology, this.options.log);
     await this.publishers.attach(connection);
     await this.suspects.attach(connection);
@@ -308,8 +285,6 @@ export class StageRunner extends EventEmitter implements Isolatable {
    * (waiting ones are dropped, settlements in progress leave theirs). The group attaches again.
    */
   detach(): void {
-    this.connection = undefined;
-    clearTimeout(this.resubscribing);
     this.publishers.detach();
     this.work.detach();
     this.suspects.detach();
@@ -324,8 +299,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
   async resume(): Promise<void> {
     if (!this.lifecycle.to('running')) return;
     if (this.suspensions === 0) this.dispatcher.openUp();
-    await this.syncConsumers();
-    this.suspectsMayWait(0);
+    await this.work.sync();
+    this.suspects.mayWait(0);
   }
 
   /** OJS `quiet`: stops fetching for good, finishes what it has, stays up until stopped. */
@@ -342,8 +317,6 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   stop(graceMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     return this.lifecycle.stop(async () => {
-      clearTimeout(this.suspectTimer);
-      clearTimeout(this.resubscribing);
       await this.stopTakingWork();
       const drained = await this.dispatcher.whenIdle(graceMs);
       if (!drained) {
@@ -373,13 +346,13 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.suspensions--;
     if (this.suspensions > 0 || this.lifecycle.state !== 'running') return;
     this.dispatcher.openUp();
-    void this.syncConsumers();
+    void this.work.sync();
   }
 
   /** Consumers off first, then what was prefetched goes back: it cannot come back to us. */
   private async stopTakingWork(): Promise<void> {
     this.dispatcher.hold();
-    await this.syncConsumers();
+    await this.work.sync();
     await this.dispatcher.close();
   }
 
@@ -404,153 +377,4 @@ export class StageRunner extends EventEmitter implements Isolatable {
       },
     };
   }
-
-  private async openWork(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<WorkChannel> {
-    if (healing) await declareTopology(connection, this.topology, this.options.log);
-    const channel = await connection.createChannel();
-    const work: WorkChannel = { channel, source: new ConsumerSource(channel), consumers: new Map() };
-    channel.on('error', (err: Error) => this.options.log.error('work channel error', { queue: this.queue, err: err.message }));
-    channel.on('close', () => {
-      const expected = work.source.closed;
-      work.source.abandon();
-      work.consumers.clear();
-      // Its waiting deliveries are the broker's again: running them would only make duplicates.
-      this.dispatcher.abandonWaiting((delivery) => delivery.source === work.source);
-      if (!expected) lost('work channel closed');
-    });
-    // Consume and publish on separate channels: a consumer's flow never waits on confirms.
-    await channel.prefetch(this.settings.prefetch);
-    return work;
-  }
-
-  private async openSuspects(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<SuspectChannel> {
-    if (healing) await declareTopology(connection, this.topology, this.options.log);
-    const channel = await connection.createChannel();
-    const suspects: SuspectChannel = { channel, source: new ConsumerSource(channel) };
-    channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.queues.suspect, err: err.message }));
-    channel.on('close', () => {
-      const expected = suspects.source.closed;
-      suspects.source.abandon();
-      if (!expected) lost('suspect channel closed');
-    });
-    return suspects;
-  }
-
-  /** Brings the work consumers in line with what the runner should do now; one call at a time. */
-  private syncConsumers(): Promise<void> {
-    this.syncing = this.syncing
-      .then(() => this.reconcileConsumers())
-      .catch((err: unknown) => {
-        // The channel closed under us (a deleted queue): its supervisor heals it and syncs again.
-        this.options.log.warn('could not update the consumers', { queue: this.queue, err: (err as Error).message });
-      });
-    return this.syncing;
-  }
-
-  private async reconcileConsumers(): Promise<void> {
-    const work = this.work.current;
-    if (work === undefined) return;
-    const wanted = this.lifecycle.state === 'running' && this.suspensions === 0;
-    for (const kind of ['main', 'due'] as const) {
-      const tag = work.consumers.get(kind);
-      if (wanted && tag === undefined) {
-        const { consumerTag } = await work.channel.consume(this.queues[kind], (message) => this.onDelivery(work, kind, message), {
-          noAck: false,
-        });
-        work.consumers.set(kind, consumerTag);
-      } else if (!wanted && tag !== undefined) {
-        work.consumers.delete(kind);
-        await work.channel.cancel(tag).catch(() => undefined);
-      }
-    }
-  }
-
-  private onDelivery(work: WorkChannel, kind: 'main' | 'due', message: ConsumeMessage | null): void {
-    if (message === null) {
-      // The broker cancelled this consumer (its queue was deleted): the other consumer and the
-      // jobs in flight carry on; this one is declared again and resumed.
-      work.consumers.delete(kind);
-      this.options.log.warn('consumer cancelled by the broker', { queue: this.queues[kind] });
-      this.resubscribe();
-      return;
-    }
-    work.source.delivered(message);
-    this.dispatcher.offer({ message, source: work.source, input: kind, queue: this.queues[kind] });
-  }
-
-  /** Re-declares the topology and consumes again, a second later, giving up after a few tries. */
-  private resubscribe(): void {
-    clearTimeout(this.resubscribing);
-    this.resubscribing = setTimeout(() => {
-      const connection = this.connection;
-      if (connection === undefined || this.lifecycle.stopping) return;
-      declareTopology(connection, this.topology, this.options.log)
-        .then(() => this.syncConsumers())
-        .then(
-          () => (this.resubscribeFailures = 0),
-          (err: Error) => {
-            if (++this.resubscribeFailures >= MAX_HEAL_ATTEMPTS) {
-              this.options.log.error('re-subscribing keeps failing; giving up', { queue: this.queue, err: err.message });
-              this.emit('fatal', err);
-              return;
-            }
-            this.options.log.error('re-subscribing failed; retrying', { queue: this.queue, err: err.message });
-            this.resubscribe();
-          },
-        );
-    }, HEAL_DELAY_MS);
-  }
-
-  /**
-   * Suspects may be waiting: look in `delayMs`. Called when this runner moved a job there, when
-   * the suspect channel opens, and on a timer (suspects come back from the delay ladder after a
-   * retry, or were moved by an instance that died before running them).
-   */
-  private suspectsMayWait(delayMs: number): void {
-    if (this.lifecycle.stopping) return;
-    if (this.checkingSuspects) {
-      this.suspectsPending = true;
-      return;
-    }
-    clearTimeout(this.suspectTimer);
-    this.suspectTimer = setTimeout(() => void this.checkSuspects(), delayMs);
-    this.suspectTimer.unref();
-  }
-
-  private async checkSuspects(): Promise<void> {
-    if (this.lifecycle.state !== 'running') return;
-    this.checkingSuspects = true;
-    this.suspectsPending = false;
-    try {
-      const suspects = this.suspects.current;
-      if (suspects !== undefined && (await suspects.channel.checkQueue(this.queues.suspect)).messageCount > 0) {
-        await this.gate.runAlone(() => this.runSuspects());
-      }
-    } catch (err) {
-      // The suspect channel closed (its queue was deleted): its supervisor heals it.
-      this.options.log.debug('could not look for suspects', { queue: this.queues.suspect, err: (err as Error).message });
-    } finally {
-      this.checkingSuspects = false;
-      this.suspectsMayWait(this.suspectsPending ? 0 : (this.options.suspectCheckMs ?? DEFAULT_SUSPECT_CHECK_MS));
-    }
-  }
-
-  /** Inside the gate: nothing else of the process is in hand. Takes suspects one by one. */
-  private async runSuspects(): Promise<void> {
-    for (let taken = 0; taken < SUSPECTS_PER_TURN && this.lifecycle.state === 'running'; taken++) {
-      const suspects = this.suspects.current;
-      if (suspects === undefined) return;
-      const message = await suspects.channel.get(this.queues.suspect, { noAck: false });
-      if (message === false) return;
-      suspects.source.delivered(message);
-      await this.dispatcher.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.queues.suspect });
-    }
-  }
-}
-
-/** Sends the acknowledgements gathered so far, then closes the channel on purpose. */
-async function closeSource(source: ConsumerSource): Promise<void> {
-  source.flush();
-  source.closed = true;
-  await source.channel.close().catch(() => undefined);
 }

@@ -1,0 +1,138 @@
+import type { Channel } from 'amqplib';
+import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { declareTopology } from '../broker/declare-topology.js';
+import type { Logger } from '../logging/logger.js';
+import type { Topology } from '../topology/topology.types.js';
+import { ChannelSupervisor } from './channel-supervisor.js';
+import { ConsumerSource } from './consumer-source.js';
+import type { Delivery } from './delivery.js';
+import type { IsolationGate } from './isolation-gate.js';
+import { closeSource } from './work-consumers.js';
+
+/** Suspects run in one isolated turn at most, before the work queues get a turn again. */
+const SUSPECTS_PER_TURN = 25;
+/** How often a running instance looks for suspects it was not told about. */
+export const DEFAULT_SUSPECT_CHECK_MS = 5000;
+
+export interface SuspectWatchOptions {
+  /** The instance's suspect queue. */
+  queue: string;
+  /** Declared again before healing: a deleted queue comes back. */
+  topology: Topology;
+  log: Logger;
+  gate: IsolationGate;
+  /** Whether the instance takes work now (running): suspects wait otherwise. */
+  running(): boolean;
+  /** Runs one suspect with nothing else in flight (the gate suspended everything first). */
+  runAlone(delivery: Delivery): Promise<void>;
+  onFatal(err: Error): void;
+  /** @defaultValue DEFAULT_SUSPECT_CHECK_MS */
+  checkMs?: number;
+}
+
+/** Passive checks and `basic.get` of suspects, on a channel of their own (a 404 closes only it). */
+interface SuspectChannel {
+  channel: Channel;
+  source: ConsumerSource;
+}
+
+/**
+ * Looks for suspects and runs them alone: when the suspect channel opens, when the instance moved
+ * a job there (`mayWait(0)`), and every `checkMs` (suspects come back from the delay ladder after
+ * a retry, or were moved by an instance that died before running them). With suspects waiting, it
+ * asks the process-wide gate to isolate, then takes them one by one with `basic.get`, so that no
+ * suspect is ever in hand while other jobs run, nor another job while a suspect runs.
+ */
+export class SuspectWatch {
+  readonly supervisor: ChannelSupervisor<SuspectChannel>;
+  private timer: NodeJS.Timeout | undefined;
+  private checking = false;
+  private pending = false;
+  private closed = false;
+
+  constructor(private readonly options: SuspectWatchOptions) {
+    this.supervisor = new ChannelSupervisor<SuspectChannel>({
+      name: 'suspect',
+      log: options.log,
+      onFatal: options.onFatal,
+      isOpen: (suspects) => !suspects.source.closed,
+      open: (connection, lost, healing) => this.openChannel(connection, lost, healing),
+      close: (suspects) => closeSource(suspects.source),
+      onOpen: () => this.mayWait(0),
+    });
+  }
+
+  get open(): boolean {
+    return this.supervisor.current !== undefined;
+  }
+
+  attach(connection: AmqpConnection): Promise<unknown> {
+    return this.supervisor.attach(connection);
+  }
+
+  detach(): void {
+    this.supervisor.detach();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    await this.supervisor.close();
+  }
+
+  /** Suspects may be waiting: look in `delayMs`. */
+  mayWait(delayMs: number): void {
+    if (this.closed) return;
+    if (this.checking) {
+      this.pending = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.check(), delayMs);
+    this.timer.unref();
+  }
+
+  private async check(): Promise<void> {
+    // Not running (paused, quiet, stopping): looked at again when it resumes.
+    if (!this.options.running()) return;
+    this.checking = true;
+    this.pending = false;
+    try {
+      const suspects = this.supervisor.current;
+      if (suspects !== undefined && (await suspects.channel.checkQueue(this.options.queue)).messageCount > 0) {
+        await this.options.gate.runAlone(() => this.runSuspects());
+      }
+    } catch (err) {
+      // The suspect channel closed (its queue was deleted): its supervisor heals it.
+      this.options.log.debug('could not look for suspects', { queue: this.options.queue, err: (err as Error).message });
+    } finally {
+      this.checking = false;
+      this.mayWait(this.pending ? 0 : (this.options.checkMs ?? DEFAULT_SUSPECT_CHECK_MS));
+    }
+  }
+
+  /** Inside the gate: nothing else of the process is in hand. Takes suspects one by one. */
+  private async runSuspects(): Promise<void> {
+    for (let taken = 0; taken < SUSPECTS_PER_TURN && this.options.running(); taken++) {
+      const suspects = this.supervisor.current;
+      if (suspects === undefined) return;
+      const message = await suspects.channel.get(this.options.queue, { noAck: false });
+      if (message === false) return;
+      suspects.source.delivered(message);
+      await this.options.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.options.queue });
+    }
+  }
+
+  private async openChannel(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<SuspectChannel> {
+    if (healing) await declareTopology(connection, this.options.topology, this.options.log);
+    const channel = await connection.createChannel();
+    const suspects: SuspectChannel = { channel, source: new ConsumerSource(channel) };
+    channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.options.queue, err: err.message }));
+    channel.on('close', () => {
+      const expected = suspects.source.closed;
+      suspects.source.abandon();
+      if (!expected) lost('suspect channel closed');
+    });
+    return suspects;
+  }
+}
