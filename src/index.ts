@@ -38,12 +38,13 @@ export { declareTopology, declareTopologyOnce } from './broker/declare-topology.
 
 export { StageRunner, type StageRunnerOptions, type RunnerState, type StageRunnerStats } from './runner/stage-runner.js';
 export { IsolationGate } from './runner/isolation-gate.js';
-export { StageGroup, devInstances } from './runner/stage-group.js';
+export { StageGroup, devInstances, type StageGroupOptions } from './runner/stage-group.js';
 export { loadStage, loadAllStages, type LoadedStage } from './stage/stage-loader.js';
 export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
 export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './admin/dead-letters-admin.js';
 export { resolveRetryPolicy, validateRetryPolicy, retryDelayMs } from './retry/retry-policy.js';
 export { DELAY_LEVELS, MAX_DELAY_SECONDS, delayTopology } from './topology/delay-topology.js';
+export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';
 
 export {
   StagecoachError,
@@ -52,6 +53,7 @@ export {
   NonRetryableError,
   PublishError,
   StageNotFoundError,
+  TenantError,
   TenantRequiredError,
   UnknownOutputError,
   type ErrorCode,

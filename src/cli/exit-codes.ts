@@ -1,4 +1,4 @@
-import { ConfigError, StageNotFoundError, StagecoachError } from '../errors/errors.js';
+import { ConfigError, StageNotFoundError, StagecoachError, TenantError } from '../errors/errors.js';
 
 export const EXIT_OK = 0;
 export const EXIT_RUNTIME = 1;
@@ -6,7 +6,7 @@ export const EXIT_USAGE = 2;
 
 /** Bad usage and bad configuration exit 2; anything that went wrong at run time exits 1. */
 export function exitCodeFor(err: unknown): number {
-  if (err instanceof ConfigError || err instanceof StageNotFoundError) return EXIT_USAGE;
+  if (err instanceof ConfigError || err instanceof StageNotFoundError || err instanceof TenantError) return EXIT_USAGE;
   if (
     err instanceof StagecoachError &&
     ['TENANT_REQUIRED', 'INVALID_REQUEST', 'JOB_TYPE_NOT_ALLOWED', 'INVALID_RETRY_POLICY'].includes(err.code)

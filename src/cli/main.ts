@@ -17,7 +17,8 @@ export function buildProgram(): Command {
   const configOption = (): Option => new Option('-c, --config <file>', 'configuration file (env STAGECOACH_CONFIG)');
   const httpPortOption = (): Option =>
     new Option('--http-port <port>', '/healthz, /readyz and /metrics port, 0 = off (env STAGECOACH_HTTP_PORT, default 9400)');
-  const tenantOption = (): Option => new Option('-t, --tenant <tenant>', 'tenant slug (env STAGECOACH_TENANT)');
+  const tenantOption = (): Option =>
+    new Option('-t, --tenant <tenant>', 'tenant slug: lowercase letters, digits, "_" and "-" (env STAGECOACH_TENANT)');
 
   program
     .command('run <stage>')

@@ -5,6 +5,7 @@ import { ConfigError } from '../errors/errors.js';
 import type { CompiledConfig, CompiledStageConfig, RawConfig, ResolvedQueueConfig } from './config.types.js';
 import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.js';
 import { parseDuration } from '../util/duration.js';
+import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue } from './queue-resolver.js';
 
 const require = createRequire(import.meta.url);
@@ -120,7 +121,9 @@ function schemaError(source: string, errors: ErrorObject[]): ConfigError {
       expected = `one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
       break;
     case 'pattern':
-      expected = `a string matching ${String(params.pattern)}`;
+      // The schema's tenant pattern is TENANT_SLUG's (a unit test keeps them equal): say it in words.
+      expected =
+        params.pattern === TENANT_SLUG.source ? `a tenant slug (${TENANT_SLUG_RULE})` : `a string matching ${String(params.pattern)}`;
       break;
     case 'propertyNames':
       return new ConfigError(source, `${key}.${String(params.propertyName)}`, 'a name of letters, digits, "_" and "-"');

@@ -67,6 +67,19 @@ export class TenantRequiredError extends StagecoachError {
   }
 }
 
+/**
+ * A tenant that may not be used: not a slug (`^[a-z0-9][a-z0-9_-]{0,62}$`, see util/tenant-slug.ts),
+ * or, for `stagecoach run`, neither configured nor provisioned on the broker. Bad usage: exit code 2.
+ */
+export class TenantError extends StagecoachError {
+  constructor(
+    readonly tenant: string,
+    message: string,
+  ) {
+    super('INVALID_REQUEST', message);
+  }
+}
+
 /** `ctx.emit()` to an output that the stage decorator does not name. */
 export class UnknownOutputError extends StagecoachError {
   constructor(

@@ -1,6 +1,7 @@
 import type { Options } from 'amqplib';
 import { parseDuration } from '../util/duration.js';
 import { InvalidPayloadError } from '../errors/errors.js';
+import { isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import { JOB_CONTENT_TYPE, parseEnvelope } from './envelope.js';
 import type { HeaderValue, Job } from './job.types.js';
 
@@ -101,7 +102,8 @@ export interface DecodedJob {
 /**
  * AMQP message -> envelope. The `x-ojs-attempt` header wins over the body's `attempt`: retries
  * stamp the header. A body without `tenant` takes it from the routing header. The body is
- * parsed once, here.
+ * parsed once, here. Every tenant the message carries (the routing header, `x-ojs-tenant`, the
+ * body's `tenant`) must be a slug, whichever of them the job ends up with.
  * @throws InvalidPayloadError with the reason when the body is not a job.
  */
 export function fromWire(message: IncomingMessage, tenantHeader: string = OJS_HEADERS.tenant): DecodedJob {
@@ -117,6 +119,8 @@ export function fromWire(message: IncomingMessage, tenantHeader: string = OJS_HE
     throw new InvalidPayloadError(`the body is not JSON (${(err as Error).message})`);
   }
   const job = parseEnvelope(body);
+  checkTenantHeader(headers, tenantHeader);
+  if (tenantHeader !== OJS_HEADERS.tenant) checkTenantHeader(headers, OJS_HEADERS.tenant);
   const attempt = Number(headers[OJS_HEADERS.attempt]);
   if (Number.isInteger(attempt) && attempt >= 1) job.attempt = attempt;
   if (job.tenant === undefined) {
@@ -125,4 +129,12 @@ export function fromWire(message: IncomingMessage, tenantHeader: string = OJS_HE
     if (typeof tenant === 'string') job.tenant = tenant;
   }
   return { job, headers };
+}
+
+/** A tenant header, where present, is a slug: the broker routed by it, a foreign producer set it. */
+function checkTenantHeader(headers: Record<string, unknown>, name: string): void {
+  const value = headers[name];
+  if (value !== undefined && value !== null && !isTenantSlug(value)) {
+    throw new InvalidPayloadError(`header "${name}": ${notATenantSlug(value)}`);
+  }
 }

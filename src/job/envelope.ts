@@ -1,6 +1,7 @@
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { validateRetryPolicy } from '../retry/retry-policy.js';
 import { parseDuration } from '../util/duration.js';
+import { checkTenantSlug, isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import { isTimestamp } from '../util/timestamp.js';
 import { uuidv7 } from './uuid-v7.js';
 import type { Job, JobSpec } from './job.types.js';
@@ -15,7 +16,11 @@ export interface JobOrigin {
   parentId?: string;
 }
 
-/** A new envelope (OJS PUSH): id UUIDv7, attempt 1, created now. */
+/**
+ * A new envelope (OJS PUSH): id UUIDv7, attempt 1, created now. Every producer's path
+ * (`Publisher`, `ctx.emit`, the test harness): the tenant is checked here, once per job.
+ * @throws TenantError when `origin.tenant` is not a tenant slug.
+ */
 export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   if (typeof spec.type !== 'string' || spec.type.length === 0) {
     throw new InvalidPayloadError('a job needs a non-empty string "type"', origin.queue);
@@ -36,7 +41,7 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
     attempt: 1,
     created_at: new Date().toISOString(),
   };
-  if (origin.tenant !== undefined) job.tenant = origin.tenant;
+  if (origin.tenant !== undefined) job.tenant = checkTenantSlug(origin.tenant, 'tenant');
   if (spec.priority !== undefined) job.priority = spec.priority;
   if (spec.timeout !== undefined) job.timeout = spec.timeout;
   if (spec.retry !== undefined) job.retry = spec.retry;
@@ -69,7 +74,10 @@ export function parseEnvelope(body: unknown): Job {
     job.meta === undefined || (typeof job.meta === 'object' && job.meta !== null && !Array.isArray(job.meta)),
     '"meta" must be an object',
   );
-  expect(job.tenant === undefined || typeof job.tenant === 'string', '"tenant" must be a string');
+  // A dotted tenant would make its queue names those of another tenant's variant queues.
+  if (job.tenant !== undefined && !isTenantSlug(job.tenant)) {
+    throw new InvalidPayloadError(`the envelope's "tenant": ${notATenantSlug(job.tenant)}`);
+  }
   expect(job.attempt === undefined || (Number.isInteger(job.attempt) && (job.attempt as number) >= 1), '"attempt" must be an integer >= 1');
   expect(
     job.timeout === undefined || (typeof job.timeout === 'number' && job.timeout > 0),

@@ -53,7 +53,11 @@ export class Publisher {
     return job.id;
   }
 
-  /** Builds the envelope `publish()` would send, without sending it. */
+  /**
+   * Builds the envelope `publish()` would send, without sending it.
+   * @throws TenantRequiredError for a tenant-scoped queue without a tenant, TenantError for a
+   * tenant that is not a slug (`createJob` checks it): `publish()` then sends nothing.
+   */
   build(queue: string, spec: PublishSpec): Job {
     if (queueFor(this.config, queue).scope === 'tenant' && spec.tenant === undefined) throw new TenantRequiredError(queue);
     return createJob(spec, { queue, ...(spec.tenant === undefined ? {} : { tenant: spec.tenant }) });

@@ -2,10 +2,13 @@ import { ConnectionManager } from '../broker/connection-manager.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { isOpen } from '../broker/connection-state.js';
+import { exchangeExists } from '../broker/exchange-exists.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
+import { TenantError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { provisionTopology } from '../topology/build-topology.js';
+import { BrokerNames } from '../topology/names.js';
 import { StageMetrics, type QueueDepthSample } from '../observability/stage-metrics.js';
 import { ControlListener } from '../control/control-listener.js';
 import type { ControlMessage } from '../control/control-protocol.js';
@@ -39,6 +42,18 @@ export function devInstances(config: CompiledConfig, stages: readonly LoadedStag
   return instances;
 }
 
+export interface StageGroupOptions {
+  /** Shared with other groups or a health server; a new registry by default. */
+  metrics?: StageMetrics;
+  /**
+   * Refuse to start for a tenant that is neither in the configuration's `tenants` nor provisioned
+   * on the broker (its tenant exchange exists): `start()` fails with a {@link TenantError} before
+   * anything is declared, instead of a stage creating that tenant's queues and waiting on them for
+   * ever. `stagecoach run` sets it. @defaultValue false
+   */
+  knownTenantsOnly?: boolean;
+}
+
 export interface Readiness {
   ready: boolean;
   reason?: string;
@@ -66,6 +81,9 @@ export class StageGroup {
   private stopped: Promise<boolean> | undefined;
   private started = false;
   private provision = false;
+  private readonly knownTenantsOnly: boolean;
+  /** Set while `start()` waits for a connection to check tenants on: `stop()` ends the wait. */
+  private stopWaiting: ((err: Error) => void) | undefined;
   /** One per process: a suspect of any runner runs with nothing else of the process in hand. */
   private readonly gate = new IsolationGate();
 
@@ -76,9 +94,10 @@ export class StageGroup {
     private readonly config: CompiledConfig,
     private readonly instances: readonly StageInstance[],
     private readonly log: Logger,
-    options: { metrics?: StageMetrics } = {},
+    options: StageGroupOptions = {},
   ) {
     this.metrics = options.metrics ?? new StageMetrics({ log });
+    this.knownTenantsOnly = options.knownTenantsOnly ?? false;
     this.failed = new Promise<Error>((resolve) => (this.fail = resolve));
     this.terminated = new Promise<void>((resolve) => (this.terminate = resolve));
     const names = [...new Set(instances.map((i) => i.stage.metadata.name))].join(',');
@@ -125,7 +144,8 @@ export class StageGroup {
     this.metrics.setQueueDepthSource(() => this.queueDepths());
     // Stages are built before the broker is reached: a module that does not load fails now.
     for (const runner of this.runners) await runner.prepare();
-    const connection = await this.manager.start();
+    let connection = await this.manager.start();
+    if (this.knownTenantsOnly) connection = await this.checkTenants(connection);
     // From here on every new connection re-attaches everything, this first one included if it
     // drops while attaching (a broker restarting just as the stage starts).
     this.started = true;
@@ -152,6 +172,7 @@ export class StageGroup {
    * @returns false when the grace period ran out for some runner.
    */
   stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
+    this.stopWaiting?.(new Error('stage group stopped while starting'));
     this.stopped ??= (async () => {
       await this.control.close();
       // A runner already stopping (terminate) hands back its own stop promise: waited for too.
@@ -160,6 +181,59 @@ export class StageGroup {
       return drained.every(Boolean);
     })();
     return this.stopped;
+  }
+
+  /**
+   * Before anything is declared: every tenant of the group is configured or provisioned (its
+   * tenant exchange exists; `provision` and every stage of the tenant declare it). Checked once,
+   * at start, and again on the next connection if this one drops mid-check.
+   * @returns the connection the check succeeded on.
+   * @throws TenantError naming the first unknown tenant and how to provision it.
+   */
+  private async checkTenants(first: AmqpConnection): Promise<AmqpConnection> {
+    const configured = new Set(this.config.tenants);
+    const unknown = [...new Set(this.instances.map((i) => i.tenant))].filter(
+      (tenant): tenant is string => tenant !== undefined && !configured.has(tenant),
+    );
+    if (unknown.length === 0) return first;
+    const names = new BrokerNames(this.config.prefix);
+    let connection = first;
+    for (;;) {
+      try {
+        for (const tenant of unknown) {
+          if (!(await exchangeExists(connection, names.tenantExchange(tenant)))) {
+            throw new TenantError(
+              tenant,
+              `tenant "${tenant}" is neither configured (tenants in ${this.config.source}) nor provisioned on the broker: ` +
+                `run \`stagecoach provision --tenant ${tenant}\` first`,
+            );
+          }
+        }
+        return connection;
+      } catch (err) {
+        if (err instanceof TenantError || isOpen(connection)) throw err;
+        this.log.warn('connection lost while checking tenants; checking on the next connection', { err: (err as Error).message });
+        connection = await this.nextConnection(connection);
+      }
+    }
+  }
+
+  /** The first connection after `lost`, as the manager reconnects; rejected by `stop()`. */
+  private nextConnection(lost: AmqpConnection): Promise<AmqpConnection> {
+    const current = this.manager.connection;
+    if (current !== undefined && current !== lost) return Promise.resolve(current);
+    return new Promise<AmqpConnection>((resolve, reject) => {
+      const connected = (connection: AmqpConnection): void => {
+        this.stopWaiting = undefined;
+        resolve(connection);
+      };
+      this.manager.once('connected', connected);
+      this.stopWaiting = (err) => {
+        this.stopWaiting = undefined;
+        this.manager.off('connected', connected);
+        reject(err);
+      };
+    });
   }
 
   /** Ready messages in each runner's queue, read at scrape time on a throwaway channel. */

@@ -17,6 +17,7 @@ import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/th
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { Topology } from '../topology/topology.types.js';
+import { checkTenantSlug } from '../util/tenant-slug.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
 import type { Delivery, InputKind } from './delivery.js';
 import { DeliveryProcessor, isRedelivery } from './delivery-processor.js';
@@ -105,6 +106,9 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (!settings) throw new ConfigError(config.source, `stages.${meta.name}`, 'a configured stage');
     this.settings = settings;
     this.metrics = options.metrics ?? NO_METRICS;
+    // Library users reach here without the command line's check: the tenant and variant become
+    // queue names, where a dotted tenant would name another tenant's variant queue.
+    if (tenant !== undefined) checkTenantSlug(tenant, `stage "${meta.name}": tenant`);
     const input = queueFor(config, meta.input, `stage "${meta.name}"`);
     this.input = input;
     if (input.scope === 'tenant' && tenant === undefined) {
@@ -117,7 +121,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (input.scope === 'shared' && tenant !== undefined) {
       throw new ConfigError(config.source, `queues.${meta.input}`, `no --tenant for stage "${meta.name}": its input is shared`);
     }
-    if (variant !== undefined && !input.variants?.values[variant]) {
+    // Own keys only: `--variant constructor` must not find Object.prototype.constructor.
+    if (variant !== undefined && !Object.hasOwn(input.variants?.values ?? {}, variant)) {
       const known = Object.keys(input.variants?.values ?? {}).join(', ') || 'none';
       throw new ConfigError(config.source, `queues.${meta.input}.variants.values.${variant}`, `a configured variant (known: ${known})`);
     }

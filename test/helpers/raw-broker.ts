@@ -37,6 +37,15 @@ export class RawBroker {
     return (await this.count(queue)) !== undefined;
   }
 
+  /** Whether an exchange exists (passive declare on a throwaway channel). */
+  async exchangeExists(exchange: string): Promise<boolean> {
+    const found = await this.withChannel(async (ch) => {
+      await ch.checkExchange(exchange);
+      return true;
+    });
+    return found === true;
+  }
+
   /** Takes (acknowledges) every message now in the queue. */
   async drain(queue: string): Promise<GetMessage[]> {
     const taken: GetMessage[] = [];

@@ -3,6 +3,7 @@ import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';
 import { EXIT_OK } from '../exit-codes.js';
+import { resolveTenant } from '../resolve-tenant.js';
 
 export interface DeadOptions {
   tenant?: string;
@@ -13,9 +14,9 @@ export interface DeadOptions {
 
 /** `stagecoach dead list|retry|purge <queue> [--tenant T] [--json]` */
 export async function dead(action: string, queue: string, opts: DeadOptions): Promise<number> {
+  const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
   const log = createLogger({ service: 'stagecoach', command: `dead ${action}` });
-  const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
   const print = (human: string, machine: unknown): void => {
     process.stdout.write(opts.json ? `${JSON.stringify(machine, null, 2)}\n` : human);
   };

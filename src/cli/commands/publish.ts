@@ -4,12 +4,14 @@ import type { HeaderValue } from '../../job/job.types.js';
 import { createLogger } from '../../logging/logger.js';
 import { Publisher } from '../../publisher/publisher.js';
 import { EXIT_OK } from '../exit-codes.js';
+import { resolveTenant } from '../resolve-tenant.js';
 
 /** `stagecoach publish <queue> --type X --args JSON [--tenant T] [--header k=v]...` */
 export async function publish(
   queue: string,
   opts: { type: string; args: string; meta?: string; tenant?: string; header: string[]; config?: string },
 ): Promise<number> {
+  const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
   const args = parseJson(opts.args, '--args');
   if (!Array.isArray(args)) throw new StagecoachError('INVALID_REQUEST', `--args must be a JSON array, got ${opts.args}`);
@@ -23,7 +25,6 @@ export async function publish(
     if (at <= 0) throw new StagecoachError('INVALID_REQUEST', `--header takes key=value, got "${pair}"`);
     headers[pair.slice(0, at)] = pair.slice(at + 1);
   }
-  const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
   const publisher = await Publisher.connect(config, { log: createLogger({ service: 'stagecoach', command: 'publish' }) });
   try {
     const id = await publisher.publish(queue, {

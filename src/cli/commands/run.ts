@@ -6,22 +6,25 @@ import { StageGroup, devInstances, type StageInstance } from '../../runner/stage
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
+import { resolveTenant } from '../resolve-tenant.js';
 
 /** `stagecoach run <stage> [--tenant T] [--variant V]` */
 export async function runStage(
   name: string,
   opts: { tenant?: string; variant?: string; config?: string; httpPort?: string },
 ): Promise<number> {
+  const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
   const stage = await loadStage(config, name);
-  const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
   const instance: StageInstance = {
     stage,
     ...(tenant === undefined ? {} : { tenant }),
     ...(opts.variant === undefined ? {} : { variant: opts.variant }),
   };
   const log = createLogger({ service: 'stagecoach', stage: name, ...(tenant === undefined ? {} : { tenant }) });
-  return runGroup(new StageGroup(config, [instance], log), false, httpPort(opts.httpPort, config.httpPort), log);
+  // A tenant nobody configured or provisioned is a typo, not a new tenant: exit 2 (checked once connected).
+  const group = new StageGroup(config, [instance], log, { knownTenantsOnly: true });
+  return runGroup(group, false, httpPort(opts.httpPort, config.httpPort), log);
 }
 
 /** `stagecoach dev`: every stage for every tenant, after provisioning them all. */

@@ -5,15 +5,17 @@ import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { provisionTopology, stageTopology } from '../../topology/build-topology.js';
 import type { Topology } from '../../topology/topology.types.js';
 import { EXIT_OK } from '../exit-codes.js';
+import { resolveTenant } from '../resolve-tenant.js';
 
 /** `stagecoach provision [--tenant T]` */
 export async function provision(opts: { tenant?: string; config?: string }): Promise<number> {
+  const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
   const topology = provisionTopology(
     config,
     stages.map((s) => s.metadata),
-    opts.tenant ?? process.env.STAGECOACH_TENANT,
+    tenant,
   );
   await declareTopologyOnce(config, topology, createLogger({ service: 'stagecoach', command: 'provision' }));
   process.stdout.write(
@@ -24,8 +26,8 @@ export async function provision(opts: { tenant?: string; config?: string }): Pro
 
 /** `stagecoach topology [--tenant T] [--stage S] [--json]`: no broker needed. */
 export async function printTopology(opts: { tenant?: string; stage?: string; json?: boolean; config?: string }): Promise<number> {
+  const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
-  const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
   let topology: Topology;
   if (opts.stage !== undefined) {
     topology = stageTopology(config, (await loadStage(config, opts.stage)).metadata, tenant);
