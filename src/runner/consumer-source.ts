@@ -29,6 +29,8 @@ export class ConsumerSource implements Settler {
   /** Closed, or closing on purpose: its deliveries are the broker's again. */
   closed = false;
   private readonly outstanding: number[] = [];
+  /** The message id of each outstanding tag, in the same order (for the loss ledger). */
+  private readonly outstandingIds: unknown[] = [];
   private toAck: Message[] = [];
   private flushing = false;
 
@@ -37,6 +39,7 @@ export class ConsumerSource implements Settler {
   /** Deliveries arrive in tag order on a channel, so `outstanding` stays sorted. */
   delivered(message: Message): void {
     this.outstanding.push(message.fields.deliveryTag);
+    this.outstandingIds.push(message.properties.messageId);
   }
 
   ack(message: Message): void {
@@ -53,11 +56,20 @@ export class ConsumerSource implements Settler {
     if (!this.closed) this.channel.nack(message, false, false);
   }
 
-  /** The channel is gone: its deliveries are the broker's again. */
-  abandon(): void {
+  /**
+   * The channel is gone: its deliveries are the broker's again.
+   * @returns the message ids of what was in hand and not yet settled with the broker (acks
+   * gathered but not sent included): all of it comes back flagged `redelivered`.
+   */
+  abandon(): string[] {
+    const inHand = [...this.outstandingIds, ...this.toAck.map((message) => message.properties.messageId as unknown)].filter(
+      (id): id is string => typeof id === 'string',
+    );
     this.closed = true;
     this.outstanding.length = 0;
+    this.outstandingIds.length = 0;
     this.toAck = [];
+    return inHand;
   }
 
   /** Sends the acknowledgements gathered so far. */
@@ -85,6 +97,7 @@ export class ConsumerSource implements Settler {
     const at = upperBound(this.outstanding, tag) - 1;
     if (at < 0 || this.outstanding[at] !== tag) return false;
     this.outstanding.splice(at, 1);
+    this.outstandingIds.splice(at, 1);
     return true;
   }
 }

@@ -23,6 +23,8 @@ export interface DeliveryProcessorOptions {
   log: Logger;
   /** Called when an emitted job is confirmed (metrics). */
   onPublished?: (output: string) => void;
+  /** True when this process itself lost the delivery with a channel (see LossLedger): not a crash. */
+  forgive?: (messageId: unknown) => boolean;
 }
 
 /**
@@ -72,9 +74,10 @@ export class DeliveryProcessor {
           stage.input,
         );
       }
-      if (isRedelivery(delivery)) {
+      if (isRedelivery(delivery) && !this.options.forgive?.(delivery.message.properties.messageId)) {
         // Stagecoach never requeues a delivery itself (see Settler): a redelivered one was in
-        // the hands of a process that died or lost its channel. From `main` or `due` it may
+        // the hands of a process that died or lost its channel (this process, when healthy,
+        // knows its own losses and forgives them). From `main` or `due` it may
         // have been only prefetched, so it is not judged but moved to the suspect queue; from
         // the suspect queue, where a job runs alone, the crash was its own.
         if (delivery.input !== 'suspect') return { kind: 'crashed', job };

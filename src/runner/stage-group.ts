@@ -13,8 +13,10 @@ import { StageMetrics, type QueueDepthSample } from '../observability/stage-metr
 import { ControlListener } from '../control/control-listener.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
+import { EventLoopWatch } from './event-loop-watch.js';
 import { IsolationGate } from './isolation-gate.js';
-import { StageRunner } from './stage-runner.js';
+import { LossLedger } from './loss-ledger.js';
+import { StageRunner, stallWindowMs } from './stage-runner.js';
 
 export interface StageInstance {
   stage: LoadedStage;
@@ -86,6 +88,9 @@ export class StageGroup {
   private stopWaiting: ((err: Error) => void) | undefined;
   /** One per process: a suspect of any runner runs with nothing else of the process in hand. */
   private readonly gate = new IsolationGate();
+  /** One per process: what it lost with a channel while healthy is not a crash when it returns. */
+  private readonly watch = new EventLoopWatch();
+  private readonly ledger: LossLedger;
 
   /** Prometheus metrics of every instance in the group, and of its connection. */
   readonly metrics: StageMetrics;
@@ -103,6 +108,7 @@ export class StageGroup {
     const names = [...new Set(instances.map((i) => i.stage.metadata.name))].join(',');
     this.manager = new ConnectionManager(config, log, `stagecoach ${names}`);
     this.control = new ControlListener(config, log, (message) => this.onControl(message));
+    this.ledger = new LossLedger(this.watch, stallWindowMs(config));
     for (const instance of instances) {
       const runner = new StageRunner({
         config,
@@ -117,6 +123,7 @@ export class StageGroup {
         ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
         ...(instance.variant === undefined ? {} : { variant: instance.variant }),
         gate: this.gate,
+        ledger: this.ledger,
       });
       runner.on('fatal', (err: Error) => this.fail(err));
       this.runners.push(runner);
@@ -178,6 +185,7 @@ export class StageGroup {
       // A runner already stopping (terminate) hands back its own stop promise: waited for too.
       const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
       await this.manager.close();
+      this.watch.close();
       return drained.every(Boolean);
     })();
     return this.stopped;

@@ -23,7 +23,9 @@ import type { Delivery, InputKind } from './delivery.js';
 import { DeliveryProcessor, isRedelivery } from './delivery-processor.js';
 import { Dispatcher } from './dispatcher.js';
 import { IsolationGate, type Isolatable } from './isolation-gate.js';
+import { EventLoopWatch } from './event-loop-watch.js';
 import { Lifecycle, type RunnerState } from './lifecycle.js';
+import { LossLedger } from './loss-ledger.js';
 import { emptyStats, NO_METRICS, type StageRunnerStats } from './runner-stats.js';
 import { Settlement } from './settlement.js';
 import { SuspectWatch } from './suspect-watch.js';
@@ -49,6 +51,12 @@ export interface StageRunnerOptions {
   gate?: IsolationGate;
   /** How often a running instance looks for suspects it was not told about. @defaultValue 5000 ms */
   suspectCheckMs?: number;
+  /**
+   * Shared by every runner of a process (StageGroup passes one): what the process lost with a
+   * channel while healthy, so that its redelivery is not taken for a crash. A runner alone gets
+   * its own.
+   */
+  ledger?: LossLedger;
 }
 
 /**
@@ -88,6 +96,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
   private readonly topology: Topology;
   private readonly lifecycle: Lifecycle;
   private readonly gate: IsolationGate;
+  private readonly ledger: LossLedger;
+  private readonly ownWatch: EventLoopWatch | undefined;
   private readonly publishers: ChannelSupervisor<ConfirmPublisher>;
   private readonly work: WorkConsumers;
   private readonly suspects: SuspectWatch;
@@ -141,6 +151,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
       this.emit('state', state);
     });
     this.gate = options.gate ?? new IsolationGate();
+    if (options.ledger === undefined) this.ownWatch = new EventLoopWatch();
+    this.ledger = options.ledger ?? new LossLedger(this.ownWatch as EventLoopWatch, stallWindowMs(config));
 
     const fatal = (err: Error): void => void this.emit('fatal', err);
     this.publishers = new ChannelSupervisor<ConfirmPublisher>({
@@ -164,6 +176,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       // Its waiting deliveries are the broker's again: running them would only make duplicates.
       abandon: (source) => this.dispatcher.abandonWaiting((delivery) => delivery.source === source),
       onFatal: fatal,
+      lost: (ids) => this.ledger.record(ids),
     });
     this.suspects = new SuspectWatch({
       queue: this.queues.suspect,
@@ -173,6 +186,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       running: () => this.lifecycle.state === 'running',
       runAlone: (delivery) => this.dispatcher.runAlone(delivery),
       onFatal: fatal,
+      lost: (ids) => this.ledger.record(ids),
       ...(options.suspectCheckMs === undefined ? {} : { checkMs: options.suspectCheckMs }),
     });
     this.dispatcher = new Dispatcher({
@@ -181,7 +195,10 @@ export class StageRunner extends EventEmitter implements Isolatable {
       // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
       // run in the pool as a first delivery. It is settled as the crash it is instead (moved to
       // the suspect queue, unjudged); its handler does not run.
-      giveBack: (delivery) => (isRedelivery(delivery) ? this.process(delivery) : this.settlement.giveBack(delivery)),
+      giveBack: (delivery) =>
+        isRedelivery(delivery) && !this.ledger.forgive(delivery.message.properties.messageId)
+          ? this.process(delivery)
+          : this.settlement.giveBack(delivery),
     });
     this.settlement = new Settlement({
       config,
@@ -262,6 +279,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       sink: this.sink,
       log,
       onPublished: (output) => this.metrics.published(output),
+      forgive: (messageId) => this.ledger.forgive(messageId),
     });
     if (!this.lifecycle.to('running')) return;
     this.dispatcher.openUp();
@@ -336,6 +354,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.(drained ? undefined : 0);
       await this.suspects.close();
       await this.work.close();
+      this.ownWatch?.close();
       this.options.log.info('stage stopped', { queue: this.queue, drained, ...this.stats });
       return drained;
     });
@@ -382,4 +401,12 @@ export class StageRunner extends EventEmitter implements Isolatable {
       },
     };
   }
+}
+
+/**
+ * A stall this recent blames a lost connection on the jobs in hand: the broker drops a client
+ * after two missed heartbeats, so a stall that caused the loss began at most that long before.
+ */
+export function stallWindowMs(config: CompiledConfig): number {
+  return (2 * config.broker.heartbeat + 5) * 1000;
 }

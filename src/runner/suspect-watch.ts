@@ -9,8 +9,15 @@ import type { Delivery } from './delivery.js';
 import type { IsolationGate } from './isolation-gate.js';
 import { closeSource } from './work-consumers.js';
 
-/** Suspects run in one isolated turn at most, before the work queues get a turn again. */
-const SUSPECTS_PER_TURN = 25;
+/**
+ * One isolated turn runs suspects for this long at most before the work queues get a turn
+ * again, and the next turn follows after SUSPECT_BREAK_MS. Isolating costs: every runner of the
+ * process waits for its jobs in flight and hands its prefetched deliveries back. So a turn takes
+ * every suspect it can (after a lost connection, all that was in hand comes back as one), not
+ * one at a time.
+ */
+const SUSPECT_TURN_MS = 2000;
+const SUSPECT_BREAK_MS = 500;
 /** How often a running instance looks for suspects it was not told about. */
 export const DEFAULT_SUSPECT_CHECK_MS = 5000;
 
@@ -26,6 +33,8 @@ export interface SuspectWatchOptions {
   /** Runs one suspect with nothing else in flight (the gate suspended everything first). */
   runAlone(delivery: Delivery): Promise<void>;
   onFatal(err: Error): void;
+  /** Told what was in hand when the channel closed (see LossLedger). */
+  lost(messageIds: string[]): void;
   /** @defaultValue DEFAULT_SUSPECT_CHECK_MS */
   checkMs?: number;
 }
@@ -48,6 +57,8 @@ export class SuspectWatch {
   private timer: NodeJS.Timeout | undefined;
   private checking = false;
   private pending = false;
+  /** The last turn ran out of time with suspects left. */
+  private unfinished = false;
   private closed = false;
 
   constructor(private readonly options: SuspectWatchOptions) {
@@ -107,13 +118,19 @@ export class SuspectWatch {
       this.options.log.debug('could not look for suspects', { queue: this.options.queue, err: (err as Error).message });
     } finally {
       this.checking = false;
-      this.mayWait(this.pending ? 0 : (this.options.checkMs ?? DEFAULT_SUSPECT_CHECK_MS));
+      this.mayWait(this.unfinished ? SUSPECT_BREAK_MS : this.pending ? 0 : (this.options.checkMs ?? DEFAULT_SUSPECT_CHECK_MS));
     }
   }
 
   /** Inside the gate: nothing else of the process is in hand. Takes suspects one by one. */
   private async runSuspects(): Promise<void> {
-    for (let taken = 0; taken < SUSPECTS_PER_TURN && this.options.running(); taken++) {
+    this.unfinished = false;
+    const until = Date.now() + SUSPECT_TURN_MS;
+    while (this.options.running()) {
+      if (Date.now() >= until) {
+        this.unfinished = true;
+        return;
+      }
       const suspects = this.supervisor.current;
       if (suspects === undefined) return;
       const message = await suspects.channel.get(this.options.queue, { noAck: false });
@@ -130,7 +147,7 @@ export class SuspectWatch {
     channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.options.queue, err: err.message }));
     channel.on('close', () => {
       const expected = suspects.source.closed;
-      suspects.source.abandon();
+      this.options.lost(suspects.source.abandon());
       if (!expected) lost('suspect channel closed');
     });
     return suspects;

@@ -22,6 +22,8 @@ export interface WorkConsumersOptions {
   /** The channel's waiting deliveries are the broker's again: forget them. */
   abandon(source: ConsumerSource): void;
   onFatal(err: Error): void;
+  /** Told what was in hand when the channel closed (see LossLedger). */
+  lost(messageIds: string[]): void;
 }
 
 /** The work channel: the `main` and `due` consumers, and the acknowledgements of their deliveries. */
@@ -124,7 +126,7 @@ export class WorkConsumers {
     );
     channel.on('close', () => {
       const expected = work.source.closed;
-      work.source.abandon();
+      this.options.lost(work.source.abandon());
       work.consumers.clear();
       this.options.abandon(work.source);
       if (!expected) lost('work channel closed');

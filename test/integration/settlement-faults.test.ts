@@ -12,6 +12,7 @@ import { sendControl } from '../../src/control/send-control.js';
 import { withTestConfig } from '../../src/testing/test-config.js';
 import { DELAY_LEVELS } from '../../src/topology/delay-topology.js';
 import { lateEmits, seen } from '../fixtures/failure-stages.js';
+import { closeConnections } from '../helpers/broker-admin.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -146,6 +147,23 @@ describe('settlement under faults', function () {
       ).to.deep.equal([1]);
     expect(runner.stats.poisonRedeliveries, 'deliveries taken for crashes').to.equal(0);
     await waitFor('the suspect queue declared again', () => raw.exists(names.suspectQueue('work', 'acme')), 10_000);
+  });
+
+  it('does not take a connection the broker closed for a crash: the jobs in hand come back unblamed', async () => {
+    const { publisher, raw, names, runner, config, group } = await start({ work: {} }, 4);
+    const slow = Array.from({ length: 4 }, () => nextKey('slow'));
+    for (const k of slow) await publish(publisher, 'slow', k, 1500);
+    await waitFor('the slow jobs running', () => slow.every((k) => seen.has(k)), 5_000);
+    expect(await closeConnections(`stagecoach flaky [${config.prefix}]`, 'test: forced close')).to.equal(1);
+    await waitFor('the stage reconnected', () => group.connections === 2 && group.readiness().ready, 15_000);
+    await waitFor('the slow jobs done', async () => ((await raw.count(names.queue('done', 'acme'))) ?? 0) >= 4, 20_000);
+    // Each ran again as the first delivery it was: not a suspect, no attempt counted.
+    for (const k of slow)
+      expect(
+        seen.get(k)?.map((s) => s.attempt),
+        k,
+      ).to.deep.equal([1, 1]);
+    expect(runner.stats.poisonRedeliveries, 'deliveries taken for crashes').to.equal(0);
   });
 
   it('refuses an emit made after the handler failed, while the job is being retried (defect 4)', async () => {
