@@ -52,6 +52,7 @@ export {
   NonRetryableError,
   PublishError,
   StageNotFoundError,
+  TenantMismatchError,
   TenantRequiredError,
   UnknownOutputError,
   type ErrorCode,
