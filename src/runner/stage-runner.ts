@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Channel, ConsumeMessage, Options } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher, type PublishChannel } from '../broker/confirm-publisher.js';
-import { declareTopology } from '../broker/declare-topology.js';
+import { ensureTopology } from '../broker/declare-topology.js';
 import { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, CompiledStageConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
@@ -14,6 +14,8 @@ import { createStageInstance } from '../stage/stage-container.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import type { StageHandler } from '../stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/threaded-handler.js';
+import { identitiesOf } from '../security/broker-users.js';
+import { PublisherCheck } from '../security/publisher-check.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { Topology } from '../topology/topology.types.js';
@@ -77,7 +79,8 @@ interface SuspectChannel {
  *   reject and republish).
  *
  * Lifecycle: `start(connection)` builds the stage through its container, declares the topology
- * it needs on that connection and starts consuming. After a connection loss the group calls
+ * it needs on that connection (with `security.tenantUsers`, only checks that it exists: stage
+ * users cannot declare) and starts consuming. After a connection loss the group calls
  * `attach()` with the next connection: nothing of the old channels is used, so a delivery of a
  * dead channel is never acknowledged on a new one (the broker redelivers it). `stop()` closes
  * the dispatcher (prefetched deliveries are handed back), cancels the consumers, waits for the
@@ -166,7 +169,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onFatal: fatal,
       isOpen: (publisher) => publisher.isOpen,
       open: async (connection, lost, healing) => {
-        if (healing) await declareTopology(connection, this.topology, log);
+        if (healing) await ensureTopology(connection, config, this.topology, log);
         return ConfirmPublisher.open(connection, () => lost('publisher channel closed'));
       },
       close: (publisher) => publisher.close(),
@@ -277,6 +280,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       sink: this.sink,
       log,
       onPublished: (output) => this.metrics.published(output),
+      ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
     });
     if (!this.lifecycle.to('running')) return;
     this.dispatcher.openUp();
@@ -291,7 +295,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (this.lifecycle.stopping) return;
     this.connection = connection;
     clearTimeout(this.resubscribing);
-    await declareTopology(connection, this.topology, this.options.log);
+    await ensureTopology(connection, this.options.config, this.topology, this.options.log);
     await this.publishers.attach(connection);
     await this.suspects.attach(connection);
     await this.work.attach(connection);
@@ -405,7 +409,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
   }
 
   private async openWork(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<WorkChannel> {
-    if (healing) await declareTopology(connection, this.topology, this.options.log);
+    if (healing) await ensureTopology(connection, this.options.config, this.topology, this.options.log);
     const channel = await connection.createChannel();
     const work: WorkChannel = { channel, source: new ConsumerSource(channel), consumers: new Map() };
     channel.on('error', (err: Error) => this.options.log.error('work channel error', { queue: this.queue, err: err.message }));
@@ -423,7 +427,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
   }
 
   private async openSuspects(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<SuspectChannel> {
-    if (healing) await declareTopology(connection, this.topology, this.options.log);
+    if (healing) await ensureTopology(connection, this.options.config, this.topology, this.options.log);
     const channel = await connection.createChannel();
     const suspects: SuspectChannel = { channel, source: new ConsumerSource(channel) };
     channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.queues.suspect, err: err.message }));
@@ -483,7 +487,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.resubscribing = setTimeout(() => {
       const connection = this.connection;
       if (connection === undefined || this.lifecycle.stopping) return;
-      declareTopology(connection, this.topology, this.options.log)
+      ensureTopology(connection, this.options.config, this.topology, this.options.log)
         .then(() => this.syncConsumers())
         .then(
           () => (this.resubscribeFailures = 0),
