@@ -1,24 +1,40 @@
 import { declareTopologyOnce } from '../../broker/declare-topology.js';
 import { loadConfig } from '../../config/load-config.js';
 import { createLogger } from '../../logging/logger.js';
+import { ManagementApi } from '../../security/management-api.js';
+import { provisionBrokerUsers } from '../../security/tenant-users.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { provisionTopology, stageTopology } from '../../topology/build-topology.js';
 import type { Topology } from '../../topology/topology.types.js';
 import { EXIT_OK } from '../exit-codes.js';
 
-/** `stagecoach provision [--tenant T]` */
+/**
+ * `stagecoach provision [--tenant T]`. With `security.tenantUsers`, also the broker users of the
+ * tenant(s) and the internal user, with their permissions (passwords: `stagecoach credentials`).
+ */
 export async function provision(opts: { tenant?: string; config?: string }): Promise<number> {
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
+  const tenant = opts.tenant ?? process.env.STAGECOACH_TENANT;
   const topology = provisionTopology(
     config,
     stages.map((s) => s.metadata),
-    opts.tenant ?? process.env.STAGECOACH_TENANT,
+    tenant,
   );
-  await declareTopologyOnce(config, topology, createLogger({ service: 'stagecoach', command: 'provision' }));
+  const log = createLogger({ service: 'stagecoach', command: 'provision' });
+  await declareTopologyOnce(config, topology, log);
   process.stdout.write(
     `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n`,
   );
+  if (config.security.tenantUsers) {
+    const users = await provisionBrokerUsers(
+      config,
+      new ManagementApi(config.broker.management),
+      tenant === undefined ? config.tenants : [tenant],
+    );
+    log.info('broker users provisioned', { users });
+    process.stdout.write(`set the permissions of ${users.length} broker users (passwords: stagecoach credentials)\n`);
+  }
   return EXIT_OK;
 }
 
