@@ -54,6 +54,7 @@ export {
   PublishError,
   StageNotFoundError,
   TenantError,
+  TenantMismatchError,
   TenantRequiredError,
   UnknownOutputError,
   type ErrorCode,

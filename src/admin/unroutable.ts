@@ -5,6 +5,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import { DELAY_LEVELS, delayRoutingKey } from '../topology/delay-topology.js';
 import type { Logger } from '../logging/logger.js';
+import { identitiesOf } from '../security/broker-users.js';
 import { peek } from './peek.js';
 import { BrokerNames } from '../topology/names.js';
 
@@ -46,6 +47,11 @@ export async function listUnroutable(config: CompiledConfig, log: Logger, limit 
  * tenant exchange (or shared queue) is still missing is handed back untouched; a job sent back
  * that still finds no queue returns to the tail of `unroutable` by the alternate exchange and
  * is not read again in this run. So replay never loops.
+ *
+ * With `security.tenantUsers` the replay is published as the operator, whom stages trust for
+ * every tenant, so the operator vouches only for what the original publisher could: a job whose
+ * validated `user_id` may not act for its tenant (a producer that claimed another tenant's
+ * header) is kept, never replayed into that tenant.
  */
 export async function replayUnroutable(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
   const names = new BrokerNames(config.prefix);
@@ -64,6 +70,15 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
       if (!target || !(await destinationExists(connection, target.check, exists))) {
         result.kept++;
         continue; // stays unacknowledged: handed back when the channel closes
+      }
+      if (config.security.tenantUsers && !identitiesOf(config).mayActFor(entry.tenant, message.properties.userId)) {
+        log.warn('unroutable job kept: its publisher may not act for its tenant', {
+          job_id: entry.messageId,
+          tenant: entry.tenant,
+          publisher: message.properties.userId as unknown,
+        });
+        result.kept++;
+        continue;
       }
       await publisher.publish(target.exchange, target.routingKey, message.content, {
         ...message.properties,

@@ -2,8 +2,12 @@ import amqplib, { type ChannelModel } from 'amqplib';
 import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
+import { userOfAmqpUrl } from '../security/broker-users.js';
 
 export type AmqpConnection = ChannelModel;
+
+/** The `user_id` stamped on everything published on a connection (see `publisherUserId`). */
+const publisherUserIds = new WeakMap<AmqpConnection, string>();
 
 /** Opens one AMQP connection with the configured heartbeat; its channels are the caller's. */
 export async function openConnection(config: CompiledConfig, log: Logger, name = 'stagecoach'): Promise<AmqpConnection> {
@@ -20,7 +24,19 @@ export async function openConnection(config: CompiledConfig, log: Logger, name =
   }
   // An 'error' event without a listener would crash the process; 'close' follows it anyway.
   connection.on('error', (err: Error) => log.error('broker connection error', { err: err.message }));
+  if (config.security.tenantUsers) publisherUserIds.set(connection, userOfAmqpUrl(config.broker.url));
   return connection;
+}
+
+/**
+ * With `security.tenantUsers`, the user the connection logged in as: every publisher on it
+ * stamps that as the AMQP `user_id`, which the broker validates (it refuses any other), so a
+ * stage knows who published each job. Republished deliveries (hand-backs, replays) get the
+ * republisher's, never a copied one the broker would refuse. Undefined otherwise: nothing is
+ * stamped and properties pass as given.
+ */
+export function publisherUserId(connection: AmqpConnection): string | undefined {
+  return publisherUserIds.get(connection);
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { ConfirmChannel, Options } from 'amqplib';
 import { PublishError } from '../errors/errors.js';
-import type { AmqpConnection } from './amqp-connection.js';
+import { publisherUserId, type AmqpConnection } from './amqp-connection.js';
 
 /** Something that publishes with confirms: a {@link ConfirmPublisher}, or a runner's healing one. */
 export interface PublishChannel {
@@ -28,6 +28,8 @@ export class ConfirmPublisher implements PublishChannel {
   private constructor(
     private readonly channel: ConfirmChannel,
     onLost?: () => void,
+    /** Stamped as `user_id` on every message when set (see `publisherUserId`). */
+    private readonly userId?: string,
   ) {
     channel.on('drain', () => this.onDrain());
     channel.on('error', (err: Error) => {
@@ -43,7 +45,7 @@ export class ConfirmPublisher implements PublishChannel {
 
   /** @param onLost called when the channel closes other than by `close()`. */
   static async open(connection: AmqpConnection, onLost?: () => void): Promise<ConfirmPublisher> {
-    return new ConfirmPublisher(await connection.createConfirmChannel(), onLost);
+    return new ConfirmPublisher(await connection.createConfirmChannel(), onLost, publisherUserId(connection));
   }
 
   get isOpen(): boolean {
@@ -56,10 +58,11 @@ export class ConfirmPublisher implements PublishChannel {
     if (this.closed) {
       return Promise.reject(new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey, true));
     }
+    const stamped = this.userId === undefined ? options : { ...options, userId: this.userId };
     return new Promise<void>((resolve, reject) => {
       let ok: boolean;
       try {
-        ok = this.channel.publish(exchange, routingKey, content, options, (err: unknown) => {
+        ok = this.channel.publish(exchange, routingKey, content, stamped, (err: unknown) => {
           if (err) {
             const reason = err instanceof Error ? err.message : String(err);
             // amqplib fails pending confirms with 'channel closed' when the channel goes away.

@@ -49,6 +49,43 @@ export async function declareTopology(connection: AmqpConnection, topology: Topo
   });
 }
 
+/**
+ * Checks that `topology`'s exchanges and queues exist (passive declares, which need no
+ * permission), through a channel of its own. For processes that must not declare: with
+ * `security.tenantUsers` a tenant or internal user has no configure permission, and the
+ * operator's `provision` declared everything. Bindings cannot be checked passively.
+ * @throws StagecoachError NOT_FOUND naming the first missing exchange or queue.
+ */
+export async function checkTopology(connection: AmqpConnection, topology: Topology, log?: Logger): Promise<void> {
+  const channel = await connection.createChannel();
+  channel.on('error', () => undefined);
+  const missing = (what: string, err: unknown): StagecoachError =>
+    new StagecoachError(
+      'NOT_FOUND',
+      `${what} is missing on the broker (${(err as Error).message}); with security.tenantUsers stages do not declare: run \`stagecoach provision\``,
+      { cause: err },
+    );
+  try {
+    for (const exchange of topology.exchanges) {
+      await channel.checkExchange(exchange.name).catch((err: unknown) => Promise.reject(missing(`exchange "${exchange.name}"`, err)));
+    }
+    for (const queue of topology.queues) {
+      await channel.checkQueue(queue.name).catch((err: unknown) => Promise.reject(missing(`queue "${queue.name}"`, err)));
+    }
+  } finally {
+    await close(channel);
+  }
+  log?.debug('topology checked', { exchanges: topology.exchanges.length, queues: topology.queues.length });
+}
+
+/**
+ * What a long-running process does with the topology it needs, at start-up and when it heals:
+ * declares it, or with `security.tenantUsers` checks that it exists (see `checkTopology`).
+ */
+export function ensureTopology(connection: AmqpConnection, config: CompiledConfig, topology: Topology, log?: Logger): Promise<void> {
+  return config.security.tenantUsers ? checkTopology(connection, topology, log) : declareTopology(connection, topology, log);
+}
+
 /** For one-off commands (provision, control, tests): connects, declares `topology`, disconnects. */
 export async function declareTopologyOnce(config: CompiledConfig, topology: Topology, log: Logger): Promise<void> {
   const connection = await openConnection(config, log, 'stagecoach-declare');

@@ -1,8 +1,9 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
-import { StagecoachError, TenantRequiredError } from '../errors/errors.js';
+import { StagecoachError, TenantMismatchError, TenantRequiredError } from '../errors/errors.js';
 import { toWire, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
+import { identitiesOf } from '../security/broker-users.js';
 import { BrokerNames } from '../topology/names.js';
 import { matchesAny } from '../util/patterns.js';
 import type { PublishChannel } from './confirm-publisher.js';
@@ -16,6 +17,13 @@ export interface Route {
  * Where a job enters the broker (DESIGN.md): tenant-scoped queues through the root headers
  * exchange with the tenant header, shared queues through `ojs.direct`; the routing key is
  * always the logical queue name.
+ *
+ * With `security.tenantUsers`, a tenant's producer or stage user may write neither the root
+ * exchange (its header routing would let it claim any tenant) nor another tenant's exchange: it
+ * publishes tenant-scoped jobs straight to `<prefix>.tenant.<T>`, where the root exchange would
+ * have sent them (same queues, same routing by key). A job for another tenant is refused here
+ * (TENANT_MISMATCH) rather than by the broker, which would close the channel. Trusted users
+ * (operator, internal) keep the root exchange and its `unroutable` for unknown tenants.
  */
 export function routeFor(config: CompiledConfig, job: Job): Route {
   const names = namesOf(config);
@@ -26,9 +34,31 @@ export function routeFor(config: CompiledConfig, job: Job): Route {
       `job type "${job.type}" is not allowed in queue "${job.queue}" (allowed: ${(queue.allowed_job_types ?? []).join(', ')})`,
     );
   }
-  if (queue.scope === 'shared') return { exchange: names.direct, routingKey: job.queue };
+  const tenantUsers = config.security.tenantUsers;
+  if (queue.scope === 'shared') {
+    if (tenantUsers) checkOwnTenant(config, job.tenant);
+    return { exchange: names.direct, routingKey: job.queue };
+  }
   if (job.tenant === undefined) throw new TenantRequiredError(job.queue);
+  if (tenantUsers && !checkOwnTenant(config, job.tenant)) return { exchange: names.tenantExchange(job.tenant), routingKey: job.queue };
   return { exchange: names.root, routingKey: job.queue };
+}
+
+/**
+ * A tenant user publishes for its own tenant only (a tenantless job included: its tenant would
+ * be anyone's). @returns whether the publishing user is trusted (operator or internal).
+ */
+function checkOwnTenant(config: CompiledConfig, tenant: string | undefined): boolean {
+  const identities = identitiesOf(config);
+  if (identities.selfTrusted) return true;
+  if (identities.selfTenant !== undefined && identities.selfTenant !== tenant) {
+    throw new TenantMismatchError(
+      tenant,
+      identities.self,
+      `broker user "${identities.self}" publishes for tenant "${identities.selfTenant}" only, not for ${tenant === undefined ? 'a job without a tenant' : `"${tenant}"`}`,
+    );
+  }
+  return false;
 }
 
 /** Broker names per configuration, made once: routing runs for every emitted job. */

@@ -9,7 +9,7 @@ export function exitCodeFor(err: unknown): number {
   if (err instanceof ConfigError || err instanceof StageNotFoundError || err instanceof TenantError) return EXIT_USAGE;
   if (
     err instanceof StagecoachError &&
-    ['TENANT_REQUIRED', 'INVALID_REQUEST', 'JOB_TYPE_NOT_ALLOWED', 'INVALID_RETRY_POLICY'].includes(err.code)
+    ['TENANT_REQUIRED', 'TENANT_MISMATCH', 'INVALID_REQUEST', 'JOB_TYPE_NOT_ALLOWED', 'INVALID_RETRY_POLICY'].includes(err.code)
   )
     return EXIT_USAGE;
   return EXIT_RUNTIME;

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { runDev, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
 import { control } from './commands/control.js';
+import { credentials } from './commands/credentials.js';
 import { dead } from './commands/dead.js';
 import { publish } from './commands/publish.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
@@ -114,6 +115,15 @@ export function buildProgram(): Command {
         process.exitCode = await control(command, opts);
       });
   }
+
+  program
+    .command('credentials [tenant]')
+    .description("with security.tenantUsers: set a fresh password for a tenant's broker user (or the internal user) and print its AMQP URL")
+    .option('--role <role>', 'producer, stage, or internal (no tenant)', 'producer')
+    .addOption(configOption())
+    .action(async (tenant: string | undefined, opts: { role: string; config?: string }) => {
+      process.exitCode = await credentials(tenant, opts);
+    });
 
   const unroutable = program.command('unroutable').description('the queue of jobs no queue would take');
   unroutable

@@ -28,6 +28,11 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   const config = withDefaults(raw);
   const baseDir = source === '<inline>' ? process.cwd() : path.dirname(source);
 
+  checkUrl(source, 'broker.management', config.broker.management);
+  if (config.security.internalUser === config.security.operatorUser) {
+    throw new ConfigError(source, 'security.internalUser', `a user other than the operator ("${config.security.operatorUser}")`);
+  }
+
   const policy = config.queues._default;
   const queues = new Map<string, ResolvedQueueConfig>();
   for (const [name, own] of Object.entries(config.queues)) {
@@ -56,6 +61,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     source,
     prefix: config.prefix,
     broker: config.broker,
+    security: config.security,
     tenantHeader: config.tenantHeader,
     tenants: config.tenants,
     strict_queues: config.strict_queues,
@@ -66,6 +72,15 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     queues,
     stages,
   };
+}
+
+function checkUrl(source: string, key: string, url: string): void {
+  try {
+    new URL(url);
+  } catch {
+    // The message never repeats the URL: it may carry a password.
+    throw new ConfigError(source, key, 'a valid URL');
+  }
 }
 
 function checkQueue(source: string, queue: ResolvedQueueConfig): void {

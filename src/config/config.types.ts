@@ -77,6 +77,28 @@ export interface StageConfig {
   threads?: number;
 }
 
+/**
+ * Broker-enforced tenant identities (README "Security"). With `tenantUsers`, every tenant gets a
+ * producer user and a stage user that can touch only that tenant; stages check the validated
+ * AMQP `user_id` of each job against its tenant.
+ */
+export interface SecurityConfig {
+  /**
+   * `provision` creates `<prefix>.producer.<tenant>` and `<prefix>.stage.<tenant>` (and the
+   * internal user) with tenant-bound permissions; publishers stamp `user_id`; stages refuse jobs
+   * whose publisher may not act for their tenant (TENANT_MISMATCH); no stage declares topology.
+   * @defaultValue false
+   */
+  tenantUsers?: boolean;
+  /** Broker user of shared-queue stages, which serve every tenant. @defaultValue "<prefix>.internal" */
+  internalUser?: string;
+  /**
+   * Broker user of the operator (provision, dead retry, unroutable replay, `publish` as admin):
+   * trusted for every tenant. @defaultValue the user name in `broker.management`
+   */
+  operatorUser?: string;
+}
+
 /** The configuration file as written. */
 export interface RawConfig {
   $schema?: string;
@@ -94,7 +116,15 @@ export interface RawConfig {
       /** Longest wait between retries, in seconds. @defaultValue 30 */
       maxDelay?: number;
     };
+    /**
+     * RabbitMQ management HTTP API, with the operator's credentials: `provision` and
+     * `credentials` manage broker users through it. Env `STAGECOACH_MANAGEMENT_URL` overrides.
+     * @defaultValue "http://guest:guest@localhost:15672/"
+     */
+    management?: string;
   };
+  /** Who may do what on the broker. */
+  security?: SecurityConfig;
   /** Header carrying the tenant slug, matched by the root exchange. @defaultValue "x-ojs-tenant" */
   tenantHeader?: string;
   /** Tenants known to `provision` and `dev`. @defaultValue [] */
@@ -138,11 +168,22 @@ export interface BrokerSettings {
   url: string;
   heartbeat: number;
   reconnect: { initialDelay: number; maxDelay: number };
+  /** Management API URL, credentials included. */
+  management: string;
+}
+
+/** `security` with every field present. */
+export interface SecuritySettings {
+  tenantUsers: boolean;
+  internalUser: string;
+  /** Undefined when `broker.management` names no user and `operatorUser` is not set. */
+  operatorUser: string | undefined;
 }
 
 export interface ConfigWithDefaults {
   prefix: string;
   broker: BrokerSettings;
+  security: SecuritySettings;
   tenantHeader: string;
   tenants: string[];
   queues: Record<string, QueueConfig>;
@@ -170,6 +211,7 @@ export interface CompiledConfig {
   source: string;
   prefix: string;
   broker: BrokerSettings;
+  security: SecuritySettings;
   tenantHeader: string;
   tenants: string[];
   strict_queues: boolean;

@@ -19,6 +19,7 @@ export const SYSTEM_QUEUE_DEFAULTS = {
 
 export const DEFAULT_PREFIX = 'ojs';
 export const DEFAULT_URL = 'amqp://guest:guest@localhost:5672/';
+export const DEFAULT_MANAGEMENT_URL = 'http://guest:guest@localhost:15672/';
 export const DEFAULT_TENANT_HEADER = 'x-ojs-tenant';
 export const DEFAULT_HEARTBEAT_SECONDS = 60;
 export const DEFAULT_CONCURRENCY = 1;
@@ -28,14 +29,26 @@ export const DEFAULT_RECONNECT = { initialDelay: 1, maxDelay: 30 };
 /** Deliveries prefetched beyond the concurrency, so the handler never waits on a round trip. */
 export const PREFETCH_BUFFER = 10;
 
+/** The decoded user name of a URL, '' when it names none. */
+function userOfUrl(url: string): string {
+  try {
+    return decodeURIComponent(new URL(url).username);
+  } catch {
+    // compileConfig reports the malformed URL itself.
+    return '';
+  }
+}
+
 /**
  * Step 2 of the configuration: the one place where top-level defaults are merged in.
  * Queue-level inheritance (`_default`, then the queue's own fields) happens in
  * `resolveQueue()` because implicit queues need it too.
  */
 export function withDefaults(raw: RawConfig): ConfigWithDefaults {
+  const prefix = raw.prefix ?? DEFAULT_PREFIX;
+  const management = raw.broker?.management ?? DEFAULT_MANAGEMENT_URL;
   return {
-    prefix: raw.prefix ?? DEFAULT_PREFIX,
+    prefix,
     broker: {
       url: raw.broker?.url ?? DEFAULT_URL,
       heartbeat: raw.broker?.heartbeat ?? DEFAULT_HEARTBEAT_SECONDS,
@@ -43,6 +56,13 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
         initialDelay: raw.broker?.reconnect?.initialDelay ?? DEFAULT_RECONNECT.initialDelay,
         maxDelay: raw.broker?.reconnect?.maxDelay ?? DEFAULT_RECONNECT.maxDelay,
       },
+      management,
+    },
+    security: {
+      tenantUsers: raw.security?.tenantUsers ?? false,
+      internalUser: raw.security?.internalUser ?? `${prefix}.internal`,
+      // Whoever manages users is the operator; a URL without a user names none.
+      operatorUser: raw.security?.operatorUser ?? (userOfUrl(management) || undefined),
     },
     tenantHeader: raw.tenantHeader ?? DEFAULT_TENANT_HEADER,
     tenants: raw.tenants ?? [],

@@ -9,7 +9,8 @@ export const DEFAULT_CONFIG_PATH = 'stagecoach.json';
 
 /**
  * Step 1 of the configuration: read the file as written and apply environment overrides
- * (`AMQP_URL`, `STAGECOACH_PREFIX`, `STAGECOACH_HTTP_PORT`), then compile it.
+ * (`AMQP_URL`, `STAGECOACH_MANAGEMENT_URL`, `STAGECOACH_PREFIX`, `STAGECOACH_HTTP_PORT`), then
+ * compile it.
  */
 export async function loadConfig(file?: string, env: NodeJS.ProcessEnv = process.env): Promise<CompiledConfig> {
   const source = path.resolve(file ?? env.STAGECOACH_CONFIG ?? DEFAULT_CONFIG_PATH);
@@ -33,6 +34,7 @@ export function applyEnvironment(raw: unknown, env: NodeJS.ProcessEnv): unknown 
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return raw;
   const config = { ...(raw as RawConfig) };
   if (env.AMQP_URL) config.broker = { ...config.broker, url: env.AMQP_URL };
+  if (env.STAGECOACH_MANAGEMENT_URL) config.broker = { ...config.broker, management: env.STAGECOACH_MANAGEMENT_URL };
   if (env.STAGECOACH_PREFIX) config.prefix = env.STAGECOACH_PREFIX;
   if (env.STAGECOACH_HTTP_PORT) config.httpPort = Number(env.STAGECOACH_HTTP_PORT);
   return config;

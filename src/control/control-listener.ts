@@ -8,7 +8,8 @@ import { parseControlMessage, type ControlMessage } from './control-protocol.js'
 /**
  * Every running stage process binds a private, auto-deleted queue to the fanout exchange
  * `<prefix>.control`, so a control message reaches all of them at once, whatever the stage or
- * tenant. Re-attached on every connection.
+ * tenant. Re-attached on every connection. The queue is server-named (`amq.gen-…`), which is
+ * what the tenant and internal users' permissions allow (security/permissions.ts).
  */
 export class ControlListener {
   private channel: Channel | undefined;
@@ -24,7 +25,9 @@ export class ControlListener {
     const channel = await connection.createChannel();
     this.channel = channel;
     channel.on('error', (err: Error) => this.log.warn('control channel error', { err: err.message }));
-    await channel.assertExchange(names.control, 'fanout', { durable: this.config.durable });
+    // With tenantUsers a stage user may not declare the exchange (provision did); checking needs no permission.
+    if (this.config.security.tenantUsers) await channel.checkExchange(names.control);
+    else await channel.assertExchange(names.control, 'fanout', { durable: this.config.durable });
     const { queue } = await channel.assertQueue('', { exclusive: true, autoDelete: true, durable: false });
     await channel.bindQueue(queue, names.control, '');
     await channel.consume(

@@ -22,6 +22,11 @@ export type ErrorCode =
   | 'POISON'
   | 'NON_RETRYABLE'
   | 'TOPOLOGY_CONFLICT'
+  // With `security.tenantUsers`: a job whose broker-validated publisher (`user_id`) may not act
+  // for its tenant. Never retried, never run.
+  | 'TENANT_MISMATCH'
+  // The RabbitMQ management HTTP API refused or failed a call (users, permissions).
+  | 'MANAGEMENT_FAILED'
   // Dead letters the broker made itself (see admin/broker-death.ts); QUEUE_FULL is its overflow.
   | 'EXPIRED'
   | 'REJECTED'
@@ -77,6 +82,21 @@ export class TenantError extends StagecoachError {
     message: string,
   ) {
     super('INVALID_REQUEST', message);
+  }
+}
+
+/**
+ * With `security.tenantUsers`: a job for `tenant` published (or about to be published) by a
+ * broker user that may not act for that tenant. `publisher` is the AMQP `user_id` the broker
+ * validated, undefined when the message had none.
+ */
+export class TenantMismatchError extends StagecoachError {
+  constructor(
+    readonly tenant: string | undefined,
+    readonly publisher: string | undefined,
+    detail: string,
+  ) {
+    super('TENANT_MISMATCH', detail);
   }
 }
 

@@ -35,13 +35,15 @@ export class Publisher {
 
   /**
    * Opens a publisher. The entry exchanges (`root`, `direct`, `unroutable`) are declared first,
-   * so publishing works before any stage has started.
+   * so publishing works before any stage has started. With `security.tenantUsers` nothing is
+   * declared (a producer user may not; `provision` did) and jobs carry the validated `user_id`
+   * of the connection's user (see `routeFor` for where they enter).
    * @param connection an open connection to share; by default the publisher opens its own.
    */
   static async connect(config: CompiledConfig, options: { connection?: AmqpConnection; log?: Logger } = {}): Promise<Publisher> {
     const log = options.log ?? createLogger({ component: 'publisher' });
     const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
-    await declareTopology(connection, coreTopology(config), log);
+    if (!config.security.tenantUsers) await declareTopology(connection, coreTopology(config), log);
     const publisher = await ConfirmPublisher.open(connection);
     return new Publisher(config, connection, publisher, options.connection === undefined);
   }

@@ -4,6 +4,7 @@ import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { fromWire, type DecodedJob } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
+import type { PublisherCheck } from '../security/publisher-check.js';
 import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
 import { invokeHandler } from '../stage/handler-invoker.js';
 import { JobContext } from '../stage/job-context.js';
@@ -25,11 +26,14 @@ export interface DeliveryProcessorOptions {
   onPublished?: (output: string) => void;
   /** True when this process itself lost the delivery with a channel (see LossLedger): not a crash. */
   forgive?: (messageId: unknown) => boolean;
+  /** With `security.tenantUsers`: who may publish jobs for the job's tenant. */
+  publisherCheck?: PublisherCheck;
 }
 
 /**
- * Takes one delivery from the wire to an {@link Outcome}: decodes it, admits it (its tenant is
- * the queue's, its type is the stage's, it is not a crash redelivery), runs the handler under
+ * Takes one delivery from the wire to an {@link Outcome}: decodes it, admits it (its validated
+ * publisher may act for its tenant, its tenant is the queue's, its type is the stage's, it is
+ * not a crash redelivery), runs the handler under
  * its timeout and trace span. It never settles anything and never rejects: what happens to the
  * delivery on the broker is the settlement's alone.
  */
@@ -55,11 +59,18 @@ export class DeliveryProcessor {
 
   /** The decoded job when it may run (fromWire's own object: no wrapper per job), else its outcome. */
   private admit(delivery: Delivery): Outcome | DecodedJob {
-    const { stage, tenant, tenantHeader } = this.options;
+    const { stage, tenant, tenantHeader, publisherCheck } = this.options;
     let job: Job | undefined;
     try {
       const decoded = fromWire(delivery.message, tenantHeader);
       job = decoded.job;
+      if (publisherCheck !== undefined) {
+        const refusal = publisherCheck.refusal(job.tenant, delivery.message.properties.userId);
+        // Not a job of ours: what it claims (its tenant, its retry policy, a dead_letter_queue to
+        // follow into the claimed tenant's queues) is not trusted. It goes to this queue's own
+        // dead letters as it came, byte for byte, never retried, never run.
+        if (refusal !== undefined) return { kind: 'failed', job: undefined, error: refusal };
+      }
       if (tenant !== undefined && job.tenant !== tenant) {
         // The broker routed it here by its routing header; a body naming another tenant must
         // not carry that tenant's identity into this tenant's outputs.

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Options } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher, type PublishChannel } from '../broker/confirm-publisher.js';
-import { declareTopology } from '../broker/declare-topology.js';
+import { ensureTopology } from '../broker/declare-topology.js';
 import { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, CompiledStageConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
@@ -14,6 +14,8 @@ import { createStageInstance } from '../stage/stage-container.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import type { StageHandler } from '../stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/threaded-handler.js';
+import { identitiesOf } from '../security/broker-users.js';
+import { PublisherCheck } from '../security/publisher-check.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { Topology } from '../topology/topology.types.js';
@@ -71,7 +73,8 @@ export interface StageRunnerOptions {
  *   reject and republish).
  *
  * Lifecycle: `start(connection)` builds the stage through its container, declares the topology
- * it needs on that connection and starts consuming. After a connection loss the group calls
+ * it needs on that connection (with `security.tenantUsers`, only checks that it exists: stage
+ * users cannot declare) and starts consuming. After a connection loss the group calls
  * `attach()` with the next connection: nothing of the old channels is used, so a delivery of a
  * dead channel is never acknowledged on a new one (the broker redelivers it). `stop()` closes
  * the dispatcher (prefetched deliveries are handed back), cancels the consumers, waits for the
@@ -161,7 +164,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onFatal: fatal,
       isOpen: (publisher) => publisher.isOpen,
       open: async (connection, lost, healing) => {
-        if (healing) await declareTopology(connection, this.topology, log);
+        if (healing) await ensureTopology(connection, config, this.topology, log);
         return ConfirmPublisher.open(connection, () => lost('publisher channel closed'));
       },
       close: (publisher) => publisher.close(),
@@ -169,7 +172,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.work = new WorkConsumers({
       queues: { main: this.queues.main, due: this.queues.due },
       prefetch: settings.prefetch,
-      topology: this.topology,
+      declare: (connection) => this.declare(connection),
       log,
       wanted: () => this.lifecycle.state === 'running' && this.suspensions === 0,
       offer: (delivery) => this.dispatcher.offer(delivery),
@@ -180,7 +183,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
     });
     this.suspects = new SuspectWatch({
       queue: this.queues.suspect,
-      topology: this.topology,
+      declare: (connection) => this.declare(connection),
       log,
       gate: this.gate,
       running: () => this.lifecycle.state === 'running',
@@ -280,6 +283,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       log,
       onPublished: (output) => this.metrics.published(output),
       forgive: (messageId) => this.ledger.forgive(messageId),
+      ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
     });
     if (!this.lifecycle.to('running')) return;
     this.dispatcher.openUp();
@@ -292,7 +296,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   async attach(connection: AmqpConnection): Promise<void> {
     if (this.lifecycle.stopping) return;
-    await declareTopology(connection, this.topology, this.options.log);
+    await this.declare(connection);
     await this.publishers.attach(connection);
     await this.suspects.attach(connection);
     await this.work.attach(connection);
@@ -371,6 +375,14 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (this.suspensions > 0 || this.lifecycle.state !== 'running') return;
     this.dispatcher.openUp();
     void this.work.sync();
+  }
+
+  /**
+   * Declares what the instance needs, or with broker-enforced tenants (no configure permission)
+   * checks that `provision` did.
+   */
+  private declare(connection: AmqpConnection): Promise<void> {
+    return ensureTopology(connection, this.options.config, this.topology, this.options.log);
   }
 
   /** Consumers off first, then what was prefetched goes back: it cannot come back to us. */

@@ -1,8 +1,6 @@
 import type { Channel } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
-import { declareTopology } from '../broker/declare-topology.js';
 import type { Logger } from '../logging/logger.js';
-import type { Topology } from '../topology/topology.types.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
 import { ConsumerSource } from './consumer-source.js';
 import type { Delivery } from './delivery.js';
@@ -24,8 +22,8 @@ export const DEFAULT_SUSPECT_CHECK_MS = 5000;
 export interface SuspectWatchOptions {
   /** The instance's suspect queue. */
   queue: string;
-  /** Declared again before healing: a deleted queue comes back. */
-  topology: Topology;
+  /** Declares (or, with broker-enforced tenants, checks) the topology again before healing: a deleted queue comes back. */
+  declare(connection: AmqpConnection): Promise<void>;
   log: Logger;
   gate: IsolationGate;
   /** Whether the instance takes work now (running): suspects wait otherwise. */
@@ -141,7 +139,7 @@ export class SuspectWatch {
   }
 
   private async openChannel(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<SuspectChannel> {
-    if (healing) await declareTopology(connection, this.options.topology, this.options.log);
+    if (healing) await this.options.declare(connection);
     const channel = await connection.createChannel();
     const suspects: SuspectChannel = { channel, source: new ConsumerSource(channel) };
     channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.options.queue, err: err.message }));

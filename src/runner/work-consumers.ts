@@ -1,8 +1,6 @@
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
-import { declareTopology } from '../broker/declare-topology.js';
 import type { Logger } from '../logging/logger.js';
-import type { Topology } from '../topology/topology.types.js';
 import { ChannelSupervisor, HEAL_DELAY_MS, MAX_HEAL_ATTEMPTS } from './channel-supervisor.js';
 import { ConsumerSource } from './consumer-source.js';
 import type { Delivery } from './delivery.js';
@@ -12,8 +10,8 @@ export interface WorkConsumersOptions {
   queues: { main: string; due: string };
   /** Deliveries the broker may send ahead, per consumer. */
   prefetch: number;
-  /** Declared again before healing: a deleted queue comes back. */
-  topology: Topology;
+  /** Declares (or, with broker-enforced tenants, checks) the topology again before healing: a deleted queue comes back. */
+  declare(connection: AmqpConnection): Promise<void>;
   log: Logger;
   /** Whether consumers should be on now (running, not suspended). */
   wanted(): boolean;
@@ -118,7 +116,7 @@ export class WorkConsumers {
   }
 
   private async openChannel(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<WorkChannel> {
-    if (healing) await declareTopology(connection, this.options.topology, this.options.log);
+    if (healing) await this.options.declare(connection);
     const channel = await connection.createChannel();
     const work: WorkChannel = { channel, source: new ConsumerSource(channel), consumers: new Map() };
     channel.on('error', (err: Error) =>
@@ -156,7 +154,8 @@ export class WorkConsumers {
     this.resubscribing = setTimeout(() => {
       const connection = this.connection;
       if (connection === undefined) return;
-      declareTopology(connection, this.options.topology, this.options.log)
+      this.options
+        .declare(connection)
         .then(() => this.sync())
         .then(
           () => (this.resubscribeFailures = 0),

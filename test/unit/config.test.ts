@@ -26,7 +26,9 @@ describe('configuration', () => {
       url: 'amqp://guest:guest@localhost:5672/',
       heartbeat: 60,
       reconnect: { initialDelay: 1, maxDelay: 30 },
+      management: 'http://guest:guest@localhost:15672/',
     });
+    expect(config.security).to.deep.equal({ tenantUsers: false, internalUser: 'ojs.internal', operatorUser: 'guest' });
     expect(config.durable).to.equal(true);
     expect(config.gracePeriod).to.equal(30);
     expect(config.httpPort).to.equal(9400);
@@ -93,6 +95,14 @@ describe('configuration', () => {
     expect(err.key).to.equal('queues.q.variants.values.b');
   });
 
+  it('takes security settings, and refuses an internal user that is the operator', () => {
+    const config = compileConfig({ prefix: 'p', security: { tenantUsers: true, internalUser: 'svc', operatorUser: 'root' } });
+    expect(config.security).to.deep.equal({ tenantUsers: true, internalUser: 'svc', operatorUser: 'root' });
+    expect(configError(() => compileConfig({ security: { internalUser: 'guest' } })).key).to.equal('security.internalUser');
+    expect(configError(() => compileConfig({ security: { tenantUsers: 'yes' } })).key).to.equal('security.tenantUsers');
+    expect(configError(() => compileConfig({ broker: { management: 'ftp://x/' } })).key).to.equal('broker.management');
+  });
+
   it('rejects a duration that is not ISO 8601', () => {
     const err = configError(() => compileConfig({ queues: { _default: { default_retry: { initial_interval: '5s' } } } }));
     expect(err.key).to.equal('queues._default.default_retry.initial_interval');
@@ -123,6 +133,17 @@ describe('configuration', () => {
       expect(config.broker.url).to.equal('amqp://env:5672/');
       expect(config.prefix).to.equal('env');
       expect(config.source).to.equal(file);
+    });
+
+    it('lets STAGECOACH_MANAGEMENT_URL override broker.management, and derives the operator from it', async () => {
+      const file = path.join(dir, 'management.json');
+      await writeFile(file, JSON.stringify({ prefix: 'p', broker: { management: 'http://file:secret@host:15672/' } }));
+      const fromFile = await loadConfig(file, {});
+      expect(fromFile.broker.management).to.equal('http://file:secret@host:15672/');
+      expect(fromFile.security.operatorUser).to.equal('file');
+      const fromEnv = await loadConfig(file, { STAGECOACH_MANAGEMENT_URL: 'http://admin:pw@other:15672/' });
+      expect(fromEnv.broker.management).to.equal('http://admin:pw@other:15672/');
+      expect(fromEnv.security).to.deep.equal({ tenantUsers: false, internalUser: 'p.internal', operatorUser: 'admin' });
     });
 
     it('reads STAGECOACH_CONFIG when no path is given', async () => {

@@ -1,0 +1,107 @@
+import type { CompiledConfig } from '../config/config.types.js';
+import { DELAY_LEVELS } from '../topology/delay-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import { tenantUserName, type TenantRole } from './broker-users.js';
+
+/**
+ * RabbitMQ permissions: three regular expressions over resource names (exchanges and queues
+ * alike) per virtual host; '' grants nothing. Which AMQP operation needs which (RabbitMQ "Access
+ * Control"): configure to declare or delete; write to publish to an exchange or bind a queue as
+ * destination; read to consume, get or purge a queue, or bind from an exchange. Passive declares
+ * need none.
+ */
+export interface Permissions {
+  configure: string;
+  write: string;
+  read: string;
+}
+
+/** A topic permission restricts the routing keys a user may publish with to one topic exchange. */
+export interface TopicPermission {
+  exchange: string;
+  write: string;
+  read: string;
+}
+
+export interface UserGrant {
+  user: string;
+  permissions: Permissions;
+  topics: TopicPermission[];
+}
+
+/** Anchored alternatives: `^a$|^b$`. */
+function anyOf(...patterns: string[]): string {
+  return patterns.map((pattern) => `^${pattern}$`).join('|');
+}
+
+function literal(name: string): string {
+  return name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * What the control listener needs (control-listener.ts): a server-named exclusive queue
+ * (`amq.gen-…`: configure to declare it, write to bind it, read to consume it) bound to the
+ * control exchange (read). Clients cannot name a queue `amq.*` themselves, and an exclusive
+ * queue is locked to its connection, so this opens nothing of anyone else's.
+ */
+const SERVER_NAMED = 'amq\\.gen-.*';
+
+/**
+ * The grant of a tenant's producer or stage user. Queue names, tenants and variants are slugs
+ * without dots, so `[^.]+` is exactly one name segment and the tenant sits at a fixed position:
+ * `<prefix>.queue.<queue>.<tenant>[.<variant>]`. Any queue of the tenant matches, the implicit
+ * ones too, and no queue of another tenant or shared queue does.
+ *
+ * - producer(T): write `tenant.T` (tenant-scoped jobs, routed by key within T only) and `direct`
+ *   (shared queues; a job there claiming another tenant is refused by the stage's user_id check).
+ *   Nothing to configure or read: no root (whose header routing would let it claim any tenant),
+ *   no default exchange (which reaches any queue by name).
+ * - stage(T): read its tenant's main, due and suspect queues and the control exchange; write
+ *   what settlement and emits need: `tenant.T`, `direct`, `retry` (topic permission: only keys
+ *   that end in its own due or suspect queues), `dlx` (a direct exchange: its routing keys cannot
+ *   be restricted, see README "Security").
+ */
+export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant: string): UserGrant {
+  const names = new BrokerNames(config.prefix);
+  const user = tenantUserName(config.prefix, role, tenant);
+  const entries = [literal(names.tenantExchange(tenant)), literal(names.direct)];
+  if (role === 'producer') return { user, permissions: { configure: '', write: anyOf(...entries), read: '' }, topics: [] };
+  const p = literal(config.prefix);
+  const t = literal(tenant);
+  const ownQueue = (kinds: string): string => `${p}\\.(${kinds})\\.[^.]+\\.${t}(\\.[^.]+)?`;
+  return {
+    user,
+    permissions: {
+      configure: anyOf(SERVER_NAMED),
+      write: anyOf(...entries, literal(names.retry), literal(names.dlx), SERVER_NAMED),
+      read: anyOf(ownQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
+    },
+    topics: [retryTopic(names, ownQueue('due|suspect'))],
+  };
+}
+
+/**
+ * The internal user of shared-queue stages, which serve every tenant: read the shared queues
+ * (`<prefix>.queue.<queue>`, one segment after the kind) and control; write `root` (a job for
+ * any tenant, which lands in `unroutable` when the tenant is not provisioned), `direct`, `retry`
+ * (keys ending in shared due or suspect queues only) and `dlx`.
+ */
+export function internalUserGrant(config: CompiledConfig): UserGrant {
+  const names = new BrokerNames(config.prefix);
+  const p = literal(config.prefix);
+  const sharedQueue = (kinds: string): string => `${p}\\.(${kinds})\\.[^.]+`;
+  return {
+    user: config.security.internalUser,
+    permissions: {
+      configure: anyOf(SERVER_NAMED),
+      write: anyOf(literal(names.root), literal(names.direct), literal(names.retry), literal(names.dlx), SERVER_NAMED),
+      read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
+    },
+    topics: [retryTopic(names, sharedQueue('due|suspect'))],
+  };
+}
+
+/** The delay ladder's routing key is DELAY_LEVELS bits, then the destination queue (delay-topology.ts). */
+function retryTopic(names: BrokerNames, destination: string): TopicPermission {
+  return { exchange: names.retry, write: `^([01]\\.){${DELAY_LEVELS}}${destination}$`, read: '' };
+}
