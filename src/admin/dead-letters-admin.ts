@@ -11,6 +11,7 @@ import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
 import { brokerDeath } from './broker-death.js';
 import { peek } from './peek.js';
+import { identitiesOf } from '../security/broker-users.js';
 
 export interface DeadLetterEntry {
   /** The dead-letter queue it sits in. */
@@ -102,6 +103,12 @@ export async function retryDeadLetters(
           result.kept++;
           continue; // handed back when the channel closes
         }
+        const refused = keptBecause(config, origin.tenant, job, message);
+        if (refused !== undefined) {
+          log.warn(`dead letter kept: ${refused}`, { dead_queue: origin.deadQueue, job_id: job.id, tenant: origin.tenant });
+          result.kept++;
+          continue;
+        }
         if (origin.tenant !== undefined && job.tenant !== origin.tenant) {
           log.warn('dead letter kept: it names another tenant than the queue it was found in', {
             dead_queue: origin.deadQueue,
@@ -150,6 +157,23 @@ export async function retryDeadLetters(
   return result;
 }
 
+/**
+ * Why a dead letter must not be sent back, with broker-enforced tenants: it was refused because
+ * its publisher may not act for its tenant, or its own `user_id` (a dead letter written straight
+ * into this queue) may not act for the tenant whose queue it sits in. `dead retry` republishes as
+ * the operator, whom every stage trusts: it must not launder a job nobody entitled put there.
+ */
+function keptBecause(config: CompiledConfig, originTenant: string | undefined, job: Job, message: GetMessage): string | undefined {
+  if (!config.security.tenantUsers) return undefined;
+  const headers = message.properties.headers ?? {};
+  if (headers[OJS_HEADERS.errorType] === 'TENANT_MISMATCH') return 'it was refused as TENANT_MISMATCH';
+  const publisher: unknown = message.properties.userId;
+  if (!identitiesOf(config).mayActFor(originTenant ?? job.tenant, publisher)) {
+    return `its publisher (${typeof publisher === 'string' ? publisher : 'none'}) may not act for tenant "${originTenant ?? job.tenant ?? '(none)'}"`;
+  }
+  return undefined;
+}
+
 /** Empties the dead-letter queue(s); returns how many messages were dropped. */
 export async function purgeDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger): Promise<number> {
   return withConfirmChannel(config, log, async (channel) => {
@@ -196,7 +220,10 @@ export function causeOfDeath(
   headers: Readonly<Record<string, unknown>>,
   job: Job | undefined,
 ): { error: JobError | undefined; deadLetteredAt: string | undefined } {
-  const stated = job ? job.error : statedInHeaders(headers);
+  // A stage that dead-lettered a message as it came (not trusted as a job: a publisher that may
+  // not act for its tenant) states the reason in headers, with `x-ojs-dead-lettered-at`.
+  const stated =
+    job?.error ?? (job === undefined || headers['x-ojs-dead-lettered-at'] !== undefined ? statedInHeaders(headers) : undefined);
   const stagedAt = job ? str(job.meta.dead_lettered_at) : str(headers['x-ojs-dead-lettered-at']);
   if (stated) return { error: stated, deadLetteredAt: stagedAt };
   const death = brokerDeath(headers);

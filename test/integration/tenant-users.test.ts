@@ -435,6 +435,37 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
     }
   });
 
+  it("keeps, on dead retry, a dead letter nobody entitled put in acme's dead letters, and one refused as TENANT_MISMATCH", async () => {
+    // The dead-letter exchange is direct: its routing keys cannot be restricted, so a user that
+    // may write dead letters at all can write them into any tenant's dead-letter queue.
+    const forger = `${config.prefix}.forger`;
+    users.push(forger);
+    await api.putUser(forger, 'forger-password');
+    await api.putPermissions('/', forger, { configure: '', write: `^${config.prefix}\\.(dlx|tenant\\.acme)$`, read: '' });
+    const forgerUrl = new URL(config.broker.url);
+    forgerUrl.username = forger;
+    forgerUrl.password = 'forger-password';
+    const as = await AsUser.connect(forgerUrl.toString());
+    const deadIn = names.deadQueue('in', 'acme');
+    try {
+      await raw.drain(deadIn);
+      const forged = envelope('in', 'acme', ['forged-dead-letter']);
+      expect(await as.publish(names.dlx, deadIn, forged.content, { ...forged.options, userId: forger })).to.equal('confirmed');
+      const mismatch = envelope('in', 'acme', ['mismatch']);
+      expect(await as.publish(names.tenantExchange('acme'), 'in', mismatch.content, { ...mismatch.options, userId: forger })).to.equal(
+        'confirmed',
+      );
+      await waitFor('both dead letters in acme dead letters', async () => (await raw.count(deadIn)) === 2);
+      // `dead retry` republishes as the operator, whom every stage trusts: it must not launder them.
+      expect(await retryDeadLetters(config, 'in', 'acme', log)).to.deep.equal({ retried: 0, kept: 2 });
+      expect(await raw.count(deadIn)).to.equal(2);
+      expect(await raw.count(names.queue('in', 'acme'))).to.equal(0);
+      await raw.drain(deadIn);
+    } finally {
+      await as.close();
+    }
+  });
+
   /** `<prefix>.<role>.acme`. */
   function asUserName(role: 'producer' | 'stage'): string {
     return `${config.prefix}.${role}.acme`;
