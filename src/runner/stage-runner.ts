@@ -368,6 +368,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.suspensions++;
     await this.stopTakingWork();
     await this.dispatcher.whenIdle();
+    // Nothing in hand means nothing the broker does not know is settled.
+    await this.work.settled();
   }
 
   unsuspend(): void {

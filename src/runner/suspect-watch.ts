@@ -131,6 +131,9 @@ export class SuspectWatch {
       }
       const suspects = this.supervisor.current;
       if (suspects === undefined) return;
+      // The previous suspect's ack goes out first: on one channel the broker handles frames in
+      // order, so it is settled before the next suspect (which may kill the process) arrives.
+      suspects.source.flush();
       const message = await suspects.channel.get(this.options.queue, { noAck: false });
       if (message === false) return;
       suspects.source.delivered(message);

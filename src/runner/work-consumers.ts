@@ -87,6 +87,20 @@ export class WorkConsumers {
     await this.supervisor.close();
   }
 
+  /**
+   * Resolves once the broker has processed every acknowledgement sent on the work channel so far:
+   * the gathered ones are flushed, then a harmless round trip (`basic.qos`) on the same channel,
+   * whose reply comes after the broker handled what preceded it. A suspect about to run alone
+   * waits for this: the broker's channels work independently, and an ack still queued on the work
+   * channel when a suspect kills the process would be lost, its job run again.
+   */
+  async settled(): Promise<void> {
+    const work = this.supervisor.current;
+    if (work === undefined) return;
+    work.source.flush();
+    await work.channel.prefetch(this.options.prefetch).catch(() => undefined);
+  }
+
   /** Brings the consumers in line with `wanted()`; one call at a time. */
   sync(): Promise<void> {
     this.syncing = this.syncing

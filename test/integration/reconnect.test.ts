@@ -98,8 +98,10 @@ describe('resilient connections (broker)', function () {
     await publisher.close();
 
     let closed = 0;
-    for (const milestone of [1500, 4000, 6500]) {
+    for (const [i, milestone] of [1500, 4000, 6500].entries()) {
       await waitFor(`${milestone} results`, async () => (await tally(resultsDir)).distinct >= milestone, 120_000);
+      // Each close must hit a live connection: the one made after the previous close.
+      await waitFor(`connection ${i + 1} up`, () => group.connections === i + 1 && group.readiness().ready, 30_000);
       closed += await closeConnections(`[${config.prefix}]`, 'test: forced close');
     }
     expect(closed, 'connections closed by the broker').to.be.at.least(3);
