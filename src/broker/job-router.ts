@@ -1,9 +1,10 @@
-import type { CompiledConfig } from '../config/config.types.js';
+import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError, TenantMismatchError, TenantRequiredError } from '../errors/errors.js';
 import { toWire, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { identitiesOf } from '../security/broker-users.js';
+import { delayRoutingKey, MAX_DELAY_SECONDS } from '../topology/delay-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { matchesAny } from '../util/patterns.js';
 import type { PublishChannel } from './confirm-publisher.js';
@@ -11,6 +12,14 @@ import type { PublishChannel } from './confirm-publisher.js';
 export interface Route {
   exchange: string;
   routingKey: string;
+  /** Whole seconds the job waits on the delay ladder (a future `scheduled_at`); absent when it enters its queue at once. */
+  delaySeconds?: number;
+}
+
+/** What scheduling needs besides the job: the moment of publishing and the message's headers (they pick a variant). */
+export interface ScheduleContext {
+  now: number;
+  headers: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -24,8 +33,18 @@ export interface Route {
  * have sent them (same queues, same routing by key). A job for another tenant is refused here
  * (TENANT_MISMATCH) rather than by the broker, which would close the channel. Trusted users
  * (operator, internal) keep the root exchange and its `unroutable` for unknown tenants.
+ *
+ * With `schedule` (producers: `Publisher`, `ctx.emit`), a job whose `scheduled_at` is at least
+ * 1 s ahead (see {@link scheduledDelaySeconds}) enters the delay ladder instead, addressed to the
+ * `due` companion of the physical queue the entry exchange would have picked: the ladder
+ * delivers to `due` queues only (build-topology.ts). That queue is decided here, from the
+ * configuration, as the broker would decide it: the shared queue, or the tenant's variant queue
+ * whose values hold the job's variant header, else the tenant's general queue. A due queue that
+ * does not exist (tenant not provisioned) sends the job to `unroutable` by the delivery
+ * exchange's alternate exchange, and `unroutable replay` sends it on by the ladder. Without
+ * `schedule` (dead letters, replays) a job enters at once.
  */
-export function routeFor(config: CompiledConfig, job: Job): Route {
+export function routeFor(config: CompiledConfig, job: Job, schedule?: ScheduleContext): Route {
   const names = namesOf(config);
   const queue = queueFor(config, job.queue);
   if (!typeAllowed(queue.allowed_job_types, job.type)) {
@@ -37,11 +56,69 @@ export function routeFor(config: CompiledConfig, job: Job): Route {
   const tenantUsers = config.security.tenantUsers;
   if (queue.scope === 'shared') {
     if (tenantUsers) checkOwnTenant(config, job.tenant);
+    const delay = delayOf(job, schedule);
+    if (delay !== undefined) return delayed(names, names.dueQueue(job.queue), delay);
     return { exchange: names.direct, routingKey: job.queue };
   }
   if (job.tenant === undefined) throw new TenantRequiredError(job.queue);
-  if (tenantUsers && !checkOwnTenant(config, job.tenant)) return { exchange: names.tenantExchange(job.tenant), routingKey: job.queue };
+  const trusted = !tenantUsers || checkOwnTenant(config, job.tenant);
+  const delay = delayOf(job, schedule);
+  if (delay !== undefined && schedule !== undefined) {
+    return delayed(names, names.dueQueue(job.queue, job.tenant, variantOf(queue, schedule.headers)), delay);
+  }
+  if (!trusted) return { exchange: names.tenantExchange(job.tenant), routingKey: job.queue };
   return { exchange: names.root, routingKey: job.queue };
+}
+
+/**
+ * How long a job scheduled for `scheduled_at` waits when it is published at `now`: whole
+ * seconds, rounded as the delay ladder rounds (so it is delivered within half a second of its
+ * time, plus the broker's latency), or undefined when it is due: in the past, or less than half
+ * a second ahead.
+ * @throws StagecoachError `INVALID_REQUEST` for a time beyond the ladder's longest delay
+ * (MAX_DELAY_SECONDS, about 12 days), which the ladder would cap and deliver early, and for a
+ * `scheduled_at` that is not a timestamp.
+ */
+export function scheduledDelaySeconds(job: Pick<Job, 'type' | 'scheduled_at'>, now: number): number | undefined {
+  if (job.scheduled_at === undefined) return undefined;
+  const at = Date.parse(job.scheduled_at);
+  if (!Number.isFinite(at)) {
+    throw new StagecoachError(
+      'INVALID_REQUEST',
+      `job "${job.type}": scheduled_at must be an ISO 8601 timestamp, got "${job.scheduled_at}"`,
+    );
+  }
+  const seconds = Math.round((at - now) / 1000);
+  if (seconds < 1) return undefined;
+  if (seconds > MAX_DELAY_SECONDS) {
+    throw new StagecoachError(
+      'INVALID_REQUEST',
+      `job "${job.type}": scheduled_at ${job.scheduled_at} is ${seconds} s ahead, beyond the longest delay the broker's delay ladder holds (${MAX_DELAY_SECONDS} s, about ${Math.floor(MAX_DELAY_SECONDS / 86_400)} days): publish it closer to its time`,
+    );
+  }
+  return seconds;
+}
+
+function delayOf(job: Job, schedule: ScheduleContext | undefined): number | undefined {
+  return schedule === undefined || job.scheduled_at === undefined ? undefined : scheduledDelaySeconds(job, schedule.now);
+}
+
+function delayed(names: BrokerNames, dueQueue: string, seconds: number): Route {
+  return { exchange: names.retry, routingKey: delayRoutingKey(seconds * 1000, dueQueue), delaySeconds: seconds };
+}
+
+/**
+ * The variant whose values hold the job's variant header, as the variant exchange's bindings
+ * match it (same name, same value and type), or undefined for the general queue. Variant value
+ * lists do not overlap (compile-config.ts), so at most one matches.
+ */
+function variantOf(queue: ResolvedQueueConfig, headers: Readonly<Record<string, unknown>>): string | undefined {
+  if (!queue.variants) return undefined;
+  const value = headers[queue.variants.by];
+  for (const [variant, values] of Object.entries(queue.variants.values)) {
+    if ((values as readonly unknown[]).includes(value)) return variant;
+  }
+  return undefined;
 }
 
 /**
@@ -86,11 +163,18 @@ export class JobRouter implements JobSink {
     private readonly publisher: PublishChannel,
   ) {}
 
-  /** Not async on purpose: one promise per job on the hot path, the publisher's. */
+  /**
+   * Not async on purpose: one promise per job on the hot path, the publisher's. A job scheduled
+   * ahead goes by the delay ladder (see `routeFor`).
+   */
   send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
     try {
-      const route = routeFor(this.config, job);
       const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
+      const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} });
+      // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
+      // broker drops `expiration` when it dead-letters it on): a scheduled job's enqueue_ttl is
+      // not applied.
+      if (route.delaySeconds !== undefined) delete message.options.expiration;
       return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
     } catch (err) {
       return Promise.reject(err as Error);

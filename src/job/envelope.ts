@@ -29,6 +29,13 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
     throw new InvalidPayloadError(`job "${spec.type}": "args" must be a JSON array`, origin.queue);
   }
   validateRetryPolicy(spec.retry, `job "${spec.type}": retry`);
+  // Checked here, not only on receipt: a scheduled_at nobody can read would not be scheduled.
+  if (spec.scheduled_at !== undefined && !isTimestamp(spec.scheduled_at)) {
+    throw new InvalidPayloadError(
+      `job "${spec.type}": "scheduled_at" must be an ISO 8601 timestamp with a time zone, such as "2026-01-01T09:00:00Z"`,
+      origin.queue,
+    );
+  }
   const meta = { ...spec.meta };
   if (origin.parentId !== undefined) meta.parent_id = origin.parentId;
   const job: Job = {

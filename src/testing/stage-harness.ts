@@ -1,4 +1,4 @@
-import type { JobSink } from '../broker/job-router.js';
+import { scheduledDelaySeconds, type JobSink } from '../broker/job-router.js';
 import { compileConfig } from '../config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../config/config.types.js';
 import { createJob } from '../job/envelope.js';
@@ -65,6 +65,8 @@ export class StageHarness {
     const emitted: EmittedJob[] = [];
     const sink: JobSink = {
       send: (sent, wire) => {
+        // Refused as a running stage's router refuses it: a time beyond the delay ladder's reach.
+        scheduledDelaySeconds(sent, Date.now());
         emitted.push({ output: sent.queue, job: sent, headers: { ...wire?.headers } });
         return Promise.resolve();
       },
