@@ -52,23 +52,35 @@ const SERVER_NAMED = 'amq\\.gen-.*';
  * `<prefix>.queue.<queue>.<tenant>[.<variant>]`. Any queue of the tenant matches, the implicit
  * ones too, and no queue of another tenant or shared queue does.
  *
- * - producer(T): write `tenant.T` (tenant-scoped jobs, routed by key within T only) and `direct`
- *   (shared queues; a job there claiming another tenant is refused by the stage's user_id check).
- *   Nothing to configure or read: no root (whose header routing would let it claim any tenant),
- *   no default exchange (which reaches any queue by name).
+ * - producer(T): write `tenant.T` (tenant-scoped jobs, routed by key within T only), `direct`
+ *   (shared queues; a job there claiming another tenant is refused by the stage's user_id check)
+ *   and `retry` for scheduled jobs (topic permission: only keys that end in a due queue of T or a
+ *   shared due queue, the queues `tenant.T` and `direct` reach). Nothing to configure or read: no
+ *   root (whose header routing would let it claim any tenant), no default exchange (which
+ *   reaches any queue by name).
  * - stage(T): read its tenant's main, due and suspect queues and the control exchange; write
  *   what settlement and emits need: `tenant.T`, `direct`, `retry` (topic permission: only keys
- *   that end in its own due or suspect queues), `dlx` (a direct exchange: its routing keys cannot
- *   be restricted, see README "Security").
+ *   that end in its own due or suspect queues, or a shared due queue for a scheduled emit),
+ *   `dlx` (a direct exchange: its routing keys cannot be restricted, see docs/security.md).
+ *
+ * The broker validates `user_id` on the way into the ladder and keeps it through it, so a job
+ * scheduled into a shared due queue meets the same user_id check as one sent by `direct`.
  */
 export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant: string): UserGrant {
   const names = new BrokerNames(config.prefix);
   const user = tenantUserName(config.prefix, role, tenant);
   const entries = [literal(names.tenantExchange(tenant)), literal(names.direct)];
-  if (role === 'producer') return { user, permissions: { configure: '', write: anyOf(...entries), read: '' }, topics: [] };
   const p = literal(config.prefix);
   const t = literal(tenant);
   const ownQueue = (kinds: string): string => `${p}\\.(${kinds})\\.[^.]+\\.${t}(\\.[^.]+)?`;
+  const sharedDue = `${p}\\.due\\.[^.]+`;
+  if (role === 'producer') {
+    return {
+      user,
+      permissions: { configure: '', write: anyOf(...entries, literal(names.retry)), read: '' },
+      topics: [retryTopic(names, `(${ownQueue('due')}|${sharedDue})`)],
+    };
+  }
   return {
     user,
     permissions: {
@@ -76,7 +88,7 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
       write: anyOf(...entries, literal(names.retry), literal(names.dlx), SERVER_NAMED),
       read: anyOf(ownQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
     },
-    topics: [retryTopic(names, ownQueue('due|suspect'))],
+    topics: [retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`)],
   };
 }
 
@@ -84,7 +96,8 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
  * The internal user of shared-queue stages, which serve every tenant: read the shared queues
  * (`<prefix>.queue.<queue>`, one segment after the kind) and control; write `root` (a job for
  * any tenant, which lands in `unroutable` when the tenant is not provisioned), `direct`, `retry`
- * (keys ending in shared due or suspect queues only) and `dlx`.
+ * (keys ending in shared due or suspect queues, or in any tenant's due queue: a scheduled emit
+ * goes where `root` would have sent it) and `dlx`.
  */
 export function internalUserGrant(config: CompiledConfig): UserGrant {
   const names = new BrokerNames(config.prefix);
@@ -97,7 +110,7 @@ export function internalUserGrant(config: CompiledConfig): UserGrant {
       write: anyOf(literal(names.root), literal(names.direct), literal(names.retry), literal(names.dlx), SERVER_NAMED),
       read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
     },
-    topics: [retryTopic(names, sharedQueue('due|suspect'))],
+    topics: [retryTopic(names, `(${sharedQueue('due|suspect')}|${p}\\.due\\.[^.]+\\.[^.]+(\\.[^.]+)?)`)],
   };
 }
 

@@ -207,7 +207,8 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
     const claim = { headers: { 'x-ojs-tenant': 'globex' } };
     const forged = (): ReturnType<typeof envelope> => envelope('in', 'globex');
     try {
-      // Refused by the broker (403: no write permission on the exchange).
+      // Refused by the broker (403: no write permission on the exchange, or, for the delay
+      // ladder, on the routing key).
       const refused: Record<string, string> = {
         'root exchange, x-ojs-tenant: globex': await producer.publish(names.root, 'in', forged().content, {
           ...forged().options,
@@ -411,6 +412,61 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
       expectGlobexUntouched(await globexCounts());
     } finally {
       await publisher.close();
+    }
+  });
+
+  it("lets acme's producer schedule jobs for acme by the delay ladder, and refuses every key to a queue not acme's own due queue", async () => {
+    const publisher = await Publisher.connect(asUser(url.producerAcme), { log });
+    const producer = await AsUser.connect(url.producerAcme);
+    try {
+      const publishedAt = Date.now();
+      const id = await publisher.publish('in', {
+        type: 'relay.me',
+        args: ['scheduled'],
+        tenant: 'acme',
+        scheduled_at: new Date(publishedAt + 2000).toISOString(),
+      });
+      const output = await relayed('scheduled');
+      expect(Date.now() - publishedAt, 'relayed after its time').to.be.at.least(2000);
+      expect((JSON.parse(output.content.toString()) as Job).meta).to.deep.equal({ parent_id: id });
+      // Into a shared queue too, whose stage (the internal user) fans it out to acme.
+      await publisher.publish('jobs', {
+        type: 'fan',
+        args: ['fanned-later'],
+        tenant: 'acme',
+        scheduled_at: new Date(Date.now() + 1000).toISOString(),
+      });
+      await relayed('fanned-later');
+      const forGlobex = await publisher
+        .publish('in', { type: 'relay.me', args: ['x'], tenant: 'globex', scheduled_at: new Date(Date.now() + 1000).toISOString() })
+        .catch((err: unknown) => err);
+      expect(forGlobex, 'refused before the broker').to.have.property('code', 'TENANT_MISMATCH');
+
+      // By hand on the producer's own connection: the broker takes ladder keys that end in one of
+      // acme's due queues (the topic permission of the retry exchange), and no other.
+      const byHand = envelope('in', 'acme', ['by-hand']);
+      const ownKey = delayRoutingKey(1000, names.dueQueue('in', 'acme'));
+      expect(await producer.publish(names.retry, ownKey, byHand.content, { ...byHand.options, userId: asUserName('producer') })).to.equal(
+        'confirmed',
+      );
+      await relayed('by-hand');
+      for (const queue of [
+        names.dueQueue('in', 'globex'),
+        names.dueQueue('out', 'globex'),
+        names.suspectQueue('in', 'globex'),
+        names.queue('in', 'globex'),
+        names.suspectQueue('in', 'acme'),
+        names.queue('in', 'acme'),
+        names.deadQueue('in', 'acme'),
+      ]) {
+        const forged = envelope('in', 'globex', ['scheduled-forgery']);
+        const outcome = await producer.publish(names.retry, delayRoutingKey(1000, queue), forged.content, forged.options);
+        expect(outcome, queue).to.match(/^refused: .*403 \(ACCESS-REFUSED\).*access to topic/);
+      }
+      expectGlobexUntouched(await globexCounts());
+    } finally {
+      await publisher.close();
+      await producer.close();
     }
   });
 

@@ -122,23 +122,52 @@ describe('tenant users (security.tenantUsers)', () => {
       expect([producer.user, stage.user, internal.user]).to.deep.equal(['p.producer.acme', 'p.stage.acme', 'p.internal']);
     });
 
-    it("lets a producer write only its tenant's exchange and the shared entry, and nothing else", () => {
+    it("lets a producer write only its tenant's exchange, the shared entry and the delay ladder, and nothing else", () => {
       expect(producer.permissions.configure).to.equal('');
       expect(producer.permissions.read).to.equal('');
-      const writable = ['p.tenant.acme', 'p.direct'];
+      const writable = ['p.tenant.acme', 'p.direct', 'p.retry'];
       const refused = [
         'p.tenant.globex',
         'p.root',
         'amq.default',
-        'p.retry',
         'p.dlx',
         'p.tenant.acme2',
         'xp.tenant.acme',
         'p.tenant.acme.x',
+        'p.retry2',
       ];
       for (const name of writable) expect(grants(producer.permissions.write, name), name).to.equal(true);
       for (const name of refused) expect(grants(producer.permissions.write, name), name).to.equal(false);
-      expect(producer.topics).to.deep.equal([]);
+    });
+
+    it("lets a producer schedule only into its own tenant's due queues and shared due queues (retry topic permission)", () => {
+      const [retry] = producer.topics;
+      expect(producer.topics).to.have.length(1);
+      expect(retry.exchange).to.equal('p.retry');
+      const allowed = [
+        names.dueQueue('conversions', 'acme'),
+        names.dueQueue('conversions', 'acme', 'pdf'),
+        names.dueQueue('implicit_q', 'acme'),
+        names.dueQueue('shared_q'),
+      ];
+      const refused = [
+        names.dueQueue('conversions', 'globex'),
+        names.dueQueue('conversions', 'globex', 'pdf'),
+        names.dueQueue('conversions', 'acme2'),
+        names.suspectQueue('conversions', 'acme'),
+        names.suspectQueue('shared_q'),
+        names.queue('conversions', 'acme'),
+        names.queue('shared_q'),
+        names.deadQueue('conversions', 'acme'),
+        'q.due.conversions.acme',
+      ];
+      for (const queue of allowed) expect(grants(retry.write, delayRoutingKey(5000, queue)), queue).to.equal(true);
+      for (const queue of refused) expect(grants(retry.write, delayRoutingKey(5000, queue)), queue).to.equal(false);
+      expect(grants(retry.write, `#.${names.dueQueue('conversions', 'acme')}`)).to.equal(false, 'not a ladder key');
+      expect(grants(retry.write, delayRoutingKey(5000, `${names.dueQueue('conversions', 'acme', 'pdf')}.x`))).to.equal(
+        false,
+        'a segment more',
+      );
     });
 
     it("lets a stage read only its tenant's main, due and suspect queues (variants included) and control", () => {
@@ -178,7 +207,8 @@ describe('tenant users (security.tenantUsers)', () => {
       expect(grants(retry.write, delayRoutingKey(3_600_000, names.suspectQueue('conversions', 'acme', 'pdf')))).to.equal(true);
       expect(grants(retry.write, delayRoutingKey(0, names.dueQueue('conversions', 'globex')))).to.equal(false);
       expect(grants(retry.write, delayRoutingKey(0, names.queue('conversions', 'acme')))).to.equal(false, 'main queue');
-      expect(grants(retry.write, delayRoutingKey(0, names.dueQueue('shared_q')))).to.equal(false);
+      expect(grants(retry.write, delayRoutingKey(0, names.dueQueue('shared_q')))).to.equal(true, 'a scheduled emit to a shared queue');
+      expect(grants(retry.write, delayRoutingKey(0, names.suspectQueue('shared_q')))).to.equal(false);
       expect(grants(retry.write, `#.${names.dueQueue('conversions', 'acme')}`)).to.equal(false);
     });
 
@@ -191,7 +221,12 @@ describe('tenant users (security.tenantUsers)', () => {
       }
       for (const name of ['p.root', 'p.direct', 'p.retry', 'p.dlx']) expect(grants(internal.permissions.write, name), name).to.equal(true);
       expect(grants(internal.topics[0].write, delayRoutingKey(0, names.dueQueue('shared_q')))).to.equal(true);
-      expect(grants(internal.topics[0].write, delayRoutingKey(0, names.dueQueue('conversions', 'acme')))).to.equal(false);
+      // A scheduled emit goes where the root exchange would have sent it: any tenant's due queue.
+      expect(grants(internal.topics[0].write, delayRoutingKey(0, names.dueQueue('conversions', 'acme')))).to.equal(true);
+      expect(grants(internal.topics[0].write, delayRoutingKey(0, names.dueQueue('conversions', 'acme', 'pdf')))).to.equal(true);
+      for (const queue of [names.suspectQueue('conversions', 'acme'), names.queue('conversions', 'acme'), names.deadQueue('shared_q')]) {
+        expect(grants(internal.topics[0].write, delayRoutingKey(0, queue)), queue).to.equal(false);
+      }
     });
   });
 });
