@@ -4,9 +4,10 @@ import { provision, printTopology } from './commands/topology.js';
 import { control } from './commands/control.js';
 import { credentials } from './commands/credentials.js';
 import { dead } from './commands/dead.js';
-import { publish } from './commands/publish.js';
+import { publish, type PublishOptions } from './commands/publish.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
+import { packageVersion } from './package-version.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -14,7 +15,11 @@ function collect(value: string, previous: string[]): string[] {
 
 /** Builds the `stagecoach` program. Every action resolves with its exit code. */
 export function buildProgram(): Command {
-  const program = new Command('stagecoach').description('Multi-tenant worker pipelines on RabbitMQ').showHelpAfterError().exitOverride();
+  const program = new Command('stagecoach')
+    .description('Multi-tenant worker pipelines on RabbitMQ')
+    .version(packageVersion(), '-V, --version', 'print the version of stagecoach')
+    .showHelpAfterError()
+    .exitOverride();
   const configOption = (): Option => new Option('-c, --config <file>', 'configuration file (env STAGECOACH_CONFIG)');
   const httpPortOption = (): Option =>
     new Option('--http-port <port>', '/healthz, /readyz and /metrics port, 0 = off (env STAGECOACH_HTTP_PORT, default 9400)');
@@ -69,12 +74,21 @@ export function buildProgram(): Command {
     .option('--meta <json>', 'job meta, a JSON object')
     .addOption(tenantOption())
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
+    .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
+    .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')
+    .option('--retry <json>', 'the job\'s own OJS retry policy, a JSON object, e.g. {"max_attempts":5}')
+    .option('--enqueue-ttl <duration>', 'how long the job may wait in its queue, an ISO 8601 duration, e.g. PT10M')
+    .addOption(
+      new Option(
+        '--scheduled-at <timestamp>',
+        'deliver the job at this time: ISO 8601 with a time zone, at most about 12 days ahead',
+      ).conflicts('delay'),
+    )
+    .addOption(new Option('--delay <duration>', 'deliver the job this long after publishing: an ISO 8601 duration, e.g. PT30S'))
     .addOption(configOption())
-    .action(
-      async (queue: string, opts: { type: string; args: string; meta?: string; tenant?: string; header: string[]; config?: string }) => {
-        process.exitCode = await publish(queue, opts);
-      },
-    );
+    .action(async (queue: string, opts: PublishOptions) => {
+      process.exitCode = await publish(queue, opts);
+    });
 
   program
     .command('dead <action> <queue>')

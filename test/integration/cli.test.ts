@@ -1,15 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import type { GetMessage } from 'amqplib';
 import type { CompiledConfig } from '../../src/config/config.types.js';
+import type { Job } from '../../src/job/job.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { loadAllStages } from '../../src/stage/stage-loader.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { finished, REPO_ROOT, runCli, spawnCli, type CliResult } from '../helpers/cli.js';
+import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -209,5 +212,110 @@ describe('command line with a plain JavaScript stage outside the repository', fu
   it('exits 2 for bad usage', async () => {
     expect((await runCli(['publish', 'words', '--config', file], env)).code).to.equal(2);
     expect((await runCli(['frobnicate'], env)).code).to.equal(2);
+  });
+});
+
+describe('stagecoach publish: job fields, scheduling, and --version', function () {
+  this.timeout(60_000);
+  let file: ConfigFile;
+  const cli = (...args: string[]): Promise<CliResult> => runCli([...args, '--config', file.file]);
+  const body = (message: GetMessage): Job => JSON.parse(message.content.toString()) as Job;
+
+  before(async () => {
+    file = await writeConfigFile({ tenants: ['acme'], queues: { words: {} } }, [], 'publish-flags');
+  });
+
+  after(() => file?.remove());
+
+  it('prints the version of the package', async () => {
+    const manifest = JSON.parse(await readFile(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const flag of ['--version', '-V']) {
+      const printed = await runCli([flag]);
+      expect(printed.code, printed.stderr).to.equal(0);
+      expect(printed.stdout).to.equal(`${manifest.version}\n`);
+    }
+  });
+
+  it('publishes every job field DESIGN.md lists: --priority, --timeout, --retry, --enqueue-ttl', async () => {
+    const published = await cli(
+      'publish',
+      'words',
+      '--type',
+      'word',
+      '--tenant',
+      'acme',
+      '--priority',
+      '7',
+      '--timeout',
+      '30',
+      '--retry',
+      '{"max_attempts":5,"initial_interval":"PT2S"}',
+      '--enqueue-ttl',
+      'PT10M',
+    );
+    expect(published.code, published.stderr).to.equal(0);
+    const [message] = await file.raw.drain(file.names.queue('words', 'acme'));
+    expect(message.properties).to.include({ messageId: published.stdout.trim(), priority: 7, expiration: '600000' });
+    expect(body(message)).to.include({ priority: 7, timeout: 30, enqueue_ttl: 'PT10M' });
+    expect(body(message).retry).to.deep.equal({ max_attempts: 5, initial_interval: 'PT2S' });
+  });
+
+  it('schedules a job with --delay or --scheduled-at: it waits on the broker and comes to the due queue when due', async () => {
+    const main = file.names.queue('words', 'acme');
+    const due = file.names.dueQueue('words', 'acme');
+    const started = Date.now();
+    const delayed = await cli('publish', 'words', '--type', 'word', '--tenant', 'acme', '--delay', 'PT2S');
+    expect(delayed.code, delayed.stderr).to.equal(0);
+    const at = new Date(Date.now() + 2000).toISOString();
+    const scheduled = await cli('publish', 'words', '--type', 'word', '--tenant', 'acme', '--scheduled-at', at);
+    expect(scheduled.code, scheduled.stderr).to.equal(0);
+    await waitFor('both jobs due', async () => (await file.raw.count(due)) === 2, 10_000);
+    expect(Date.now() - started, 'not before their time').to.be.at.least(2000);
+    expect(await file.raw.count(main), 'never in the main queue').to.equal(0);
+    const byId = new Map((await file.raw.drain(due)).map((m) => [m.properties.messageId as string, m]));
+    const viaDelay = byId.get(delayed.stdout.trim());
+    const viaTime = byId.get(scheduled.stdout.trim());
+    expect(viaTime && body(viaTime).scheduled_at).to.equal(at);
+    expect(viaTime?.properties.headers).to.include({ 'x-ojs-scheduled-at': at });
+    // --delay counts from publishing: scheduled_at is 2 s after the command started, or a little later.
+    const delayedAt = Date.parse((viaDelay && body(viaDelay).scheduled_at) ?? '');
+    expect(delayedAt - started)
+      .to.be.at.least(2000)
+      .and.below(2000 + 15_000);
+  });
+
+  it('exits 2 with a clear message for every bad job field, before publishing anything', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['--priority', 'high'], /--priority must be an integer/],
+      [['--priority', '1.5'], /--priority must be an integer/],
+      [['--timeout', '0'], /--timeout must be a positive number of seconds, got "0"/],
+      [['--timeout', 'soon'], /--timeout must be a positive number of seconds/],
+      [['--retry', '{"max_attempts":0}'], /--retry: max_attempts must be an integer >= 1/],
+      [['--retry', '{"initial_interval":"1s"}'], /--retry: initial_interval must be an ISO 8601 duration/],
+      [['--retry', '{"max_attempts":'], /--retry is not JSON/],
+      [['--enqueue-ttl', '10m'], /--enqueue-ttl must be a positive ISO 8601 duration such as "PT10M", got "10m"/],
+      [['--delay', '30s'], /--delay must be an ISO 8601 duration such as "PT30S", got "30s"/],
+      [['--delay', 'P13D'], /--delay P13D is beyond the longest delay the broker's delay ladder holds \(1048575 s, about 12 days\)/],
+      [['--scheduled-at', '2030-01-01T09:00:00'], /--scheduled-at must be an ISO 8601 timestamp with a time zone/],
+      [['--scheduled-at', new Date(Date.now() + 20 * 86_400_000).toISOString()], /--scheduled-at .* is beyond the longest delay/],
+      [
+        ['--delay', 'PT5S', '--scheduled-at', new Date().toISOString()],
+        /option '--scheduled-at <timestamp>' cannot be used with option '--delay <duration>'/,
+      ],
+    ];
+    for (const [flags, message] of cases) {
+      const result = await cli('publish', 'words', '--type', 'word', '--tenant', 'acme', ...flags);
+      expect(result.code, flags.join(' ')).to.equal(2);
+      expect(result.stderr, flags.join(' ')).to.match(message);
+    }
+    const retryPolicy = await cli('publish', 'words', '--type', 'word', '--tenant', 'acme', '--retry', '{"max_attempts":0}');
+    expect(retryPolicy.stderr).to.contain('stagecoach: --retry');
+    expect(
+      await file.raw.counts([file.names.queue('words', 'acme'), file.names.dueQueue('words', 'acme'), file.names.unroutable]),
+    ).to.deep.equal({
+      [file.names.queue('words', 'acme')]: 0,
+      [file.names.dueQueue('words', 'acme')]: 0,
+      [file.names.unroutable]: 0,
+    });
   });
 });

@@ -1,37 +1,51 @@
 import { loadConfig } from '../../config/load-config.js';
+import type { RetryPolicy } from '../../config/config.types.js';
 import { StagecoachError } from '../../errors/errors.js';
-import type { HeaderValue } from '../../job/job.types.js';
+import type { HeaderValue, JobSpec } from '../../job/job.types.js';
 import { createLogger } from '../../logging/logger.js';
 import { Publisher } from '../../publisher/publisher.js';
+import { validateRetryPolicy } from '../../retry/retry-policy.js';
+import { MAX_DELAY_SECONDS } from '../../topology/delay-topology.js';
+import { parseDuration } from '../../util/duration.js';
+import { isTimestamp } from '../../util/timestamp.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 
-/** `stagecoach publish <queue> --type X --args JSON [--tenant T] [--header k=v]...` */
-export async function publish(
-  queue: string,
-  opts: { type: string; args: string; meta?: string; tenant?: string; header: string[]; config?: string },
-): Promise<number> {
+/** The options of `stagecoach publish`, as commander hands them over (strings, unparsed). */
+export interface PublishOptions {
+  type: string;
+  args: string;
+  meta?: string;
+  tenant?: string;
+  header: string[];
+  priority?: string;
+  timeout?: string;
+  retry?: string;
+  enqueueTtl?: string;
+  scheduledAt?: string;
+  delay?: string;
+  config?: string;
+}
+
+/**
+ * `stagecoach publish <queue> --type X [--args JSON] [--meta JSON] [--tenant T] [--header k=v]...
+ * [--priority N] [--timeout S] [--retry JSON] [--enqueue-ttl D] [--scheduled-at T | --delay D]`
+ *
+ * Every option is checked before the configuration is read or the broker touched: a mistake
+ * exits 2 naming the option and what it takes (`--retry` as OJS `INVALID_RETRY_POLICY`).
+ */
+export async function publish(queue: string, opts: PublishOptions): Promise<number> {
   const tenant = resolveTenant(opts.tenant);
+  const spec = jobFields(opts);
+  const delayMs = opts.delay === undefined ? undefined : delayOf(opts.delay);
   const config = await loadConfig(opts.config);
-  const args = parseJson(opts.args, '--args');
-  if (!Array.isArray(args)) throw new StagecoachError('INVALID_REQUEST', `--args must be a JSON array, got ${opts.args}`);
-  const meta = opts.meta === undefined ? undefined : parseJson(opts.meta, '--meta');
-  if (meta !== undefined && (typeof meta !== 'object' || meta === null || Array.isArray(meta))) {
-    throw new StagecoachError('INVALID_REQUEST', `--meta must be a JSON object, got ${opts.meta}`);
-  }
-  const headers: Record<string, HeaderValue> = {};
-  for (const pair of opts.header) {
-    const at = pair.indexOf('=');
-    if (at <= 0) throw new StagecoachError('INVALID_REQUEST', `--header takes key=value, got "${pair}"`);
-    headers[pair.slice(0, at)] = pair.slice(at + 1);
-  }
   const publisher = await Publisher.connect(config, { log: createLogger({ service: 'stagecoach', command: 'publish' }) });
   try {
+    // --delay counts from the moment of publishing, not from the start of the command.
+    const scheduledAt = delayMs === undefined ? spec.scheduled_at : new Date(Date.now() + delayMs).toISOString();
     const id = await publisher.publish(queue, {
-      type: opts.type,
-      args,
-      headers,
-      ...(meta === undefined ? {} : { meta: meta as Record<string, unknown> }),
+      ...spec,
+      ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
       ...(tenant === undefined ? {} : { tenant }),
     });
     process.stdout.write(`${id}\n`);
@@ -41,10 +55,88 @@ export async function publish(
   return EXIT_OK;
 }
 
+/** The job the options describe (without its tenant and a `--delay`, which counts from publishing). */
+function jobFields(opts: PublishOptions): JobSpec {
+  const args = parseJson(opts.args, '--args');
+  if (!Array.isArray(args)) usage(`--args must be a JSON array, got ${opts.args}`);
+  const spec: JobSpec = { type: opts.type, args: args as unknown[], headers: headersOf(opts.header) };
+  if (opts.meta !== undefined) {
+    const meta = parseJson(opts.meta, '--meta');
+    if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) usage(`--meta must be a JSON object, got ${opts.meta}`);
+    spec.meta = meta as Record<string, unknown>;
+  }
+  if (opts.priority !== undefined) {
+    // OJS priorities are integers; the AMQP priority property takes 0-9 (the mapping clamps).
+    if (!/^-?\d+$/.test(opts.priority)) usage(`--priority must be an integer (0-9 on the broker), got "${opts.priority}"`);
+    spec.priority = Number(opts.priority);
+  }
+  if (opts.timeout !== undefined) {
+    const seconds = Number(opts.timeout);
+    if (!/^\d+(\.\d+)?$/.test(opts.timeout) || !(seconds > 0)) {
+      usage(`--timeout must be a positive number of seconds, got "${opts.timeout}"`);
+    }
+    spec.timeout = seconds;
+  }
+  if (opts.retry !== undefined) {
+    const retry = parseJson(opts.retry, '--retry');
+    validateRetryPolicy(retry, '--retry');
+    spec.retry = retry as RetryPolicy;
+  }
+  if (opts.enqueueTtl !== undefined) {
+    const ttl = parseDuration(opts.enqueueTtl);
+    if (ttl === undefined || ttl <= 0)
+      usage(`--enqueue-ttl must be a positive ISO 8601 duration such as "PT10M", got "${opts.enqueueTtl}"`);
+    spec.enqueue_ttl = opts.enqueueTtl;
+  }
+  if (opts.scheduledAt !== undefined) {
+    if (!isTimestamp(opts.scheduledAt)) {
+      usage(`--scheduled-at must be an ISO 8601 timestamp with a time zone, such as "2026-01-01T09:00:00Z", got "${opts.scheduledAt}"`);
+    }
+    checkReach('--scheduled-at', opts.scheduledAt, Date.parse(opts.scheduledAt) - Date.now());
+    spec.scheduled_at = opts.scheduledAt;
+  }
+  return spec;
+}
+
+/** Milliseconds of `--delay`, checked against the delay ladder's reach. */
+function delayOf(text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined) return usage(`--delay must be an ISO 8601 duration such as "PT30S", got "${text}"`);
+  checkReach('--delay', text, ms);
+  return ms;
+}
+
+/**
+ * Refuses, before the broker is touched, a wait beyond the delay ladder's reach (the router
+ * would refuse it too, once connected). Rounded to whole seconds, as the ladder rounds.
+ */
+function checkReach(option: string, text: string, waitMs: number): void {
+  if (Math.round(waitMs / 1000) > MAX_DELAY_SECONDS) {
+    usage(
+      `${option} ${text} is beyond the longest delay the broker's delay ladder holds (${MAX_DELAY_SECONDS} s, about ${Math.floor(MAX_DELAY_SECONDS / 86_400)} days)`,
+    );
+  }
+}
+
+function headersOf(pairs: readonly string[]): Record<string, HeaderValue> {
+  const headers: Record<string, HeaderValue> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at <= 0) usage(`--header takes key=value, got "${pair}"`);
+    headers[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return headers;
+}
+
 function parseJson(text: string, option: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new StagecoachError('INVALID_REQUEST', `${option} is not JSON: ${(err as Error).message}`);
+    return usage(`${option} is not JSON: ${(err as Error).message}`);
   }
+}
+
+/** Bad usage: exit 2 with this message. */
+function usage(message: string): never {
+  throw new StagecoachError('INVALID_REQUEST', message);
 }
