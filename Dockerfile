@@ -15,7 +15,18 @@ FROM node:20-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# The library's dependencies, then those of the example pipeline (stages/). These are
+# devDependencies of the package, so that `npm install stagecoach` does not bring them; here they
+# become dependencies at the version package.json pins (and package-lock.json locks), and the
+# development tools stay out. test/unit/package-dependencies.test.ts keeps this list complete.
+ARG EXAMPLE_DEPENDENCIES="pdfjs-dist"
+RUN npm ci --omit=dev --no-audit --no-fund \
+ && for name in $EXAMPLE_DEPENDENCIES; do \
+      npm pkg set "dependencies.$name=$(node -p "require('./package.json').devDependencies['$name']")" \
+      && npm pkg delete "devDependencies.$name" || exit 1; \
+    done \
+ && npm install --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
 COPY schema ./schema
