@@ -47,7 +47,13 @@ export interface JobSpec {
   /** Seconds. */
   timeout?: number;
   retry?: RetryPolicy;
+  /**
+   * ISO 8601 timestamp with a time zone. At least half a second ahead, the job waits on the
+   * broker's delay ladder until then (whole seconds, at most about 12 days ahead: later is an
+   * INVALID_REQUEST); see docs/scheduling.md.
+   */
   scheduled_at?: string;
+  /** How long the job may wait in its queue before it expires, ISO 8601 duration; not applied to a scheduled job. */
   enqueue_ttl?: string;
   /** Extra AMQP headers, e.g. the variant header (`mime`). */
   headers?: Record<string, HeaderValue>;
