@@ -5,7 +5,9 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job, JobSpec } from '../../src/job/job.types.js';
+import { StageHarness } from '../../src/testing/index.js';
 import { delayRoutingKey, MAX_DELAY_SECONDS } from '../../src/topology/delay-topology.js';
+import { SchedulerStage } from '../fixtures/failure-stages.js';
 
 const NOW = Date.parse('2026-03-01T12:00:00.000Z');
 const at = (offsetMs: number): string => new Date(NOW + offsetMs).toISOString();
@@ -123,6 +125,17 @@ describe('scheduled jobs: routing through the delay ladder', () => {
       .catch((err: unknown) => err);
     expect(refused).to.have.property('code', 'INVALID_REQUEST');
     expect(sent).to.have.length(2);
+  });
+
+  it('StageHarness refuses an emit beyond the ladder limit as a running stage does, and records one within it', async () => {
+    const harness = await StageHarness.create(SchedulerStage, { tenant: 'acme' });
+    const { emitted } = await harness.run({ type: 'plan', args: ['harness', 60_000] });
+    expect(emitted).to.have.length(1);
+    const [{ output, job: emittedJob }] = emitted;
+    expect([output, emittedJob.tenant]).to.deep.equal(['work', 'acme']);
+    expect(Date.parse(emittedJob.scheduled_at ?? '') - Date.now()).to.be.within(50_000, 60_000);
+    const refused = await harness.run({ type: 'plan', args: ['too-far', (MAX_DELAY_SECONDS + 60) * 1000] }).catch((err: unknown) => err);
+    expect(refused).to.have.property('code', 'INVALID_REQUEST');
   });
 
   it('createJob refuses a scheduled_at that is not a timestamp with a time zone', () => {
