@@ -3,6 +3,7 @@ import { runDev, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
 import { control } from './commands/control.js';
 import { credentials } from './commands/credentials.js';
+import { apply, plan } from './commands/plan.js';
 import { dead } from './commands/dead.js';
 import { publish } from './commands/publish.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
@@ -48,6 +49,24 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (opts: { tenant?: string; config?: string }) => {
       process.exitCode = await provision(opts);
+    });
+
+  program
+    .command('plan')
+    .description('print the difference between the configuration and the broker; exit 0 when nothing differs, 3 when something does')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await plan(opts);
+    });
+
+  program
+    .command('apply')
+    .description('carry out the plan (declare what is missing, change queue settings); never deletes a queue or a job')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await apply(opts);
     });
 
   program
