@@ -43,10 +43,8 @@ export async function deleteLogicalQueue(
       ['variants', 'general'].includes(parsed.kind) && parsed.queue === queue && (tenant === undefined || parsed.tenant === tenant),
   });
   if (found.queues.length === 0) {
-    throw new StagecoachError(
-      'NOT_FOUND',
-      `no queue "${queue}"${tenant === undefined ? '' : ` of tenant "${tenant}"`} under prefix "${config.prefix}"`,
-    );
+    const hint = tenant === undefined ? '' : ` of tenant "${tenant}" (a shared queue belongs to no tenant: leave out --tenant)`;
+    throw new StagecoachError('NOT_FOUND', `no queue "${queue}"${hint} under prefix "${config.prefix}"`);
   }
   const names = new BrokerNames(config.prefix);
   const targetQueues = checkTarget(options, (target) => {
