@@ -27,7 +27,17 @@ export { createJob, parseEnvelope, JOB_CONTENT_TYPE, SPEC_VERSION } from './job/
 export { toWire, fromWire, OJS_HEADERS } from './job/amqp-mapping.js';
 export { Publisher } from './publisher/publisher.js';
 
-export type { RawConfig, CompiledConfig, QueueConfig, StageConfig, RetryPolicy, VariantsConfig } from './config/config.types.js';
+export type {
+  RawConfig,
+  CompiledConfig,
+  QueueConfig,
+  QueueSettings,
+  TenantConfig,
+  StageConfig,
+  RetryPolicy,
+  VariantsConfig,
+} from './config/config.types.js';
+export { settingsFor } from './config/queue-resolver.js';
 export { loadConfig } from './config/load-config.js';
 export { compileConfig, SCHEMA_PATH } from './config/compile-config.js';
 
@@ -35,6 +45,14 @@ export { BrokerNames } from './topology/names.js';
 export type { Topology, ExchangeSpec, QueueSpec, BindingSpec } from './topology/topology.types.js';
 export { coreTopology, provisionTopology, queueTopology, stageTopology, tenantTopology } from './topology/build-topology.js';
 export { declareTopology, declareTopologyOnce } from './broker/declare-topology.js';
+export type { PolicySpec } from './topology/topology.types.js';
+export { queuePolicies } from './topology/queue-policies.js';
+export { provisionBroker, type ProvisionResult } from './plan/provision-broker.js';
+export { syncQueueSettings } from './plan/queue-settings.js';
+export { planChanges, type Plan, type PlanChange } from './plan/plan.js';
+export { desiredState } from './plan/desired-state.js';
+export { readInventory } from './plan/broker-inventory.js';
+export { applyPlan } from './plan/apply-plan.js';
 
 export { StageRunner, type StageRunnerOptions, type RunnerState, type StageRunnerStats } from './runner/stage-runner.js';
 export { IsolationGate } from './runner/isolation-gate.js';
@@ -42,6 +60,10 @@ export { StageGroup, devInstances, type StageGroupOptions } from './runner/stage
 export { loadStage, loadAllStages, type LoadedStage } from './stage/stage-loader.js';
 export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
 export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './admin/dead-letters-admin.js';
+export { retireTenant, type Retirement, type RemovalOptions } from './admin/retire-tenant.js';
+export { deleteLogicalQueue } from './admin/delete-queue.js';
+export type { RemovalStrategy } from './admin/remove-queues.js';
+export type { AdminEvent, AdminEventSink } from './admin/admin-events.js';
 export { resolveRetryPolicy, validateRetryPolicy, retryDelayMs } from './retry/retry-policy.js';
 export { DELAY_LEVELS, MAX_DELAY_SECONDS, delayTopology } from './topology/delay-topology.js';
 export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';

@@ -158,12 +158,13 @@ export async function retryDeadLetters(
 }
 
 /**
- * Why a dead letter must not be sent back, with broker-enforced tenants: it was refused because
- * its publisher may not act for its tenant, or its own `user_id` (a dead letter written straight
- * into this queue) may not act for the tenant whose queue it sits in. `dead retry` republishes as
- * the operator, whom every stage trusts: it must not launder a job nobody entitled put there.
+ * Why a dead letter must not be sent back (or a job moved to another queue), with
+ * broker-enforced tenants: it was refused because its publisher may not act for its tenant, or
+ * its own `user_id` (a dead letter written straight into this queue) may not act for the tenant
+ * whose queue it sits in. `dead retry` and `queue delete --strategy move` republish as the
+ * operator, whom every stage trusts: they must not launder a job nobody entitled put there.
  */
-function keptBecause(config: CompiledConfig, originTenant: string | undefined, job: Job, message: GetMessage): string | undefined {
+export function keptBecause(config: CompiledConfig, originTenant: string | undefined, job: Job, message: GetMessage): string | undefined {
   if (!config.security.tenantUsers) return undefined;
   const headers = message.properties.headers ?? {};
   if (headers[OJS_HEADERS.errorType] === 'TENANT_MISMATCH') return 'it was refused as TENANT_MISMATCH';

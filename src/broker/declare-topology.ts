@@ -100,7 +100,14 @@ async function declaring(what: string, action: () => Promise<unknown>): Promise<
   try {
     await action();
   } catch (err) {
-    throw new StagecoachError('TOPOLOGY_CONFLICT', `the broker refused ${what}: ${(err as Error).message}`, { cause: err });
+    const message = (err as Error).message;
+    // 406: the object exists with other properties, which are fixed once declared (a queue
+    // declared by an older configuration, with max_size still an argument, or another
+    // max_priority): say what to do rather than only what the broker said.
+    const hint = /PRECONDITION_FAILED - inequivalent/.test(message)
+      ? '; it exists with other properties, which the broker never changes: `stagecoach plan` lists what needs recreating'
+      : '';
+    throw new StagecoachError('TOPOLOGY_CONFLICT', `the broker refused ${what}: ${message}${hint}`, { cause: err });
   }
 }
 

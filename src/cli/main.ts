@@ -3,6 +3,8 @@ import { runDev, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
 import { control } from './commands/control.js';
 import { credentials } from './commands/credentials.js';
+import { apply, plan } from './commands/plan.js';
+import { queueDelete, tenantRetire } from './commands/remove.js';
 import { dead } from './commands/dead.js';
 import { publish, type PublishOptions } from './commands/publish.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
@@ -53,6 +55,24 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (opts: { tenant?: string; config?: string }) => {
       process.exitCode = await provision(opts);
+    });
+
+  program
+    .command('plan')
+    .description('print the difference between the configuration and the broker; exit 0 when nothing differs, 3 when something does')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await plan(opts);
+    });
+
+  program
+    .command('apply')
+    .description('carry out the plan (declare what is missing, change queue settings); never deletes a queue or a job')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await apply(opts);
     });
 
   program
@@ -137,6 +157,37 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (tenant: string | undefined, opts: { role: string; config?: string }) => {
       process.exitCode = await credentials(tenant, opts);
+    });
+
+  const strategyOption = (): Option =>
+    new Option(
+      '--strategy <strategy>',
+      'what happens to the jobs: reject (refuse while any remain), discard (drop them), move (to --target)',
+    )
+      .choices(['reject', 'discard', 'move'])
+      .makeOptionMandatory();
+  const tenant = program.command('tenant').description('tenants on the broker');
+  tenant
+    .command('retire <tenant>')
+    .description('remove a tenant and everything of it on the broker: queues, exchanges, bindings, policies, broker users')
+    .addOption(strategyOption())
+    .option('--target <queue>', 'with --strategy move: the shared queue its jobs go to')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (name: string, opts: { strategy: string; target?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await tenantRetire(name, opts);
+    });
+  const queue = program.command('queue').description('logical queues on the broker');
+  queue
+    .command('delete <queue>')
+    .description('remove a logical queue (for one tenant, or all): its queues, variant routers, bindings and policies')
+    .addOption(tenantOption())
+    .addOption(strategyOption())
+    .option('--target <queue>', "with --strategy move: the queue its jobs go to (each tenant's own)")
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (name: string, opts: { tenant?: string; strategy: string; target?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await queueDelete(name, opts);
     });
 
   const unroutable = program.command('unroutable').description('the queue of jobs no queue would take');

@@ -2,11 +2,22 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { ConfigError } from '../errors/errors.js';
-import type { CompiledConfig, CompiledStageConfig, RawConfig, ResolvedQueueConfig } from './config.types.js';
+import type {
+  CompiledConfig,
+  CompiledStageConfig,
+  QueueSettings,
+  QueueSettingsLayers,
+  RawConfig,
+  ResolvedQueueConfig,
+  TenantConfig,
+} from './config.types.js';
 import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.js';
 import { parseDuration } from '../util/duration.js';
 import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
-import { resolveQueue } from './queue-resolver.js';
+import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
+
+/** RabbitMQ's largest `message-ttl` (2^32 - 1 ms, about 49.7 days). */
+export const MAX_MESSAGE_TTL_MS = 2 ** 32 - 1;
 
 const require = createRequire(import.meta.url);
 /** The same file editors use through `$schema`; shipped in the package as `stagecoach/schema.json`. */
@@ -43,6 +54,8 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   }
   const defaultQueue = resolveQueue('_default', policy, undefined);
   checkQueue(source, defaultQueue);
+  const tenants = tenantNames(source, config.tenants);
+  const queueSettings = settingsLayers(source, config.queues, config.tenants);
 
   const stages = new Map<string, CompiledStageConfig>();
   for (const [name, stage] of Object.entries(config.stages)) {
@@ -63,15 +76,76 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     broker: config.broker,
     security: config.security,
     tenantHeader: config.tenantHeader,
-    tenants: config.tenants,
+    tenants,
     strict_queues: config.strict_queues,
     durable: config.durable,
     gracePeriod: config.gracePeriod,
     httpPort: config.httpPort,
     defaultQueue,
     queues,
+    queueSettings,
     stages,
   };
+}
+
+/** The tenant slugs, each once (a slug and an object may not name the same tenant). */
+function tenantNames(source: string, entries: ReadonlyArray<string | TenantConfig>): string[] {
+  const names: string[] = [];
+  entries.forEach((entry, index) => {
+    const name = typeof entry === 'string' ? entry : entry.name;
+    if (names.includes(name)) throw new ConfigError(source, `tenants.${index}`, `a tenant listed once ("${name}" is listed before)`);
+    names.push(name);
+  });
+  return names;
+}
+
+/**
+ * The layers `settingsFor` resolves per-tenant settings from, each checked: a tenant may not
+ * set anything for a shared queue (one physical queue serves every tenant: seeds/001 8.5 says a
+ * tenant's settings must not affect the others).
+ */
+function settingsLayers(
+  source: string,
+  queues: Readonly<Record<string, QueueSettings & { scope?: string }>>,
+  entries: ReadonlyArray<string | TenantConfig>,
+): QueueSettingsLayers {
+  const pick = (settings: QueueSettings, key: string): QueueSettings => {
+    checkSettings(source, key, settings);
+    const picked: QueueSettings = {};
+    for (const field of SETTING_KEYS) if (settings[field] !== undefined) (picked as Record<string, unknown>)[field] = settings[field];
+    return picked;
+  };
+  const defaultScope = queues._default?.scope ?? 'tenant';
+  const own = new Map<string, QueueSettings>();
+  for (const [name, queue] of Object.entries(queues)) if (name !== '_default') own.set(name, pick(queue, `queues.${name}`));
+  const tenants = new Map<string, Map<string, QueueSettings>>();
+  entries.forEach((entry, index) => {
+    if (typeof entry === 'string' || entry.queues === undefined) return;
+    const overrides = new Map<string, QueueSettings>();
+    for (const [name, settings] of Object.entries(entry.queues)) {
+      const key = `tenants.${index}.queues.${name}`;
+      if (name !== '_default' && (queues[name]?.scope ?? defaultScope) === 'shared') {
+        throw new ConfigError(source, key, `settings of a tenant-scoped queue ("${name}" is shared: one queue for every tenant)`);
+      }
+      overrides.set(name, pick(settings, key));
+    }
+    tenants.set(entry.name, overrides);
+  });
+  return { defaults: pick(queues._default ?? {}, 'queues._default'), queues: own, tenants };
+}
+
+function checkSettings(source: string, key: string, settings: QueueSettings): void {
+  const ttl = settings.dead_letter_ttl;
+  if (typeof ttl !== 'string') return;
+  const ms = parseDuration(ttl);
+  if (ms === undefined || ms < 1) throw new ConfigError(source, `${key}.dead_letter_ttl`, `an ISO 8601 duration above zero, got "${ttl}"`);
+  if (Math.round(ms) > MAX_MESSAGE_TTL_MS) {
+    throw new ConfigError(
+      source,
+      `${key}.dead_letter_ttl`,
+      `at most 49 days (RabbitMQ keeps a message at most 2^32-1 ms), got "${ttl}"; null keeps dead letters until purged`,
+    );
+  }
 }
 
 function checkUrl(source: string, key: string, url: string): void {

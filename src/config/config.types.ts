@@ -36,18 +36,34 @@ export interface VariantsConfig {
   values: Record<string, string[]>;
 }
 
+/**
+ * The settings of a queue the broker enforces (OJS queue configuration 6.1 and 6.4). They live
+ * in RabbitMQ policies, not in queue arguments, so that a change takes effect in place: `apply`
+ * (or `provision`) updates the policy and the broker applies it to the running queue, with no
+ * queue deleted and no stage restarted. `null` means unlimited, overriding an inherited value.
+ */
+export interface QueueSettings {
+  /** Most jobs the physical queue holds (policy `max-length`). @defaultValue unlimited */
+  max_size?: number | null;
+  /** Most bytes of job bodies the physical queue holds (policy `max-length-bytes`). @defaultValue unlimited */
+  max_size_bytes?: number | null;
+  /** What a full queue does: `reject` (publish is nacked: QUEUE_FULL) or `drop_oldest`. @defaultValue "reject" */
+  overflow_policy?: 'reject' | 'drop_oldest';
+  /**
+   * How long a dead letter is kept, ISO 8601 (policy `message-ttl` of the dead-letter queue: an
+   * expired dead letter is dropped). At most 49 days, RabbitMQ's limit. @defaultValue "P30D"
+   */
+  dead_letter_ttl?: string | null;
+  /** Most dead letters kept; the oldest is dropped to make room (policy `max-length`, `drop-head`). @defaultValue unlimited */
+  dead_letter_max_size?: number | null;
+}
+
 /** One logical queue (OJS queue configuration, seeds/001 section 6, plus scope and variants). */
-export interface QueueConfig {
+export interface QueueConfig extends QueueSettings {
   /** `tenant`: one physical queue per tenant; `shared`: one for all. @defaultValue "tenant" */
   scope?: 'tenant' | 'shared';
   /** Specialised queues by header value (tenant-scoped queues only). @defaultValue none */
   variants?: VariantsConfig;
-  /** Most jobs the physical queue holds (`x-max-length`). @defaultValue unlimited */
-  max_size?: number;
-  /** Most bytes of job bodies the physical queue holds (`x-max-length-bytes`). @defaultValue unlimited */
-  max_size_bytes?: number;
-  /** What a full queue does: `reject` (publish is nacked: QUEUE_FULL) or `drop_oldest`. @defaultValue "reject" */
-  overflow_policy?: 'reject' | 'drop_oldest';
   /** Default execution timeout of a job, in seconds. @defaultValue none */
   default_timeout?: number;
   /** Default retry policy of jobs in this queue. @defaultValue the `_default` policy's */
@@ -56,8 +72,23 @@ export interface QueueConfig {
   dead_letter_queue?: string;
   /** Job types accepted by the queue (`*` and `prefix.*` wildcards). @defaultValue ["*"] */
   allowed_job_types?: string[];
-  /** AMQP `x-max-priority` of the physical queue (1-9); enables job priorities. @defaultValue none */
+  /**
+   * AMQP `x-max-priority` of the physical queue (1-9); enables job priorities. A queue argument
+   * (no policy can set it): changing it needs the queue recreated. @defaultValue none
+   */
   max_priority?: number;
+}
+
+/**
+ * A tenant with settings of its own (seeds/001 8.5): `queues.<name>` overrides the settings of
+ * that tenant's physical queues of a tenant-scoped queue, `queues._default` those of all its
+ * queues (layered as the tenant's own `_default`). Other tenants are never affected.
+ */
+export interface TenantConfig {
+  /** The tenant slug. */
+  name: string;
+  /** Queue name (or `_default`) -> the tenant's own settings. @defaultValue {} */
+  queues?: Record<string, QueueSettings>;
 }
 
 /** One stage deployment: where its class lives and how hard it works. */
@@ -127,8 +158,8 @@ export interface RawConfig {
   security?: SecurityConfig;
   /** Header carrying the tenant slug, matched by the root exchange. @defaultValue "x-ojs-tenant" */
   tenantHeader?: string;
-  /** Tenants known to `provision` and `dev`. @defaultValue [] */
-  tenants?: string[];
+  /** Tenants known to `provision` and `dev`: slugs, or objects with per-tenant queue settings. @defaultValue [] */
+  tenants?: Array<string | TenantConfig>;
   /** Logical queues by name; `_default` is the policy every queue inherits. @defaultValue {} */
   queues?: Record<string, QueueConfig>;
   /** Refuse stage inputs and outputs that no `queues` entry names. @defaultValue false */
@@ -155,12 +186,38 @@ export type ResolvedRetryPolicy = Required<RetryPolicy> & {
 };
 
 /** A queue with `_default` and the system defaults merged in. */
-export interface ResolvedQueueConfig extends Omit<QueueConfig, 'default_retry' | 'scope'> {
+export interface ResolvedQueueConfig extends Omit<QueueConfig, 'default_retry' | 'scope' | keyof QueueSettings>, ResolvedQueueSettings {
   name: string;
   scope: 'tenant' | 'shared';
   default_retry: ResolvedRetryPolicy;
   /** False for a queue created implicitly (named by a stage but not by `queues`). */
   configured: boolean;
+}
+
+/**
+ * Queue settings after layering: `null` (unlimited) became undefined, and the defaults of
+ * `overflow_policy` and `dead_letter_ttl` are filled in.
+ */
+export interface ResolvedQueueSettings {
+  max_size?: number;
+  max_size_bytes?: number;
+  overflow_policy: 'reject' | 'drop_oldest';
+  /** ISO 8601; undefined: dead letters are kept until purged. */
+  dead_letter_ttl?: string;
+  dead_letter_max_size?: number;
+}
+
+/**
+ * The layers of queue settings as written, for per-tenant resolution (`settingsFor`): system
+ * defaults, `_default`, the tenant's `_default`, the queue, the tenant's queue.
+ */
+export interface QueueSettingsLayers {
+  /** `queues._default`'s settings. */
+  defaults: QueueSettings;
+  /** Each configured queue's own settings. */
+  queues: ReadonlyMap<string, QueueSettings>;
+  /** Tenant -> queue name or `_default` -> the tenant's own settings. */
+  tenants: ReadonlyMap<string, ReadonlyMap<string, QueueSettings>>;
 }
 
 /** After `withDefaults()`: every top-level field present. */
@@ -185,7 +242,7 @@ export interface ConfigWithDefaults {
   broker: BrokerSettings;
   security: SecuritySettings;
   tenantHeader: string;
-  tenants: string[];
+  tenants: Array<string | TenantConfig>;
   queues: Record<string, QueueConfig>;
   strict_queues: boolean;
   durable: boolean;
@@ -223,5 +280,7 @@ export interface CompiledConfig {
   defaultQueue: ResolvedQueueConfig;
   /** Every configured queue, `_default` excluded. */
   queues: Map<string, ResolvedQueueConfig>;
+  /** What per-tenant queue settings are resolved from (see `settingsFor`). */
+  queueSettings: QueueSettingsLayers;
   stages: Map<string, CompiledStageConfig>;
 }

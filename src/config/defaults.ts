@@ -1,4 +1,4 @@
-import type { ConfigWithDefaults, QueueConfig, RawConfig, RetryPolicy } from './config.types.js';
+import type { ConfigWithDefaults, QueueConfig, QueueSettings, RawConfig, RetryPolicy } from './config.types.js';
 
 /** The system defaults every queue starts from (OJS queue configuration 7.2, layer 1). */
 export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
@@ -11,9 +11,17 @@ export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
   on_exhaustion: 'dead_letter',
 };
 
+/**
+ * The system defaults of the settings the broker enforces: no bound, `reject` when a bound is
+ * set, dead letters kept 30 days (seeds/001 6.4).
+ */
+export const SYSTEM_QUEUE_SETTINGS = {
+  overflow_policy: 'reject',
+  dead_letter_ttl: 'P30D',
+} as const satisfies QueueSettings;
+
 export const SYSTEM_QUEUE_DEFAULTS = {
   scope: 'tenant',
-  overflow_policy: 'reject',
   allowed_job_types: ['*'],
 } as const satisfies QueueConfig;
 

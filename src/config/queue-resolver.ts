@@ -1,7 +1,18 @@
 import { ConfigError } from '../errors/errors.js';
 import { parseDuration } from '../util/duration.js';
-import type { CompiledConfig, QueueConfig, ResolvedQueueConfig, ResolvedRetryPolicy, RetryPolicy } from './config.types.js';
-import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
+import type {
+  CompiledConfig,
+  QueueConfig,
+  QueueSettings,
+  ResolvedQueueConfig,
+  ResolvedQueueSettings,
+  ResolvedRetryPolicy,
+  RetryPolicy,
+} from './config.types.js';
+import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_QUEUE_SETTINGS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
+
+/** The keys of {@link QueueSettings}: what a policy carries and a tenant may override. */
+export const SETTING_KEYS = ['max_size', 'max_size_bytes', 'overflow_policy', 'dead_letter_ttl', 'dead_letter_max_size'] as const;
 
 /**
  * Layers one queue's configuration (OJS queue configuration 7.2): system defaults, then the
@@ -9,15 +20,48 @@ import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
  * a queue that only changes `max_attempts` keeps the inherited intervals.
  */
 export function resolveQueue(name: string, policy: QueueConfig | undefined, own: QueueConfig | undefined): ResolvedQueueConfig {
+  // The settings come from layerSettings alone: a `null` written in a layer is no value here.
+  const merged: QueueConfig = { ...SYSTEM_QUEUE_DEFAULTS, ...policy, ...own };
+  for (const key of SETTING_KEYS) delete merged[key];
   return {
-    ...SYSTEM_QUEUE_DEFAULTS,
-    ...policy,
-    ...own,
+    ...(merged as Omit<QueueConfig, keyof QueueSettings>),
+    ...layerSettings(policy ?? {}, own ?? {}),
     name,
     scope: own?.scope ?? policy?.scope ?? SYSTEM_QUEUE_DEFAULTS.scope,
     default_retry: compileRetryPolicy({ ...SYSTEM_RETRY_DEFAULTS, ...policy?.default_retry, ...own?.default_retry }),
     configured: own !== undefined,
   };
+}
+
+/**
+ * Queue settings layered over the system defaults, later layers winning for every key they set
+ * (`null` included: it means unlimited). Keys that end up `null` or unset are left out.
+ */
+export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings {
+  const merged: QueueSettings = { ...SYSTEM_QUEUE_SETTINGS };
+  for (const layer of layers) {
+    for (const key of SETTING_KEYS) if (layer[key] !== undefined) (merged as Record<string, unknown>)[key] = layer[key];
+  }
+  const resolved: ResolvedQueueSettings = { overflow_policy: merged.overflow_policy ?? SYSTEM_QUEUE_SETTINGS.overflow_policy };
+  if (typeof merged.max_size === 'number') resolved.max_size = merged.max_size;
+  if (typeof merged.max_size_bytes === 'number') resolved.max_size_bytes = merged.max_size_bytes;
+  if (typeof merged.dead_letter_ttl === 'string') resolved.dead_letter_ttl = merged.dead_letter_ttl;
+  if (typeof merged.dead_letter_max_size === 'number') resolved.dead_letter_max_size = merged.dead_letter_max_size;
+  return resolved;
+}
+
+/**
+ * The settings of one logical queue's physical queues for `tenant` (seeds/001 7.2 and 8.5):
+ * system defaults, `_default`, the tenant's `_default`, the queue's own, the tenant's for the
+ * queue. Without a tenant (or for a tenant with no settings of its own): the queue's settings,
+ * as `queueFor()` resolves them.
+ */
+export function settingsFor(config: CompiledConfig, queue: string, tenant?: string): ResolvedQueueSettings {
+  const layers = config.queueSettings;
+  const own = layers.queues.get(queue) ?? {};
+  const tenantLayers = tenant === undefined ? undefined : layers.tenants.get(tenant);
+  if (tenantLayers === undefined) return layerSettings(layers.defaults, own);
+  return layerSettings(layers.defaults, tenantLayers.get('_default') ?? {}, own, tenantLayers.get(queue) ?? {});
 }
 
 /**

@@ -27,6 +27,9 @@ export type ErrorCode =
   | 'TENANT_MISMATCH'
   // The RabbitMQ management HTTP API refused or failed a call (users, permissions).
   | 'MANAGEMENT_FAILED'
+  // The broker state forbids the operation now (seeds/001 5.3 "409 Conflict"): a queue to remove
+  // still has consumers, or holds jobs under the reject strategy.
+  | 'CONFLICT'
   // Dead letters the broker made itself (see admin/broker-death.ts); QUEUE_FULL is its overflow.
   | 'EXPIRED'
   | 'REJECTED'

@@ -8,6 +8,8 @@ import { queueFor } from '../config/queue-resolver.js';
 import { TenantError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { provisionTopology } from '../topology/build-topology.js';
+import { syncQueueSettings } from '../plan/queue-settings.js';
+import { ManagementApi } from '../security/management-api.js';
 import { BrokerNames } from '../topology/names.js';
 import { StageMetrics, type QueueDepthSample } from '../observability/stage-metrics.js';
 import { ControlListener } from '../control/control-listener.js';
@@ -153,6 +155,7 @@ export class StageGroup {
     for (const runner of this.runners) await runner.prepare();
     let connection = await this.manager.start();
     if (this.knownTenantsOnly) connection = await this.checkTenants(connection);
+    if (provision) await this.provisionSettings();
     // From here on every new connection re-attaches everything, this first one included if it
     // drops while attaching (a broker restarting just as the stage starts).
     this.started = true;
@@ -265,6 +268,29 @@ export class StageGroup {
       return samples;
     } finally {
       await channel.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * The queue settings (policies) of the queues the group provisions, once: they live on the
+   * broker, not in a connection. Through the management API, which local development may lack:
+   * then the settings are not in force, and the group says so and runs anyway.
+   */
+  private async provisionSettings(): Promise<void> {
+    try {
+      await syncQueueSettings(
+        this.config,
+        this.instances.map((i) => i.stage.metadata),
+        new ManagementApi(this.config.broker.management),
+        { removeStale: false, log: this.log },
+      );
+    } catch (err) {
+      this.log.warn(
+        'queue settings (max_size, overflow_policy, dead_letter_ttl...) not applied: run `stagecoach apply` once the management API answers',
+        {
+          err: (err as Error).message,
+        },
+      );
     }
   }
 

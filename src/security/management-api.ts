@@ -8,7 +8,7 @@ export function redactUrl(url: string): string {
 
 /**
  * A small client of the RabbitMQ management HTTP API (`rabbitmq_management` plugin), for broker
- * users and their permissions. Credentials travel in the Authorization header (fetch refuses a
+ * users and their permissions, policies, and the inventory `plan` compares with the configuration. Credentials travel in the Authorization header (fetch refuses a
  * URL that carries them). Errors name the call and the answer's status, never a request body:
  * a body may hold a password.
  */
@@ -57,11 +57,63 @@ export class ManagementApi {
     await this.call('PUT', `topic-permissions/${encodeURIComponent(vhost)}/${encodeURIComponent(user)}`, topic);
   }
 
+  // Inventory and policies, for `plan`, `apply`, `provision` and the removal commands. Lists are
+  // read with `columns` (no statistics: they lag by the broker's collection interval, names and
+  // arguments do not) and filtered by the caller.
+
+  /** Every queue of the virtual host: name, durability, arguments, consumers. */
+  listQueues(vhost: string): Promise<BrokerQueue[]> {
+    return this.get(`queues/${encodeURIComponent(vhost)}?columns=name,durable,auto_delete,exclusive,arguments,type`);
+  }
+
+  listExchanges(vhost: string): Promise<BrokerExchange[]> {
+    return this.get(`exchanges/${encodeURIComponent(vhost)}?columns=name,type,durable,auto_delete,internal,arguments`);
+  }
+
+  listBindings(vhost: string): Promise<BrokerBinding[]> {
+    return this.get(`bindings/${encodeURIComponent(vhost)}`);
+  }
+
+  listPolicies(vhost: string): Promise<BrokerPolicy[]> {
+    return this.get(`policies/${encodeURIComponent(vhost)}`);
+  }
+
+  /** Creates or replaces a policy; the broker applies it to matching queues at once. */
+  async putPolicy(vhost: string, policy: BrokerPolicy): Promise<void> {
+    const { name, ...body } = policy;
+    await this.call('PUT', `policies/${encodeURIComponent(vhost)}/${encodeURIComponent(name)}`, body);
+  }
+
+  /** A missing policy is not an error. */
+  async deletePolicy(vhost: string, name: string): Promise<void> {
+    await this.call('DELETE', `policies/${encodeURIComponent(vhost)}/${encodeURIComponent(name)}`, undefined, [404]);
+  }
+
+  /** Names of every broker user. */
+  async listUsers(): Promise<string[]> {
+    return (await this.get<Array<{ name: string }>>('users?columns=name')).map((user) => user.name);
+  }
+
+  /** A GET answered with JSON. */
+  private async get<T>(path: string): Promise<T> {
+    let body: unknown;
+    await this.call('GET', path, undefined, [], async (response) => {
+      body = await response.json();
+    });
+    return body as T;
+  }
+
   /**
    * One call. `tolerated` statuses are answers, not failures.
    * @returns the HTTP status.
    */
-  private async call(method: string, path: string, body?: object, tolerated: number[] = []): Promise<number> {
+  private async call(
+    method: string,
+    path: string,
+    body?: object,
+    tolerated: number[] = [],
+    read?: (response: Response) => Promise<void>,
+  ): Promise<number> {
     const what = `${method} /api/${path}`;
     let response: Response;
     try {
@@ -82,6 +134,10 @@ export class ManagementApi {
         { cause: err },
       );
     }
+    if (response.ok && read !== undefined) {
+      await read(response);
+      return response.status;
+    }
     if (response.ok || tolerated.includes(response.status)) {
       await response.body?.cancel();
       return response.status;
@@ -101,4 +157,42 @@ async function reason(response: Response): Promise<string> {
   } catch {
     return '';
   }
+}
+
+/** A queue as `GET /api/queues` lists it. */
+export interface BrokerQueue {
+  name: string;
+  durable: boolean;
+  auto_delete: boolean;
+  exclusive: boolean;
+  arguments: Record<string, unknown>;
+  type?: string;
+}
+
+/** An exchange as `GET /api/exchanges` lists it (`name` is '' for the default exchange). */
+export interface BrokerExchange {
+  name: string;
+  type: string;
+  durable: boolean;
+  auto_delete: boolean;
+  internal: boolean;
+  arguments: Record<string, unknown>;
+}
+
+/** A binding as `GET /api/bindings` lists it (`source` is '' for the default exchange's). */
+export interface BrokerBinding {
+  source: string;
+  destination: string;
+  destination_type: 'queue' | 'exchange';
+  routing_key: string;
+  arguments: Record<string, unknown>;
+}
+
+/** A policy as the API takes and lists it. */
+export interface BrokerPolicy {
+  name: string;
+  pattern: string;
+  'apply-to': 'queues' | 'exchanges' | 'all';
+  priority: number;
+  definition: Record<string, unknown>;
 }

@@ -5,6 +5,8 @@ import type { CompiledConfig, RawConfig } from '../config/config.types.js';
 import { mergeTopologies, provisionTopology } from '../topology/build-topology.js';
 import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
+import { deleteQueueSettings } from '../plan/queue-settings.js';
+import { ManagementApi } from '../security/management-api.js';
 
 /**
  * Test preset (after rascal's `withTestConfig`): the configuration with a unique prefix, so
@@ -21,7 +23,8 @@ export function withTestConfig(raw: RawConfig, source?: string): CompiledConfig 
 
 /**
  * Deletes every exchange and queue of the given topologies (by default: what `provision`
- * would declare for the configured tenants). Missing names are skipped.
+ * would declare for the configured tenants), and the prefix's queue settings (policies). Missing
+ * names are skipped.
  */
 export async function teardown(config: CompiledConfig, stages: readonly StageMetadata[] = [], ...extra: Topology[]): Promise<void> {
   const topology = mergeTopologies(provisionTopology(config, stages), ...extra);
@@ -31,6 +34,11 @@ export async function teardown(config: CompiledConfig, stages: readonly StageMet
     for (const exchange of topology.exchanges) await withChannel(connection, (ch) => ch.deleteExchange(exchange.name));
   } finally {
     await connection.close();
+  }
+  try {
+    await deleteQueueSettings(config, new ManagementApi(config.broker.management));
+  } catch {
+    // No management API: then nothing could have put a policy either.
   }
 }
 

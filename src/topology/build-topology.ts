@@ -151,18 +151,22 @@ export function stageTopology(config: CompiledConfig, stage: StageEndpoints, ten
  */
 export function provisionTopology(config: CompiledConfig, stages: readonly StageEndpoints[], tenant?: string): Topology {
   const tenants = tenant === undefined ? config.tenants : [tenant];
+  const parts = [coreTopology(config), ...tenants.map((t) => tenantTopology(config, t))];
+  for (const queue of provisionQueues(config, stages)) {
+    if (queue.scope === 'shared') parts.push(queueTopology(config, queue));
+    else for (const t of tenants) parts.push(queueTopology(config, queue, t));
+  }
+  return mergeTopologies(...parts);
+}
+
+/** The logical queues `provision` declares, by name: every configured queue and every queue the stages read or write. */
+export function provisionQueues(config: CompiledConfig, stages: readonly StageEndpoints[]): ResolvedQueueConfig[] {
   const queueNames = new Set<string>(config.queues.keys());
   for (const stage of stages) {
     queueNames.add(stage.input);
     for (const output of stage.outputs) queueNames.add(output);
   }
-  const parts = [coreTopology(config), ...tenants.map((t) => tenantTopology(config, t))];
-  for (const name of [...queueNames].sort()) {
-    const queue = queueFor(config, name);
-    if (queue.scope === 'shared') parts.push(queueTopology(config, queue));
-    else for (const t of tenants) parts.push(queueTopology(config, queue, t));
-  }
-  return mergeTopologies(...parts);
+  return [...queueNames].sort().map((name) => queueFor(config, name));
 }
 
 /** Concatenates topologies, keeping the first declaration of each name and each binding. */
@@ -184,7 +188,8 @@ export function mergeTopologies(...parts: Topology[]): Topology {
 /**
  * A physical work queue with its two companions: `due` (jobs whose wait is over: retries and
  * hand-backs) and `suspect` (jobs redelivered after a crash, run alone; see StageRunner). Only
- * the main queue is bounded by `max_size`; all three dead-letter to the queue's dead letters.
+ * the main queue is bounded by `max_size` (its policy never matches the companions); all three
+ * dead-letter to the queue's dead letters.
  */
 function workQueues(
   config: CompiledConfig,
@@ -218,6 +223,12 @@ function returnBindings(config: CompiledConfig, names: BrokerNames, queue: strin
   ];
 }
 
+/**
+ * The main physical queue. Its bounds (`max_size`, `max_size_bytes`, `overflow_policy`) are not
+ * arguments but a policy (queue-policies.ts): arguments cannot change once the queue exists, and
+ * a re-declaration with other arguments is refused. `max_priority` stays an argument, because no
+ * policy can set it.
+ */
 function workQueue(config: CompiledConfig, queue: ResolvedQueueConfig, name: string, deadQueue: string): QueueSpec {
   const names = new BrokerNames(config.prefix);
   // Expired and overflowed (drop_oldest) jobs are dead-lettered by the broker, never dropped.
@@ -225,11 +236,6 @@ function workQueue(config: CompiledConfig, queue: ResolvedQueueConfig, name: str
     'x-dead-letter-exchange': names.dlx,
     'x-dead-letter-routing-key': deadQueue,
   };
-  if (queue.max_size !== undefined) args['x-max-length'] = queue.max_size;
-  if (queue.max_size_bytes !== undefined) args['x-max-length-bytes'] = queue.max_size_bytes;
-  if (queue.max_size !== undefined || queue.max_size_bytes !== undefined) {
-    args['x-overflow'] = queue.overflow_policy === 'drop_oldest' ? 'drop-head' : 'reject-publish';
-  }
   if (queue.max_priority !== undefined) args['x-max-priority'] = queue.max_priority;
   return { name, durable: config.durable, arguments: args };
 }

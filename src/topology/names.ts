@@ -72,3 +72,34 @@ export class BrokerNames {
     return `${this.prefix}.control`;
   }
 }
+
+/** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */
+export interface ParsedBrokerName {
+  /** The second word: `queue`, `due`, `suspect`, `dead`, `tenant`, `variants`, `general`, `delay`... */
+  kind: string;
+  /** The logical queue, for the kinds that have one. */
+  queue?: string;
+  tenant?: string;
+  variant?: string;
+}
+
+/** Kinds whose names read `<prefix>.<kind>.<queue>[.<tenant>[.<variant>]]`. */
+const QUEUE_KINDS = new Set(['queue', 'due', 'suspect', 'dead', 'variants', 'general']);
+
+/**
+ * Reads a name back into its parts, or undefined for a name not under `prefix`. Prefixes, queue
+ * names, tenants and variants have no dots, so the reading is unique.
+ */
+export function parseBrokerName(prefix: string, name: string): ParsedBrokerName | undefined {
+  if (!name.startsWith(`${prefix}.`)) return undefined;
+  const [kind, ...rest] = name.slice(prefix.length + 1).split('.');
+  if (kind === 'tenant' && rest.length === 1) return { kind, tenant: rest[0] };
+  if (!QUEUE_KINDS.has(kind) || rest.length === 0 || rest.length > 3) return { kind };
+  const [queue, tenant, variant] = rest;
+  return {
+    kind,
+    queue,
+    ...(tenant === undefined ? {} : { tenant }),
+    ...(variant === undefined ? {} : { variant }),
+  };
+}

@@ -29,6 +29,21 @@ export interface Topology {
   bindings: BindingSpec[];
 }
 
+/**
+ * A RabbitMQ policy stagecoach owns: the queue settings the broker enforces and that must change
+ * in place (see queue-policies.ts). RabbitMQ applies one policy per queue, the one of highest
+ * priority among those whose pattern matches its name.
+ */
+export interface PolicySpec {
+  name: string;
+  /** A regular expression over queue names, anchored at both ends. */
+  pattern: string;
+  applyTo: 'queues';
+  priority: number;
+  /** Policy keys (`max-length`, `overflow`, `message-ttl`...); never empty. */
+  definition: Record<string, string | number>;
+}
+
 /** What the topology needs to know of a stage: the queue it reads and the queues it writes. */
 export interface StageEndpoints {
   readonly name: string;

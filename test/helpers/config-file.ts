@@ -2,12 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/logging/logger.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';
 import { teardown } from '../../src/testing/test-config.js';
+import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
+import { syncQueueSettings } from '../../src/plan/queue-settings.js';
+import { ManagementApi } from '../../src/security/management-api.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { REPO_ROOT } from './cli.js';
@@ -31,7 +33,8 @@ export interface ConfigFile {
  * A configuration file in a fresh directory, with a unique prefix and non-durable topology
  * (unless `settings` say otherwise), for tests that run the command line; the topology of
  * `stages` is provisioned on the broker at `url` (the file's broker unless the processes get
- * `AMQP_URL`).
+ * `AMQP_URL`), with the queue settings when that is the shared broker (users are left to the
+ * tests of `provision`).
  */
 export async function writeConfigFile(
   settings: RawConfig,
@@ -44,6 +47,8 @@ export async function writeConfigFile(
   await writeFile(file, JSON.stringify({ prefix: `test-${randomBytes(4).toString('hex')}`, durable: false, ...settings }));
   const config = await loadConfig(file, { AMQP_URL: url });
   await declareTopologyOnce(config, provisionTopology(config, stages), createLogger({}, 'error'));
+  // The queue settings through the shared broker's management API; a private node (broker-node.ts) runs no plugins.
+  if (url === AMQP_URL) await syncQueueSettings(config, stages, new ManagementApi(config.broker.management), { removeStale: false });
   const raw = await RawBroker.connect(config.broker.url);
   return {
     dir,

@@ -56,6 +56,12 @@ export class RawBroker {
     }
   }
 
+  /** Takes (acknowledges) the next message of a queue, if any. */
+  async takeOne(queue: string): Promise<GetMessage | undefined> {
+    const message = await this.channel.get(queue, { noAck: true });
+    return message === false ? undefined : message;
+  }
+
   /**
    * Takes the next message and rejects it without requeue, as a consumer giving up does: the
    * queue's dead-letter route (if any) takes it. Returns its message id.

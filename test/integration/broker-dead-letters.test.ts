@@ -1,13 +1,12 @@
 import { expect } from 'chai';
 import type { GetMessage } from 'amqplib';
 import { listDeadLetters, retryDeadLetters } from '../../src/admin/dead-letters-admin.js';
-import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
-import { provisionTopology } from '../../src/topology/build-topology.js';
+import { provisionBroker } from '../../src/plan/provision-broker.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -37,7 +36,7 @@ describe('dead letters made by the broker', () => {
       queues: { idle: {}, bounded: { max_size: 1, overflow_policy: 'drop_oldest' } },
     });
     names = new BrokerNames(config.prefix);
-    await declareTopologyOnce(config, provisionTopology(config, []), log);
+    await provisionBroker(config, [], log);
     raw = await RawBroker.connect(config.broker.url);
     publisher = await Publisher.connect(config, { log });
   });

@@ -551,7 +551,9 @@ describe('stagecoach provision and credentials (security.tenantUsers)', function
   it('provisions the users; credentials prints only the URL, never logs the password, and a fresh one retires the last', async () => {
     const provisioned = await runCli(['provision', '--config', file.file]);
     expect(provisioned.code, provisioned.stderr).to.equal(0);
-    expect(provisioned.stdout).to.match(/^declared \d+ exchanges, \d+ queues, \d+ bindings\nset the permissions of 3 broker users/);
+    expect(provisioned.stdout).to.match(
+      /^declared \d+ exchanges, \d+ queues, \d+ bindings\nqueue settings: \d+ policies set, \d+ removed\nset the permissions of 3 broker users/,
+    );
     for (const user of users()) expect(await api.userExists(user), user).to.equal(true);
 
     const first = await runCli(['credentials', 'acme', '--role', 'stage', '--config', file.file]);

@@ -37,12 +37,8 @@ describe('topology', () => {
       { name: 'ojs.general.conversions.acme', type: 'fanout', durable: true },
       { name: 'ojs.variants.conversions.acme', type: 'headers', durable: true, alternateExchange: 'ojs.general.conversions.acme' },
     ]);
-    const work = {
-      'x-dead-letter-exchange': 'ojs.dlx',
-      'x-dead-letter-routing-key': 'ojs.dead.conversions.acme',
-      'x-max-length': 100,
-      'x-overflow': 'reject-publish',
-    };
+    // max_size is a policy (queue-policies.ts), not an argument: it must change in place.
+    const work = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
     // `due` and `suspect` are never bounded: the broker must never dead-letter into a full queue.
     const companion = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
     expect(topology.queues).to.deep.equal([
@@ -132,10 +128,14 @@ describe('topology', () => {
     expect(topology.queues.map((q) => q.name)).to.include('ojs.queue.conversions.globex');
   });
 
-  it('maps drop_oldest to drop-head and honours max_priority', () => {
+  it('keeps max_priority an argument (no policy can set it) and the bounds out of the arguments', () => {
     const c = compileConfig({ queues: { q: { scope: 'shared', max_size: 5, overflow_policy: 'drop_oldest', max_priority: 9 } } });
     const queue = stageTopology(c, { name: 's', input: 'q', outputs: [] }).queues.find((q) => q.name === 'ojs.queue.q');
-    expect(queue?.arguments).to.include({ 'x-overflow': 'drop-head', 'x-max-priority': 9, 'x-max-length': 5 });
+    expect(queue?.arguments).to.deep.equal({
+      'x-dead-letter-exchange': 'ojs.dlx',
+      'x-dead-letter-routing-key': 'ojs.dead.q',
+      'x-max-priority': 9,
+    });
   });
 });
 

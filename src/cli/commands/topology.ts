@@ -1,8 +1,6 @@
-import { declareTopologyOnce } from '../../broker/declare-topology.js';
 import { loadConfig } from '../../config/load-config.js';
 import { createLogger } from '../../logging/logger.js';
-import { ManagementApi } from '../../security/management-api.js';
-import { provisionBrokerUsers } from '../../security/tenant-users.js';
+import { provisionBroker } from '../../plan/provision-broker.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { provisionTopology, stageTopology } from '../../topology/build-topology.js';
 import type { Topology } from '../../topology/topology.types.js';
@@ -10,30 +8,27 @@ import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 
 /**
- * `stagecoach provision [--tenant T]`. With `security.tenantUsers`, also the broker users of the
- * tenant(s) and the internal user, with their permissions (passwords: `stagecoach credentials`).
+ * `stagecoach provision [--tenant T]`: the topology, the queue settings (policies, through the
+ * management API) and, with `security.tenantUsers`, the broker users of the tenant(s) and the
+ * internal user with their permissions (passwords: `stagecoach credentials`).
  */
 export async function provision(opts: { tenant?: string; config?: string }): Promise<number> {
   const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
-  const topology = provisionTopology(
+  const log = createLogger({ service: 'stagecoach', command: 'provision' });
+  // HOOK(events): pass the events module's publishEvent to emit queue.config_updated.
+  const { topology, settings, users } = await provisionBroker(
     config,
     stages.map((s) => s.metadata),
-    tenant,
+    log,
+    tenant === undefined ? {} : { tenant },
   );
-  const log = createLogger({ service: 'stagecoach', command: 'provision' });
-  await declareTopologyOnce(config, topology, log);
   process.stdout.write(
-    `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n`,
+    `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n` +
+      `queue settings: ${settings.put.length} policies set, ${settings.deleted.length} removed\n`,
   );
   if (config.security.tenantUsers) {
-    const users = await provisionBrokerUsers(
-      config,
-      new ManagementApi(config.broker.management),
-      tenant === undefined ? config.tenants : [tenant],
-    );
-    log.info('broker users provisioned', { users });
     process.stdout.write(`set the permissions of ${users.length} broker users (passwords: stagecoach credentials)\n`);
   }
   return EXIT_OK;

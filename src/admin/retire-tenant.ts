@@ -1,0 +1,118 @@
+import type { CompiledConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import { StagecoachError } from '../errors/errors.js';
+import type { Logger } from '../logging/logger.js';
+import { tenantUserName, TENANT_ROLES, vhostOfAmqpUrl } from '../security/broker-users.js';
+import { ManagementApi } from '../security/management-api.js';
+import { isStagecoachPolicy } from '../topology/queue-policies.js';
+import { BrokerNames } from '../topology/names.js';
+import type { AdminEventSink } from './admin-events.js';
+import { findRemoval, removeQueues, type RemovalOutcome, type RemovalStrategy } from './remove-queues.js';
+
+export interface RemovalOptions {
+  strategy: RemovalStrategy;
+  /** The target logical queue of `move`. */
+  target?: string;
+  api?: ManagementApi;
+  /** HOOK(events): `tenant.retired` / `queue.deleted` (see admin-events.ts). */
+  onEvent?: AdminEventSink;
+}
+
+export interface Retirement extends RemovalOutcome {
+  strategy: RemovalStrategy;
+  target?: string;
+  /** Broker users deleted (with `security.tenantUsers`). */
+  users: string[];
+  /** The tenant's own policies deleted. */
+  policies: string[];
+}
+
+/**
+ * `stagecoach tenant retire <T>`: removes everything of a tenant on the broker: its queues (main,
+ * variants, due, suspect, dead), its exchanges (tenant exchange, variant routers) with their
+ * bindings, its own policies, and its broker users with `security.tenantUsers`. Its jobs follow
+ * the strategy (see remove-queues.ts); with `move`, to a shared queue, where they keep their
+ * tenant (its own queues go with it, and another tenant's are never a target).
+ *
+ * Afterwards `run --tenant T` refuses it (neither configured nor provisioned) and producers'
+ * jobs for it land in `unroutable`. A tenant still in the configuration is refused: `provision`
+ * and `run` would declare it again.
+ */
+export async function retireTenant(config: CompiledConfig, tenant: string, log: Logger, options: RemovalOptions): Promise<Retirement> {
+  if (config.tenants.includes(tenant)) {
+    throw new StagecoachError(
+      'INVALID_REQUEST',
+      `tenant "${tenant}" is configured (tenants in ${config.source}): remove it there first, or provision and run would declare it again`,
+    );
+  }
+  const names = new BrokerNames(config.prefix);
+  const targetQueues = checkTarget(options, (target) => {
+    if (queueFor(config, target).scope !== 'shared') {
+      throw new StagecoachError(
+        'INVALID_REQUEST',
+        `--target "${target}" is tenant-scoped: a retired tenant's jobs move to a shared queue only (its own queues go with it, another tenant's are never a target)`,
+      );
+    }
+    return [names.queue(target), names.deadQueue(target)];
+  });
+  const api = options.api ?? new ManagementApi(config.broker.management);
+  const found = await findRemoval(config, api, {
+    queue: (parsed) => parsed.tenant === tenant,
+    exchange: (parsed) => parsed.tenant === tenant && ['tenant', 'variants', 'general'].includes(parsed.kind),
+  });
+  const users: string[] = [];
+  if (config.security.tenantUsers) {
+    for (const role of TENANT_ROLES) {
+      const user = tenantUserName(config.prefix, role, tenant);
+      if (await api.userExists(user)) users.push(user);
+    }
+  }
+  if (found.queues.length + found.exchanges.length + users.length === 0) {
+    throw new StagecoachError('NOT_FOUND', `tenant "${tenant}" has nothing on the broker under prefix "${config.prefix}"`);
+  }
+
+  const outcome = await removeQueues(
+    config,
+    { ...found, strategy: options.strategy, ...(options.target === undefined ? {} : { target: options.target, targetQueues }) },
+    log,
+  );
+  const result: Retirement = { ...outcome, strategy: options.strategy, ...withTarget(options), users: [], policies: [] };
+  if (!outcome.removed) return result;
+
+  for (const user of users) await api.deleteUser(user);
+  result.users = users;
+  const vhost = vhostOfAmqpUrl(config.broker.url);
+  for (const policy of await api.listPolicies(vhost)) {
+    const parts = policy.name.split('.');
+    if (isStagecoachPolicy(config.prefix, policy.name) && parts.length === 4 && parts[3] === tenant) {
+      await api.deletePolicy(vhost, policy.name);
+      result.policies.push(policy.name);
+    }
+  }
+  log.info('tenant retired', { tenant, strategy: options.strategy, queues: outcome.queues.length, users });
+  await options.onEvent?.({
+    type: 'tenant.retired',
+    data: { tenant, strategy: options.strategy, ...withTarget(options), ...jobCounts(outcome) },
+  });
+  return result;
+}
+
+/** `--target` with `move` and only then; the target's physical queues, as `resolve` names them. */
+export function checkTarget(options: RemovalOptions, resolve: (target: string) => string[]): string[] {
+  if (options.strategy === 'move') {
+    if (options.target === undefined) throw new StagecoachError('INVALID_REQUEST', '--strategy move needs --target <queue>');
+    return resolve(options.target);
+  }
+  if (options.target !== undefined) throw new StagecoachError('INVALID_REQUEST', '--target goes with --strategy move only');
+  return [];
+}
+
+/** How many jobs the removal found, dropped and moved (an event's `jobs_affected`). */
+export function jobCounts(outcome: RemovalOutcome): { jobs_affected: number; discarded: number; moved: number } {
+  const sum = (field: 'jobs' | 'discarded' | 'moved'): number => outcome.queues.reduce((total, queue) => total + queue[field], 0);
+  return { jobs_affected: sum('jobs'), discarded: sum('discarded'), moved: sum('moved') };
+}
+
+function withTarget(options: RemovalOptions): { target?: string } {
+  return options.target === undefined ? {} : { target: options.target };
+}

@@ -1,0 +1,37 @@
+import type { CompiledConfig } from '../config/config.types.js';
+import { brokerUserGrants } from '../security/tenant-users.js';
+import { provisionTopology } from '../topology/build-topology.js';
+import { queuePolicies } from '../topology/queue-policies.js';
+import type { PolicySpec, StageEndpoints, Topology } from '../topology/topology.types.js';
+
+/** What the broker should hold for a configuration: what `provision` makes for every configured tenant. */
+export interface DesiredState {
+  prefix: string;
+  tenants: readonly string[];
+  topology: Topology;
+  policies: PolicySpec[];
+  /** Broker users `provision` manages (with `security.tenantUsers`), else empty. */
+  users: string[];
+  /**
+   * Names under the prefix that other parts of stagecoach own and declare themselves: `plan`
+   * neither adds nor retires them.
+   */
+  ignored: ReadonlySet<string>;
+}
+
+/**
+ * The configuration's broker state, with the queues of the given stages' inputs and outputs (as
+ * `provision` declares them).
+ */
+export function desiredState(config: CompiledConfig, stages: readonly StageEndpoints[]): DesiredState {
+  return {
+    prefix: config.prefix,
+    tenants: config.tenants,
+    topology: provisionTopology(config, stages),
+    policies: queuePolicies(config, stages),
+    users: config.security.tenantUsers ? brokerUserGrants(config, config.tenants).map((grant) => grant.user) : [],
+    // The durable queue states (a stream the state commands write and stages read) are not
+    // configuration: plan reports states apart, when it can read them.
+    ignored: new Set([`${config.prefix}.states`]),
+  };
+}

@@ -1,0 +1,370 @@
+import { isStagecoachPolicy } from '../topology/queue-policies.js';
+import { parseBrokerName } from '../topology/names.js';
+import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
+import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue } from '../security/management-api.js';
+import type { BrokerInventory } from './broker-inventory.js';
+import type { DesiredState } from './desired-state.js';
+
+export type ChangeKind = 'tenant' | 'exchange' | 'queue' | 'binding' | 'policy' | 'user';
+
+/**
+ * - `add`, `change`, `remove`: `apply` carries them out (nothing of it deletes a job);
+ * - `recreate`: an exchange or queue exists with other properties than the configuration's
+ *   (queue arguments such as `x-max-priority` are fixed at declaration): it must be deleted and
+ *   declared again, which `apply` never does on its own;
+ * - `retire`: on the broker but not in the configuration (a tenant, a queue): removing it means
+ *   deciding about its jobs, with `tenant retire` / `queue delete` and a strategy.
+ */
+export type ChangeAction = 'add' | 'change' | 'remove' | 'recreate' | 'retire';
+
+/** The actions `apply` carries out. */
+export const APPLIED: ReadonlySet<ChangeAction> = new Set(['add', 'change', 'remove']);
+
+export interface PlanChange {
+  kind: ChangeKind;
+  action: ChangeAction;
+  /** The object's name; for a binding `source -> destination [key]`. */
+  name: string;
+  /** The tenant the object belongs to, when it belongs to one. */
+  tenant?: string;
+  /** Why, in words (a `recreate`'s differences, a `retire`'s command). */
+  detail?: string;
+  /** What the configuration wants (add, change, recreate): an ExchangeSpec, QueueSpec, BindingSpec or PolicySpec. */
+  wanted?: ExchangeSpec | QueueSpec | BindingSpec | PolicySpec;
+  /** What the broker has (change, remove, recreate). */
+  current?: BrokerExchange | BrokerQueue | BindingSpec | BrokerPolicy;
+}
+
+/** A queue state other than `active`, per physical queue. */
+export type QueueStateName = 'paused' | 'draining';
+
+export type PlanStates =
+  { compared: false; reason: string } | { compared: true; source: string; queues: Readonly<Record<string, QueueStateName>> };
+
+export interface Plan {
+  prefix: string;
+  vhost: string;
+  tenants: { configured: string[]; missing: string[]; extra: string[] };
+  changes: PlanChange[];
+  /** States are not configuration: shown, never changed by `apply`. */
+  states: PlanStates;
+}
+
+/** Where the states come from, when they could be read (see the states of seeds/001 5.1). */
+export interface KnownStates {
+  source: string;
+  queues: Readonly<Record<string, QueueStateName>>;
+}
+
+/**
+ * The difference between what the configuration wants and what the broker holds under the
+ * prefix. Pure: `readInventory` and `desiredState` gather the two sides.
+ *
+ * A draining queue's entry bindings are missing on purpose (new jobs go to `unroutable`): when
+ * the states are known they are not planned back. Without them, a draining queue's entry shows
+ * as a binding to add, and `apply` would undo the drain as `provision` does.
+ */
+export function planChanges(desired: DesiredState, inventory: BrokerInventory, states?: KnownStates): Plan {
+  const prefix = desired.prefix;
+  const configured = new Set(desired.tenants);
+  const ignored = (name: string): boolean => desired.ignored.has(name);
+  const tenantOf = (name: string): string | undefined => parseBrokerName(prefix, name)?.tenant;
+  const userTenant = (user: string): string | undefined => {
+    for (const role of ['producer', 'stage']) if (user.startsWith(`${prefix}.${role}.`)) return user.slice(prefix.length + role.length + 2);
+    return undefined;
+  };
+
+  // Tenants: configured ones whose exchange is missing, and tenants the broker knows that the
+  // configuration does not (by their exchange, any object of theirs, or their users).
+  const onBroker = new Set<string>();
+  for (const name of [...inventory.exchanges.map((e) => e.name), ...inventory.queues.map((q) => q.name)]) {
+    const tenant = ignored(name) ? undefined : tenantOf(name);
+    if (tenant !== undefined) onBroker.add(tenant);
+  }
+  for (const user of inventory.users) {
+    const tenant = userTenant(user);
+    if (tenant !== undefined) onBroker.add(tenant);
+  }
+  const exchangeNames = new Set(inventory.exchanges.map((e) => e.name));
+  const missingTenants = desired.tenants.filter((tenant) => !exchangeNames.has(`${prefix}.tenant.${tenant}`));
+  const extraTenants = [...onBroker].filter((tenant) => !configured.has(tenant)).sort();
+  const extra = new Set(extraTenants);
+  const ofExtraTenant = (name: string): boolean => {
+    const tenant = tenantOf(name);
+    return tenant !== undefined && extra.has(tenant);
+  };
+
+  const changes: PlanChange[] = [];
+  for (const tenant of extraTenants) {
+    const queues = inventory.queues.filter((q) => tenantOf(q.name) === tenant).length;
+    const exchanges = inventory.exchanges.filter((e) => tenantOf(e.name) === tenant).length;
+    const users = inventory.users.filter((u) => userTenant(u) === tenant).length;
+    changes.push({
+      kind: 'tenant',
+      action: 'retire',
+      name: tenant,
+      tenant,
+      detail:
+        `not configured; on the broker: ${count(queues, 'queue')}, ${count(exchanges, 'exchange')}` +
+        `${users > 0 ? `, ${count(users, 'user')}` : ''} (stagecoach tenant retire ${tenant} --strategy reject|discard|move)`,
+    });
+  }
+
+  changes.push(...exchangeChanges(desired, inventory.exchanges, ignored, ofExtraTenant, tenantOf));
+  changes.push(...queueChanges(desired, inventory.queues, ignored, ofExtraTenant, tenantOf));
+  changes.push(...bindingChanges(desired, inventory, tenantOf, states));
+  changes.push(...policyChanges(desired, inventory.policies));
+  const users = new Set(inventory.users);
+  for (const user of desired.users) {
+    if (!users.has(user)) changes.push({ kind: 'user', action: 'add', name: user, ...withTenant(userTenant(user)) });
+  }
+
+  return {
+    prefix,
+    vhost: inventory.vhost,
+    tenants: { configured: [...desired.tenants], missing: missingTenants, extra: extraTenants },
+    changes,
+    states: states
+      ? { compared: true, source: states.source, queues: states.queues }
+      : { compared: false, reason: `the queue states (${prefix}.states) are not read: a draining queue's entry shows as a binding to add` },
+  };
+}
+
+function exchangeChanges(
+  desired: DesiredState,
+  actual: BrokerExchange[],
+  ignored: (name: string) => boolean,
+  ofExtraTenant: (name: string) => boolean,
+  tenantOf: (name: string) => string | undefined,
+): PlanChange[] {
+  const changes: PlanChange[] = [];
+  const byName = new Map(actual.map((exchange) => [exchange.name, exchange]));
+  const wantedNames = new Set<string>();
+  for (const wanted of desired.topology.exchanges) {
+    wantedNames.add(wanted.name);
+    const current = byName.get(wanted.name);
+    const tenant = withTenant(tenantOf(wanted.name));
+    if (current === undefined) {
+      changes.push({ kind: 'exchange', action: 'add', name: wanted.name, ...tenant, wanted });
+      continue;
+    }
+    const differences: string[] = [];
+    if (current.type !== wanted.type) differences.push(`type ${current.type} -> ${wanted.type}`);
+    if (current.durable !== wanted.durable) differences.push(`durable ${current.durable} -> ${wanted.durable}`);
+    const alternate = current.arguments['alternate-exchange'];
+    if ((alternate ?? undefined) !== wanted.alternateExchange) {
+      differences.push(`alternate exchange ${show(alternate)} -> ${show(wanted.alternateExchange)}`);
+    }
+    if (differences.length > 0) {
+      changes.push({ kind: 'exchange', action: 'recreate', name: wanted.name, ...tenant, detail: differences.join(', '), wanted, current });
+    }
+  }
+  for (const current of actual) {
+    if (wantedNames.has(current.name) || ignored(current.name) || ofExtraTenant(current.name)) continue;
+    changes.push({
+      kind: 'exchange',
+      action: 'retire',
+      name: current.name,
+      ...withTenant(tenantOf(current.name)),
+      detail: 'not in the configuration',
+      current,
+    });
+  }
+  return changes;
+}
+
+/** Queue arguments that used to carry settings now held by policies (a queue declared before keeps them). */
+const SETTINGS_ARGUMENTS: Readonly<Record<string, string>> = {
+  'x-max-length': 'max_size',
+  'x-max-length-bytes': 'max_size_bytes',
+  'x-overflow': 'overflow_policy',
+};
+
+function queueChanges(
+  desired: DesiredState,
+  actual: BrokerQueue[],
+  ignored: (name: string) => boolean,
+  ofExtraTenant: (name: string) => boolean,
+  tenantOf: (name: string) => string | undefined,
+): PlanChange[] {
+  const changes: PlanChange[] = [];
+  const byName = new Map(actual.map((queue) => [queue.name, queue]));
+  const wantedNames = new Set<string>();
+  for (const wanted of desired.topology.queues) {
+    wantedNames.add(wanted.name);
+    const current = byName.get(wanted.name);
+    const tenant = withTenant(tenantOf(wanted.name));
+    if (current === undefined) {
+      changes.push({ kind: 'queue', action: 'add', name: wanted.name, ...tenant, wanted });
+      continue;
+    }
+    const differences: string[] = [];
+    if (current.durable !== wanted.durable) differences.push(`durable ${current.durable} -> ${wanted.durable}`);
+    const keys = new Set([...Object.keys(current.arguments), ...Object.keys(wanted.arguments)]);
+    for (const key of [...keys].sort()) {
+      const had = current.arguments[key];
+      const wants = wanted.arguments[key];
+      if (had !== undefined && wants !== undefined && String(had) === String(wants)) continue;
+      const setting = SETTINGS_ARGUMENTS[key];
+      differences.push(
+        `argument ${key} ${show(had)} -> ${show(wants)}${setting !== undefined && wants === undefined ? ` (${setting} is a policy now)` : ''}`,
+      );
+    }
+    if (differences.length > 0) {
+      changes.push({
+        kind: 'queue',
+        action: 'recreate',
+        name: wanted.name,
+        ...tenant,
+        detail: `recreate needed: ${differences.join(', ')}`,
+        wanted,
+        current,
+      });
+    }
+  }
+  for (const current of actual) {
+    if (wantedNames.has(current.name) || ignored(current.name) || ofExtraTenant(current.name)) continue;
+    const parsed = parseBrokerName(desired.prefix, current.name);
+    const hint =
+      parsed?.queue === undefined
+        ? ''
+        : ` (stagecoach queue delete ${parsed.queue}${parsed.tenant === undefined ? '' : ` --tenant ${parsed.tenant}`} --strategy reject|discard|move)`;
+    changes.push({
+      kind: 'queue',
+      action: 'retire',
+      name: current.name,
+      ...withTenant(parsed?.tenant),
+      detail: `not in the configuration${hint}`,
+      current,
+    });
+  }
+  return changes;
+}
+
+function bindingChanges(
+  desired: DesiredState,
+  inventory: BrokerInventory,
+  tenantOf: (name: string) => string | undefined,
+  states: KnownStates | undefined,
+): PlanChange[] {
+  const changes: PlanChange[] = [];
+  const actual = new Map<string, BindingSpec>();
+  for (const binding of inventory.bindings) {
+    const spec = fromBroker(binding);
+    actual.set(bindingKey(spec), spec);
+  }
+  const wanted = new Map(desired.topology.bindings.map((binding) => [bindingKey(binding), binding]));
+  for (const [key, binding] of wanted) {
+    if (actual.has(key)) continue;
+    // A draining queue's entry is unbound on purpose.
+    if (binding.destinationType === 'queue' && states?.queues[binding.destination] === 'draining') continue;
+    changes.push({
+      kind: 'binding',
+      action: 'add',
+      name: bindingName(binding),
+      ...withTenant(tenantOf(binding.destination)),
+      wanted: binding,
+    });
+  }
+  // Only a stale route between objects the configuration wants is removed: the bindings of an
+  // object to retire go with it, and routes to it keep working until then.
+  const names = new Set([...desired.topology.exchanges.map((e) => e.name), ...desired.topology.queues.map((q) => q.name)]);
+  for (const [key, binding] of actual) {
+    if (wanted.has(key) || !names.has(binding.source) || !names.has(binding.destination)) continue;
+    changes.push({
+      kind: 'binding',
+      action: 'remove',
+      name: bindingName(binding),
+      ...withTenant(tenantOf(binding.destination)),
+      current: binding,
+    });
+  }
+  return changes;
+}
+
+function policyChanges(desired: DesiredState, actual: BrokerPolicy[]): PlanChange[] {
+  const changes: PlanChange[] = [];
+  const ours = new Map(actual.filter((policy) => isStagecoachPolicy(desired.prefix, policy.name)).map((policy) => [policy.name, policy]));
+  for (const wanted of desired.policies) {
+    const current = ours.get(wanted.name);
+    const tenant = withTenant(policyTenant(wanted.name));
+    if (current === undefined) {
+      changes.push({ kind: 'policy', action: 'add', name: wanted.name, ...tenant, detail: showDefinition(wanted.definition), wanted });
+      continue;
+    }
+    const differences: string[] = [];
+    if (current.pattern !== wanted.pattern) differences.push(`pattern ${current.pattern} -> ${wanted.pattern}`);
+    if (current.priority !== wanted.priority) differences.push(`priority ${current.priority} -> ${wanted.priority}`);
+    if (current['apply-to'] !== wanted.applyTo) differences.push(`apply-to ${current['apply-to']} -> ${wanted.applyTo}`);
+    const keys = new Set([...Object.keys(current.definition), ...Object.keys(wanted.definition)]);
+    for (const key of [...keys].sort()) {
+      if (String(current.definition[key]) !== String(wanted.definition[key])) {
+        differences.push(`${key} ${show(current.definition[key])} -> ${show(wanted.definition[key])}`);
+      }
+    }
+    if (differences.length > 0)
+      changes.push({ kind: 'policy', action: 'change', name: wanted.name, ...tenant, detail: differences.join(', '), wanted, current });
+  }
+  const wantedNames = new Set(desired.policies.map((policy) => policy.name));
+  for (const [name, current] of ours) {
+    if (wantedNames.has(name)) continue;
+    changes.push({
+      kind: 'policy',
+      action: 'remove',
+      name,
+      ...withTenant(policyTenant(name)),
+      detail: showDefinition(current.definition),
+      current,
+    });
+  }
+  return changes;
+}
+
+/** The tenant of a tenant's own policy (`<prefix>.queue.<queue>.<tenant>`). */
+function policyTenant(name: string): string | undefined {
+  const parts = name.split('.');
+  return parts.length === 4 ? parts[3] : undefined;
+}
+
+export function bindingKey(binding: BindingSpec): string {
+  const args = binding.arguments ?? {};
+  const sorted = Object.keys(args)
+    .sort()
+    .map((key) => [key, String(args[key])]);
+  return JSON.stringify([binding.source, binding.destinationType, binding.destination, binding.routingKey, sorted]);
+}
+
+function fromBroker(binding: BrokerBinding): BindingSpec {
+  const args: Record<string, string> = {};
+  for (const [key, value] of Object.entries(binding.arguments)) args[key] = String(value);
+  return {
+    source: binding.source,
+    destination: binding.destination,
+    destinationType: binding.destination_type,
+    routingKey: binding.routing_key,
+    ...(Object.keys(args).length === 0 ? {} : { arguments: args }),
+  };
+}
+
+function bindingName(binding: BindingSpec): string {
+  const match = binding.arguments && Object.keys(binding.arguments).length > 0 ? ` ${JSON.stringify(binding.arguments)}` : '';
+  return `${binding.source} -> ${binding.destination}${binding.routingKey === '' ? '' : ` [${binding.routingKey}]`}${match}`;
+}
+
+function showDefinition(definition: Record<string, unknown>): string {
+  return Object.entries(definition)
+    .map(([key, value]) => `${key}=${String(value)}`)
+    .join(', ');
+}
+
+function show(value: unknown): string {
+  return value === undefined || value === null ? '(none)' : String(value);
+}
+
+function count(n: number, what: string): string {
+  return `${n} ${what}${n === 1 ? '' : 's'}`;
+}
+
+function withTenant(tenant: string | undefined): { tenant?: string } {
+  return tenant === undefined ? {} : { tenant };
+}

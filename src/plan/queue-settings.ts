@@ -1,0 +1,83 @@
+import type { AdminEventSink } from '../admin/admin-events.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import type { Logger } from '../logging/logger.js';
+import { vhostOfAmqpUrl } from '../security/broker-users.js';
+import type { BrokerPolicy, ManagementApi } from '../security/management-api.js';
+import { isStagecoachPolicy, queuePolicies } from '../topology/queue-policies.js';
+import type { PolicySpec, StageEndpoints } from '../topology/topology.types.js';
+
+export interface SettingsSync {
+  /** Policies created or changed. */
+  put: string[];
+  /** Stale stagecoach policies deleted. */
+  deleted: string[];
+}
+
+/** A policy as the management API takes it. */
+export function toBrokerPolicy(policy: PolicySpec): BrokerPolicy {
+  return {
+    name: policy.name,
+    pattern: policy.pattern,
+    'apply-to': policy.applyTo,
+    priority: policy.priority,
+    definition: policy.definition,
+  };
+}
+
+/**
+ * Puts the configuration's queue settings on the broker (`max_size`, `overflow_policy`,
+ * `dead_letter_ttl`...: see queue-policies.ts): every policy that is missing or differs. The
+ * broker applies a policy to the running queues at once: no stage notices but by the new bound.
+ *
+ * @param removeStale also delete stagecoach's policies the configuration no longer has (the
+ *   caller knows every stage, as `provision` does); a caller that knows only some stages leaves
+ *   them, since a policy of a queue only another stage uses would look stale.
+ */
+export async function syncQueueSettings(
+  config: CompiledConfig,
+  stages: readonly StageEndpoints[],
+  api: ManagementApi,
+  options: { removeStale: boolean; log?: Logger; onEvent?: AdminEventSink },
+): Promise<SettingsSync> {
+  const vhost = vhostOfAmqpUrl(config.broker.url);
+  const wanted = queuePolicies(config, stages);
+  const current = new Map(
+    (await api.listPolicies(vhost)).filter((policy) => isStagecoachPolicy(config.prefix, policy.name)).map((p) => [p.name, p]),
+  );
+  const result: SettingsSync = { put: [], deleted: [] };
+  for (const policy of wanted) {
+    const existing = current.get(policy.name);
+    if (existing !== undefined && samePolicy(existing, toBrokerPolicy(policy))) continue;
+    await api.putPolicy(vhost, toBrokerPolicy(policy));
+    result.put.push(policy.name);
+    await options.onEvent?.({ type: 'queue.config_updated', data: { policy: policy.name, definition: policy.definition } });
+  }
+  if (options.removeStale) {
+    const names = new Set(wanted.map((policy) => policy.name));
+    for (const name of current.keys()) {
+      if (names.has(name)) continue;
+      await api.deletePolicy(vhost, name);
+      result.deleted.push(name);
+      await options.onEvent?.({ type: 'queue.config_updated', data: { policy: name, definition: {} } });
+    }
+  }
+  if (result.put.length + result.deleted.length > 0) options.log?.info('queue settings applied', { ...result });
+  return result;
+}
+
+function samePolicy(a: BrokerPolicy, b: BrokerPolicy): boolean {
+  if (a.pattern !== b.pattern || a.priority !== b.priority || a['apply-to'] !== b['apply-to']) return false;
+  const keys = new Set([...Object.keys(a.definition), ...Object.keys(b.definition)]);
+  return [...keys].every((key) => String(a.definition[key]) === String(b.definition[key]));
+}
+
+/**
+ * Deletes every stagecoach policy of the prefix (tests, and library users tearing a prefix
+ * down). @returns the names deleted.
+ */
+export async function deleteQueueSettings(config: CompiledConfig, api: ManagementApi): Promise<string[]> {
+  const vhost = vhostOfAmqpUrl(config.broker.url);
+  const ours = (await api.listPolicies(vhost)).filter((policy) => isStagecoachPolicy(config.prefix, policy.name));
+  for (const policy of ours) await api.deletePolicy(vhost, policy.name);
+  return ours.map((policy) => policy.name);
+}

@@ -1,0 +1,131 @@
+import type { CompiledConfig, ResolvedQueueConfig, ResolvedQueueSettings } from '../config/config.types.js';
+import { settingsFor } from '../config/queue-resolver.js';
+import { parseDuration } from '../util/duration.js';
+import { provisionQueues } from './build-topology.js';
+import type { PolicySpec, StageEndpoints } from './topology.types.js';
+
+/**
+ * The queue settings the broker enforces, as RabbitMQ policies: pure data from configuration.
+ *
+ * Why policies: `max_size` and friends used to be queue arguments, and arguments are fixed when
+ * a queue is declared; a changed value made every re-declaration fail. A policy changes in place:
+ * the broker applies the new definition to the existing queue at once, with no queue deleted and
+ * no stage restarted.
+ *
+ * Per logical queue, at most two policies, named after what they govern:
+ * - `<prefix>.queue.<queue>`: `max-length`, `max-length-bytes`, `overflow` on the main physical
+ *   queues (every tenant's general and variant queues, or the one shared queue), never on the
+ *   `due` and `suspect` companions, which must stay unbounded (docs/failures.md);
+ * - `<prefix>.dead.<queue>`: `message-ttl` (retention: an expired dead letter is dropped),
+ *   `max-length` with `drop-head` on the dead-letter queues.
+ *
+ * A tenant with settings of its own (seeds/001 8.5) gets `<prefix>.queue.<queue>.<tenant>` and
+ * `<prefix>.dead.<queue>.<tenant>` with every key repeated, because RabbitMQ applies one policy
+ * per queue: the one of highest priority. The logical queue's pattern also leaves such tenants
+ * out, so a tenant whose settings are "unlimited" (no policy: RabbitMQ refuses an empty one) is
+ * not caught by it either. Patterns are anchored, prefix-scoped and escape the dots, so the
+ * policies of one prefix never match another prefix's queues, nor `conversions2` for `conversions`.
+ */
+
+/** Priority of a logical queue's policies: above the default 0 of a broker-wide catch-all policy. */
+export const QUEUE_POLICY_PRIORITY = 100;
+/** Priority of a tenant's own policies: above its logical queue's. */
+export const TENANT_POLICY_PRIORITY = 101;
+
+/** The policies of every queue `provision` declares: configured queues and those the stages use. */
+export function queuePolicies(config: CompiledConfig, stages: readonly StageEndpoints[]): PolicySpec[] {
+  return provisionQueues(config, stages).flatMap((queue) => policiesOf(config, queue));
+}
+
+/** Whether a policy name is one stagecoach manages under `prefix` (so `apply` may change or remove it). */
+export function isStagecoachPolicy(prefix: string, name: string): boolean {
+  return name.startsWith(`${prefix}.queue.`) || name.startsWith(`${prefix}.dead.`);
+}
+
+function policiesOf(config: CompiledConfig, queue: ResolvedQueueConfig): PolicySpec[] {
+  const p = escape(config.prefix);
+  const q = escape(queue.name);
+  const base = settingsFor(config, queue.name);
+  if (queue.scope === 'shared') {
+    return [
+      policy(`${config.prefix}.queue.${queue.name}`, `^${p}\\.queue\\.${q}$`, QUEUE_POLICY_PRIORITY, workDefinition(base)),
+      policy(`${config.prefix}.dead.${queue.name}`, `^${p}\\.dead\\.${q}$`, QUEUE_POLICY_PRIORITY, deadDefinition(base)),
+    ].filter((spec): spec is PolicySpec => spec !== undefined);
+  }
+
+  const policies: Array<PolicySpec | undefined> = [];
+  const work = { base: workDefinition(base), own: [] as string[] };
+  const dead = { base: deadDefinition(base), own: [] as string[] };
+  for (const tenant of config.tenants) {
+    if (!config.queueSettings.tenants.has(tenant)) continue;
+    const settings = settingsFor(config, queue.name, tenant);
+    const t = escape(tenant);
+    const ownWork = workDefinition(settings);
+    if (!sameDefinition(ownWork, work.base)) {
+      work.own.push(t);
+      policies.push(
+        policy(
+          `${config.prefix}.queue.${queue.name}.${tenant}`,
+          `^${p}\\.queue\\.${q}\\.${t}(?:\\.[^.]+)?$`,
+          TENANT_POLICY_PRIORITY,
+          ownWork,
+        ),
+      );
+    }
+    const ownDead = deadDefinition(settings);
+    if (!sameDefinition(ownDead, dead.base)) {
+      dead.own.push(t);
+      policies.push(
+        policy(`${config.prefix}.dead.${queue.name}.${tenant}`, `^${p}\\.dead\\.${q}\\.${t}$`, TENANT_POLICY_PRIORITY, ownDead),
+      );
+    }
+  }
+  // Any tenant (configured or provisioned later) but those with their own: the tenant, then an optional variant.
+  const others = (own: string[], end: string): string => (own.length === 0 ? '' : `(?!(?:${own.join('|')})${end})`);
+  policies.unshift(
+    policy(
+      `${config.prefix}.queue.${queue.name}`,
+      `^${p}\\.queue\\.${q}\\.${others(work.own, '(?:\\.|$)')}[^.]+(?:\\.[^.]+)?$`,
+      QUEUE_POLICY_PRIORITY,
+      work.base,
+    ),
+    policy(`${config.prefix}.dead.${queue.name}`, `^${p}\\.dead\\.${q}\\.${others(dead.own, '$')}[^.]+$`, QUEUE_POLICY_PRIORITY, dead.base),
+  );
+  return policies.filter((spec): spec is PolicySpec => spec !== undefined);
+}
+
+/** The main queue's bounds; nothing when unbounded (then `overflow` means nothing either). */
+export function workDefinition(settings: ResolvedQueueSettings): Record<string, string | number> {
+  const definition: Record<string, string | number> = {};
+  if (settings.max_size !== undefined) definition['max-length'] = settings.max_size;
+  if (settings.max_size_bytes !== undefined) definition['max-length-bytes'] = settings.max_size_bytes;
+  if (Object.keys(definition).length > 0) definition.overflow = settings.overflow_policy === 'drop_oldest' ? 'drop-head' : 'reject-publish';
+  return definition;
+}
+
+/** The dead-letter queue's retention: dead letters have no dead-letter route, so what expires or overflows is dropped. */
+export function deadDefinition(settings: ResolvedQueueSettings): Record<string, string | number> {
+  const definition: Record<string, string | number> = {};
+  if (settings.dead_letter_ttl !== undefined) definition['message-ttl'] = Math.round(parseDuration(settings.dead_letter_ttl) ?? 0);
+  if (settings.dead_letter_max_size !== undefined) {
+    definition['max-length'] = settings.dead_letter_max_size;
+    definition.overflow = 'drop-head';
+  }
+  return definition;
+}
+
+function policy(name: string, pattern: string, priority: number, definition: Record<string, string | number>): PolicySpec | undefined {
+  // RabbitMQ refuses a policy without keys ("no policy provided"): no setting, no policy.
+  if (Object.keys(definition).length === 0) return undefined;
+  return { name, pattern, applyTo: 'queues', priority, definition };
+}
+
+function sameDefinition(a: Record<string, string | number>, b: Record<string, string | number>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
+}
+
+/** A name as a literal inside a regular expression (RabbitMQ matches policy patterns with PCRE). */
+export function escape(name: string): string {
+  return name.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
+}

@@ -1,0 +1,169 @@
+import { expect } from 'chai';
+import { compileConfig } from '../../src/config/compile-config.js';
+import type { RawConfig } from '../../src/config/config.types.js';
+import type { BrokerInventory } from '../../src/plan/broker-inventory.js';
+import { desiredState, type DesiredState } from '../../src/plan/desired-state.js';
+import { formatPlan } from '../../src/plan/format-plan.js';
+import { planChanges, type PlanChange } from '../../src/plan/plan.js';
+
+const raw: RawConfig = {
+  tenants: ['acme', 'globex'],
+  queues: {
+    conversions: { max_size: 100, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
+    scan_specs: { scope: 'shared' },
+  },
+};
+const stages = [{ name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }];
+
+/** What the broker's management API would list once `desired` is provisioned exactly. */
+function inventoryOf(desired: DesiredState): BrokerInventory {
+  return {
+    vhost: '/',
+    queues: desired.topology.queues.map((q) => ({
+      name: q.name,
+      durable: q.durable,
+      auto_delete: false,
+      exclusive: false,
+      arguments: { ...q.arguments },
+      type: 'classic',
+    })),
+    exchanges: desired.topology.exchanges.map((e) => ({
+      name: e.name,
+      type: e.type,
+      durable: e.durable,
+      auto_delete: false,
+      internal: false,
+      arguments: e.alternateExchange === undefined ? {} : { 'alternate-exchange': e.alternateExchange },
+    })),
+    bindings: desired.topology.bindings.map((b) => ({
+      source: b.source,
+      destination: b.destination,
+      destination_type: b.destinationType,
+      routing_key: b.routingKey,
+      arguments: { ...b.arguments },
+    })),
+    policies: [
+      ...desired.policies.map((p) => ({
+        name: p.name,
+        pattern: p.pattern,
+        'apply-to': p.applyTo,
+        priority: p.priority,
+        definition: { ...p.definition },
+      })),
+      // Somebody else's policy is none of plan's business.
+      { name: 'ha-all', pattern: '.*', 'apply-to': 'all' as const, priority: 0, definition: { 'ha-mode': 'all' } },
+    ],
+    users: [...desired.users],
+  };
+}
+
+const brief = (changes: PlanChange[]): string[] => changes.map((c) => `${c.action} ${c.kind} ${c.name}${c.detail ? `: ${c.detail}` : ''}`);
+
+describe('plan', () => {
+  const desired = desiredState(compileConfig(raw), stages);
+
+  it('finds nothing when the broker holds exactly the configuration', () => {
+    const plan = planChanges(desired, inventoryOf(desired));
+    expect(plan.changes).to.deep.equal([]);
+    expect(plan.tenants).to.deep.equal({ configured: ['acme', 'globex'], missing: [], extra: [] });
+    expect(formatPlan(plan)).to.contain('nothing differs');
+  });
+
+  it('shows exactly a changed max_size, as a policy to change', () => {
+    const raised = desiredState(
+      compileConfig({ ...raw, queues: { ...raw.queues, conversions: { ...raw.queues?.conversions, max_size: 250 } } }),
+      stages,
+    );
+    const plan = planChanges(raised, inventoryOf(desired));
+    expect(brief(plan.changes)).to.deep.equal(['change policy ojs.queue.conversions: max-length 100 -> 250']);
+    expect(plan.changes[0].wanted).to.deep.include({ definition: { 'max-length': 250, overflow: 'reject-publish' } });
+  });
+
+  it('adds a new tenant: its exchange, queues and bindings; removes a policy no longer configured, never a foreign one', () => {
+    const grown = desiredState(
+      compileConfig({
+        ...raw,
+        tenants: ['acme', 'globex', 'initech'],
+        queues: { ...raw.queues, conversions: { variants: raw.queues?.conversions?.variants } },
+      }),
+      stages,
+    );
+    const plan = planChanges(grown, inventoryOf(desired));
+    expect(plan.tenants.missing).to.deep.equal(['initech']);
+    const actions = new Set(plan.changes.map((c) => `${c.action} ${c.kind}`));
+    expect([...actions]).to.deep.equal(['add exchange', 'add queue', 'add binding', 'remove policy']);
+    expect(plan.changes.filter((c) => c.action === 'add').every((c) => c.tenant === 'initech')).to.equal(true);
+    expect(brief(plan.changes.filter((c) => c.kind === 'policy'))).to.deep.equal([
+      'remove policy ojs.queue.conversions: max-length=100, overflow=reject-publish',
+    ]);
+  });
+
+  it('reports a tenant the configuration dropped once, to retire, with what it has, and none of its objects apart', () => {
+    const shrunk = desiredState(compileConfig({ ...raw, tenants: ['acme'], security: { tenantUsers: true } }), stages);
+    const inventory = inventoryOf(desiredState(compileConfig({ ...raw, security: { tenantUsers: true } }), stages));
+    const plan = planChanges(shrunk, inventory);
+    expect(plan.tenants.extra).to.deep.equal(['globex']);
+    expect(brief(plan.changes)).to.deep.equal([
+      'retire tenant globex: not configured; on the broker: 7 queues, 3 exchanges, 2 users (stagecoach tenant retire globex --strategy reject|discard|move)',
+    ]);
+  });
+
+  it('says a queue declared with its settings as arguments (an older stagecoach) or another max_priority needs recreating', () => {
+    const inventory = inventoryOf(desired);
+    const legacy = inventory.queues.find((q) => q.name === 'ojs.queue.conversions.acme');
+    if (legacy) legacy.arguments = { ...legacy.arguments, 'x-max-length': 100, 'x-overflow': 'reject-publish' };
+    const prioritised = desiredState(
+      compileConfig({ ...raw, queues: { ...raw.queues, scan_specs: { scope: 'shared', max_priority: 5 } } }),
+      stages,
+    );
+    const plan = planChanges(prioritised, inventory);
+    expect(brief(plan.changes)).to.deep.equal([
+      'recreate queue ojs.queue.conversions.acme: recreate needed: argument x-max-length 100 -> (none) (max_size is a policy now), argument x-overflow reject-publish -> (none) (overflow_policy is a policy now)',
+      'recreate queue ojs.queue.scan_specs: recreate needed: argument x-max-priority (none) -> 5',
+      'recreate queue ojs.due.scan_specs: recreate needed: argument x-max-priority (none) -> 5',
+      'recreate queue ojs.suspect.scan_specs: recreate needed: argument x-max-priority (none) -> 5',
+    ]);
+  });
+
+  it('lists a queue the configuration no longer has, to retire with queue delete; removes a stale route between configured objects', () => {
+    const inventory = inventoryOf(desired);
+    inventory.queues.push({ name: 'ojs.queue.legacy.acme', durable: true, auto_delete: false, exclusive: false, arguments: {} });
+    inventory.bindings.push({
+      source: 'ojs.variants.conversions.acme',
+      destination: 'ojs.queue.conversions.acme.pdf',
+      destination_type: 'queue',
+      routing_key: '',
+      arguments: { 'x-match': 'all-with-x', mime: 'application/x-pdf' },
+    });
+    // A binding to an object to retire stays with it.
+    inventory.bindings.push({
+      source: 'ojs.tenant.acme',
+      destination: 'ojs.queue.legacy.acme',
+      destination_type: 'queue',
+      routing_key: 'legacy',
+      arguments: {},
+    });
+    expect(brief(planChanges(desired, inventory).changes)).to.deep.equal([
+      'retire queue ojs.queue.legacy.acme: not in the configuration (stagecoach queue delete legacy --tenant acme --strategy reject|discard|move)',
+      'remove binding ojs.variants.conversions.acme -> ojs.queue.conversions.acme.pdf {"x-match":"all-with-x","mime":"application/x-pdf"}',
+    ]);
+  });
+
+  it('leaves a draining queue unbound when the states are known, and says when they are not', () => {
+    const inventory = inventoryOf(desired);
+    inventory.bindings = inventory.bindings.filter((b) => b.destination !== 'ojs.queue.scan_specs');
+    const blind = planChanges(desired, inventory);
+    expect(brief(blind.changes)).to.deep.equal(['add binding ojs.direct -> ojs.queue.scan_specs [scan_specs]']);
+    expect(formatPlan(blind)).to.contain('states: not compared');
+    const known = planChanges(desired, inventory, { source: 'ojs.states', queues: { 'ojs.queue.scan_specs': 'draining' } });
+    expect(known.changes).to.deep.equal([]);
+    expect(formatPlan(known)).to.contain('ojs.queue.scan_specs draining');
+  });
+
+  it('adds missing tenant users with tenantUsers', () => {
+    const secured = desiredState(compileConfig({ ...raw, security: { tenantUsers: true } }), stages);
+    const inventory = inventoryOf(secured);
+    inventory.users = inventory.users.filter((u) => u !== 'ojs.stage.globex');
+    expect(brief(planChanges(secured, inventory).changes)).to.deep.equal(['add user ojs.stage.globex']);
+  });
+});
