@@ -114,6 +114,8 @@ describe('resilient connections (broker)', function () {
       },
       180_000,
     );
+    // The last close may come after the last result: the reconnection follows within its backoff.
+    await waitFor('the last reconnection', () => group.connections === 4 && group.readiness().ready, 30_000);
     console.log(`      reconnects: ${group.connections - 1}, duplicates delivered: ${final.duplicates} of ${JOBS}`);
     expect(group.connections, 'one connection plus one per forced close').to.equal(4);
     expect(group.readiness()).to.deep.equal({ ready: true });
