@@ -4,6 +4,7 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { Topology } from '../topology/topology.types.js';
 import { openConnection, type AmqpConnection } from './amqp-connection.js';
+import { ExchangeProbe } from './exchange-probe.js';
 
 /**
  * Declares `topology` (assert exchanges, assert queues, bind) on an open connection, through a
@@ -16,6 +17,7 @@ export async function declareTopology(connection: AmqpConnection, topology: Topo
   const channel = await connection.createChannel();
   // The refusal arrives as the rejection of the operation below; the event must not crash.
   channel.on('error', () => undefined);
+  const markers = new ExchangeProbe(connection);
   try {
     for (const exchange of topology.exchanges) {
       await declaring(`exchange "${exchange.name}"`, () =>
@@ -33,14 +35,27 @@ export async function declareTopology(connection: AmqpConnection, topology: Topo
     for (const binding of topology.bindings) {
       const what = `binding ${binding.source} -> ${binding.destination}`;
       const args = binding.arguments ?? {};
+      // A draining queue's entry stays cut (see BindingSpec.drainMarker).
+      if (binding.drainMarker !== undefined && (await markers.exists(binding.drainMarker))) continue;
       await declaring(what, () =>
         binding.destinationType === 'queue'
           ? channel.bindQueue(binding.destination, binding.source, binding.routingKey, args)
           : channel.bindExchange(binding.destination, binding.source, binding.routingKey, args),
       );
+      // `drain` puts its marker, then unbinds. Had it done both between the check above and the
+      // bind, the bind would reopen the entry: checking again after binding closes that window
+      // (either this check sees the marker, or the drain's unbind came after this bind).
+      if (binding.drainMarker !== undefined && (await markers.exists(binding.drainMarker))) {
+        await declaring(`un${what}`, () =>
+          binding.destinationType === 'queue'
+            ? channel.unbindQueue(binding.destination, binding.source, binding.routingKey, args)
+            : channel.unbindExchange(binding.destination, binding.source, binding.routingKey, args),
+        );
+      }
     }
   } finally {
     await close(channel);
+    await markers.close();
   }
   log?.debug('topology declared', {
     exchanges: topology.exchanges.length,

@@ -1,7 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { runDev, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
-import { control } from './commands/control.js';
+import { queueStateCommand, workerControl } from './commands/control.js';
 import { credentials } from './commands/credentials.js';
 import { apply, plan } from './commands/plan.js';
 import { queueDelete, tenantRetire } from './commands/remove.js';
@@ -122,17 +122,18 @@ export function buildProgram(): Command {
     });
 
   for (const [command, description] of [
-    ['pause', 'running stages stop consuming the queue (jobs in flight finish)'],
-    ['resume', 'running stages consume the queue again; a drained queue takes new jobs again'],
-    ['drain', 'the queue takes no new jobs (they are kept in unroutable) while stages empty it'],
+    ['pause', 'stages stop consuming the queue (jobs in flight finish); it still takes new jobs. Kept on the broker until resumed'],
+    ['resume', 'the queue is active again: stages consume it, and a draining queue takes new jobs again'],
+    ['drain', 'the queue takes no new jobs (they are kept in unroutable) while stages empty it. Kept on the broker until resumed'],
   ] as const) {
     program
       .command(`${command} <queue>`)
       .description(description)
       .addOption(tenantOption())
+      .option('--variant <variant>', 'only this variant queue (pause and resume; a drain is the whole queue)')
       .addOption(configOption())
-      .action(async (queue: string, opts: { tenant?: string; config?: string }) => {
-        process.exitCode = await control(command, { queue, ...opts });
+      .action(async (queue: string, opts: { tenant?: string; variant?: string; config?: string }) => {
+        process.exitCode = await queueStateCommand(command, queue, opts);
       });
   }
   for (const [command, description] of [
@@ -146,7 +147,7 @@ export function buildProgram(): Command {
       .addOption(tenantOption())
       .addOption(configOption())
       .action(async (opts: { stage?: string; tenant?: string; config?: string }) => {
-        process.exitCode = await control(command, opts);
+        process.exitCode = await workerControl(command, opts);
       });
   }
 

@@ -13,18 +13,31 @@ import { parseControlMessage, type ControlMessage } from './control-protocol.js'
  */
 export class ControlListener {
   private channel: Channel | undefined;
+  private healing: NodeJS.Timeout | undefined;
 
+  /**
+   * @param onReattached called after the listener came back on its own (its channel closed on a
+   * live connection): messages sent meanwhile were missed, so whatever they carry is read again.
+   */
   constructor(
     private readonly config: CompiledConfig,
     private readonly log: Logger,
     private readonly onMessage: (message: ControlMessage) => Promise<void>,
+    private readonly onReattached: () => Promise<void> = () => Promise.resolve(),
   ) {}
 
   async attach(connection: AmqpConnection): Promise<void> {
+    clearTimeout(this.healing);
     const names = new BrokerNames(this.config.prefix);
     const channel = await connection.createChannel();
     this.channel = channel;
     channel.on('error', (err: Error) => this.log.warn('control channel error', { err: err.message }));
+    channel.on('close', () => {
+      if (this.channel !== channel) return; // closed on purpose, or replaced
+      this.channel = undefined;
+      // A lost connection re-attaches everything; a channel lost alone is healed here.
+      this.healing = setTimeout(() => void this.heal(connection), 1000);
+    });
     // With tenantUsers a stage user may not declare the exchange (provision did); checking needs no permission.
     if (this.config.security.tenantUsers) await channel.checkExchange(names.control);
     else await channel.assertExchange(names.control, 'fanout', { durable: this.config.durable });
@@ -49,7 +62,20 @@ export class ControlListener {
   }
 
   async close(): Promise<void> {
-    await this.channel?.close().catch(() => undefined);
+    clearTimeout(this.healing);
+    const channel = this.channel;
     this.channel = undefined;
+    await channel?.close().catch(() => undefined);
+  }
+
+  private async heal(connection: AmqpConnection): Promise<void> {
+    if (this.channel !== undefined) return;
+    try {
+      await this.attach(connection);
+      await this.onReattached();
+    } catch (err) {
+      // The connection is going too: the group re-attaches the listener on the next one.
+      this.log.warn('control channel not re-opened', { err: (err as Error).message });
+    }
   }
 }

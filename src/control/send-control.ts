@@ -1,64 +1,36 @@
-import { openConnection } from '../broker/amqp-connection.js';
+import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
-import { declareTopologyOnce } from '../broker/declare-topology.js';
+import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
-import { queueFor } from '../config/queue-resolver.js';
-import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { ControlMessage } from './control-protocol.js';
-import { coreTopology, mergeTopologies, queueTopology } from '../topology/build-topology.js';
+import { coreTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 
 /**
- * Sends a control message to every running stage (fanout `<prefix>.control`).
- *
- * Queue states are also enforced at the broker where running stages alone cannot: `drain`
- * unbinds the queue from its entry exchange, so new jobs for it go to `unroutable` (kept, and
- * replayable) while the stages empty it; `resume` declares the bindings again.
+ * Sends a control message to every running stage (fanout `<prefix>.control`), once connected.
+ * Worker states (`quiet`, `terminate`) live in the processes that get it. Queue states live on
+ * the broker (src/state/set-queue-state.ts writes them, then calls `publishControl` so that
+ * running stages read them again at once).
  */
 export async function sendControl(config: CompiledConfig, message: ControlMessage, log: Logger): Promise<void> {
-  await declareTopologyOnce(config, coreTopology(config), log);
-  if (message.queue !== undefined) {
-    const queue = queueFor(config, message.queue);
-    const tenants = queue.scope === 'shared' ? [undefined] : message.tenant === undefined ? config.tenants : [message.tenant];
-    if (queue.scope === 'shared' && message.tenant !== undefined) {
-      throw new StagecoachError('INVALID_REQUEST', `queue "${message.queue}" is shared: it has no per-tenant state, drop --tenant`);
-    }
-    if (message.command === 'drain') await unbindEntries(config, message.queue, tenants, log);
-    if (message.command === 'resume') {
-      const topology = mergeTopologies(coreTopology(config), ...tenants.map((tenant) => queueTopology(config, queue, tenant)));
-      await declareTopologyOnce(config, topology, log);
-    }
-  }
-  const names = new BrokerNames(config.prefix);
   const connection = await openConnection(config, log, 'stagecoach-control');
   try {
-    const publisher = await ConfirmPublisher.open(connection);
-    await publisher.publish(names.control, '', Buffer.from(JSON.stringify(message)), { contentType: 'application/json' });
-    await publisher.close();
+    await declareTopology(connection, coreTopology(config), log);
+    await publishControl(connection, config, message);
   } finally {
     await connection.close().catch(() => undefined);
   }
 }
 
-/** Removes the binding through which new jobs reach the queue (its entry), for each tenant. */
-async function unbindEntries(config: CompiledConfig, queueName: string, tenants: Array<string | undefined>, log: Logger): Promise<void> {
-  const names = new BrokerNames(config.prefix);
-  const queue = queueFor(config, queueName);
-  const connection = await openConnection(config, log, 'stagecoach-control');
+/** Publishes `message` on the control exchange, confirmed, on an open connection. */
+export async function publishControl(connection: AmqpConnection, config: CompiledConfig, message: ControlMessage): Promise<void> {
+  const publisher = await ConfirmPublisher.open(connection);
   try {
-    const channel = await connection.createChannel();
-    for (const tenant of tenants) {
-      if (tenant === undefined) {
-        await channel.unbindQueue(names.queue(queueName), names.direct, queueName);
-      } else if (queue.variants) {
-        await channel.unbindExchange(names.variantExchange(queueName, tenant), names.tenantExchange(tenant), queueName);
-      } else {
-        await channel.unbindQueue(names.queue(queueName, tenant), names.tenantExchange(tenant), queueName);
-      }
-    }
-    await channel.close();
+    await publisher.publish(new BrokerNames(config.prefix).control, '', Buffer.from(JSON.stringify(message)), {
+      contentType: 'application/json',
+    });
   } finally {
-    await connection.close().catch(() => undefined);
+    await publisher.close();
   }
 }

@@ -109,7 +109,12 @@ export class StageGroup {
     this.terminated = new Promise<void>((resolve) => (this.terminate = resolve));
     const names = [...new Set(instances.map((i) => i.stage.metadata.name))].join(',');
     this.manager = new ConnectionManager(config, log, `stagecoach ${names}`);
-    this.control = new ControlListener(config, log, (message) => this.onControl(message));
+    this.control = new ControlListener(
+      config,
+      log,
+      (message) => this.onControl(message),
+      () => this.syncStates(this.runners),
+    );
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
     for (const instance of instances) {
       const runner = new StageRunner({
@@ -329,17 +334,22 @@ export class StageGroup {
     }
   }
 
+  /** Every given runner reads its queue's state again, on the current connection. */
+  private async syncStates(runners: readonly StageRunner[]): Promise<void> {
+    const connection = this.manager.connection;
+    if (connection === undefined || !isOpen(connection)) return; // the next attach reads them
+    await Promise.all(runners.filter((r) => !r.stopping).map((r) => r.syncState(connection)));
+  }
+
   private async onControl(message: ControlMessage): Promise<void> {
     const matching = this.runners.filter((runner) => runner.matches(message));
     switch (message.command) {
       case 'pause':
       case 'drain':
-        // `drain` stops the queue taking new jobs at the broker (see the CLI); stages keep
-        // consuming until it is empty. `pause` stops them consuming.
-        if (message.command === 'pause') await Promise.all(matching.map((r) => r.pause()));
-        break;
       case 'resume':
-        await Promise.all(matching.map((r) => r.resume()));
+        // Queue states live on the broker (setQueueState wrote them before sending this): read
+        // them rather than trust the message, so a late or repeated message changes nothing.
+        await this.syncStates(matching);
         break;
       case 'quiet':
         await Promise.all(matching.map((r) => r.quiet()));

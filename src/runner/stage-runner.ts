@@ -31,6 +31,8 @@ import { LossLedger } from './loss-ledger.js';
 import { emptyStats, NO_METRICS, type StageRunnerStats } from './runner-stats.js';
 import { Settlement } from './settlement.js';
 import { SuspectWatch } from './suspect-watch.js';
+import { StateProbe } from '../state/state-probe.js';
+import type { QueueState } from '../state/queue-state.js';
 import { WorkConsumers } from './work-consumers.js';
 
 export type { RunnerState } from './lifecycle.js';
@@ -110,6 +112,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
   private processor: DeliveryProcessor | undefined;
   private handler: StageHandler | undefined;
   private suspensions = 0;
+  /** Its physical queue's state on the broker, as last read (`syncState`). */
+  queueState: QueueState = 'active';
 
   constructor(private readonly options: StageRunnerOptions) {
     super();
@@ -297,6 +301,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
   async attach(connection: AmqpConnection): Promise<void> {
     if (this.lifecycle.stopping) return;
     await this.declare(connection);
+    // Before the consumers open: a paused queue is not consumed for a moment after a restart.
+    await this.syncState(connection);
     await this.publishers.attach(connection);
     await this.suspects.attach(connection);
     await this.work.attach(connection);
@@ -315,6 +321,25 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.publishers.detach();
     this.work.detach();
     this.suspects.detach();
+  }
+
+  /**
+   * Follows its physical queue's state on the broker (src/state/queue-state.ts): `paused` stops
+   * consuming, `active` and `draining` consume. Read at every attach (start, reconnect) and
+   * whenever a state command says so; a quiet or stopping runner stays as it is.
+   */
+  async syncState(connection: AmqpConnection): Promise<void> {
+    const probe = new StateProbe(connection, this.options.config.prefix);
+    let state: QueueState;
+    try {
+      state = await probe.stateOf({ queue: this.inputQueue, tenant: this.options.tenant, variant: this.options.variant });
+    } finally {
+      await probe.close();
+    }
+    if (state !== this.queueState) this.options.log.info('queue state', { queue: this.queue, state });
+    this.queueState = state;
+    if (state === 'paused') await this.pause();
+    else if (this.lifecycle.state === 'paused') await this.resume();
   }
 
   /** Stops consuming until `resume()`; prefetched deliveries go back, jobs in flight finish. */

@@ -7,6 +7,7 @@ import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
 import { deleteQueueSettings } from '../plan/queue-settings.js';
 import { ManagementApi } from '../security/management-api.js';
+import { possibleStateMarkers } from '../state/queue-state.js';
 
 /**
  * Test preset (after rascal's `withTestConfig`): the configuration with a unique prefix, so
@@ -23,8 +24,8 @@ export function withTestConfig(raw: RawConfig, source?: string): CompiledConfig 
 
 /**
  * Deletes every exchange and queue of the given topologies (by default: what `provision`
- * would declare for the configured tenants), and the prefix's queue settings (policies). Missing
- * names are skipped.
+ * would declare for the configured tenants), their queue states, and the prefix's queue settings
+ * (policies). Missing names are skipped.
  */
 export async function teardown(config: CompiledConfig, stages: readonly StageMetadata[] = [], ...extra: Topology[]): Promise<void> {
   const topology = mergeTopologies(provisionTopology(config, stages), ...extra);
@@ -32,6 +33,7 @@ export async function teardown(config: CompiledConfig, stages: readonly StageMet
   try {
     for (const queue of topology.queues) await withChannel(connection, (ch) => ch.deleteQueue(queue.name));
     for (const exchange of topology.exchanges) await withChannel(connection, (ch) => ch.deleteExchange(exchange.name));
+    for (const marker of possibleStateMarkers(config.prefix, topology)) await withChannel(connection, (ch) => ch.deleteExchange(marker));
   } finally {
     await connection.close();
   }

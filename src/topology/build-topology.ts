@@ -83,7 +83,13 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
       exchanges: [],
       queues: [...workQueues(config, queue, names, dead), { name: dead, durable, arguments: {} }],
       bindings: [
-        { source: names.direct, destination: physical, destinationType: 'queue', routingKey: queue.name },
+        {
+          source: names.direct,
+          destination: physical,
+          destinationType: 'queue',
+          routingKey: queue.name,
+          drainMarker: names.stateMarker('draining', queue.name),
+        },
         ...returnBindings(config, names, queue.name),
         { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead },
       ],
@@ -108,7 +114,13 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   });
 
   if (!queue.variants) {
-    topology.bindings.push({ source: tenantExchange, destination: general, destinationType: 'queue', routingKey: queue.name });
+    topology.bindings.push({
+      source: tenantExchange,
+      destination: general,
+      destinationType: 'queue',
+      routingKey: queue.name,
+      drainMarker: names.stateMarker('draining', queue.name, tenant),
+    });
     return topology;
   }
   const router = names.variantExchange(queue.name, tenant);
@@ -118,7 +130,13 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
     { name: router, type: 'headers', durable, alternateExchange: fallback },
   );
   topology.bindings.push(
-    { source: tenantExchange, destination: router, destinationType: 'exchange', routingKey: queue.name },
+    {
+      source: tenantExchange,
+      destination: router,
+      destinationType: 'exchange',
+      routingKey: queue.name,
+      drainMarker: names.stateMarker('draining', queue.name, tenant),
+    },
     { source: fallback, destination: general, destinationType: 'queue', routingKey: '' },
   );
   for (const [variant, values] of Object.entries(queue.variants.values)) {

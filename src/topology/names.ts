@@ -71,6 +71,14 @@ export class BrokerNames {
   get control(): string {
     return `${this.prefix}.control`;
   }
+  /**
+   * Marker exchange of a queue state other than active (src/state/queue-state.ts): per physical
+   * queue for `paused`, per logical queue and tenant for `draining` (a variant is ignored).
+   */
+  stateMarker(state: 'paused' | 'draining', queue: string, tenant?: string, variant?: string): string {
+    const parts = [this.prefix, 'state', state, queue, tenant, state === 'paused' ? variant : undefined];
+    return parts.filter((part) => part !== undefined).join('.');
+  }
 }
 
 /** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */

@@ -21,6 +21,12 @@ export interface BindingSpec {
   routingKey: string;
   /** Binding arguments: the header match of a headers exchange. */
   arguments?: Record<string, string>;
+  /**
+   * Set on a queue's entry (the binding through which new jobs reach it): the marker exchange
+   * whose existence means the queue is draining, when this binding must stay absent. Declaring
+   * skips it then (src/broker/declare-topology.ts), so no start, heal or `provision` undoes a drain.
+   */
+  drainMarker?: string;
 }
 
 export interface Topology {

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { sendControl } from '../../src/control/send-control.js';
+import { setQueueState } from '../../src/state/set-queue-state.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
@@ -18,7 +19,7 @@ import { FAILURE_STAGES_MODULE, writeConfigFile, type ConfigFile } from '../help
 const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'lifecycle' }, 'error');
 
-describe('queue and worker states through the control exchange', () => {
+describe('queue states on the broker and worker states through the control exchange', () => {
   let config: CompiledConfig;
   let running: RunningGroup;
   let names: BrokerNames;
@@ -48,7 +49,7 @@ describe('queue and worker states through the control exchange', () => {
   after(() => running.stop());
 
   it("pause stops consuming one tenant's queue while the others continue; resume restarts it", async () => {
-    await sendControl(config, { command: 'pause', queue: 'work', tenant: 'acme' }, log);
+    await setQueueState(config, { queue: 'work', tenant: 'acme' }, 'paused', log);
     await waitFor('acme paused', () => group.runners.find((r) => r.name === 'flaky/acme')?.state === 'paused');
     for (let i = 0; i < 5; i++) {
       await ok('acme', `pa-${i}`);
@@ -59,21 +60,21 @@ describe('queue and worker states through the control exchange', () => {
     expect(await raw.count(done('acme'))).to.equal(0);
     expect(group.readiness(), 'a paused queue is not a fault').to.deep.equal({ ready: true });
 
-    await sendControl(config, { command: 'resume', queue: 'work', tenant: 'acme' }, log);
+    await setQueueState(config, { queue: 'work', tenant: 'acme' }, 'active', log);
     await waitFor("acme's jobs done after resume", async () => (await raw.count(done('acme'))) === 5);
     await raw.drain(done('acme'));
     await raw.drain(done('globex'));
   });
 
   it('drain keeps new jobs out of the queue (kept in unroutable) while the stage empties it; resume lets them in', async () => {
-    await sendControl(config, { command: 'pause', queue: 'work', tenant: 'acme' }, log);
+    await setQueueState(config, { queue: 'work', tenant: 'acme' }, 'paused', log);
     await waitFor('acme paused', () => group.runners.find((r) => r.name === 'flaky/acme')?.state === 'paused');
     await ok('acme', 'before-drain');
     await waitFor('the job queued', async () => (await raw.count(work('acme'))) === 1);
-    await sendControl(config, { command: 'drain', queue: 'work', tenant: 'acme' }, log);
+    await setQueueState(config, { queue: 'work', tenant: 'acme' }, 'draining', log);
     await ok('acme', 'during-drain');
     expect(await raw.count(names.unroutable), 'the new job is kept, not queued').to.equal(1);
-    await sendControl(config, { command: 'resume', queue: 'work', tenant: 'acme' }, log);
+    await setQueueState(config, { queue: 'work', tenant: 'acme' }, 'active', log);
     await waitFor('the queued job done', async () => (await raw.count(done('acme'))) === 1);
     await ok('acme', 'after-resume');
     await waitFor('new jobs enter again', async () => (await raw.count(done('acme'))) === 2);

@@ -61,7 +61,14 @@ describe('topology', () => {
         arguments: { 'x-match': 'all-with-x', 'x-ojs-tenant': 'acme' },
       },
       { source: 'ojs.dlx', destination: 'ojs.dead.conversions.acme', destinationType: 'queue', routingKey: 'ojs.dead.conversions.acme' },
-      { source: 'ojs.tenant.acme', destination: 'ojs.variants.conversions.acme', destinationType: 'exchange', routingKey: 'conversions' },
+      {
+        source: 'ojs.tenant.acme',
+        destination: 'ojs.variants.conversions.acme',
+        destinationType: 'exchange',
+        routingKey: 'conversions',
+        // The entry: left unbound while acme's conversions drain.
+        drainMarker: 'ojs.state.draining.conversions.acme',
+      },
       { source: 'ojs.general.conversions.acme', destination: 'ojs.queue.conversions.acme', destinationType: 'queue', routingKey: '' },
       {
         source: 'ojs.variants.conversions.acme',
@@ -87,6 +94,7 @@ describe('topology', () => {
       destination: 'ojs.queue.scan_specs',
       destinationType: 'queue',
       routingKey: 'scan_specs',
+      drainMarker: 'ojs.state.draining.scan_specs',
     });
     expect(topology.exchanges.map((e) => e.name)).not.to.include('ojs.tenant.acme');
   });
