@@ -58,7 +58,7 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
   const api = options.api ?? new ManagementApi(config.broker.management);
   const found = await findRemoval(config, api, {
     queue: (parsed) => parsed.tenant === tenant,
-    exchange: (parsed) => parsed.tenant === tenant && ['tenant', 'variants', 'general'].includes(parsed.kind),
+    exchange: (parsed) => parsed.tenant === tenant && ['tenant', 'variants', 'general', 'state'].includes(parsed.kind),
   });
   const users: string[] = [];
   if (config.security.tenantUsers) {

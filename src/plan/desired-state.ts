@@ -30,8 +30,7 @@ export function desiredState(config: CompiledConfig, stages: readonly StageEndpo
     topology: provisionTopology(config, stages),
     policies: queuePolicies(config, stages),
     users: config.security.tenantUsers ? brokerUserGrants(config, config.tenants).map((grant) => grant.user) : [],
-    // The durable queue states (a stream the state commands write and stages read) are not
-    // configuration: plan reports states apart, when it can read them.
-    ignored: new Set([`${config.prefix}.states`]),
+    // The queue states' marker exchanges are not configuration: plan reports them apart.
+    ignored: new Set(),
   };
 }

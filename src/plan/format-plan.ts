@@ -25,16 +25,12 @@ export function formatPlan(plan: Plan): string {
     lines.push(`${title}:`);
     for (const change of changes) lines.push(`  ${change.action.padEnd(8)} ${change.name}${change.detail ? `: ${change.detail}` : ''}`);
   }
-  if (plan.states.compared) {
-    const states = Object.entries(plan.states.queues);
-    lines.push(
-      `states (${plan.states.source}, not configuration: apply leaves them): ${
-        states.length === 0 ? 'every queue active' : states.map(([queue, state]) => `${queue} ${state}`).join(', ')
-      }`,
-    );
-  } else {
-    lines.push(`states: not compared (${plan.states.reason})`);
-  }
+  const states = Object.entries(plan.states.queues);
+  lines.push(
+    `states (not configuration: apply leaves them): ${
+      states.length === 0 ? 'every queue active' : states.map(([queue, state]) => `${queue} ${state}`).join(', ')
+    }`,
+  );
   lines.push(summary(plan));
   return `${lines.join('\n')}\n`;
 }

@@ -1,5 +1,6 @@
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
 import { parseBrokerName } from '../topology/names.js';
+import { isStateMarker, QueueStates } from '../state/queue-state.js';
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
 import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue } from '../security/management-api.js';
 import type { BrokerInventory } from './broker-inventory.js';
@@ -38,36 +39,33 @@ export interface PlanChange {
 /** A queue state other than `active`, per physical queue. */
 export type QueueStateName = 'paused' | 'draining';
 
-export type PlanStates =
-  { compared: false; reason: string } | { compared: true; source: string; queues: Readonly<Record<string, QueueStateName>> };
+/**
+ * Queue states (seeds/001 5.1) found on the broker: each paused physical queue, and each draining
+ * logical queue by its general queue's name. Not configuration: shown, never changed by `apply`.
+ */
+export interface PlanStates {
+  queues: Readonly<Record<string, QueueStateName>>;
+}
 
 export interface Plan {
   prefix: string;
   vhost: string;
   tenants: { configured: string[]; missing: string[]; extra: string[] };
   changes: PlanChange[];
-  /** States are not configuration: shown, never changed by `apply`. */
   states: PlanStates;
-}
-
-/** Where the states come from, when they could be read (see the states of seeds/001 5.1). */
-export interface KnownStates {
-  source: string;
-  queues: Readonly<Record<string, QueueStateName>>;
 }
 
 /**
  * The difference between what the configuration wants and what the broker holds under the
  * prefix. Pure: `readInventory` and `desiredState` gather the two sides.
  *
- * A draining queue's entry bindings are missing on purpose (new jobs go to `unroutable`): when
- * the states are known they are not planned back. Without them, a draining queue's entry shows
- * as a binding to add, and `apply` would undo the drain as `provision` does.
+ * A draining queue's entry binding is missing on purpose (new jobs go to `unroutable`): it is not
+ * planned back while its drain marker exists. The markers themselves are state, not topology.
  */
-export function planChanges(desired: DesiredState, inventory: BrokerInventory, states?: KnownStates): Plan {
+export function planChanges(desired: DesiredState, inventory: BrokerInventory): Plan {
   const prefix = desired.prefix;
   const configured = new Set(desired.tenants);
-  const ignored = (name: string): boolean => desired.ignored.has(name);
+  const ignored = (name: string): boolean => desired.ignored.has(name) || isStateMarker(prefix, name);
   const tenantOf = (name: string): string | undefined => parseBrokerName(prefix, name)?.tenant;
   const userTenant = (user: string): string | undefined => {
     for (const role of ['producer', 'stage']) if (user.startsWith(`${prefix}.${role}.`)) return user.slice(prefix.length + role.length + 2);
@@ -112,7 +110,7 @@ export function planChanges(desired: DesiredState, inventory: BrokerInventory, s
 
   changes.push(...exchangeChanges(desired, inventory.exchanges, ignored, ofExtraTenant, tenantOf));
   changes.push(...queueChanges(desired, inventory.queues, ignored, ofExtraTenant, tenantOf));
-  changes.push(...bindingChanges(desired, inventory, tenantOf, states));
+  changes.push(...bindingChanges(desired, inventory, tenantOf, exchangeNames));
   changes.push(...policyChanges(desired, inventory.policies));
   const users = new Set(inventory.users);
   for (const user of desired.users) {
@@ -124,10 +122,16 @@ export function planChanges(desired: DesiredState, inventory: BrokerInventory, s
     vhost: inventory.vhost,
     tenants: { configured: [...desired.tenants], missing: missingTenants, extra: extraTenants },
     changes,
-    states: states
-      ? { compared: true, source: states.source, queues: states.queues }
-      : { compared: false, reason: `the queue states (${prefix}.states) are not read: a draining queue's entry shows as a binding to add` },
+    states: { queues: statesOf(prefix, exchangeNames) },
   };
+}
+
+function statesOf(prefix: string, exchangeNames: Iterable<string>): Record<string, QueueStateName> {
+  const states = new QueueStates(prefix, exchangeNames);
+  const queues: Record<string, QueueStateName> = {};
+  for (const queue of [...states.pausedQueues].sort()) queues[queue] = 'paused';
+  for (const queue of [...states.drainingQueues].sort()) queues[queue] = 'draining';
+  return queues;
 }
 
 function exchangeChanges(
@@ -245,7 +249,7 @@ function bindingChanges(
   desired: DesiredState,
   inventory: BrokerInventory,
   tenantOf: (name: string) => string | undefined,
-  states: KnownStates | undefined,
+  exchangeNames: ReadonlySet<string>,
 ): PlanChange[] {
   const changes: PlanChange[] = [];
   const actual = new Map<string, BindingSpec>();
@@ -257,7 +261,7 @@ function bindingChanges(
   for (const [key, binding] of wanted) {
     if (actual.has(key)) continue;
     // A draining queue's entry is unbound on purpose.
-    if (binding.destinationType === 'queue' && states?.queues[binding.destination] === 'draining') continue;
+    if (binding.drainMarker !== undefined && exchangeNames.has(binding.drainMarker)) continue;
     changes.push({
       kind: 'binding',
       action: 'add',

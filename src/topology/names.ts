@@ -83,7 +83,7 @@ export class BrokerNames {
 
 /** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */
 export interface ParsedBrokerName {
-  /** The second word: `queue`, `due`, `suspect`, `dead`, `tenant`, `variants`, `general`, `delay`... */
+  /** The second word: `queue`, `due`, `suspect`, `dead`, `tenant`, `variants`, `general`, `state`, `delay`... */
   kind: string;
   /** The logical queue, for the kinds that have one. */
   queue?: string;
@@ -92,7 +92,7 @@ export interface ParsedBrokerName {
 }
 
 /** Kinds whose names read `<prefix>.<kind>.<queue>[.<tenant>[.<variant>]]`. */
-const QUEUE_KINDS = new Set(['queue', 'due', 'suspect', 'dead', 'variants', 'general']);
+const QUEUE_KINDS = new Set(['queue', 'due', 'suspect', 'dead', 'variants', 'general', 'state']);
 
 /**
  * Reads a name back into its parts, or undefined for a name not under `prefix`. Prefixes, queue
@@ -102,6 +102,8 @@ export function parseBrokerName(prefix: string, name: string): ParsedBrokerName 
   if (!name.startsWith(`${prefix}.`)) return undefined;
   const [kind, ...rest] = name.slice(prefix.length + 1).split('.');
   if (kind === 'tenant' && rest.length === 1) return { kind, tenant: rest[0] };
+  // A state marker names its queue after the state: `<prefix>.state.paused.<queue>[.<tenant>[.<variant>]]`.
+  if (kind === 'state' && (rest[0] === 'paused' || rest[0] === 'draining')) rest.shift();
   if (!QUEUE_KINDS.has(kind) || rest.length === 0 || rest.length > 3) return { kind };
   const [queue, tenant, variant] = rest;
   return {

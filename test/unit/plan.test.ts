@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import type { BrokerInventory } from '../../src/plan/broker-inventory.js';
+import type { BrokerExchange } from '../../src/security/management-api.js';
 import { desiredState, type DesiredState } from '../../src/plan/desired-state.js';
 import { formatPlan } from '../../src/plan/format-plan.js';
 import { planChanges, type PlanChange } from '../../src/plan/plan.js';
@@ -149,15 +150,18 @@ describe('plan', () => {
     ]);
   });
 
-  it('leaves a draining queue unbound when the states are known, and says when they are not', () => {
+  it('leaves a draining queue unbound while its drain marker exists, and lists states apart from changes', () => {
     const inventory = inventoryOf(desired);
     inventory.bindings = inventory.bindings.filter((b) => b.destination !== 'ojs.queue.scan_specs');
-    const blind = planChanges(desired, inventory);
-    expect(brief(blind.changes)).to.deep.equal(['add binding ojs.direct -> ojs.queue.scan_specs [scan_specs]']);
-    expect(formatPlan(blind)).to.contain('states: not compared');
-    const known = planChanges(desired, inventory, { source: 'ojs.states', queues: { 'ojs.queue.scan_specs': 'draining' } });
-    expect(known.changes).to.deep.equal([]);
-    expect(formatPlan(known)).to.contain('ojs.queue.scan_specs draining');
+    const unmarked = planChanges(desired, inventory);
+    expect(brief(unmarked.changes)).to.deep.equal(['add binding ojs.direct -> ojs.queue.scan_specs [scan_specs]']);
+    expect(formatPlan(unmarked)).to.contain('states (not configuration: apply leaves them): every queue active');
+    const marker = (name: string): BrokerExchange => ({ name, type: 'fanout', durable: true, auto_delete: false, internal: false, arguments: {} });
+    inventory.exchanges.push(marker('ojs.state.draining.scan_specs'), marker('ojs.state.paused.conversions.acme.pdf'));
+    const draining = planChanges(desired, inventory);
+    expect(draining.changes, 'neither the unbound entry nor the markers are changes').to.deep.equal([]);
+    expect(draining.states.queues).to.deep.equal({ 'ojs.queue.conversions.acme.pdf': 'paused', 'ojs.queue.scan_specs': 'draining' });
+    expect(formatPlan(draining)).to.contain('ojs.queue.scan_specs draining');
   });
 
   it('adds missing tenant users with tenantUsers', () => {

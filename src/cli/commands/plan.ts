@@ -64,6 +64,5 @@ async function setUp(file: string | undefined): Promise<{ config: CompiledConfig
 }
 
 async function readPlan(config: CompiledConfig, stages: readonly StageEndpoints[], api: ManagementApi): Promise<Plan> {
-  // HOOK(states): pass the queue states once the states module can read them (see planChanges).
   return planChanges(desiredState(config, stages), await readInventory(config, api));
 }
