@@ -8,6 +8,7 @@ import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { ManagementApi } from '../../src/security/management-api.js';
+import { setQueueState } from '../../src/state/set-queue-state.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
@@ -123,8 +124,12 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
   it('discard removes everything of the tenant, counting what it dropped; run refuses it after, and its jobs (published or delayed) land in unroutable', async () => {
     const { file, names, raw } = project;
     const before = (await raw.count(names.unroutable)) ?? 0;
-    // A retry waiting 2 s on the delay ladder for globex's due queue, which is gone when it is due.
-    await raw.publish(names.retry, delayRoutingKey(2000, names.dueQueue('in', 'globex')), JSON.stringify({ waiting: true }));
+    // Its queue states go with it (their markers end in `.globex` too, checked below).
+    await setQueueState(project.config, { queue: 'in', tenant: 'globex' }, 'paused', log);
+    expect(await raw.exchangeExists(`${names.prefix}.state.paused.in.globex`)).to.equal(true);
+    // A retry waiting 8 s on the delay ladder for globex's due queue, which is gone when it is
+    // due (the retirement below must take less than that, even on a loaded machine).
+    await raw.publish(names.retry, delayRoutingKey(8000, names.dueQueue('in', 'globex')), JSON.stringify({ waiting: true }));
     const discarded = await runCli(['tenant', 'retire', 'globex', '--strategy', 'discard', '--config', file], env);
     expect(discarded.code, discarded.stderr).to.equal(0);
     expect(discarded.stdout).to.contain('removed tenant globex (strategy discard)');
@@ -153,7 +158,7 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
     await waitFor(
       'the late job and the delayed one kept in unroutable',
       async () => (await raw.count(names.unroutable)) === before + 2,
-      10_000,
+      15_000,
     );
     await raw.drain(names.unroutable);
 
