@@ -2,7 +2,7 @@ import type { Channel } from 'amqplib';
 import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
-import type { Topology } from '../topology/topology.types.js';
+import type { BindingSpec, Topology } from '../topology/topology.types.js';
 import { openConnection, type AmqpConnection } from './amqp-connection.js';
 import { ExchangeProbe } from './exchange-probe.js';
 
@@ -46,11 +46,7 @@ export async function declareTopology(connection: AmqpConnection, topology: Topo
       // bind, the bind would reopen the entry: checking again after binding closes that window
       // (either this check sees the marker, or the drain's unbind came after this bind).
       if (binding.drainMarker !== undefined && (await markers.exists(binding.drainMarker))) {
-        await declaring(`un${what}`, () =>
-          binding.destinationType === 'queue'
-            ? channel.unbindQueue(binding.destination, binding.source, binding.routingKey, args)
-            : channel.unbindExchange(binding.destination, binding.source, binding.routingKey, args),
-        );
+        await declaring(`un${what}`, () => unbind(channel, binding));
       }
     }
   } finally {
@@ -109,6 +105,13 @@ export async function declareTopologyOnce(config: CompiledConfig, topology: Topo
   } finally {
     await connection.close().catch(() => undefined);
   }
+}
+
+/** Removes one binding of a topology (a queue's or an exchange's). */
+export async function unbind(channel: Channel, binding: BindingSpec): Promise<void> {
+  const args = binding.arguments ?? {};
+  if (binding.destinationType === 'queue') await channel.unbindQueue(binding.destination, binding.source, binding.routingKey, args);
+  else await channel.unbindExchange(binding.destination, binding.source, binding.routingKey, args);
 }
 
 async function declaring(what: string, action: () => Promise<unknown>): Promise<void> {

@@ -1,6 +1,5 @@
-import type { Channel } from 'amqplib';
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
-import { declareTopology } from '../broker/declare-topology.js';
+import { declareTopology, unbind } from '../broker/declare-topology.js';
 import { exchangeExists } from '../broker/exchange-exists.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
@@ -95,7 +94,7 @@ async function setOne(
   log: Logger,
 ): Promise<void> {
   const names = new BrokerNames(config.prefix);
-  const physical = variant !== undefined ? [variant] : [undefined, ...Object.keys(queue.variants?.values ?? {})];
+  const physical = physicalVariants(queue, variant);
   const pauseMarkers = physical.map((v) => names.stateMarker('paused', queue.name, tenant, v));
   const drainMarker = names.stateMarker('draining', queue.name, tenant);
   const topology = queueTopology(config, queue, tenant);
@@ -106,28 +105,21 @@ async function setOne(
     if (state === 'draining') {
       await mark(drainMarker);
       for (const marker of pauseMarkers) await channel.deleteExchange(marker);
-      await unbindEntries(channel, topology.bindings);
+      // Its queues exist (declared without the entry, the marker being there), then the entry goes.
+      await declareTopology(connection, topology, log);
+      for (const binding of topology.bindings) if (binding.drainMarker !== undefined) await unbind(channel, binding);
       return;
     }
     if (state === 'paused') for (const marker of pauseMarkers) await mark(marker);
     else for (const marker of pauseMarkers) await channel.deleteExchange(marker);
     // Pausing or resuming the whole queue ends a drain; a variant alone does not.
-    if (variant === undefined || state === 'paused') {
-      if (variant === undefined) await channel.deleteExchange(drainMarker);
+    if (variant === undefined) {
+      await channel.deleteExchange(drainMarker);
       // Binding again is declaring: idempotent, and it skips the entry while a drain marker stays.
       await declareTopology(connection, topology, log);
     }
   } finally {
     await channel.close().catch(() => undefined);
-  }
-}
-
-async function unbindEntries(channel: Channel, bindings: ReturnType<typeof queueTopology>['bindings']): Promise<void> {
-  for (const binding of bindings) {
-    if (binding.drainMarker === undefined) continue;
-    const args = binding.arguments ?? {};
-    if (binding.destinationType === 'queue') await channel.unbindQueue(binding.destination, binding.source, binding.routingKey, args);
-    else await channel.unbindExchange(binding.destination, binding.source, binding.routingKey, args);
   }
 }
 
@@ -140,7 +132,7 @@ async function readBack(
   variant: string | undefined,
 ): Promise<PhysicalQueueState[]> {
   const names = new BrokerNames(config.prefix);
-  const physical = variant !== undefined ? [variant] : [undefined, ...Object.keys(queue.variants?.values ?? {})];
+  const physical = physicalVariants(queue, variant);
   const probe = new StateProbe(connection, config.prefix);
   try {
     const results: PhysicalQueueState[] = [];
@@ -152,6 +144,11 @@ async function readBack(
   } finally {
     await probe.close();
   }
+}
+
+/** The physical queues of a target, by variant: the one given, or the general queue (undefined) and every variant. */
+function physicalVariants(queue: ResolvedQueueConfig, variant: string | undefined): Array<string | undefined> {
+  return variant !== undefined ? [variant] : [undefined, ...Object.keys(queue.variants?.values ?? {})];
 }
 
 /** A state for a tenant nobody provisioned would name queues nobody declared. */
