@@ -71,6 +71,10 @@ export class BrokerNames {
   get control(): string {
     return `${this.prefix}.control`;
   }
+  /** Topic exchange of the OJS events (`queue.full`, `tenant.retired`...), routing key = event type. */
+  get events(): string {
+    return `${this.prefix}.events`;
+  }
 }
 
 /** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */
