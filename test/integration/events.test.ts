@@ -10,8 +10,10 @@ import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
 import { loadAllStages } from '../../src/stage/stage-loader.js';
-import { teardown } from '../../src/testing/test-config.js';
+import { teardown, withTestConfig } from '../../src/testing/test-config.js';
+import { BrokerNames } from '../../src/topology/names.js';
 import { held } from '../fixtures/test-stages.js';
+import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { REPO_ROOT, runCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { EventTap } from '../helpers/event-tap.js';
@@ -134,6 +136,28 @@ describe('OJS events of administration on <prefix>.events', function () {
     expect(retired.event).to.include({ source: 'stagecoach/tenant retire', type: 'tenant.retired' });
     expect(retired.event.data).to.include({ tenant: 'initech', strategy: 'discard', jobs_affected: 0 });
     expect(await raw.exchangeExists(names.tenantExchange('initech'))).to.equal(false);
+  });
+});
+
+describe('dev publishes queue.config_updated for the settings it puts', function () {
+  this.timeout(60_000);
+
+  it('a provisioning StageGroup (what `dev` runs) announces each policy it puts, from the stage process', async () => {
+    const config = withTestConfig(
+      { tenants: ['acme'], queues: { out: { max_size: 7 } }, stages: { relay: { module: './test-stages.js' } } },
+      path.join(REPO_ROOT, 'dist/test/fixtures/config.json'),
+    );
+    const tap = await EventTap.open(config.broker.url, new BrokerNames(config.prefix).events);
+    let running: RunningGroup | undefined;
+    try {
+      running = await startGroup(config, [{ stage: 'relay', tenant: 'acme' }], log);
+      const updated = await tap.next('queue.config_updated', (e) => e.data.policy === `${config.prefix}.queue.out`);
+      expect(updated.event).to.include({ source: 'stagecoach/relay', subject: 'out' });
+      expect(updated.event.data.definition).to.deep.equal({ 'max-length': 7, overflow: 'reject-publish' });
+    } finally {
+      await running?.stop();
+      await tap.close();
+    }
   });
 });
 
