@@ -64,6 +64,14 @@ export { retireTenant, type Retirement, type RemovalOptions } from './admin/reti
 export { deleteLogicalQueue } from './admin/delete-queue.js';
 export type { RemovalStrategy } from './admin/remove-queues.js';
 export type { AdminEvent, AdminEventSink } from './admin/admin-events.js';
+export { EventPublisher, type EventPublisherOptions } from './events/event-publisher.js';
+export { createEvent, EVENT_TYPES, EVENT_SPEC_VERSION, EVENT_CONTENT_TYPE, type EventType, type OjsEvent } from './events/ojs-event.js';
+export {
+  QueueFullReporter,
+  QueueFullThrottle,
+  QUEUE_FULL_EVENT_INTERVAL_MS,
+  type QueueFullSighting,
+} from './events/queue-full-reporter.js';
 export { resolveRetryPolicy, validateRetryPolicy, retryDelayMs } from './retry/retry-policy.js';
 export { DELAY_LEVELS, MAX_DELAY_SECONDS, delayTopology } from './topology/delay-topology.js';
 export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';
@@ -74,6 +82,8 @@ export {
   InvalidPayloadError,
   NonRetryableError,
   PublishError,
+  QueueFullError,
+  type RefusedJob,
   StageNotFoundError,
   TenantError,
   TenantMismatchError,

@@ -1,14 +1,15 @@
 /**
  * The OJS events administration emits (seeds/001 section 10, DESIGN.md `ojs.events`):
- * `queue.config_updated` when `apply` or `provision` changes a queue's settings, `queue.deleted`
- * and `tenant.retired` when `queue delete` and `tenant retire` remove them.
+ * `queue.config_updated` when `apply`, `provision` or `dev` changes a queue's settings,
+ * `tenant.provisioned` when `provision` or `apply` declares a tenant the broker did not have,
+ * `queue.deleted` and `tenant.retired` when `queue delete` and `tenant retire` remove them.
  *
- * HOOK: publishing them on `<prefix>.events` belongs to the events module (src/events,
- * `publishEvent`), built beside this change. Until it is wired in, every command takes an
- * optional sink and the command line passes none: the commands log what happened instead.
+ * Every command takes an optional sink; the command line passes the events module's
+ * (`EventPublisher.sink`, src/events), which publishes them on `<prefix>.events`. `data` names
+ * the logical `queue` and the `tenant` where the event has them.
  */
 export interface AdminEvent {
-  type: 'queue.config_updated' | 'queue.deleted' | 'tenant.retired';
+  type: 'queue.config_updated' | 'queue.deleted' | 'tenant.provisioned' | 'tenant.retired';
   data: Record<string, unknown>;
 }
 

@@ -14,7 +14,7 @@ export interface RemovalOptions {
   /** The target logical queue of `move`. */
   target?: string;
   api?: ManagementApi;
-  /** HOOK(events): `tenant.retired` / `queue.deleted` (see admin-events.ts). */
+  /** Where `tenant.retired` / `queue.deleted` go (see admin-events.ts); the command line publishes them on `<prefix>.events`. */
   onEvent?: AdminEventSink;
 }
 

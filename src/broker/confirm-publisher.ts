@@ -1,5 +1,6 @@
 import type { ConfirmChannel, Options } from 'amqplib';
-import { PublishError } from '../errors/errors.js';
+import { PublishError, QueueFullError } from '../errors/errors.js';
+import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { publisherUserId, type AmqpConnection } from './amqp-connection.js';
 
 /** Something that publishes with confirms: a {@link ConfirmPublisher}, or a runner's healing one. */
@@ -19,6 +20,12 @@ export interface PublishChannel {
  *
  * Every failure is a PublishError; `transient` says whether trying again on another channel
  * may work (the channel was lost) or not (the broker or the encoder refused the message).
+ *
+ * A nack on a live channel is a {@link QueueFullError}: stagecoach's topology refuses a message
+ * in one way only, a main queue at its `max_size` with `reject-publish` (dead-letter queues drop
+ * their head instead, `due` and `suspect` are unbounded, unroutable messages go to the alternate
+ * exchange). RabbitMQ also nacks when a queue has no leader (a quorum queue without quorum):
+ * rare, and then too the job was not taken.
  */
 export class ConfirmPublisher implements PublishChannel {
   private drained: Promise<void> | undefined;
@@ -30,6 +37,7 @@ export class ConfirmPublisher implements PublishChannel {
     onLost?: () => void,
     /** Stamped as `user_id` on every message when set (see `publisherUserId`). */
     private readonly userId?: string,
+    private readonly onQueueFull?: QueueFullObserver,
   ) {
     channel.on('drain', () => this.onDrain());
     channel.on('error', (err: Error) => {
@@ -43,9 +51,13 @@ export class ConfirmPublisher implements PublishChannel {
     });
   }
 
-  /** @param onLost called when the channel closes other than by `close()`. */
-  static async open(connection: AmqpConnection, onLost?: () => void): Promise<ConfirmPublisher> {
-    return new ConfirmPublisher(await connection.createConfirmChannel(), onLost, publisherUserId(connection));
+  /**
+   * @param onLost called when the channel closes other than by `close()`.
+   * @param onQueueFull told of every QUEUE_FULL refusal before the publish rejects with it (events
+   *   and metrics: see events/queue-full-reporter.ts); what it throws is ignored.
+   */
+  static async open(connection: AmqpConnection, onLost?: () => void, onQueueFull?: QueueFullObserver): Promise<ConfirmPublisher> {
+    return new ConfirmPublisher(await connection.createConfirmChannel(), onLost, publisherUserId(connection), onQueueFull);
   }
 
   get isOpen(): boolean {
@@ -66,8 +78,17 @@ export class ConfirmPublisher implements PublishChannel {
           if (err) {
             const reason = err instanceof Error ? err.message : String(err);
             // amqplib fails pending confirms with 'channel closed' when the channel goes away.
-            const transient = reason.includes('closed');
-            reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, transient));
+            if (reason.includes('closed')) {
+              reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, true));
+              return;
+            }
+            const full = queueFull(exchange, routingKey, stamped.headers);
+            try {
+              this.onQueueFull?.(full);
+            } catch {
+              // Events and metrics are information: they never change what the publisher reports.
+            }
+            reject(full);
           } else resolve();
         });
       } catch (err) {
@@ -119,4 +140,18 @@ export class ConfirmPublisher implements PublishChannel {
     this.releaseDrain = undefined;
     release?.();
   }
+}
+
+/** Told of a refusal for a full queue (see {@link ConfirmPublisher.open}). */
+export type QueueFullObserver = (refusal: QueueFullError) => void;
+
+/** The refusal of a nacked message, with the job's queue and tenant when it carries stagecoach's headers. */
+function queueFull(exchange: string, routingKey: string, headers: Record<string, unknown> | undefined): QueueFullError {
+  const queue = headers?.[OJS_HEADERS.queue];
+  const tenant = headers?.[OJS_HEADERS.tenant];
+  return new QueueFullError(exchange, routingKey, {
+    ...(typeof queue === 'string' ? { queue } : {}),
+    ...(typeof tenant === 'string' ? { tenant } : {}),
+    ...(headers === undefined ? {} : { headers }),
+  });
 }

@@ -1,10 +1,10 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
-import { StagecoachError, TenantMismatchError, TenantRequiredError } from '../errors/errors.js';
+import { StagecoachError, TenantMismatchError, TenantRequiredError, type QueueFullError } from '../errors/errors.js';
 import { toWire, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { identitiesOf } from '../security/broker-users.js';
-import { delayRoutingKey, MAX_DELAY_SECONDS } from '../topology/delay-topology.js';
+import { DELAY_LEVELS, delayRoutingKey, MAX_DELAY_SECONDS } from '../topology/delay-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { matchesAny } from '../util/patterns.js';
 import type { PublishChannel } from './confirm-publisher.js';
@@ -105,6 +105,23 @@ function delayOf(job: Job, schedule: ScheduleContext | undefined): number | unde
 
 function delayed(names: BrokerNames, dueQueue: string, seconds: number): Route {
   return { exchange: names.retry, routingKey: delayRoutingKey(seconds * 1000, dueQueue), delaySeconds: seconds };
+}
+
+/**
+ * The physical queue that refused a job (a {@link QueueFullError}), read back from where it was
+ * published as {@link routeFor} and the settlement address it: the shared queue, the tenant's
+ * variant or general queue (the broker picks it by the same headers), the queue a delay-ladder
+ * key or a dead-letter key names. Undefined when the route names no queue of this prefix.
+ */
+export function refusedQueue(config: CompiledConfig, refusal: QueueFullError): string | undefined {
+  const names = namesOf(config);
+  const { exchange, routingKey } = refusal;
+  if (exchange === names.dlx || exchange === '') return routingKey;
+  if (exchange === names.retry) return routingKey.split('.').slice(DELAY_LEVELS).join('.');
+  if (exchange === names.direct) return names.queue(routingKey);
+  const tenant = refusal.tenant;
+  if (tenant === undefined || (exchange !== names.root && exchange !== names.tenantExchange(tenant))) return undefined;
+  return names.queue(routingKey, tenant, variantOf(queueFor(config, routingKey), refusal.headers));
 }
 
 /**

@@ -124,7 +124,7 @@ export class StageNotFoundError extends StagecoachError {
   }
 }
 
-/** The broker refused a publish (nack, full queue, closed channel). */
+/** The broker refused a publish (nack, closed channel); a full queue is the {@link QueueFullError} kind. */
 export class PublishError extends StagecoachError {
   constructor(
     message: string,
@@ -132,9 +132,46 @@ export class PublishError extends StagecoachError {
     readonly routingKey: string,
     /** True when the channel was lost, not the message refused: trying again may work. */
     readonly transient = false,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; code?: 'PUBLISH_FAILED' | 'QUEUE_FULL' },
   ) {
-    super('PUBLISH_FAILED', message, options);
+    super(options?.code ?? 'PUBLISH_FAILED', message, options);
+  }
+}
+
+/** What a {@link QueueFullError} knows of the job it refused; the publisher fills what it can. */
+export interface RefusedJob {
+  /** The logical queue (`x-ojs-queue` of the job). */
+  queue?: string;
+  /** The job's tenant (`x-ojs-tenant`), absent for a job without one. */
+  tenant?: string;
+  /** The headers the job was published with: they pick the variant queue (see `refusedQueue`). */
+  headers?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * OJS `QUEUE_FULL`: the broker refused a job because a queue it routes to is at its `max_size`
+ * (`overflow_policy` `reject`, a RabbitMQ `reject-publish` policy: the broker nacks the publish).
+ * Never transient: the same job is refused again until the queue has room. A subclass of
+ * {@link PublishError}, so that code which handles a refused publish keeps doing so.
+ */
+export class QueueFullError extends PublishError {
+  readonly queue: string | undefined;
+  readonly tenant: string | undefined;
+  readonly headers: Readonly<Record<string, unknown>>;
+
+  constructor(exchange: string, routingKey: string, job: RefusedJob = {}, options?: { cause?: unknown }) {
+    const what = job.queue === undefined ? `"${exchange}" (${routingKey})` : `queue "${job.queue}"`;
+    const whose = job.tenant === undefined ? '' : ` of tenant "${job.tenant}"`;
+    super(
+      `${what}${whose} is full (QUEUE_FULL: max_size reached, overflow_policy reject): the broker refused the job, nothing was enqueued`,
+      exchange,
+      routingKey,
+      false,
+      { ...options, code: 'QUEUE_FULL' },
+    );
+    this.queue = job.queue;
+    this.tenant = job.tenant;
+    this.headers = job.headers ?? {};
   }
 }
 

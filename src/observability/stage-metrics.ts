@@ -25,6 +25,9 @@ import type { Logger } from '../logging/logger.js';
  * | `stagecoach_acks_total` | counter | | input deliveries acknowledged to the broker |
  * | `stagecoach_handler_duration_seconds` | histogram | `outcome` (`completed`/`failed`) | handler run time, buckets 1 ms .. 5 min |
  * | `stagecoach_queue_depth` | gauge | `physical_queue` | ready messages in a queue, read at scrape time from {@link StageMetrics.setQueueDepthSource} |
+ * | `stagecoach_queue_max_size` | gauge | `physical_queue` | the queue's `max_size` (messages) in force on the broker, from the same source; no series when unlimited or unknown |
+ * | `stagecoach_queue_utilization` | gauge | `physical_queue` | depth / max_size (ratio, 1 = full), from the same scrape; no series when unlimited or unknown |
+ * | `stagecoach_queue_overflow_total` | counter | `physical_queue`, `policy`; no `stage` | jobs this process published that a full queue refused (`policy` `reject`); see {@link StageMetrics.queueOverflow} |
  * | `stagecoach_connection_up` | gauge | none at all | 1 while the broker connection is up, else 0 |
  * | `stagecoach_reconnects_total` | counter | none at all | times the broker connection was re-established after a loss |
  *
@@ -49,9 +52,14 @@ export class StageMetrics {
   private readonly queueDepthTimeoutMs: number;
   private queueDepthSource: QueueDepthSource | undefined;
   private queueDepthFailing = false;
+  /** The samples of the scrape under way: the three queue gauges collect from one source call. */
+  private queueSampling: Promise<readonly QueueDepthSample[] | undefined> | undefined;
 
   private readonly families: Families;
   private readonly queueDepth: Gauge<StageLabelName | 'physical_queue'>;
+  private readonly queueMaxSize: Gauge<StageLabelName | 'physical_queue'>;
+  private readonly queueUtilization: Gauge<StageLabelName | 'physical_queue'>;
+  private readonly queueOverflows: Counter<'queue' | 'tenant' | 'physical_queue' | 'policy'>;
   private readonly connectionUp: Gauge;
   private readonly reconnects: Counter;
 
@@ -96,7 +104,33 @@ export class StageMetrics {
       labelNames: [...STAGE_LABELS, 'physical_queue'],
       registers,
       // Called by prom-client on every scrape of this gauge.
-      collect: () => this.collectQueueDepth(),
+      collect: () => this.collectQueues((gauge, s) => gauge.set(labelsOf(s), s.depth)),
+    });
+    this.queueMaxSize = new Gauge({
+      name: 'stagecoach_queue_max_size',
+      help: 'The max_size (messages) in force on a queue, read from the broker at scrape time; absent when unlimited.',
+      labelNames: [...STAGE_LABELS, 'physical_queue'],
+      registers,
+      collect: () =>
+        this.collectQueues((gauge, s) => {
+          if (s.maxSize !== undefined) gauge.set(labelsOf(s), s.maxSize);
+        }, 'max'),
+    });
+    this.queueUtilization = new Gauge({
+      name: 'stagecoach_queue_utilization',
+      help: 'Queue depth divided by its max_size (1 = full), at scrape time; absent when unlimited.',
+      labelNames: [...STAGE_LABELS, 'physical_queue'],
+      registers,
+      collect: () =>
+        this.collectQueues((gauge, s) => {
+          if (s.maxSize !== undefined && s.maxSize > 0) gauge.set(labelsOf(s), s.depth / s.maxSize);
+        }, 'utilization'),
+    });
+    this.queueOverflows = new Counter({
+      name: 'stagecoach_queue_overflow_total',
+      help: 'Jobs this process published that a full queue refused, by queue and overflow policy.',
+      labelNames: ['queue', 'tenant', 'physical_queue', 'policy'],
+      registers,
     });
     this.connectionUp = new Gauge({ name: 'stagecoach_connection_up', help: '1 while the broker connection is up, else 0.', registers });
     this.connectionUp.set(0);
@@ -153,6 +187,25 @@ export class StageMetrics {
     this.queueDepthSource = source;
   }
 
+  /**
+   * Counts one job a full queue refused (`stagecoach_queue_overflow_total`). Counted where it can
+   * be seen: by the process whose publish the broker refused. `drop_oldest` drops happen inside
+   * the broker, which tells no client, so `policy` is `reject` for every count made here.
+   */
+  queueOverflow(labels: {
+    queue?: string | undefined;
+    tenant?: string | undefined;
+    physicalQueue?: string | undefined;
+    policy: string;
+  }): void {
+    this.queueOverflows.inc({
+      queue: labels.queue ?? '',
+      tenant: labels.tenant ?? '',
+      physical_queue: labels.physicalQueue ?? '',
+      policy: labels.policy,
+    });
+  }
+
   /** Sets `stagecoach_connection_up`. */
   setConnected(up: boolean): void {
     this.connectionUp.set(up ? 1 : 0);
@@ -172,36 +225,53 @@ export class StageMetrics {
     return type;
   }
 
-  private async collectQueueDepth(): Promise<void> {
-    const gauge = this.queueDepth;
-    const source = this.queueDepthSource;
-    if (source === undefined) {
-      gauge.reset();
-      return;
+  /**
+   * Fills one of the queue gauges from this scrape's samples. prom-client collects the metrics
+   * of a scrape concurrently: the first gauge to collect calls the source, the others share its
+   * answer, so depth, max size and utilization always come from the same reading.
+   */
+  private async collectQueues(
+    fill: (gauge: Gauge<StageLabelName | 'physical_queue'>, sample: QueueDepthSample) => void,
+    which: 'depth' | 'max' | 'utilization' = 'depth',
+  ): Promise<void> {
+    const gauge = which === 'depth' ? this.queueDepth : which === 'max' ? this.queueMaxSize : this.queueUtilization;
+    if (this.queueSampling === undefined) {
+      const sampling = this.sampleQueues();
+      this.queueSampling = sampling;
+      // Cleared once answered: the next scrape reads the broker again.
+      void sampling.finally(() => {
+        if (this.queueSampling === sampling) this.queueSampling = undefined;
+      });
     }
+    const samples = await this.queueSampling;
+    // Stale values would mislead: a scrape without samples reports none.
+    gauge.reset();
+    for (const s of samples ?? []) {
+      if (Number.isFinite(s.depth)) fill(gauge, s);
+    }
+  }
+
+  /** The source's samples, or undefined (logged) when it fails or takes too long. */
+  private async sampleQueues(): Promise<readonly QueueDepthSample[] | undefined> {
+    const source = this.queueDepthSource;
+    if (source === undefined) return undefined;
     let samples: readonly QueueDepthSample[];
     try {
       samples = await withTimeout(Promise.resolve().then(source), this.queueDepthTimeoutMs);
     } catch (err) {
-      // Stale depths would mislead: report none for this scrape.
-      gauge.reset();
       if (!this.queueDepthFailing) {
         this.queueDepthFailing = true;
         this.log?.warn('queue depth not available for this scrape', { error: err instanceof Error ? err.message : String(err) });
       } else {
         this.log?.debug('queue depth still not available', { error: err instanceof Error ? err.message : String(err) });
       }
-      return;
+      return undefined;
     }
     if (this.queueDepthFailing) {
       this.queueDepthFailing = false;
       this.log?.info('queue depth available again');
     }
-    gauge.reset();
-    for (const s of samples) {
-      if (!Number.isFinite(s.depth)) continue;
-      gauge.set({ stage: s.stage, queue: s.queue, tenant: s.tenant ?? '', physical_queue: s.physicalQueue }, s.depth);
-    }
+    return samples;
   }
 }
 
@@ -257,13 +327,22 @@ export interface QueueDepthSample {
   tenant?: string | null;
   /** The queue's name on the broker (`ojs.queue.conversions.acme.pdf`). */
   physicalQueue: string;
-  /** Messages ready for delivery. */
+  /** Messages ready for delivery: what RabbitMQ counts against `max-length` (unacknowledged ones do not count). */
   depth: number;
+  /**
+   * The `max_size` (messages) in force on the broker (its policy, or a `x-max-length` argument);
+   * absent when the queue is unlimited or the source could not tell.
+   */
+  maxSize?: number;
 }
 
 export type QueueDepthSource = () => Promise<readonly QueueDepthSample[]> | readonly QueueDepthSample[];
 
 type StageLabelName = 'stage' | 'queue' | 'tenant';
+
+function labelsOf(s: QueueDepthSample): Record<StageLabelName | 'physical_queue', string> {
+  return { stage: s.stage, queue: s.queue, tenant: s.tenant ?? '', physical_queue: s.physicalQueue };
+}
 type StageLabelValues = Record<StageLabelName, string>;
 interface Inc {
   inc(value?: number): void;

@@ -7,7 +7,8 @@ import { provisionBrokerUsers } from '../security/tenant-users.js';
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
 import type { AdminEventSink } from '../admin/admin-events.js';
 import { APPLIED, type Plan, type PlanChange } from './plan.js';
-import { toBrokerPolicy } from './queue-settings.js';
+import { settingsEventTarget, toBrokerPolicy } from './queue-settings.js';
+import { parseBrokerName } from '../topology/names.js';
 
 export interface ApplyResult {
   /** The changes carried out. */
@@ -22,6 +23,9 @@ export interface ApplyResult {
  * stagecoach's policies, and with `security.tenantUsers` provisions the configured tenants'
  * users and permissions. Nothing of it deletes a queue or a job; `recreate` and `retire` are
  * reported, never done. Idempotent: applying the plan read again afterwards changes nothing.
+ *
+ * Events (`onEvent`): `tenant.provisioned` for each tenant exchange added, `queue.config_updated`
+ * for each policy put or deleted.
  */
 export async function applyPlan(
   config: CompiledConfig,
@@ -46,6 +50,14 @@ export async function applyPlan(
     log,
   );
 
+  // A tenant exchange the broker lacked is a tenant provisioned now (a configured tenant new to the broker).
+  for (const change of applied.filter((c) => c.kind === 'exchange' && c.action === 'add')) {
+    const parsed = parseBrokerName(config.prefix, change.name);
+    if (parsed?.kind === 'tenant' && parsed.tenant !== undefined) {
+      await onEvent?.({ type: 'tenant.provisioned', data: { tenant: parsed.tenant } });
+    }
+  }
+
   const stale = applied
     .filter((change) => change.kind === 'binding' && change.action === 'remove')
     .map((change) => change.current as BindingSpec);
@@ -66,7 +78,10 @@ export async function applyPlan(
     if (change.action === 'remove') await api.deletePolicy(plan.vhost, change.name);
     else await api.putPolicy(plan.vhost, toBrokerPolicy(change.wanted as PolicySpec));
     log.info('queue settings changed', { policy: change.name, action: change.action, detail: change.detail });
-    await onEvent?.({ type: 'queue.config_updated', data: { policy: change.name, action: change.action, detail: change.detail ?? '' } });
+    await onEvent?.({
+      type: 'queue.config_updated',
+      data: { ...settingsEventTarget(config.prefix, change.name), policy: change.name, action: change.action, detail: change.detail ?? '' },
+    });
   }
 
   if (config.security.tenantUsers) {

@@ -3,7 +3,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import type { BrokerPolicy, ManagementApi } from '../security/management-api.js';
-import { isStagecoachPolicy, queuePolicies } from '../topology/queue-policies.js';
+import { isStagecoachPolicy, policyTarget, queuePolicies } from '../topology/queue-policies.js';
 import type { PolicySpec, StageEndpoints } from '../topology/topology.types.js';
 
 export interface SettingsSync {
@@ -50,7 +50,10 @@ export async function syncQueueSettings(
     if (existing !== undefined && samePolicy(existing, toBrokerPolicy(policy))) continue;
     await api.putPolicy(vhost, toBrokerPolicy(policy));
     result.put.push(policy.name);
-    await options.onEvent?.({ type: 'queue.config_updated', data: { policy: policy.name, definition: policy.definition } });
+    await options.onEvent?.({
+      type: 'queue.config_updated',
+      data: { ...settingsEventTarget(config.prefix, policy.name), policy: policy.name, definition: policy.definition },
+    });
   }
   if (options.removeStale) {
     const names = new Set(wanted.map((policy) => policy.name));
@@ -58,11 +61,24 @@ export async function syncQueueSettings(
       if (names.has(name)) continue;
       await api.deletePolicy(vhost, name);
       result.deleted.push(name);
-      await options.onEvent?.({ type: 'queue.config_updated', data: { policy: name, definition: {} } });
+      await options.onEvent?.({
+        type: 'queue.config_updated',
+        data: { ...settingsEventTarget(config.prefix, name), policy: name, definition: {} },
+      });
     }
   }
   if (result.put.length + result.deleted.length > 0) options.log?.info('queue settings applied', { ...result });
   return result;
+}
+
+/**
+ * The `queue` and `tenant` of a `queue.config_updated` event about a policy; `dead_letters` when
+ * the settings are the dead-letter queues' (retention) rather than the queue's own.
+ */
+export function settingsEventTarget(prefix: string, policy: string): Record<string, unknown> {
+  const target = policyTarget(prefix, policy);
+  if (target === undefined) return {};
+  return { queue: target.queue, ...(target.tenant === undefined ? {} : { tenant: target.tenant }), dead_letters: target.dead };
 }
 
 function samePolicy(a: BrokerPolicy, b: BrokerPolicy): boolean {

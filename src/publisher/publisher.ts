@@ -5,6 +5,8 @@ import { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { TenantRequiredError } from '../errors/errors.js';
+import { EventPublisher } from '../events/event-publisher.js';
+import { QueueFullReporter } from '../events/queue-full-reporter.js';
 import { createJob } from '../job/envelope.js';
 import type { Job, PublishSpec } from '../job/job.types.js';
 import { childTraceparent } from '../job/trace-context.js';
@@ -13,7 +15,10 @@ import { coreTopology } from '../topology/build-topology.js';
 
 /**
  * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
- * the broker has confirmed the job; jobs no queue takes yet are kept in `ojs.unroutable`.
+ * the broker has confirmed the job; jobs no queue takes yet are kept in `ojs.unroutable`. A job
+ * a full queue refuses (`max_size`, `overflow_policy` `reject`) rejects with a `QueueFullError`
+ * (`QUEUE_FULL`), and the publisher reports `queue.full` on `<prefix>.events` (throttled: see
+ * events/queue-full-reporter.ts).
  *
  * ```ts
  * const publisher = await Publisher.connect(await loadConfig('config/pipeline.json'));
@@ -29,6 +34,7 @@ export class Publisher {
     private readonly connection: AmqpConnection,
     private readonly publisher: ConfirmPublisher,
     private readonly ownsConnection: boolean,
+    private readonly events: EventPublisher,
   ) {
     this.router = new JobRouter(config, publisher);
   }
@@ -39,13 +45,18 @@ export class Publisher {
    * declared (a producer user may not; `provision` did) and jobs carry the validated `user_id`
    * of the connection's user (see `routeFor` for where they enter).
    * @param connection an open connection to share; by default the publisher opens its own.
+   * @param source the `source` of its events (`stagecoach/publisher` by default).
    */
-  static async connect(config: CompiledConfig, options: { connection?: AmqpConnection; log?: Logger } = {}): Promise<Publisher> {
+  static async connect(
+    config: CompiledConfig,
+    options: { connection?: AmqpConnection; log?: Logger; source?: string } = {},
+  ): Promise<Publisher> {
     const log = options.log ?? createLogger({ component: 'publisher' });
     const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
     if (!config.security.tenantUsers) await declareTopology(connection, coreTopology(config), log);
-    const publisher = await ConfirmPublisher.open(connection);
-    return new Publisher(config, connection, publisher, options.connection === undefined);
+    const events = new EventPublisher(config, { source: options.source ?? 'stagecoach/publisher', log, connection: () => connection });
+    const publisher = await ConfirmPublisher.open(connection, undefined, new QueueFullReporter(config, events).observe);
+    return new Publisher(config, connection, publisher, options.connection === undefined, events);
   }
 
   /** Builds the envelope (UUIDv7 id, attempt 1) and publishes it; resolves with the job id. */
@@ -74,6 +85,8 @@ export class Publisher {
   }
 
   async close(): Promise<void> {
+    // Its events first: a `queue.full` of the last refusal is still on its way.
+    await this.events.close();
     await this.publisher.close();
     if (this.ownsConnection) await this.connection.close().catch(() => undefined);
   }

@@ -12,6 +12,9 @@ import { syncQueueSettings } from '../plan/queue-settings.js';
 import { ManagementApi } from '../security/management-api.js';
 import { BrokerNames } from '../topology/names.js';
 import { StageMetrics, type QueueDepthSample } from '../observability/stage-metrics.js';
+import { QueueLimits } from '../observability/queue-limits.js';
+import { EventPublisher } from '../events/event-publisher.js';
+import { QueueFullReporter } from '../events/queue-full-reporter.js';
 import { ControlListener } from '../control/control-listener.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
@@ -96,6 +99,9 @@ export class StageGroup {
 
   /** Prometheus metrics of every instance in the group, and of its connection. */
   readonly metrics: StageMetrics;
+  /** OJS events of the group (`queue.full`, and `queue.config_updated` when `dev` provisions), on its connection. */
+  private readonly events: EventPublisher;
+  private readonly limits: QueueLimits;
 
   constructor(
     private readonly config: CompiledConfig,
@@ -116,6 +122,11 @@ export class StageGroup {
       () => this.syncStates(this.runners),
     );
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
+    this.events = new EventPublisher(config, { source: `stagecoach/${names}`, log, connection: () => this.manager.connection });
+    this.limits = new QueueLimits(config, log);
+    const queueFull = new QueueFullReporter(config, this.events, {
+      onRefused: (refused) => this.metrics.queueOverflow({ ...refused, policy: 'reject' }),
+    });
     for (const instance of instances) {
       const runner = new StageRunner({
         config,
@@ -131,6 +142,7 @@ export class StageGroup {
         ...(instance.variant === undefined ? {} : { variant: instance.variant }),
         gate: this.gate,
         ledger: this.ledger,
+        onQueueFull: queueFull.observe,
       });
       runner.on('fatal', (err: Error) => this.fail(err));
       this.runners.push(runner);
@@ -192,6 +204,7 @@ export class StageGroup {
       await this.control.close();
       // A runner already stopping (terminate) hands back its own stop promise: waited for too.
       const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
+      await this.events.close();
       await this.manager.close();
       this.watch.close();
       return drained.every(Boolean);
@@ -252,14 +265,19 @@ export class StageGroup {
     });
   }
 
-  /** Ready messages in each runner's queue, read at scrape time on a throwaway channel. */
+  /**
+   * Ready messages in each runner's queue, read at scrape time on a throwaway channel, with the
+   * bound in force on it (management API, at the same time; see QueueLimits).
+   */
   private async queueDepths(): Promise<QueueDepthSample[]> {
     const connection = this.manager.connection;
     if (!connection) return [];
+    const bounds = this.limits.maxSizes(this.runners.map((runner) => runner.queue));
     const channel = await connection.createChannel();
     channel.on('error', () => undefined);
     try {
       const samples: QueueDepthSample[] = [];
+      const maxSizes = await bounds;
       for (const runner of this.runners) {
         const { messageCount } = await channel.checkQueue(runner.queue);
         samples.push({
@@ -268,6 +286,7 @@ export class StageGroup {
           tenant: runner.tenant ?? '',
           physicalQueue: runner.queue,
           depth: messageCount,
+          ...withMaxSize(maxSizes?.get(runner.queue)),
         });
       }
       return samples;
@@ -287,7 +306,7 @@ export class StageGroup {
         this.config,
         this.instances.map((i) => i.stage.metadata),
         new ManagementApi(this.config.broker.management),
-        { removeStale: false, log: this.log },
+        { removeStale: false, log: this.log, onEvent: this.events.sink },
       );
     } catch (err) {
       this.log.warn(
@@ -360,4 +379,8 @@ export class StageGroup {
         break;
     }
   }
+}
+
+function withMaxSize(maxSize: number | undefined): { maxSize?: number } {
+  return maxSize === undefined ? {} : { maxSize };
 }

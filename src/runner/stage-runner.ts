@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Options } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
-import { ConfirmPublisher, type PublishChannel } from '../broker/confirm-publisher.js';
+import { ConfirmPublisher, type PublishChannel, type QueueFullObserver } from '../broker/confirm-publisher.js';
 import { ensureTopology } from '../broker/declare-topology.js';
 import { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, CompiledStageConfig, ResolvedQueueConfig } from '../config/config.types.js';
@@ -61,6 +61,8 @@ export interface StageRunnerOptions {
    * its own.
    */
   ledger?: LossLedger;
+  /** Told of every publish a full queue refused (emits, dead letters): `queue.full` events and metrics. */
+  onQueueFull?: QueueFullObserver;
 }
 
 /**
@@ -169,7 +171,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       isOpen: (publisher) => publisher.isOpen,
       open: async (connection, lost, healing) => {
         if (healing) await ensureTopology(connection, config, this.topology, log);
-        return ConfirmPublisher.open(connection, () => lost('publisher channel closed'));
+        return ConfirmPublisher.open(connection, () => lost('publisher channel closed'), options.onQueueFull);
       },
       close: (publisher) => publisher.close(),
     });

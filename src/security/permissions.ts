@@ -65,6 +65,11 @@ const SERVER_NAMED = 'amq\\.gen-.*';
  *
  * The broker validates `user_id` on the way into the ladder and keeps it through it, so a job
  * scheduled into a shared due queue meets the same user_id check as one sent by `direct`.
+ *
+ * Both may also write `events` with the keys of the events a producer or a stage emits
+ * (`queue.full`; topic permission): the administration events (`tenant.retired`...) are the
+ * operator's. Events are information, so what a tenant user can claim there is no more than
+ * that a queue refused it a job.
  */
 export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant: string): UserGrant {
   const names = new BrokerNames(config.prefix);
@@ -77,18 +82,18 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
   if (role === 'producer') {
     return {
       user,
-      permissions: { configure: '', write: anyOf(...entries, literal(names.retry)), read: '' },
-      topics: [retryTopic(names, `(${ownQueue('due')}|${sharedDue})`)],
+      permissions: { configure: '', write: anyOf(...entries, literal(names.retry), literal(names.events)), read: '' },
+      topics: [retryTopic(names, `(${ownQueue('due')}|${sharedDue})`), eventsTopic(names)],
     };
   }
   return {
     user,
     permissions: {
       configure: anyOf(SERVER_NAMED),
-      write: anyOf(...entries, literal(names.retry), literal(names.dlx), SERVER_NAMED),
+      write: anyOf(...entries, literal(names.retry), literal(names.dlx), literal(names.events), SERVER_NAMED),
       read: anyOf(ownQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
     },
-    topics: [retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`)],
+    topics: [retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`), eventsTopic(names)],
   };
 }
 
@@ -97,7 +102,7 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
  * (`<prefix>.queue.<queue>`, one segment after the kind) and control; write `root` (a job for
  * any tenant, which lands in `unroutable` when the tenant is not provisioned), `direct`, `retry`
  * (keys ending in shared due or suspect queues, or in any tenant's due queue: a scheduled emit
- * goes where `root` would have sent it) and `dlx`.
+ * goes where `root` would have sent it), `dlx`, and `events` with the keys a stage emits.
  */
 export function internalUserGrant(config: CompiledConfig): UserGrant {
   const names = new BrokerNames(config.prefix);
@@ -107,14 +112,28 @@ export function internalUserGrant(config: CompiledConfig): UserGrant {
     user: config.security.internalUser,
     permissions: {
       configure: anyOf(SERVER_NAMED),
-      write: anyOf(literal(names.root), literal(names.direct), literal(names.retry), literal(names.dlx), SERVER_NAMED),
+      write: anyOf(
+        literal(names.root),
+        literal(names.direct),
+        literal(names.retry),
+        literal(names.dlx),
+        literal(names.events),
+        SERVER_NAMED,
+      ),
       read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
     },
-    topics: [retryTopic(names, `(${sharedQueue('due|suspect')}|${p}\\.due\\.[^.]+\\.[^.]+(\\.[^.]+)?)`)],
+    topics: [retryTopic(names, `(${sharedQueue('due|suspect')}|${p}\\.due\\.[^.]+\\.[^.]+(\\.[^.]+)?)`), eventsTopic(names)],
   };
 }
 
 /** The delay ladder's routing key is DELAY_LEVELS bits, then the destination queue (delay-topology.ts). */
 function retryTopic(names: BrokerNames, destination: string): TopicPermission {
   return { exchange: names.retry, write: `^([01]\\.){${DELAY_LEVELS}}${destination}$`, read: '' };
+}
+
+/** Event types a producer or a stage publishes (see events/queue-full-reporter.ts). */
+const PROCESS_EVENT_TYPES = ['queue.full'];
+
+function eventsTopic(names: BrokerNames): TopicPermission {
+  return { exchange: names.events, write: anyOf(...PROCESS_EVENT_TYPES.map(literal)), read: '' };
 }

@@ -42,6 +42,7 @@ function entryTopology(config: CompiledConfig): Topology {
       { name: names.direct, type: 'direct', durable, alternateExchange: names.unroutable },
       { name: names.dlx, type: 'direct', durable },
       { name: names.control, type: 'fanout', durable },
+      { name: names.events, type: 'topic', durable },
     ],
     queues: [{ name: names.unroutable, durable, arguments: {} }],
     bindings: [{ source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' }],

@@ -79,6 +79,10 @@ export class BrokerNames {
     const parts = [this.prefix, 'state', state, queue, tenant, state === 'paused' ? variant : undefined];
     return parts.filter((part) => part !== undefined).join('.');
   }
+  /** Topic exchange of the OJS events (`queue.full`, `tenant.retired`...), routing key = event type. */
+  get events(): string {
+    return `${this.prefix}.events`;
+  }
 }
 
 /** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */

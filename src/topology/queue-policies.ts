@@ -42,6 +42,18 @@ export function isStagecoachPolicy(prefix: string, name: string): boolean {
   return name.startsWith(`${prefix}.queue.`) || name.startsWith(`${prefix}.dead.`);
 }
 
+/**
+ * What a stagecoach policy governs, read back from its name (`<prefix>.queue.<queue>[.<tenant>]`,
+ * `<prefix>.dead.<queue>[.<tenant>]`): the logical queue, the tenant of a tenant's own settings,
+ * and whether it bounds the dead letters. Undefined for any other name.
+ */
+export function policyTarget(prefix: string, name: string): { queue: string; tenant?: string; dead: boolean } | undefined {
+  if (!isStagecoachPolicy(prefix, name)) return undefined;
+  const [kind, queue, tenant, ...rest] = name.slice(prefix.length + 1).split('.');
+  if (queue === undefined || rest.length > 0) return undefined;
+  return { queue, ...(tenant === undefined ? {} : { tenant }), dead: kind === 'dead' };
+}
+
 function policiesOf(config: CompiledConfig, queue: ResolvedQueueConfig): PolicySpec[] {
   const p = escape(config.prefix);
   const q = escape(queue.name);

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import amqplib from 'amqplib';
 import type { RawConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import { StagecoachError } from '../../src/errors/errors.js';
+import { QueueFullError } from '../../src/errors/errors.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { ManagementApi } from '../../src/security/management-api.js';
@@ -36,9 +36,8 @@ async function takesOneMore(publisher: Publisher, tenant: string): Promise<boole
     await publisher.publish('out', { type: 'probe', args: [], tenant });
     return true;
   } catch (err) {
-    // PUBLISH_FAILED today; QUEUE_FULL once the full queue has its own error code.
-    expect(err).to.be.instanceOf(StagecoachError);
-    expect(['PUBLISH_FAILED', 'QUEUE_FULL']).to.include((err as StagecoachError).code);
+    expect(err).to.be.instanceOf(QueueFullError);
+    expect(err).to.include({ code: 'QUEUE_FULL', queue: 'out', tenant });
     return false;
   }
 }

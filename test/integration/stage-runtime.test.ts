@@ -95,8 +95,8 @@ describe('stage runtime against the broker', () => {
     const [dead] = await raw.drain(names.deadQueue('in', 'acme'));
     const job = body(dead);
     expect(job.id).to.equal(id);
-    expect((job.error as { type: string }).type).to.equal('PUBLISH_FAILED');
-    expect(dead.properties.headers).to.include({ 'x-ojs-error-type': 'PUBLISH_FAILED', 'x-ojs-tenant': 'acme' });
+    expect((job.error as { type: string }).type).to.equal('QUEUE_FULL');
+    expect(dead.properties.headers).to.include({ 'x-ojs-error-type': 'QUEUE_FULL', 'x-ojs-tenant': 'acme' });
     expect(await raw.count(names.queue('out', 'acme'))).to.equal(6);
     expect(await raw.count(names.queue('in', 'acme'))).to.equal(0);
   });

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { expect } from 'chai';
 import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
 import { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
-import { PublishError } from '../../src/errors/errors.js';
+import { PublishError, QueueFullError } from '../../src/errors/errors.js';
 
 /** amqplib's own error class for operations on a closing or closed channel or connection. */
 const { IllegalOperationError } = createRequire(import.meta.url)('amqplib/lib/error.js') as {
@@ -40,10 +40,13 @@ class FakeConfirmChannel extends EventEmitter {
   }
 }
 
-async function open(onLost?: () => void): Promise<{ publisher: ConfirmPublisher; channel: FakeConfirmChannel }> {
+async function open(
+  onLost?: () => void,
+  onQueueFull?: (refusal: QueueFullError) => void,
+): Promise<{ publisher: ConfirmPublisher; channel: FakeConfirmChannel }> {
   const channel = new FakeConfirmChannel();
   const connection = { createConfirmChannel: () => Promise.resolve(channel) } as unknown as AmqpConnection;
-  return { publisher: await ConfirmPublisher.open(connection, onLost), channel };
+  return { publisher: await ConfirmPublisher.open(connection, onLost, onQueueFull), channel };
 }
 
 /** Publishes; a rejection is observed at once (and asserted later), so Node does not warn about it. */
@@ -74,7 +77,7 @@ async function rejection(promise: Promise<unknown>): Promise<PublishError> {
 }
 
 describe('ConfirmPublisher', () => {
-  it('resolves on the ack and rejects on a nack: a nack naming a closed channel is transient, another is not', async () => {
+  it('resolves on the ack and rejects on a nack: a nack naming a closed channel is transient, another is QUEUE_FULL', async () => {
     const { publisher, channel } = await open();
     const acked = publish(publisher, 'a');
     const lost = publish(publisher, 'b');
@@ -86,8 +89,26 @@ describe('ConfirmPublisher', () => {
     const transient = await rejection(lost);
     expect(transient).to.include({ transient: true, exchange: 'ex', routingKey: 'b', code: 'PUBLISH_FAILED' });
     const permanent = await rejection(refused);
-    expect(permanent).to.include({ transient: false, routingKey: 'c' });
-    expect(permanent.message).to.contain('message nacked');
+    expect(permanent).to.be.instanceOf(QueueFullError);
+    expect(permanent).to.include({ transient: false, routingKey: 'c', code: 'QUEUE_FULL' });
+    expect(permanent.message).to.contain('is full');
+  });
+
+  it("names the refused job's queue and tenant from its headers and tells the observer before rejecting", async () => {
+    const seen: QueueFullError[] = [];
+    const { publisher, channel } = await open(undefined, (refusal) => seen.push(refusal));
+    const refused = publisher.publish('p.root', 'conversions', Buffer.from('{}'), {
+      headers: { 'x-ojs-queue': 'conversions', 'x-ojs-tenant': 'acme', mime: 'application/pdf' },
+    });
+    refused.catch(() => undefined);
+    channel.sent[0].confirm(new Error('message nacked'));
+    const err = (await rejection(refused)) as QueueFullError;
+    expect(err).to.include({ code: 'QUEUE_FULL', queue: 'conversions', tenant: 'acme', exchange: 'p.root' });
+    expect(err.headers).to.include({ mime: 'application/pdf' });
+    expect(err.message).to.equal(
+      'queue "conversions" of tenant "acme" is full (QUEUE_FULL: max_size reached, overflow_policy reject): the broker refused the job, nothing was enqueued',
+    );
+    expect(seen).to.deep.equal([err]);
   });
 
   it("treats publish() returning false as 'wait for drain': later publishes wait, nothing fails", async () => {

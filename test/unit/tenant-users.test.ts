@@ -125,7 +125,7 @@ describe('tenant users (security.tenantUsers)', () => {
     it("lets a producer write only its tenant's exchange, the shared entry and the delay ladder, and nothing else", () => {
       expect(producer.permissions.configure).to.equal('');
       expect(producer.permissions.read).to.equal('');
-      const writable = ['p.tenant.acme', 'p.direct', 'p.retry'];
+      const writable = ['p.tenant.acme', 'p.direct', 'p.retry', 'p.events'];
       const refused = [
         'p.tenant.globex',
         'p.root',
@@ -141,8 +141,9 @@ describe('tenant users (security.tenantUsers)', () => {
     });
 
     it("lets a producer schedule only into its own tenant's due queues and shared due queues (retry topic permission)", () => {
-      const [retry] = producer.topics;
-      expect(producer.topics).to.have.length(1);
+      const [retry, events] = producer.topics;
+      expect(producer.topics).to.have.length(2);
+      expect(events).to.deep.equal({ exchange: 'p.events', write: '^queue\\.full$', read: '' });
       expect(retry.exchange).to.equal('p.retry');
       const allowed = [
         names.dueQueue('conversions', 'acme'),
@@ -196,7 +197,7 @@ describe('tenant users (security.tenantUsers)', () => {
     });
 
     it("lets a stage write its tenant's exchange, direct, retry and dlx, with retry keys ending in its own due or suspect queues", () => {
-      for (const name of ['p.tenant.acme', 'p.direct', 'p.retry', 'p.dlx'])
+      for (const name of ['p.tenant.acme', 'p.direct', 'p.retry', 'p.dlx', 'p.events'])
         expect(grants(stage.permissions.write, name), name).to.equal(true);
       for (const name of ['p.tenant.globex', 'p.root', 'amq.default', 'p.delay.deliver', 'p.control']) {
         expect(grants(stage.permissions.write, name), name).to.equal(false);

@@ -33,6 +33,7 @@ describe('topology', () => {
       { name: 'ojs.direct', type: 'direct', durable: true, alternateExchange: 'ojs.unroutable' },
       { name: 'ojs.dlx', type: 'direct', durable: true },
       { name: 'ojs.control', type: 'fanout', durable: true },
+      { name: 'ojs.events', type: 'topic', durable: true },
       { name: 'ojs.tenant.acme', type: 'direct', durable: true, alternateExchange: 'ojs.unroutable' },
       { name: 'ojs.general.conversions.acme', type: 'fanout', durable: true },
       { name: 'ojs.variants.conversions.acme', type: 'headers', durable: true, alternateExchange: 'ojs.general.conversions.acme' },

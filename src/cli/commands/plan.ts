@@ -1,6 +1,7 @@
 import { openConnection } from '../../broker/amqp-connection.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import { loadConfig } from '../../config/load-config.js';
+import { withCommandEvents } from '../../events/command-events.js';
 import { createLogger } from '../../logging/logger.js';
 import { applyPlan } from '../../plan/apply-plan.js';
 import { readInventory } from '../../plan/broker-inventory.js';
@@ -36,8 +37,7 @@ export async function apply(opts: { json?: boolean; config?: string }): Promise<
   const connection = await openConnection(config, log, 'stagecoach-apply');
   let result;
   try {
-    // HOOK(events): pass the events module's publishEvent to emit queue.config_updated.
-    result = await applyPlan(config, before, connection, api, log);
+    result = await withCommandEvents(config, 'apply', log, (onEvent) => applyPlan(config, before, connection, api, log, onEvent));
   } finally {
     await connection.close().catch(() => undefined);
   }

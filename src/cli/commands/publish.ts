@@ -39,7 +39,10 @@ export async function publish(queue: string, opts: PublishOptions): Promise<numb
   const spec = jobFields(opts);
   const delayMs = opts.delay === undefined ? undefined : delayOf(opts.delay);
   const config = await loadConfig(opts.config);
-  const publisher = await Publisher.connect(config, { log: createLogger({ service: 'stagecoach', command: 'publish' }) });
+  const publisher = await Publisher.connect(config, {
+    log: createLogger({ service: 'stagecoach', command: 'publish' }),
+    source: 'stagecoach/publish',
+  });
   try {
     // --delay counts from the moment of publishing, not from the start of the command.
     const scheduledAt = delayMs === undefined ? spec.scheduled_at : new Date(Date.now() + delayMs).toISOString();

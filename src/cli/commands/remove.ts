@@ -3,6 +3,7 @@ import { STRATEGIES, type RemovalStrategy } from '../../admin/remove-queues.js';
 import { retireTenant, type Retirement } from '../../admin/retire-tenant.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
+import { withCommandEvents } from '../../events/command-events.js';
 import { createLogger } from '../../logging/logger.js';
 import { loadAllStages } from '../../stage/stage-loader.js';
 import { checkTenantSlug } from '../../util/tenant-slug.js';
@@ -22,8 +23,9 @@ export async function tenantRetire(tenant: string, opts: RemovalFlags): Promise<
   const strategy = checkStrategy(opts.strategy);
   const config = await loadConfig(opts.config);
   const log = createLogger({ service: 'stagecoach', command: 'tenant retire', tenant: slug });
-  // HOOK(events): pass the events module's publishEvent as onEvent to emit tenant.retired.
-  const result = await retireTenant(config, slug, log, { strategy, ...(opts.target === undefined ? {} : { target: opts.target }) });
+  const result = await withCommandEvents(config, 'tenant retire', log, (onEvent) =>
+    retireTenant(config, slug, log, { strategy, onEvent, ...(opts.target === undefined ? {} : { target: opts.target }) }),
+  );
   return report(`tenant ${slug}`, result, opts.json === true);
 }
 
@@ -34,11 +36,13 @@ export async function queueDelete(queue: string, opts: RemovalFlags & { tenant?:
   const config = await loadConfig(opts.config);
   const stages = (await loadAllStages(config)).map((stage) => stage.metadata);
   const log = createLogger({ service: 'stagecoach', command: 'queue delete', queue, ...(tenant === undefined ? {} : { tenant }) });
-  // HOOK(events): pass the events module's publishEvent as onEvent to emit queue.deleted.
-  const result = await deleteLogicalQueue(config, stages, queue, tenant, log, {
-    strategy,
-    ...(opts.target === undefined ? {} : { target: opts.target }),
-  });
+  const result = await withCommandEvents(config, 'queue delete', log, (onEvent) =>
+    deleteLogicalQueue(config, stages, queue, tenant, log, {
+      strategy,
+      onEvent,
+      ...(opts.target === undefined ? {} : { target: opts.target }),
+    }),
+  );
   return report(`queue ${queue}${tenant === undefined ? '' : ` of tenant ${tenant}`}`, result, opts.json === true);
 }
 

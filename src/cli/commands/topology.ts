@@ -1,4 +1,5 @@
 import { loadConfig } from '../../config/load-config.js';
+import { withCommandEvents } from '../../events/command-events.js';
 import { createLogger } from '../../logging/logger.js';
 import { provisionBroker } from '../../plan/provision-broker.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
@@ -17,12 +18,13 @@ export async function provision(opts: { tenant?: string; config?: string }): Pro
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
   const log = createLogger({ service: 'stagecoach', command: 'provision' });
-  // HOOK(events): pass the events module's publishEvent to emit queue.config_updated.
-  const { topology, settings, users } = await provisionBroker(
-    config,
-    stages.map((s) => s.metadata),
-    log,
-    tenant === undefined ? {} : { tenant },
+  const { topology, settings, users } = await withCommandEvents(config, 'provision', log, (onEvent) =>
+    provisionBroker(
+      config,
+      stages.map((s) => s.metadata),
+      log,
+      { onEvent, ...(tenant === undefined ? {} : { tenant }) },
+    ),
   );
   process.stdout.write(
     `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n` +

@@ -1,0 +1,62 @@
+import { uuidv7 } from '../job/uuid-v7.js';
+
+/**
+ * The OJS events of queue configuration (seeds/001 section 10) and of tenants (DESIGN.md
+ * `<prefix>.events`). `queue.overflow` is listed for consumers and other producers: stagecoach
+ * itself does not emit it (RabbitMQ drops the head of a `drop_oldest` queue without telling any
+ * client; see docs/broker.md "Events").
+ */
+export const EVENT_TYPES = [
+  'queue.full',
+  'queue.overflow',
+  'queue.config_updated',
+  'queue.deleted',
+  'tenant.provisioned',
+  'tenant.retired',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** The CloudEvents version the envelope follows (OJS events are CloudEvents-shaped). */
+export const EVENT_SPEC_VERSION = '1.0';
+
+/** AMQP `content_type` of an event: the structured CloudEvents JSON format, the envelope as the body. */
+export const EVENT_CONTENT_TYPE = 'application/cloudevents+json';
+
+/**
+ * One event, as it travels (the whole message body). Invariants: `id` is a UUIDv7, so ids sort
+ * by creation; `time` is the moment the event was made (RFC 3339, UTC); `type` is also the
+ * routing key on `<prefix>.events`.
+ */
+export interface OjsEvent<D extends Record<string, unknown> = Record<string, unknown>> {
+  specversion: typeof EVENT_SPEC_VERSION;
+  id: string;
+  type: EventType;
+  /** Who emitted it: `stagecoach/<command>` (`stagecoach/apply`) or `stagecoach/<stage names>` for a stage process. */
+  source: string;
+  time: string;
+  /** What it is about: the logical queue for `queue.*` events, the tenant for `tenant.*` ones. */
+  subject?: string;
+  datacontenttype: 'application/json';
+  data: D;
+}
+
+/** Builds an event envelope; `now` for tests. */
+export function createEvent<D extends Record<string, unknown>>(
+  type: EventType,
+  source: string,
+  subject: string | undefined,
+  data: D,
+  now: number = Date.now(),
+): OjsEvent<D> {
+  return {
+    specversion: EVENT_SPEC_VERSION,
+    id: uuidv7(now),
+    type,
+    source,
+    time: new Date(now).toISOString(),
+    ...(subject === undefined ? {} : { subject }),
+    datacontenttype: 'application/json',
+    data,
+  };
+}
