@@ -3,61 +3,148 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { BindingSpec, Topology } from '../topology/topology.types.js';
+import { inParallel } from '../util/in-parallel.js';
 import { openConnection, type AmqpConnection } from './amqp-connection.js';
-import { ExchangeProbe } from './exchange-probe.js';
+import { ProbedDrainMarkers, type DrainMarkers } from './drain-markers.js';
+
+/** How `declareTopology` works; every field optional. */
+export interface DeclareOptions {
+  /**
+   * Channels declaring at once. Declarations are round trips, so one channel leaves the broker
+   * idle between them: `provision` of thousands of tenants uses several. Each lane is a channel
+   * of the connection for the duration of the call. @defaultValue 1
+   */
+  lanes?: number;
+  /**
+   * Where drain markers are read. @defaultValue passive declares on `connection`
+   * ({@link ProbedDrainMarkers}), which need no permission
+   */
+  drainMarkers?: DrainMarkers;
+}
 
 /**
- * Declares `topology` (assert exchanges, assert queues, bind) on an open connection, through a
- * channel of its own that is closed afterwards. Declaring is idempotent, so every stage instance
- * does it at start-up and whenever it heals a channel, in any order. Nothing else shares the
- * channel: a declaration the broker refuses (a queue that exists with other arguments, a
- * missing permission) closes this channel only, and the error names what was refused.
+ * Lanes of one-off declarations at scale (`provision`, `declareTopologyOnce`): the broker, not
+ * the client, is then the limit (docs/performance.md has the measurements). Far below the 2,047
+ * channels a connection may have, and the connection is the command's own.
  */
-export async function declareTopology(connection: AmqpConnection, topology: Topology, log?: Logger): Promise<void> {
-  const channel = await connection.createChannel();
-  // The refusal arrives as the rejection of the operation below; the event must not crash.
-  channel.on('error', () => undefined);
-  const markers = new ExchangeProbe(connection);
+export const PROVISION_LANES = 64;
+
+/** Fewest declarations that justify a lane of their own (a small topology stays on one channel). */
+const DECLARATIONS_PER_LANE = 16;
+
+/**
+ * Declares `topology` (assert exchanges and queues, then bind) on an open connection, through
+ * channels of its own that are closed afterwards. Declaring is idempotent, so every stage
+ * instance does it at start-up and whenever it heals a channel, in any order. Nothing else
+ * shares those channels: a declaration the broker refuses (a queue that exists with other
+ * arguments, a missing permission) closes its channel only, and the error names what was refused.
+ *
+ * With `lanes` > 1 the declarations run on several channels at once, in two steps: every
+ * exchange and queue, then every binding, so each binding finds its source and destination
+ * declared whichever lane took them. The first refusal stops every lane and is thrown.
+ *
+ * Drain markers: a binding with `drainMarker` (a queue's entry) is skipped while its marker
+ * exists, and every entry bound is checked again after binding (see below).
+ */
+export async function declareTopology(
+  connection: AmqpConnection,
+  topology: Topology,
+  log?: Logger,
+  options: DeclareOptions = {},
+): Promise<void> {
+  const most = Math.max(1, Math.floor(options.lanes ?? 1));
+  // A lane costs a channel opened and closed: worth it only with declarations enough to share.
+  const lanes = (count: number): number => Math.max(1, Math.min(most, Math.ceil(count / DECLARATIONS_PER_LANE)));
+  const markers = options.drainMarkers ?? new ProbedDrainMarkers(connection);
+  const channels = new LaneChannels(connection);
   try {
-    for (const exchange of topology.exchanges) {
-      await declaring(`exchange "${exchange.name}"`, () =>
-        channel.assertExchange(exchange.name, exchange.type, {
-          durable: exchange.durable,
-          ...(exchange.alternateExchange === undefined ? {} : { alternateExchange: exchange.alternateExchange }),
-        }),
-      );
-    }
-    for (const queue of topology.queues) {
-      await declaring(`queue "${queue.name}"`, () =>
-        channel.assertQueue(queue.name, { durable: queue.durable, arguments: queue.arguments }),
-      );
-    }
-    for (const binding of topology.bindings) {
-      const what = `binding ${binding.source} -> ${binding.destination}`;
-      const args = binding.arguments ?? {};
-      // A draining queue's entry stays cut (see BindingSpec.drainMarker).
-      if (binding.drainMarker !== undefined && (await markers.exists(binding.drainMarker))) continue;
-      await declaring(what, () =>
-        binding.destinationType === 'queue'
-          ? channel.bindQueue(binding.destination, binding.source, binding.routingKey, args)
-          : channel.bindExchange(binding.destination, binding.source, binding.routingKey, args),
-      );
-      // `drain` puts its marker, then unbinds. Had it done both between the check above and the
-      // bind, the bind would reopen the entry: checking again after binding closes that window
-      // (either this check sees the marker, or the drain's unbind came after this bind).
-      if (binding.drainMarker !== undefined && (await markers.exists(binding.drainMarker))) {
-        await declaring(`un${what}`, () => unbind(channel, binding));
-      }
-    }
+    const objects: Array<(channel: Channel) => Promise<void>> = [
+      ...topology.exchanges.map(
+        (exchange) => (channel: Channel) =>
+          declaring(`exchange "${exchange.name}"`, () =>
+            channel.assertExchange(exchange.name, exchange.type, {
+              durable: exchange.durable,
+              ...(exchange.alternateExchange === undefined ? {} : { alternateExchange: exchange.alternateExchange }),
+            }),
+          ),
+      ),
+      ...topology.queues.map(
+        (queue) => (channel: Channel) =>
+          declaring(`queue "${queue.name}"`, () => channel.assertQueue(queue.name, { durable: queue.durable, arguments: queue.arguments })),
+      ),
+    ];
+    await inParallel(objects, lanes(objects.length), async (declare, lane) => declare(await channels.of(lane)));
+
+    // A draining queue's entry stays cut (see BindingSpec.drainMarker).
+    const entries = topology.bindings.filter((binding) => binding.drainMarker !== undefined);
+    const closed = await markers.present(uniqueMarkers(entries));
+    const bound = topology.bindings.filter((binding) => binding.drainMarker === undefined || !closed.has(binding.drainMarker));
+    await inParallel(bound, lanes(bound.length), async (binding, lane) => {
+      const channel = await channels.of(lane);
+      await declaring(describe(binding), () => bind(channel, binding));
+    });
+    // `drain` puts its marker, then unbinds. Had it done both between the first look and the
+    // bind, the bind would reopen the entry: looking again after binding closes that window
+    // (either the second look sees the marker, or the drain's unbind came after this bind).
+    // The second look starts only once every bind has completed, so it is after each of them.
+    const boundEntries = bound.filter((binding) => binding.drainMarker !== undefined);
+    const reclosed = await markers.present(uniqueMarkers(boundEntries));
+    const reopened = boundEntries.filter((binding) => reclosed.has(binding.drainMarker as string));
+    await inParallel(reopened, lanes(reopened.length), async (binding, lane) => {
+      const channel = await channels.of(lane);
+      await declaring(`un${describe(binding)}`, () => unbind(channel, binding));
+    });
   } finally {
-    await close(channel);
+    await channels.close();
     await markers.close();
   }
   log?.debug('topology declared', {
     exchanges: topology.exchanges.length,
     queues: topology.queues.length,
     bindings: topology.bindings.length,
+    lanes: most,
   });
+}
+
+/** One channel per lane, opened when the lane first needs it, and again after a refusal closed it. */
+class LaneChannels {
+  private readonly channels = new Map<number, Channel>();
+
+  constructor(private readonly connection: AmqpConnection) {}
+
+  async of(lane: number): Promise<Channel> {
+    const open = this.channels.get(lane);
+    if (open !== undefined) return open;
+    const channel = await this.connection.createChannel();
+    // The refusal arrives as the rejection of the operation; the event must not crash.
+    channel.on('error', () => undefined);
+    channel.on('close', () => {
+      if (this.channels.get(lane) === channel) this.channels.delete(lane);
+    });
+    this.channels.set(lane, channel);
+    return channel;
+  }
+
+  async close(): Promise<void> {
+    const channels = [...this.channels.values()];
+    this.channels.clear();
+    await Promise.all(channels.map(close));
+  }
+}
+
+function uniqueMarkers(bindings: readonly BindingSpec[]): string[] {
+  return [...new Set(bindings.map((binding) => binding.drainMarker as string))];
+}
+
+function describe(binding: BindingSpec): string {
+  return `binding ${binding.source} -> ${binding.destination}`;
+}
+
+/** Adds one binding of a topology (a queue's or an exchange's). */
+async function bind(channel: Channel, binding: BindingSpec): Promise<void> {
+  const args = binding.arguments ?? {};
+  if (binding.destinationType === 'queue') await channel.bindQueue(binding.destination, binding.source, binding.routingKey, args);
+  else await channel.bindExchange(binding.destination, binding.source, binding.routingKey, args);
 }
 
 /**
@@ -97,11 +184,14 @@ export function ensureTopology(connection: AmqpConnection, config: CompiledConfi
   return config.security.tenantUsers ? checkTopology(connection, topology, log) : declareTopology(connection, topology, log);
 }
 
-/** For one-off commands (provision, control, tests): connects, declares `topology`, disconnects. */
+/**
+ * For one-off commands (control, tests, benchmarks): connects, declares `topology` on
+ * {@link PROVISION_LANES} channels (the connection is its own, so they take no stage's), disconnects.
+ */
 export async function declareTopologyOnce(config: CompiledConfig, topology: Topology, log: Logger): Promise<void> {
   const connection = await openConnection(config, log, 'stagecoach-declare');
   try {
-    await declareTopology(connection, topology, log);
+    await declareTopology(connection, topology, log, { lanes: PROVISION_LANES });
   } finally {
     await connection.close().catch(() => undefined);
   }

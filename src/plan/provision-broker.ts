@@ -1,9 +1,10 @@
 import type { AdminEventSink } from '../admin/admin-events.js';
 import { openConnection } from '../broker/amqp-connection.js';
-import { declareTopology } from '../broker/declare-topology.js';
-import { exchangeExists } from '../broker/exchange-exists.js';
+import { declareTopology, PROVISION_LANES } from '../broker/declare-topology.js';
+import { ListedDrainMarkers } from '../broker/drain-markers.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
+import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { ManagementApi } from '../security/management-api.js';
 import { provisionBrokerUsers } from '../security/tenant-users.js';
 import { provisionTopology } from '../topology/build-topology.js';
@@ -39,18 +40,23 @@ export async function provisionBroker(
   const topology = provisionTopology(config, stages, options.tenant);
   const tenants = options.tenant === undefined ? config.tenants : [options.tenant];
   const names = new BrokerNames(config.prefix);
-  const fresh: string[] = [];
+  const api = options.api ?? new ManagementApi(config.broker.management);
+  const vhost = vhostOfAmqpUrl(config.broker.url);
+  let fresh: string[] = [];
+  if (options.onEvent !== undefined) {
+    // One listing rather than a passive declare per tenant: thousands of round trips otherwise.
+    const present = new Set(await api.listExchangeNames(vhost));
+    fresh = tenants.filter((tenant) => !present.has(names.tenantExchange(tenant)));
+  }
   const connection = await openConnection(config, log, 'stagecoach-declare');
   try {
-    if (options.onEvent !== undefined) {
-      for (const tenant of tenants) if (!(await exchangeExists(connection, names.tenantExchange(tenant)))) fresh.push(tenant);
-    }
-    await declareTopology(connection, topology, log);
+    // The operator has the management API (the queue settings below need it anyway): the drain
+    // markers are read with one listing before and one after the bindings, not per entry.
+    await declareTopology(connection, topology, log, { lanes: PROVISION_LANES, drainMarkers: new ListedDrainMarkers(api, vhost) });
   } finally {
     await connection.close().catch(() => undefined);
   }
   for (const tenant of fresh) await options.onEvent?.({ type: 'tenant.provisioned', data: { tenant } });
-  const api = options.api ?? new ManagementApi(config.broker.management);
   const settings = await syncQueueSettings(config, stages, api, {
     removeStale: true,
     log,
