@@ -33,11 +33,13 @@ export type {
   QueueConfig,
   QueueSettings,
   TenantConfig,
+  TenantShare,
   StageConfig,
   RetryPolicy,
   VariantsConfig,
 } from './config/config.types.js';
 export { settingsFor } from './config/queue-resolver.js';
+export { tenantShare, DEFAULT_TENANT_SHARE } from './config/tenant-share.js';
 export { loadConfig } from './config/load-config.js';
 export { compileConfig, SCHEMA_PATH } from './config/compile-config.js';
 

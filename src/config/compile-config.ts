@@ -15,6 +15,7 @@ import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.j
 import { parseDuration } from '../util/duration.js';
 import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
+import { compileTenantShares } from './tenant-share.js';
 
 /** RabbitMQ's largest `message-ttl` (2^32 - 1 ms, about 49.7 days). */
 export const MAX_MESSAGE_TTL_MS = 2 ** 32 - 1;
@@ -56,6 +57,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   checkQueue(source, defaultQueue);
   const tenants = tenantNames(source, config.tenants);
   const queueSettings = settingsLayers(source, config.queues, config.tenants);
+  const tenantShares = compileTenantShares(config.tenants);
 
   const stages = new Map<string, CompiledStageConfig>();
   for (const [name, stage] of Object.entries(config.stages)) {
@@ -84,6 +86,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     defaultQueue,
     queues,
     queueSettings,
+    tenantShares,
     stages,
   };
 }

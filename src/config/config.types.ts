@@ -87,8 +87,27 @@ export interface QueueConfig extends QueueSettings {
 export interface TenantConfig {
   /** The tenant slug. */
   name: string;
+  /**
+   * The tenant's share of a pooled stage's `concurrency` (`run --tenants` / `--all-tenants`),
+   * relative to the other tenants with work: a weight of 2 gets twice the slots of a weight of 1.
+   * A positive number, no unit. @defaultValue 1
+   */
+  weight?: number;
+  /**
+   * Most jobs of this tenant one pooled stage process runs at once, whatever its weight. A
+   * positive integer. @defaultValue unlimited (the stage's `concurrency` bounds it)
+   */
+  max_concurrency?: number;
   /** Queue name (or `_default`) -> the tenant's own settings. @defaultValue {} */
   queues?: Record<string, QueueSettings>;
+}
+
+/** A tenant's fair-share settings, compiled: what a pooled stage process reads per tenant. */
+export interface TenantShare {
+  /** Positive; 1 unless configured. */
+  readonly weight: number;
+  /** Positive integer; undefined means unlimited. */
+  readonly maxConcurrency: number | undefined;
 }
 
 /** One stage deployment: where its class lives and how hard it works. */
@@ -282,5 +301,10 @@ export interface CompiledConfig {
   queues: Map<string, ResolvedQueueConfig>;
   /** What per-tenant queue settings are resolved from (see `settingsFor`). */
   queueSettings: QueueSettingsLayers;
+  /**
+   * Weight and concurrency limit of every configured tenant (defaults filled in); read a tenant
+   * through `tenantShare`, which also answers for tenants provisioned but not configured.
+   */
+  tenantShares: ReadonlyMap<string, TenantShare>;
   stages: Map<string, CompiledStageConfig>;
 }

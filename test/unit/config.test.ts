@@ -5,6 +5,8 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
+import { DEFAULT_TENANT_SHARE, tenantShare } from '../../src/config/tenant-share.js';
+import { exitCodeFor } from '../../src/cli/exit-codes.js';
 import { ConfigError } from '../../src/errors/errors.js';
 
 function configError(fn: () => unknown): ConfigError {
@@ -85,6 +87,53 @@ describe('configuration', () => {
     const err = configError(() => compileConfig({ queues: { q: { scope: 'global' } } }));
     expect(err.key).to.equal('queues.q.scope');
     expect(err.expected).to.equal('one of "tenant", "shared"');
+  });
+
+  describe('tenant weight and max_concurrency', () => {
+    it('defaults a slug and an object without them to weight 1, unlimited', () => {
+      const config = compileConfig({ tenants: ['acme', { name: 'globex' }, { name: 'initech', queues: {} }] });
+      for (const tenant of ['acme', 'globex', 'initech']) {
+        expect(config.tenantShares.get(tenant), tenant).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+      }
+      expect(DEFAULT_TENANT_SHARE).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+    });
+
+    it('compiles weight and max_concurrency per tenant, next to its queue settings', () => {
+      const config = compileConfig({
+        tenants: [
+          'acme',
+          { name: 'globex', weight: 2.5, max_concurrency: 8, queues: { _default: { max_size: 10 } } },
+          { name: 'hooli', weight: 3 },
+        ],
+      });
+      expect(config.tenants).to.deep.equal(['acme', 'globex', 'hooli']);
+      expect(tenantShare(config, 'globex')).to.deep.equal({ weight: 2.5, maxConcurrency: 8 });
+      expect(tenantShare(config, 'hooli')).to.deep.equal({ weight: 3, maxConcurrency: undefined });
+      expect(tenantShare(config, 'acme')).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+      // A tenant provisioned but not configured (provision --tenant, --all-tenants) gets the default.
+      expect(tenantShare(config, 'umbrella')).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+      expect(config.queueSettings.tenants.get('globex')?.get('_default')).to.deep.equal({ max_size: 10 });
+    });
+
+    for (const [field, value, expected] of [
+      ['weight', 0, 'must be > 0'],
+      ['weight', -1, 'must be > 0'],
+      ['weight', 'heavy', 'must be number'],
+      ['max_concurrency', 0, 'must be >= 1'],
+      ['max_concurrency', 2.5, 'must be integer'],
+      ['max_concurrency', '8', 'must be integer'],
+    ] as const) {
+      it(`refuses ${field} ${JSON.stringify(value)}, naming the key (exit 2)`, () => {
+        const err = configError(() => compileConfig({ tenants: ['acme', { name: 'globex', [field]: value }] }, '/srv/pipeline.json'));
+        expect(err.key).to.equal(`tenants.1.${field}`);
+        expect(err.message).to.equal(`/srv/pipeline.json: tenants.1.${field}: ${expected}`);
+        expect(exitCodeFor(err)).to.equal(2);
+      });
+    }
+
+    it('refuses an unknown key in a tenant object', () => {
+      expect(configError(() => compileConfig({ tenants: [{ name: 'acme', weigth: 2 }] as never })).key).to.equal('tenants.0.weigth');
+    });
   });
 
   it('rejects variants on a shared queue and overlapping variant values', () => {
