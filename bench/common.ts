@@ -18,7 +18,7 @@ import {
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const TENANT = 'bench';
 export const JOB_TYPE = 'bench.job';
-export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory'] as const;
+export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'tenants'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -39,6 +39,8 @@ export interface BenchOptions {
   roundTimeoutMs: number;
   /** How long the memory child is sampled once it holds its prefetch. */
   memSampleMs: number;
+  /** Tenants the `tenants` scenario provisions. */
+  tenants: number;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -49,9 +51,10 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory (default all)
+  --only <list>        any of publish,relay,pipeline,memory,tenants (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
+  --tenants <n>        tenants: how many tenants are provisioned (default 1000)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 
@@ -69,6 +72,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       only: { type: 'string' },
       timeout: { type: 'string' },
       'mem-seconds': { type: 'string' },
+      tenants: { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -111,6 +115,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     json: values.json ?? false,
     roundTimeoutMs: int('timeout', values.timeout, Math.round(30 + Math.max(jobs, pipelineJobs) / 1000)) * 1000,
     memSampleMs: int('mem-seconds', values['mem-seconds'], 4) * 1000,
+    tenants: int('tenants', values.tenants, 1000),
   };
 }
 

@@ -2,7 +2,7 @@
  * `npm run bench`: stagecoach against hand-written amqplib, in the same run against the same
  * broker. Scenarios: publish, relay, pipeline (throughput, baseline and stagecoach rounds
  * alternated, the median reported) and memory (a stage's peak RSS with a small and a large
- * backlog waiting). Everything is declared under a random prefix and deleted at the end, on
+ * backlog waiting) and tenants (provision time for 1,000 tenants). Everything is declared under a random prefix and deleted at the end, on
  * failure and on SIGINT/SIGTERM too. See bench/README.md.
  */
 import os from 'node:os';
@@ -28,6 +28,7 @@ import {
   type ThroughputResult,
 } from './common.js';
 import { benchMemory, children, type MemoryResult } from './memory.js';
+import { benchTenants, cleanupTenants, type TenantsResult } from './tenants.js';
 import { benchPipeline, benchPublish, benchRelay } from './throughput.js';
 
 let cleanup: (() => Promise<void>) | undefined;
@@ -63,6 +64,9 @@ async function main(): Promise<number> {
       await withTimeout(teardown(config, metas), 60_000, 'teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}." by hand`),
       );
+      await withTimeout(cleanupTenants(ctx), 120_000, 'tenants teardown').catch((err: Error) =>
+        progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
+      );
     })());
 
   const size = bodySize(opts.size);
@@ -73,13 +77,14 @@ async function main(): Promise<number> {
     `stagecoach bench: prefix ${config.prefix}, ${size} B jobs, prefetch ${opts.prefetch}, ${fmt(opts.jobs)} jobs (pipeline ${fmt(opts.pipelineJobs)}), ` +
       `${opts.rounds} rounds per side, ${os.cpus().length} CPUs, node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`,
   );
-  const results: { throughput: ThroughputResult[]; memory?: MemoryResult } = { throughput: [] };
+  const results: Results = { throughput: [] };
   try {
     await withTimeout(declareTopologyOnce(config, provisionTopology(config, metas), log), 60_000, 'declaring the topology');
     if (opts.only.has('publish')) results.throughput.push(await benchPublish(ctx));
     if (opts.only.has('relay')) results.throughput.push(await benchRelay(ctx));
     if (opts.only.has('pipeline')) results.throughput.push(await benchPipeline(ctx));
     if (opts.only.has('memory')) results.memory = await benchMemory(ctx);
+    if (opts.only.has('tenants')) results.tenants = await benchTenants(ctx);
   } catch (err) {
     if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);
     await cleanup();
@@ -103,12 +108,13 @@ async function main(): Promise<number> {
   return 0;
 }
 
-function renderTable(
-  results: { throughput: ThroughputResult[]; memory?: MemoryResult },
-  opts: BenchOptions,
-  config: CompiledConfig,
-  size: number,
-): string {
+interface Results {
+  throughput: ThroughputResult[];
+  memory?: MemoryResult;
+  tenants?: TenantsResult;
+}
+
+function renderTable(results: Results, opts: BenchOptions, config: CompiledConfig, size: number): string {
   const lines: string[] = [];
   lines.push('');
   lines.push(
@@ -152,7 +158,27 @@ function renderTable(
     lines.push('');
     lines.push(...grid(rows, [false, true, true, true, true, true]));
   }
-  lines.push(`(ratio = stagecoach / baseline; memory ratio = large backlog / small backlog; prefix ${config.prefix})`);
+  if (results.tenants) {
+    const t = results.tenants;
+    const rows = [
+      ['provision', 'tenants', 'exchanges', 'queues', 'bindings', 'baseline s', 'stagecoach s', 'speedup'],
+      [
+        'tenants x 2 queues',
+        fmt(t.tenants),
+        fmt(t.exchanges),
+        fmt(t.queues),
+        fmt(t.bindings),
+        t.baselineSeconds.toFixed(1),
+        t.stagecoachSeconds.toFixed(1),
+        t.speedup.toFixed(2),
+      ],
+    ];
+    lines.push('');
+    lines.push(...grid(rows, [false, true, true, true, true, true, true, true]));
+  }
+  lines.push(
+    `(ratio = stagecoach / baseline; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
+  );
   lines.push('');
   return `${lines.join('\n')}\n`;
 }

@@ -4,3 +4,4 @@
  */
 export { StageHarness, type EmittedJob, type HarnessResult } from './stage-harness.js';
 export { withTestConfig, teardown, purge } from './test-config.js';
+export { deletePrefix } from './delete-prefix.js';

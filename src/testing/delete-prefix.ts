@@ -1,0 +1,43 @@
+import amqplib, { type Channel } from 'amqplib';
+import { inParallel } from '../util/in-parallel.js';
+import { vhostOfAmqpUrl } from '../security/broker-users.js';
+import { ManagementApi } from '../security/management-api.js';
+
+/**
+ * Deletes every queue, exchange (state markers included) and policy whose name starts with
+ * `<prefix>.`, found by listing them through the management API: for tests and benchmarks that
+ * provision thousands of tenants, where `teardown`'s channel per possible name takes minutes. Queues go 16 at a time; exchanges one at a time,
+ * because RabbitMQ 3.10 crashes the channel (INTERNAL_ERROR) when two exchanges bound to each
+ * other (the delay ladder) are deleted at once.
+ * @returns how many of each were deleted.
+ */
+export async function deletePrefix(url: string, managementUrl: string, prefix: string): Promise<{ queues: number; exchanges: number }> {
+  const api = new ManagementApi(managementUrl);
+  const vhost = vhostOfAmqpUrl(url);
+  const ours = (name: string): boolean => name.startsWith(`${prefix}.`);
+  const queues = (await api.listQueues(vhost)).map((queue) => queue.name).filter(ours);
+  const exchanges = (await api.listExchangeNames(vhost)).filter(ours);
+  const connection = await amqplib.connect(url);
+  connection.on('error', () => undefined);
+  try {
+    const channels = new Map<number, Channel>();
+    const channel = async (lane: number): Promise<Channel> => {
+      let open = channels.get(lane);
+      if (open === undefined) {
+        open = await connection.createChannel();
+        open.on('error', () => undefined);
+        channels.set(lane, open);
+      }
+      return open;
+    };
+    await inParallel(queues, 16, async (queue, lane) => {
+      await (await channel(lane)).deleteQueue(queue);
+    });
+    const one = await channel(0);
+    for (const exchange of exchanges) await one.deleteExchange(exchange);
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+  for (const policy of (await api.listPolicies(vhost)).filter((p) => ours(p.name))) await api.deletePolicy(vhost, policy.name);
+  return { queues: queues.length, exchanges: exchanges.length };
+}
