@@ -338,7 +338,8 @@ export function bindingKey(binding: BindingSpec): string {
   return JSON.stringify([binding.source, binding.destinationType, binding.destination, binding.routingKey, sorted]);
 }
 
-function fromBroker(binding: BrokerBinding): BindingSpec {
+/** A binding as the management API lists it, in the form the topology uses (arguments as strings). */
+export function fromBroker(binding: BrokerBinding): BindingSpec {
   const args: Record<string, string> = {};
   for (const [key, value] of Object.entries(binding.arguments)) args[key] = String(value);
   return {

@@ -10,10 +10,15 @@ import { provisionBrokerUsers } from '../security/tenant-users.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { StageEndpoints, Topology } from '../topology/topology.types.js';
+import { readInventory } from './broker-inventory.js';
+import { missingTopology } from './missing-topology.js';
 import { syncQueueSettings, type SettingsSync } from './queue-settings.js';
 
 export interface ProvisionResult {
+  /** Everything provisioned (what `provisionTopology` lists). */
   topology: Topology;
+  /** The part of it that was missing on the broker, and was declared. */
+  declared: Topology;
   settings: SettingsSync;
   /** Broker users set up (with `security.tenantUsers`). */
   users: string[];
@@ -42,20 +47,26 @@ export async function provisionBroker(
   const names = new BrokerNames(config.prefix);
   const api = options.api ?? new ManagementApi(config.broker.management);
   const vhost = vhostOfAmqpUrl(config.broker.url);
-  let fresh: string[] = [];
-  if (options.onEvent !== undefined) {
-    // One listing rather than a passive declare per tenant: thousands of round trips otherwise.
-    const present = new Set(await api.listExchangeNames(vhost));
-    fresh = tenants.filter((tenant) => !present.has(names.tenantExchange(tenant)));
-  }
+  // One listing of what is there (also the tenants already provisioned, for the events) rather
+  // than a round trip per object: only what is missing or different is declared.
+  const inventory = await readInventory(config, api);
+  const present = new Set(inventory.exchanges.map((exchange) => exchange.name));
+  const fresh = options.onEvent === undefined ? [] : tenants.filter((tenant) => !present.has(names.tenantExchange(tenant)));
+  const missing = missingTopology(topology, inventory);
   const connection = await openConnection(config, log, 'stagecoach-declare');
   try {
     // The operator has the management API (the queue settings below need it anyway): the drain
     // markers are read with one listing before and one after the bindings, not per entry.
-    await declareTopology(connection, topology, log, { lanes: PROVISION_LANES, drainMarkers: new ListedDrainMarkers(api, vhost) });
+    await declareTopology(connection, missing, log, { lanes: PROVISION_LANES, drainMarkers: new ListedDrainMarkers(api, vhost) });
   } finally {
     await connection.close().catch(() => undefined);
   }
+  log.info('topology provisioned', {
+    exchanges: topology.exchanges.length,
+    queues: topology.queues.length,
+    bindings: topology.bindings.length,
+    declared: { exchanges: missing.exchanges.length, queues: missing.queues.length, bindings: missing.bindings.length },
+  });
   for (const tenant of fresh) await options.onEvent?.({ type: 'tenant.provisioned', data: { tenant } });
   const settings = await syncQueueSettings(config, stages, api, {
     removeStale: true,
@@ -67,5 +78,5 @@ export async function provisionBroker(
     users = await provisionBrokerUsers(config, api, options.tenant === undefined ? config.tenants : [options.tenant]);
     log.info('broker users provisioned', { users });
   }
-  return { topology, settings, users };
+  return { topology, declared: missing, settings, users };
 }

@@ -116,8 +116,11 @@ describe(`provision at scale (${TENANTS} tenants, real broker)`, function () {
     expect(announced).to.not.include('t007');
     expect(result.settings.put.length, 'the max_size policy').to.be.greaterThan(0);
 
-    // Provisioning again changes nothing and still leaves the entry cut.
-    await provisionBroker(config, [], log);
+    // Provisioning again declares only what is missing (the cut entry, which stays cut) and changes nothing.
+    const second = await provisionBroker(config, [], log);
+    expect(second.declared.exchanges).to.deep.equal([]);
+    expect(second.declared.queues).to.deep.equal([]);
+    expect(second.declared.bindings).to.deep.equal([drained]);
     const again = await onBroker(config);
     expect(again.bindings).to.deep.equal(broker.bindings);
     expect(again.queues.size).to.equal(broker.queues.size);

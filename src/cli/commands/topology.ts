@@ -18,7 +18,7 @@ export async function provision(opts: { tenant?: string; config?: string }): Pro
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
   const log = createLogger({ service: 'stagecoach', command: 'provision' });
-  const { topology, settings, users } = await withCommandEvents(config, 'provision', log, (onEvent) =>
+  const { topology, declared, settings, users } = await withCommandEvents(config, 'provision', log, (onEvent) =>
     provisionBroker(
       config,
       stages.map((s) => s.metadata),
@@ -27,7 +27,8 @@ export async function provision(opts: { tenant?: string; config?: string }): Pro
     ),
   );
   process.stdout.write(
-    `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings\n` +
+    `declared ${topology.exchanges.length} exchanges, ${topology.queues.length} queues, ${topology.bindings.length} bindings` +
+      ` (missing or different before: ${declared.exchanges.length}, ${declared.queues.length}, ${declared.bindings.length})\n` +
       `queue settings: ${settings.put.length} policies set, ${settings.deleted.length} removed\n`,
   );
   if (config.security.tenantUsers) {
