@@ -61,6 +61,8 @@ export interface StageGroupOptions {
 export interface Readiness {
   ready: boolean;
   reason?: string;
+  /** The broker node (`host:port`) of the connection. */
+  node?: string;
 }
 
 /**
@@ -173,7 +175,7 @@ export class StageGroup {
     if (!this.started) return { ready: false, reason: 'starting' };
     const down = this.runners.filter((r) => !r.healthy);
     if (down.length > 0) return { ready: false, reason: `not consuming: ${down.map((r) => r.name).join(', ')}` };
-    return { ready: true };
+    return { ready: true, node: this.manager.node };
   }
 
   /**
