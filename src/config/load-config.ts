@@ -45,7 +45,9 @@ export function applyEnvironment(raw: unknown, env: NodeJS.ProcessEnv): unknown 
  * (containers get one variable for either).
  */
 function withAmqpUrl(broker: RawConfig['broker'], value: string): NonNullable<RawConfig['broker']> {
-  const { url: _url, urls: _urls, ...rest } = broker ?? {};
+  const rest = { ...broker };
+  delete rest.url;
+  delete rest.urls;
   const urls = value
     .split(',')
     .map((url) => url.trim())
