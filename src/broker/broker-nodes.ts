@@ -1,4 +1,4 @@
-import type { AmqpConnection } from './amqp-connection.js';
+import type { ChannelModel as AmqpConnection } from 'amqplib';
 
 /**
  * Which node of a cluster (`broker.urls`) each connection went to, so that logs and `/readyz`

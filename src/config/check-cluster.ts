@@ -41,22 +41,25 @@ export function checkQueueType(source: string, queue: ResolvedQueueConfig, raw: 
  * it). `broker.url`, when given with them, must be one of them.
  */
 export function checkBrokerUrls(source: string, broker: BrokerSettings, raw: RawConfig): void {
+  const urls = raw.broker?.urls;
+  if (urls !== undefined && raw.broker?.url !== undefined && !urls.includes(raw.broker.url)) {
+    throw new ConfigError(source, 'broker.url', 'one of broker.urls (or leave broker.url out: the first of broker.urls is used)');
+  }
   const first = parts(broker.url);
   if (first === undefined)
     throw new ConfigError(source, raw.broker?.url === undefined ? 'broker.urls.0' : 'broker.url', 'a valid AMQP URL');
-  broker.urls.forEach((url, index) => {
+  // Keys name the entries as written (broker.urls puts broker.url first).
+  (raw.broker?.urls ?? broker.urls).forEach((url, index) => {
     const key = `broker.urls.${index}`;
     const own = parts(url);
     if (own === undefined) throw new ConfigError(source, key, 'a valid AMQP URL');
     if (own.user !== first.user || own.vhost !== first.vhost) {
       throw new ConfigError(source, key, 'the same user and virtual host as the other nodes of the cluster');
     }
-    if (broker.urls.indexOf(url) !== index) throw new ConfigError(source, key, 'a URL listed once');
   });
-  const urls = raw.broker?.urls;
-  if (urls !== undefined && raw.broker?.url !== undefined && !urls.includes(raw.broker.url)) {
-    throw new ConfigError(source, 'broker.url', 'one of broker.urls (or leave broker.url out: the first of broker.urls is used)');
-  }
+  urls?.forEach((url, index) => {
+    if (urls.indexOf(url) !== index) throw new ConfigError(source, `broker.urls.${index}`, 'a URL listed once');
+  });
 }
 
 /** The user and virtual host of an AMQP URL (the default vhost `/` when it names none). */

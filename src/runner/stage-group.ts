@@ -61,8 +61,6 @@ export interface StageGroupOptions {
 export interface Readiness {
   ready: boolean;
   reason?: string;
-  /** The broker node (`host:port`) of the connection. */
-  node?: string;
 }
 
 /**
@@ -169,13 +167,18 @@ export class StageGroup {
     }
   }
 
+  /** `host:port` of the broker node the group is connected to (one of `broker.urls`); undefined while disconnected. */
+  get node(): string | undefined {
+    return this.manager.node;
+  }
+
   /** Ready when connected and every runner consumes, or is meant not to (paused, quiet). */
   readiness(): Readiness {
     if (!this.manager.connected) return { ready: false, reason: 'not connected to the broker' };
     if (!this.started) return { ready: false, reason: 'starting' };
     const down = this.runners.filter((r) => !r.healthy);
     if (down.length > 0) return { ready: false, reason: `not consuming: ${down.map((r) => r.name).join(', ')}` };
-    return { ready: true, node: this.manager.node };
+    return { ready: true };
   }
 
   /**
