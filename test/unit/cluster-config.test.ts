@@ -7,6 +7,8 @@ import { ConfigError } from '../../src/errors/errors.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { queuePolicies } from '../../src/topology/queue-policies.js';
 import type { Topology } from '../../src/topology/topology.types.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { startHealthServer, type Readiness } from '../../src/observability/health-server.js';
 
 function configError(fn: () => unknown): ConfigError {
   try {
@@ -147,5 +149,19 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
       expect(nodeLabel('amqp://u:secret@rabbit-1:5673/v')).to.equal('rabbit-1:5673');
       expect(nodeLabel('amqps://u:secret@rabbit-1/v')).to.equal('rabbit-1:5671');
     });
+  });
+
+  it('says on /readyz which node the process is connected to, and nothing of a node while it has none', async () => {
+    let state: Readiness = { ready: true, node: 'rabbit-2:5672' };
+    const metrics = { text: async () => '', contentType: 'text/plain' };
+    const server = await startHealthServer({ port: 0, host: '127.0.0.1', metrics, readiness: () => state, log: createLogger({}, 'error') });
+    try {
+      const body = async () => (await fetch(`http://127.0.0.1:${server.port}/readyz`)).json();
+      expect(await body()).to.deep.equal({ ready: true, node: 'rabbit-2:5672' });
+      state = { ready: false, reason: 'not connected to the broker' };
+      expect(await body()).to.deep.equal({ ready: false, reason: 'not connected to the broker' });
+    } finally {
+      await server.close();
+    }
   });
 });
