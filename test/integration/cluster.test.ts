@@ -332,7 +332,7 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
         return { name: i.name, node: String(line?.node) };
       });
       note(
-        `every stage process reconnected ${Date.now() - halting} ms after the halt: ${failover.map((f) => `${f.name} -> ${f.node}`).join(', ')}`,
+        `every stage process reconnected to another node (seen when the halt returned, ${Date.now() - halting} ms after it began): ${failover.map((f) => `${f.name} -> ${f.node}`).join(', ')}`,
       );
       for (const f of failover) expect(f.node, `${f.name} reconnected to`).to.not.equal(victimLabel);
       const mid = await tally();
