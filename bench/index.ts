@@ -28,7 +28,7 @@ import {
   type ThroughputResult,
 } from './common.js';
 import { benchMemory, children, type MemoryResult } from './memory.js';
-import { benchPipeline, benchPublish, benchRelay } from './throughput.js';
+import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './throughput.js';
 
 let cleanup: (() => Promise<void>) | undefined;
 let interrupted = false;
@@ -80,6 +80,7 @@ async function main(): Promise<number> {
     if (opts.only.has('relay')) results.throughput.push(await benchRelay(ctx));
     if (opts.only.has('pipeline')) results.throughput.push(await benchPipeline(ctx));
     if (opts.only.has('memory')) results.memory = await benchMemory(ctx);
+    if (opts.only.has('quorum')) results.throughput.push(await benchQueueTypes(ctx));
   } catch (err) {
     if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);
     await cleanup();

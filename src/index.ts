@@ -36,6 +36,7 @@ export type {
   StageConfig,
   RetryPolicy,
   VariantsConfig,
+  QueueType,
 } from './config/config.types.js';
 export { settingsFor } from './config/queue-resolver.js';
 export { loadConfig } from './config/load-config.js';
@@ -85,6 +86,8 @@ export {
 export { ADMIN_TOKEN_ENV } from './admin-api/bearer-auth.js';
 export { resolveRetryPolicy, validateRetryPolicy, retryDelayMs } from './retry/retry-policy.js';
 export { DELAY_LEVELS, MAX_DELAY_SECONDS, delayTopology } from './topology/delay-topology.js';
+export { queueTypeArguments, sharedQueueType } from './topology/queue-type.js';
+export { nodeLabel, nodeOf, type BrokerNode } from './broker/broker-nodes.js';
 export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';
 
 export {

@@ -15,6 +15,7 @@ import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.j
 import { parseDuration } from '../util/duration.js';
 import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
+import { checkBrokerUrls, checkQueueType } from './check-cluster.js';
 
 /** RabbitMQ's largest `message-ttl` (2^32 - 1 ms, about 49.7 days). */
 export const MAX_MESSAGE_TTL_MS = 2 ** 32 - 1;
@@ -40,6 +41,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   const baseDir = source === '<inline>' ? process.cwd() : path.dirname(source);
 
   checkUrl(source, 'broker.management', config.broker.management);
+  checkBrokerUrls(source, config.broker, raw);
   if (config.security.internalUser === config.security.operatorUser) {
     throw new ConfigError(source, 'security.internalUser', `a user other than the operator ("${config.security.operatorUser}")`);
   }
@@ -50,10 +52,12 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     if (name === '_default') continue;
     const queue = resolveQueue(name, policy, own);
     checkQueue(source, queue);
+    checkQueueType(source, queue, raw, config.durable);
     queues.set(name, queue);
   }
   const defaultQueue = resolveQueue('_default', policy, undefined);
   checkQueue(source, defaultQueue);
+  checkQueueType(source, defaultQueue, raw, config.durable);
   const tenants = tenantNames(source, config.tenants);
   const queueSettings = settingsLayers(source, config.queues, config.tenants);
 
