@@ -8,6 +8,7 @@ import { queueDelete, tenantRetire } from './commands/remove.js';
 import { dead } from './commands/dead.js';
 import { publish, type PublishOptions } from './commands/publish.js';
 import { queues } from './commands/queues.js';
+import { admin } from './commands/admin.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { packageVersion } from './package-version.js';
@@ -84,6 +85,16 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (opts: { tenant?: string; json?: boolean; config?: string }) => {
       process.exitCode = await queues(opts);
+    });
+
+  program
+    .command('admin')
+    .description('the OJS queue admin HTTP API (docs/admin-api.md); changes need STAGECOACH_ADMIN_TOKEN as a bearer token')
+    .option('--port <port>', 'TCP port (default: admin.port in the configuration, else 9500)')
+    .option('--host <host>', 'address to listen on (default: admin.host in the configuration, else 127.0.0.1)')
+    .addOption(configOption())
+    .action(async (opts: { port?: string; host?: string; config?: string }) => {
+      process.exitCode = await admin(opts);
     });
 
   program

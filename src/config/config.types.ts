@@ -170,6 +170,13 @@ export interface RawConfig {
   gracePeriod?: number;
   /** Port of `/healthz`, `/readyz` and `/metrics`; 0 turns it off. Env `STAGECOACH_HTTP_PORT`. @defaultValue 9400 */
   httpPort?: number;
+  /** The queue admin HTTP API (`stagecoach admin`); its token comes from env `STAGECOACH_ADMIN_TOKEN` only. */
+  admin?: {
+    /** Address to listen on; `--host` overrides. @defaultValue "127.0.0.1" */
+    host?: string;
+    /** TCP port; `--port` overrides. @defaultValue 9500 */
+    port?: number;
+  };
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
 }

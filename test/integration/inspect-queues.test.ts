@@ -56,15 +56,19 @@ describe('stagecoach queues (inspection)', function () {
   it('reports every physical queue with its state, depths, bound and companions', async () => {
     const { config, names } = project;
     // The counts are the management plugin's samples: wait for them to catch up.
-    const reports = await waitFor('the published jobs sampled', async () => {
-      const now = await inspectQueues(config);
-      return row(now, 'conversions', 'acme').ready === 3 &&
-        row(now, 'conversions', 'acme', 'pdf').ready === 2 &&
-        row(now, 'specs').ready === 1 &&
-        row(now, 'conversions', 'acme').dead.ready === 1
-        ? now
-        : undefined;
-    });
+    const reports = await waitFor(
+      'the published jobs sampled',
+      async () => {
+        const now = await inspectQueues(config);
+        return row(now, 'conversions', 'acme').ready === 3 &&
+          row(now, 'conversions', 'acme', 'pdf').ready === 2 &&
+          row(now, 'specs').ready === 1 &&
+          row(now, 'conversions', 'acme').dead.ready === 1
+          ? now
+          : undefined;
+      },
+      30_000,
+    );
     expect(reports.map((r) => r.name)).to.deep.equal([
       names.queue('conversions', 'acme'),
       names.queue('conversions', 'acme', 'pdf'),
