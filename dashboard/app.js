@@ -93,8 +93,9 @@ function App() {
     </header>
     ${
       notice
-        ? html`<p class=${`notice ${notice.kind}`} role="status" data-field="notice">
-            ${notice.text} <button type="button" class="link" onClick=${() => setNotice(null)}>dismiss</button>
+        ? html`<p class=${`notice ${notice.kind}`} role="status">
+            <span data-field="notice">${notice.text}</span>
+            <button type="button" class="link" onClick=${() => setNotice(null)}>dismiss</button>
           </p>`
         : null
     }
