@@ -122,4 +122,7 @@ function App() {
   </main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+const root = document.getElementById('app');
+// The "Loading" placeholder goes: Preact renders beside what a container already holds.
+root.replaceChildren();
+render(html`<${App} />`, root);

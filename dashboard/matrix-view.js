@@ -35,7 +35,7 @@ export function Cell({ cell, queue, tenant, selected, onSelect }) {
         <span class="num" data-field="ready" title="ready">${count(cell.ready)}</span>
         <span class="sep">·</span>
         <span class="num" data-field="unacked" title="in flight (delivered, not yet acknowledged)">${count(cell.unacked)}</span>
-        ${cell.max_size_use !== null ? html`<span class="use" title="of max_size">${percent(cell.max_size_use)}</span>` : null}
+        ${cell.max_size_use !== null && cell.max_size_use >= 0.01 ? html`<span class="use" title="of max_size">${percent(cell.max_size_use)}</span>` : null}
       </span>
       <span class="line small">
         <span class=${idle ? 'warn' : ''} data-field="consumers" title=${idle ? 'jobs wait and no stage consumes' : 'consumers'}

@@ -77,35 +77,25 @@ function DeadLetters({ queue, tenant, cell, version, act }) {
     ${items !== null && items.length === 0 ? html`<p class="muted">none</p>` : null}
     ${
       items !== null && items.length > 0
-        ? html`<table class="list" id="dead-letters">
-            <thead>
-              <tr>
-                <th>error</th>
-                <th>message</th>
-                <th>attempt</th>
-                <th>job</th>
-                ${tenant ? null : html`<th>tenant</th>`}
-                <th>dead</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${items.map(
-                (letter) =>
-                  html`<tr key=${letter.ref} data-ref=${letter.ref}>
-                    <td class="error-type">${letter.error?.type ?? '—'}</td>
-                    <td class="error-message">${letter.error?.message ?? ''}</td>
-                    <td class="num" data-field="attempt">${letter.attempt ?? '—'}</td>
-                    <td>
-                      <span class="type">${letter.type ?? '(not a job)'}</span>
-                      <code class="id">${letter.id ?? ''}</code>
-                      <${MessageBody} load=${() => api.deadLetter(queue, letter.tenant ?? tenant, letter.ref)} />
-                    </td>
-                    ${tenant ? null : html`<td>${letter.tenant ?? '—'}</td>`}
-                    <td class="muted" title=${letter.dead_lettered_at ?? ''}>${ago(letter.dead_lettered_at)}</td>
-                  </tr>`,
-              )}
-            </tbody>
-          </table>`
+        ? html`<ol class="letter-list" id="dead-letters">
+            ${items.map(
+              (letter) =>
+                html`<li key=${letter.ref} data-ref=${letter.ref}>
+                  <div class="letter-head">
+                    <span class="error-type">${letter.error?.type ?? 'no error recorded'}</span>
+                    <span class="muted">attempt <b data-field="attempt">${letter.attempt ?? '—'}</b></span>
+                    ${tenant ? null : html`<span class="muted">tenant <b>${letter.tenant ?? '—'}</b></span>`}
+                    <span class="muted" title=${letter.dead_lettered_at ?? ''}>${ago(letter.dead_lettered_at)}</span>
+                  </div>
+                  <div class="error-message">${letter.error?.message ?? ''}</div>
+                  <div class="letter-job">
+                    <span class="type">${letter.type ?? '(not a job)'}</span>
+                    <code>${letter.id ?? ''}</code>
+                    <${MessageBody} load=${() => api.deadLetter(queue, tenant, letter.ref)} />
+                  </div>
+                </li>`,
+            )}
+          </ol>`
         : null
     }
   </section>`;
@@ -203,7 +193,7 @@ export function QueueDetails({ selected, matrix, version, act, onClose }) {
             </div>
             ${cell.variants.map(
               (v) =>
-                html`<div>
+                html`<div class="wide">
                   <dt>variant ${v.variant}</dt>
                   <dd>${count(v.ready)} ready · ${count(v.unacked)} in flight · ${count(v.consumers)} ⚙ · ${v.state}</dd>
                 </div>`,

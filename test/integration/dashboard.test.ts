@@ -176,7 +176,7 @@ describe('the web dashboard, in a headless browser', function () {
     const { names, raw } = project;
     await page.evaluate(() => sessionStorage.clear());
     await page.click(`${cell('acme', 'in')} button`);
-    await page.waitForSelector('#dead-letters tbody tr', { timeout: SAMPLED_MS });
+    await page.waitForSelector('#dead-letters li', { timeout: SAMPLED_MS });
     await page.click('.details [data-action="retry"]');
     // The page asks for the token in its confirmation; confirmed without one, the server refuses.
     await page.waitForSelector('.dialog input[name="token"]');
@@ -199,7 +199,7 @@ describe('the web dashboard, in a headless browser', function () {
     const { names, raw } = project;
     const deadQueue = names.deadQueue('in', 'acme');
     const inQueue = names.queue('in', 'acme');
-    await page.waitForSelector('#dead-letters tbody tr');
+    await page.waitForSelector('#dead-letters li');
     expect(await textOf(page, '#dead-letters .error-type')).to.equal('RefusedError');
     expect(await textOf(page, '#dead-letters .error-message')).to.equal('refused doomed');
     expect(await textOf(page, '#dead-letters [data-field="attempt"]')).to.equal('1');
