@@ -221,7 +221,7 @@ export function QueueDetails({ selected, matrix, version, act, onClose }) {
           </button>`,
       )}
     </div>
-    <${DeadLetters} queue=${queue} tenant=${tenant} cell=${cell} version=${version} act=${act} />
+    ${cell === null ? null : html`<${DeadLetters} queue=${queue} tenant=${tenant} cell=${cell} version=${version} act=${act} />`}
     <${Unroutable} queue=${queue} tenant=${tenant} unroutable=${matrix.unroutable} version=${version} />
   </section>`;
 }

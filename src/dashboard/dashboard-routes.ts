@@ -3,7 +3,7 @@ import { listUnroutable, replayUnroutable, type UnroutableEntry } from '../admin
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { BrokerNames } from '../topology/names.js';
 import type { DashboardContext, DashboardRequest, DashboardRoute } from './dashboard-context.js';
-import { DashboardRequestError } from './dashboard-errors.js';
+import { DashboardRequestError, missingQueueOf, orQueueMissing } from './dashboard-errors.js';
 import { flagOf, integerOf, queueOf, sortOf, tenantOf } from './dashboard-params.js';
 import { messageRef } from './message-ref.js';
 import { MAX_SCAN, peekMessage } from './peek-message.js';
@@ -73,7 +73,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const queue = queueOf(config, params);
         const tenant = tenantOf(query);
         const limit = integerOf(query, 'limit', DEFAULT_LIST, 1, MAX_SCAN);
-        const entries = await listDeadLetters(config, queue, tenant, ctx.log, limit);
+        const entries = await orQueueMissing(() => listDeadLetters(config, queue, tenant, ctx.log, limit));
         return {
           status: 200,
           body: { queue, ...(tenant === undefined ? {} : { tenant }), limit, dead_letters: withPositions(entries).map(deadLetterView) },
@@ -90,7 +90,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const tenant = tenantOf(query);
         const deadQueues = deadQueuesOf(config, queue, tenant);
         if (deadQueues.length !== 1) throw new DashboardRequestError('?tenant=', `queue "${queue}" is tenant-scoped: name the tenant`);
-        return { status: 200, body: await peekMessage(config, ctx.log, deadQueues[0], params.ref ?? '') };
+        return { status: 200, body: await orQueueMissing(() => peekMessage(config, ctx.log, deadQueues[0], params.ref ?? '')) };
       },
     },
     {
@@ -101,7 +101,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const config = await ctx.configFile.load();
         const queue = queueOf(config, params);
         const tenant = tenantOf(query);
-        const result = await retryDeadLetters(config, queue, tenant, ctx.log);
+        const result = await orQueueMissing(() => retryDeadLetters(config, queue, tenant, ctx.log));
         ctx.log.info('dead letters retried through the dashboard', { queue, tenant, ...result });
         return { status: 200, body: { queue, ...(tenant === undefined ? {} : { tenant }), ...result } };
       }),
@@ -114,7 +114,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const config = await ctx.configFile.load();
         const queue = queueOf(config, params);
         const tenant = tenantOf(query);
-        const purged = await purgeDeadLetters(config, queue, tenant, ctx.log);
+        const purged = await orQueueMissing(() => purgeDeadLetters(config, queue, tenant, ctx.log));
         ctx.log.info('dead letters purged through the dashboard', { queue, tenant, purged });
         return { status: 200, body: { queue, ...(tenant === undefined ? {} : { tenant }), purged } };
       }),
@@ -129,7 +129,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const queue = query.get('queue') ?? '';
         const tenant = tenantOf(query);
         // Positions count every message of the queue, so they are taken before filtering.
-        const entries = (await listUnroutable(config, ctx.log, MAX_SCAN)).map(unroutableView);
+        const entries = (await unroutableOrNone(() => listUnroutable(config, ctx.log, MAX_SCAN))).map(unroutableView);
         const matching = entries.filter(
           (entry) => (queue === '' || entry.queue === queue) && (tenant === undefined || entry.tenant === tenant),
         );
@@ -145,7 +145,8 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
       mutating: false,
       handle: async ({ params }: DashboardRequest) => {
         const config = await ctx.configFile.load();
-        return { status: 200, body: await peekMessage(config, ctx.log, new BrokerNames(config.prefix).unroutable, params.ref ?? '') };
+        const unroutable = new BrokerNames(config.prefix).unroutable;
+        return { status: 200, body: await orQueueMissing(() => peekMessage(config, ctx.log, unroutable, params.ref ?? '')) };
       },
     },
     {
@@ -154,12 +155,22 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
       mutating: true,
       handle: changing(async () => {
         const config = await ctx.configFile.load();
-        const result = await replayUnroutable(config, ctx.log);
+        const result = await orQueueMissing(() => replayUnroutable(config, ctx.log));
         ctx.log.info('unroutable replayed through the dashboard', { ...result });
         return { status: 200, body: result };
       }),
     },
   ];
+}
+
+/** The unroutable queue is declared by the first publisher or stage: before that, nothing was ever unroutable. */
+async function unroutableOrNone(list: () => Promise<UnroutableEntry[]>): Promise<UnroutableEntry[]> {
+  try {
+    return await list();
+  } catch (err) {
+    if (missingQueueOf(err) !== undefined) return [];
+    throw err;
+  }
 }
 
 /** Each entry with its position in its own dead-letter queue (for messages with no id). */
