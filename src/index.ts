@@ -64,6 +64,17 @@ export { retireTenant, type Retirement, type RemovalOptions } from './admin/reti
 export { deleteLogicalQueue } from './admin/delete-queue.js';
 export type { RemovalStrategy } from './admin/remove-queues.js';
 export type { AdminEvent, AdminEventSink } from './admin/admin-events.js';
+export { inspectQueues, type InspectOptions } from './inspect/inspect-queues.js';
+export { buildQueueReports, type QueueReport, type CompanionDepth } from './inspect/queue-report.js';
+export { formatQueues } from './inspect/format-queues.js';
+export {
+  startAdminServer,
+  DEFAULT_ADMIN_HOST,
+  DEFAULT_ADMIN_PORT,
+  type AdminServer,
+  type AdminServerOptions,
+} from './admin-api/admin-server.js';
+export { ADMIN_TOKEN_ENV } from './admin-api/bearer-auth.js';
 export { resolveRetryPolicy, validateRetryPolicy, retryDelayMs } from './retry/retry-policy.js';
 export { DELAY_LEVELS, MAX_DELAY_SECONDS, delayTopology } from './topology/delay-topology.js';
 export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';

@@ -66,16 +66,19 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   });
   const answer = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     if (dashboard.serve(req, res)) return;
-    const url = new URL(req.url ?? '/', 'http://admin.invalid');
+    let path = req.url ?? '/';
     let status: number;
     let body: unknown;
     try {
+      // Inside the try: a request target URL cannot parse is answered, never an unhandled rejection.
+      const url = new URL(req.url ?? '/', 'http://admin.invalid');
+      path = url.pathname;
       const { route, params } = router.match(req.method ?? 'GET', url.pathname);
       if (route.mutating) checkBearer(req.headers.authorization, options.token);
       ({ status, body } = await route.handle({ params, query: url.searchParams, req }));
     } catch (err) {
       ({ status, body } = toOjsError(err));
-      const fields = { method: req.method, path: url.pathname, status, error: (err as Error).message };
+      const fields = { method: req.method, path, status, error: (err as Error).message };
       if (status >= 500) log.error('admin API request failed', { ...fields, stack: (err as Error).stack });
       else log.info('admin API request refused', fields);
     }

@@ -66,8 +66,8 @@ export async function loadDashboardAssets(dir: string = DASHBOARD_DIR): Promise<
   return {
     handle(req, res) {
       if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-      const pathname = new URL(req.url ?? '/', 'http://localhost').pathname;
-      const asset = assets.get(pathname);
+      const pathname = pathnameOf(req.url);
+      const asset = pathname === undefined ? undefined : assets.get(pathname);
       if (asset === undefined) return false;
       res.writeHead(200, {
         'Content-Type': asset.type,
@@ -83,6 +83,15 @@ export async function loadDashboardAssets(dir: string = DASHBOARD_DIR): Promise<
       return true;
     },
   };
+}
+
+/** The path of a request target; a target that does not parse is left to the API, which answers it. */
+function pathnameOf(target: string | undefined): string | undefined {
+  try {
+    return new URL(target ?? '/', 'http://admin.invalid').pathname;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The policy for the page: its inline scripts (the import map) allowed by their hash, nothing else inline. */
