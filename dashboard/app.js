@@ -89,7 +89,7 @@ function App() {
     <header>
       <h1>stagecoach <span class="prefix" title="broker prefix">${matrix.prefix}</span></h1>
       <${Summary} matrix=${matrix} error=${error} at=${at} />
-      <${TokenBar} version=${version} onChange=${() => setVersion((v) => v + 1)} />
+      <${TokenBar} onChange=${() => setVersion((v) => v + 1)} />
     </header>
     ${
       notice

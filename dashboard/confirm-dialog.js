@@ -1,6 +1,6 @@
 // Every change is confirmed in the page, and asks for the admin token when none is kept yet.
 import { h } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { adminToken } from './api.js';
 
@@ -19,7 +19,13 @@ export function ConfirmDialog({ pending, onConfirm, onCancel }) {
     if (needsToken && token.trim() !== '') adminToken.set(token.trim());
     onConfirm(pending);
   };
-  return html`<div class="overlay" role="presentation">
+  // Focus goes into the dialog (the token field, else Cancel: Enter never confirms by surprise), so Escape works.
+  const first = useRef(null);
+  useEffect(() => first.current?.focus(), []);
+  const escape = (event) => {
+    if (event.key === 'Escape') onCancel();
+  };
+  return html`<div class="overlay" role="presentation" onKeyDown=${escape}>
     <form class="dialog" role="dialog" aria-modal="true" aria-labelledby="confirm-title" onSubmit=${confirm}>
       <h2 id="confirm-title">${pending.title}</h2>
       <p>${pending.text}</p>
@@ -27,12 +33,12 @@ export function ConfirmDialog({ pending, onConfirm, onCancel }) {
         needsToken
           ? html`<label class="token-field"
               >Admin token (STAGECOACH_ADMIN_TOKEN)
-              <input type="password" name="token" autocomplete="off" value=${token} onInput=${(e) => setToken(e.target.value)}
+              <input ref=${first} type="password" name="token" autocomplete="off" value=${token} onInput=${(e) => setToken(e.target.value)}
             /></label>`
           : null
       }
       <div class="buttons">
-        <button type="button" name="cancel" onClick=${onCancel}>Cancel</button>
+        <button ref=${needsToken ? null : first} type="button" name="cancel" onClick=${onCancel}>Cancel</button>
         <button type="submit" name="confirm" class=${pending.danger ? 'danger' : 'primary'}>${pending.verb}</button>
       </div>
     </form>

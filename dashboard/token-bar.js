@@ -6,11 +6,11 @@ import { adminToken } from './api.js';
 
 const html = htm.bind(h);
 
-export function TokenBar({ version, onChange }) {
+export function TokenBar({ onChange }) {
   const [text, setText] = useState('');
   const held = adminToken.get() !== '';
   if (held) {
-    return html`<span class="token" data-version=${version}>
+    return html`<span class="token">
       <span class="muted">admin token set for this tab</span>
       <button type="button" class="link" name="forget-token" onClick=${() => (adminToken.clear(), onChange())}>forget</button>
     </span>`;

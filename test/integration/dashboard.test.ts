@@ -145,6 +145,14 @@ describe('the web dashboard, in a headless browser', function () {
 
   it('lists the tenants and the queues of the running pipeline with the depths the broker reports', async () => {
     const { names, raw } = project;
+    // The page, its modules and its libraries come from the admin server itself, under a strict policy.
+    const index = await fetch(`http://127.0.0.1:${server.port}/`);
+    expect(index.headers.get('content-type')).to.match(/^text\/html/);
+    expect(index.headers.get('content-security-policy')).to.contain("default-src 'none'").and.to.contain("script-src 'self' 'sha256-");
+    for (const file of ['app.js', 'style.css', 'vendor/preact.mjs', 'vendor/preact-hooks.mjs', 'vendor/htm.mjs']) {
+      expect((await fetch(`http://127.0.0.1:${server.port}/dashboard/${file}`)).status, file).to.equal(200);
+    }
+
     // Rows: the configured tenants; columns: the tenant-scoped queues in pipeline order; shared apart.
     await page.waitForSelector('tr[data-row="acme"]');
     const rows = await page.$$eval('tr[data-row]', (trs) => trs.map((tr) => tr.getAttribute('data-row')));
