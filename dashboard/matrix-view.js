@@ -60,10 +60,10 @@ export function Cell({ cell, queue, tenant, selected, onSelect }) {
 }
 
 function ColumnHead({ column }) {
-  const by = column.readBy.length > 0 ? `read by ${column.readBy.join(', ')}` : 'no stage reads it';
+  const by = column.read_by.length > 0 ? `read by ${column.read_by.join(', ')}` : 'no stage reads it';
   return html`<th scope="col" title=${by}>
     <span class="queue-name">${column.queue}</span>
-    <span class="stage-names">${column.readBy.join(', ') || '—'}</span>
+    <span class="stage-names">${column.read_by.join(', ') || '—'}</span>
   </th>`;
 }
 

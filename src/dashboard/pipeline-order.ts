@@ -8,9 +8,9 @@ export interface PipelineQueue {
   /** Variant names of a tenant-scoped queue with specialised queues, in configuration order. */
   variants: string[];
   /** Stages reading it (one queue per stage, but several stages may read the same queue). */
-  readBy: string[];
+  read_by: string[];
   /** Stages emitting to it. */
-  writtenBy: string[];
+  written_by: string[];
   /** Named in `queues` of the configuration (else implicit, or only found on the broker). */
   configured: boolean;
 }
@@ -37,8 +37,8 @@ export function pipelineOrder(
     if (!seen.includes(queue)) seen.push(queue);
   };
   const next = new Map<string, Set<string>>();
-  const readBy = new Map<string, string[]>();
-  const writtenBy = new Map<string, string[]>();
+  const readers = new Map<string, string[]>();
+  const writers = new Map<string, string[]>();
   const add = (map: Map<string, string[]>, queue: string, stage: string): void => {
     const list = map.get(queue) ?? [];
     if (!list.includes(stage)) list.push(stage);
@@ -46,10 +46,10 @@ export function pipelineOrder(
   };
   for (const stage of stages) {
     see(stage.input);
-    add(readBy, stage.input, stage.name);
+    add(readers, stage.input, stage.name);
     for (const output of stage.outputs) {
       see(output);
-      add(writtenBy, output, stage.name);
+      add(writers, output, stage.name);
       // A stage that re-queues to its own input adds no order.
       if (output !== stage.input) next.set(stage.input, (next.get(stage.input) ?? new Set()).add(output));
     }
@@ -67,8 +67,8 @@ export function pipelineOrder(
       queue,
       scope,
       variants: scope === 'tenant' ? Object.keys(resolved?.variants?.values ?? {}) : [],
-      readBy: readBy.get(queue) ?? [],
-      writtenBy: writtenBy.get(queue) ?? [],
+      read_by: readers.get(queue) ?? [],
+      written_by: writers.get(queue) ?? [],
       configured: resolved !== undefined,
     });
   }

@@ -58,8 +58,8 @@ describe('dashboard matrix', () => {
     expect(order.shared.map((q) => q.queue)).to.deep.equal(['scan_specs', 'matches']);
     expect(order.tenant[0]).to.include({ scope: 'tenant', configured: true });
     expect(order.tenant[0].variants).to.deep.equal(['pdf']);
-    expect(order.tenant[0].readBy).to.deep.equal(['converter']);
-    expect(order.tenant[0].writtenBy).to.deep.equal(['explorer']);
+    expect(order.tenant[0].read_by).to.deep.equal(['converter']);
+    expect(order.tenant[0].written_by).to.deep.equal(['explorer']);
   });
 
   it('keeps queues on a cycle, unused configured queues and queues found only on the broker', () => {
