@@ -33,7 +33,8 @@ function DeadLetters({ queue, tenant, cell, version, act }) {
     () => api.deadLetters(queue, tenant).then((answer) => answer.dead_letters),
     `${queue}|${tenant}|${cell?.dead}|${version}`,
   );
-  const total = cell?.dead ?? items?.length ?? 0;
+  // The sampled count lags what a look at the queue found: either says there is something to act on.
+  const total = Math.max(cell?.dead ?? 0, items?.length ?? 0);
   return html`<section class="letters" aria-label="dead letters">
     <h3>
       Dead letters <span class="num" data-field="dead-count">${count(cell?.dead ?? null)}</span>

@@ -239,4 +239,47 @@ describe('the web dashboard, in a headless browser', function () {
       `${cell('acme', 'in')} [data-field="dead"]`,
     );
   });
+  it('shows what is not a job and what no queue took, replays unroutable and purges dead letters from the page', async () => {
+    const { names, raw } = project;
+    const base = `http://127.0.0.1:${server.port}`;
+    // A dead letter that is not a job: no id, so the page names it by its position.
+    const deadQueue = names.deadQueue('in', 'globex');
+    await raw.publish('', deadQueue, 'not a job at all');
+    const listed = (await (await fetch(`${base}/ojs/v1/queues/in/dead-letters?tenant=globex`)).json()) as {
+      dead_letters: Array<{ ref: string; is_job: boolean }>;
+    };
+    expect(listed.dead_letters).to.deep.equal([{ ...listed.dead_letters[0], ref: '~0', is_job: false }]);
+    const letter = (await (await fetch(`${base}/ojs/v1/queues/in/dead-letters/~0?tenant=globex`)).json()) as { body: string };
+    expect(letter.body).to.equal('not a job at all');
+    // Unroutable by tenant, and one of them in full by its id.
+    const unroutable = (await (await fetch(`${base}/ojs/v1/unroutable?tenant=initech`)).json()) as {
+      unroutable: Array<{ ref: string; queue: string; tenant: string }>;
+    };
+    expect(unroutable.unroutable.map(({ queue, tenant }) => ({ queue, tenant }))).to.deep.equal([{ queue: 'in', tenant: 'initech' }]);
+    const lost = (await (await fetch(`${base}/ojs/v1/unroutable/${unroutable.unroutable[0].ref}`)).json()) as {
+      body_json: { args: unknown[] };
+    };
+    expect(lost.body_json.args).to.deep.equal(['lost']);
+    // A missing queue is an OJS 404, not an internal error.
+    const missing = await fetch(`${base}/ojs/v1/queues/in/dead-letters?tenant=initech`);
+    expect(missing.status).to.equal(404);
+    expect(((await missing.json()) as { error: { code: string } }).error.code).to.equal('NOT_FOUND');
+
+    // Replay from the page (the token is still kept): initech is not provisioned, so its job stays.
+    await page.click('#unroutable [data-action="replay"]');
+    await page.click('.dialog button[name="confirm"]');
+    await waitForText(page, '[data-field="notice"]', '0 replayed, 1 kept');
+    expect(await raw.count(names.unroutable)).to.equal(1);
+
+    // Purge globex's dead letters from the page.
+    await page.click(`${cell('globex', 'in')} button`);
+    await waitForText(page, '#dead-letters .type', '(not a job)');
+    await page.click('#dead-letters .body-toggle button');
+    await waitForText(page, '#dead-letters [data-field="body"] pre', 'not a job at all');
+    await page.waitForSelector('.details [data-action="purge"]:not([disabled])');
+    await page.click('.details [data-action="purge"]');
+    await page.click('.dialog button[name="confirm"]');
+    await waitForText(page, '[data-field="notice"]', '1 purged');
+    expect(await raw.count(deadQueue)).to.equal(0);
+  });
 });
