@@ -40,7 +40,9 @@ export async function deleteLogicalQueue(
   const found = await findRemoval(config, api, {
     queue: (parsed) => parsed.queue === queue && (tenant === undefined || parsed.tenant === tenant),
     exchange: (parsed) =>
-      ['variants', 'general', 'state'].includes(parsed.kind) && parsed.queue === queue && (tenant === undefined || parsed.tenant === tenant),
+      ['variants', 'general', 'state'].includes(parsed.kind) &&
+      parsed.queue === queue &&
+      (tenant === undefined || parsed.tenant === tenant),
   });
   if (found.queues.length === 0) {
     const hint = tenant === undefined ? '' : ` of tenant "${tenant}" (a shared queue belongs to no tenant: leave out --tenant)`;

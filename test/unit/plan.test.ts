@@ -156,7 +156,14 @@ describe('plan', () => {
     const unmarked = planChanges(desired, inventory);
     expect(brief(unmarked.changes)).to.deep.equal(['add binding ojs.direct -> ojs.queue.scan_specs [scan_specs]']);
     expect(formatPlan(unmarked)).to.contain('states (not configuration: apply leaves them): every queue active');
-    const marker = (name: string): BrokerExchange => ({ name, type: 'fanout', durable: true, auto_delete: false, internal: false, arguments: {} });
+    const marker = (name: string): BrokerExchange => ({
+      name,
+      type: 'fanout',
+      durable: true,
+      auto_delete: false,
+      internal: false,
+      arguments: {},
+    });
     inventory.exchanges.push(marker('ojs.state.draining.scan_specs'), marker('ojs.state.paused.conversions.acme.pdf'));
     const draining = planChanges(desired, inventory);
     expect(draining.changes, 'neither the unbound entry nor the markers are changes').to.deep.equal([]);
