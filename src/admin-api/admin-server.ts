@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { loadDashboard } from '../dashboard/dashboard.js';
 import type { Logger } from '../logging/logger.js';
 import { loadAllStages } from '../stage/stage-loader.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
@@ -56,12 +57,15 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const stages = options.stages ?? (await loadAllStages(config)).map((stage) => stage.metadata);
   const serializer = new Serializer();
   const ctx: AdminContext = { configFile, stages, log, serializer, api: managementApiOf };
-  const router = new Router(adminRoutes(ctx));
+  // The operators' web page at `/` and the API routes it adds (src/dashboard/).
+  const dashboard = await loadDashboard(ctx);
+  const router = new Router([...adminRoutes(ctx), ...dashboard.routes]);
 
   const server = http.createServer((req, res) => {
     void answer(req, res);
   });
   const answer = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    if (dashboard.serve(req, res)) return;
     let path = req.url ?? '/';
     let status: number;
     let body: unknown;

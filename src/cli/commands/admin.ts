@@ -33,6 +33,7 @@ export async function admin(opts: { port?: string; host?: string; config?: strin
     log,
   });
   process.stdout.write(`stagecoach admin API on http://${server.host}:${server.port}/ojs/v1/queues\n`);
+  process.stdout.write(`stagecoach dashboard on http://${server.host}:${server.port}/\n`);
   const received = await signal.promise;
   log.info('stopping the admin API', { signal: received });
   await server.close();
