@@ -5,6 +5,7 @@ import type { Logger } from '../logging/logger.js';
 import { loadAllStages } from '../stage/stage-loader.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import { managementApiOf, type AdminContext } from './admin-context.js';
+import { hostAllowed } from './host-check.js';
 import { toOjsError } from './api-error.js';
 import { checkBearer } from './bearer-auth.js';
 import { ConfigFile, Serializer } from './config-file.js';
@@ -64,7 +65,18 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const server = http.createServer((req, res) => {
     void answer(req, res);
   });
+  const host = options.host ?? DEFAULT_ADMIN_HOST;
   const answer = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    if (!hostAllowed(host, req.headers.host)) {
+      const text = `${JSON.stringify(
+        { error: { code: 'INVALID_REQUEST', message: `host "${req.headers.host ?? ''}" is not this server's`, retryable: false } },
+        null,
+        2,
+      )}\n`;
+      res.writeHead(421, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
+      return;
+    }
     if (dashboard.serve(req, res)) return;
     let path = req.url ?? '/';
     let status: number;
@@ -92,7 +104,6 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     res.end(text);
   };
 
-  const host = options.host ?? DEFAULT_ADMIN_HOST;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? DEFAULT_ADMIN_PORT, host, () => {

@@ -2,6 +2,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { hostAllowed } from '../../src/admin-api/host-check.js';
 import { ApiError, toOjsError } from '../../src/admin-api/api-error.js';
 import { checkBearer } from '../../src/admin-api/bearer-auth.js';
 import { ConfigFile, Serializer } from '../../src/admin-api/config-file.js';
@@ -173,5 +174,18 @@ describe('inspection reports', () => {
   it('never calls a queue drained before its counts are sampled', () => {
     const [report] = buildQueueReports(config, [{ name: 'ojs.queue.conv.acme' }], ['ojs.state.draining.conv.acme']);
     expect(report).to.include({ state: 'draining', drained: false, ready: null });
+  });
+});
+
+describe('admin API: Host header of a loopback server (DNS rebinding)', () => {
+  it('answers requests naming a loopback host only, when bound to loopback', () => {
+    for (const host of ['127.0.0.1:9500', 'localhost:9500', 'localhost', '[::1]:9500'])
+      expect(hostAllowed('127.0.0.1', host), host).to.equal(true);
+    for (const host of ['evil.example:9500', 'attacker.test', '', undefined])
+      expect(hostAllowed('127.0.0.1', host), String(host)).to.equal(false);
+  });
+
+  it('answers any name when bound elsewhere on purpose', () => {
+    expect(hostAllowed('0.0.0.0', 'admin.internal:9500')).to.equal(true);
   });
 });
