@@ -29,6 +29,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
+COPY dashboard ./dashboard
 COPY schema ./schema
 COPY config ./config
 COPY stages/samples ./stages/samples

@@ -51,6 +51,24 @@ export class RelayBA implements StageHandler {
   }
 }
 
+/** Relay on quorum queues (scenario `quorum`), forwards: qrelay_a -> qrelay_b. */
+@Stage({ name: 'qrelay_ab', input: 'qrelay_a', outputs: ['qrelay_b'] })
+export class QuorumRelayAB implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('qrelay_ab');
+    await ctx.emit('qrelay_b', { type: job.type, args: job.args });
+  }
+}
+
+/** Relay on quorum queues, backwards: qrelay_b -> qrelay_a. */
+@Stage({ name: 'qrelay_ba', input: 'qrelay_b', outputs: ['qrelay_a'] })
+export class QuorumRelayBA implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('qrelay_ba');
+    await ctx.emit('qrelay_a', { type: job.type, args: job.args });
+  }
+}
+
 /**
  * Pipeline of the example's shape: three tenant-scoped hops through the root exchange. The six
  * queues p_0 .. p_5 form a ring: the hand-written pipeline moves the backlog p_0 -> p_3, these

@@ -18,7 +18,7 @@ import {
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const TENANT = 'bench';
 export const JOB_TYPE = 'bench.job';
-export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'tenants'] as const;
+export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'quorum', 'tenants'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -51,7 +51,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,tenants (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants are provisioned (default 1000)
@@ -146,12 +146,18 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
     stages: {
       relay_ab: stage,
       relay_ba: stage,
+      qrelay_ab: stage,
+      qrelay_ba: stage,
       pipe1: stage,
       pipe2: stage,
       pipe3: stage,
       hold: stage,
     },
   };
+  // Scenario `quorum`: the relay's queues again, quorum. Only when it runs: a quorum queue also
+  // makes the shared delay ladder quorum (src/topology/queue-type.ts), which the others do not need.
+  const quorumType = opts.only.has('quorum') ? ('quorum' as const) : ('classic' as const);
+  for (const q of ['qrelay_a', 'qrelay_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant', type: quorumType };
   // Stage modules resolve beside this (virtual) file: dist/bench/bench-stages.js.
   const source = path.join(HERE, 'bench.config.json');
   return { raw, source, config: compileConfig(raw, source) };

@@ -29,7 +29,7 @@ import {
 } from './common.js';
 import { benchMemory, children, type MemoryResult } from './memory.js';
 import { benchTenants, cleanupTenants, type TenantsResult } from './tenants.js';
-import { benchPipeline, benchPublish, benchRelay } from './throughput.js';
+import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './throughput.js';
 
 let cleanup: (() => Promise<void>) | undefined;
 let interrupted = false;
@@ -84,6 +84,7 @@ async function main(): Promise<number> {
     if (opts.only.has('relay')) results.throughput.push(await benchRelay(ctx));
     if (opts.only.has('pipeline')) results.throughput.push(await benchPipeline(ctx));
     if (opts.only.has('memory')) results.memory = await benchMemory(ctx);
+    if (opts.only.has('quorum')) results.throughput.push(await benchQueueTypes(ctx));
     if (opts.only.has('tenants')) results.tenants = await benchTenants(ctx);
   } catch (err) {
     if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);

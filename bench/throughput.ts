@@ -240,3 +240,42 @@ async function stagecoachPublish(ctx: BenchContext, n: number, window: number, w
     await publisher.close().catch(() => undefined);
   }
 }
+
+/**
+ * Classic against quorum queues, both relayed by stagecoach (`relay_*` stages on classic queues
+ * in the "baseline" column, `qrelay_*` on quorum queues in the "stagecoach" column; the ratio is
+ * quorum / classic). Both backlogs are filled once; each round drains one queue of each pair into
+ * the other, forwards on odd rounds and backwards on even ones. On a single node a quorum queue
+ * has one member (the cost of its Raft log and fsync); against a node of a cluster
+ * (`--url`, e.g. scripts/cluster.sh) it has one per node, and the replication is measured too.
+ */
+export async function benchQueueTypes(ctx: BenchContext): Promise<ThroughputResult> {
+  const n = ctx.opts.jobs;
+  const classic = [physical(ctx, 'relay_a'), physical(ctx, 'relay_b')] as const;
+  const quorum = [physical(ctx, 'qrelay_a'), physical(ctx, 'qrelay_b')] as const;
+  progress(`quorum: ${fmt(n)} jobs per round, stagecoach relay on classic vs quorum queues, prefetch ${ctx.opts.prefetch}`);
+  const rounds: Round[] = [];
+  try {
+    await fill(ctx, 'relay_a', n);
+    await fill(ctx, 'qrelay_a', n);
+    for (let r = 1; r <= ctx.opts.rounds; r++) {
+      progress(`  round ${r}/${ctx.opts.rounds}`);
+      const forwards = r % 2 === 1;
+      const held = (pair: readonly [string, string]) => (forwards ? { [pair[0]]: 0, [pair[1]]: n } : { [pair[0]]: n, [pair[1]]: 0 });
+      const onClassic = await stagecoachRound(ctx, [forwards ? 'relay_ab' : 'relay_ba'], n, `quorum round ${r} (classic)`);
+      rounds.push({ ...onClassic, side: 'baseline' });
+      await expectCounts(ctx.opts.url, held(classic), `quorum round ${r} (classic)`);
+      await sleep(SETTLE_MS);
+      rounds.push(await stagecoachRound(ctx, [forwards ? 'qrelay_ab' : 'qrelay_ba'], n, `quorum round ${r} (quorum)`));
+      await expectCounts(ctx.opts.url, held(quorum), `quorum round ${r} (quorum)`);
+      await sleep(SETTLE_MS);
+    }
+  } finally {
+    await purgeQueues(ctx.opts.url, [...classic, ...quorum]).catch(() => undefined);
+  }
+  return summarise(
+    'quorum',
+    'stagecoach relay: classic (baseline column) vs quorum queues (stagecoach column); ratio quorum / classic',
+    rounds,
+  );
+}

@@ -37,6 +37,7 @@ export type {
   StageConfig,
   RetryPolicy,
   VariantsConfig,
+  QueueType,
 } from './config/config.types.js';
 export { settingsFor } from './config/queue-resolver.js';
 export { tenantShare, DEFAULT_TENANT_SHARE } from './config/tenant-share.js';
@@ -74,8 +75,21 @@ export {
   QUEUE_FULL_EVENT_INTERVAL_MS,
   type QueueFullSighting,
 } from './events/queue-full-reporter.js';
+export { inspectQueues, type InspectOptions } from './inspect/inspect-queues.js';
+export { buildQueueReports, type QueueReport, type CompanionDepth } from './inspect/queue-report.js';
+export { formatQueues } from './inspect/format-queues.js';
+export {
+  startAdminServer,
+  DEFAULT_ADMIN_HOST,
+  DEFAULT_ADMIN_PORT,
+  type AdminServer,
+  type AdminServerOptions,
+} from './admin-api/admin-server.js';
+export { ADMIN_TOKEN_ENV } from './admin-api/bearer-auth.js';
 export { resolveRetryPolicy, validateRetryPolicy, retryDelayMs } from './retry/retry-policy.js';
 export { DELAY_LEVELS, MAX_DELAY_SECONDS, delayTopology } from './topology/delay-topology.js';
+export { queueTypeArguments, sharedQueueType } from './topology/queue-type.js';
+export { nodeLabel, nodeOf, type BrokerNode } from './broker/broker-nodes.js';
 export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';
 
 export {

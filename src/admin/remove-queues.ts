@@ -11,6 +11,7 @@ import type { BrokerBinding, ManagementApi } from '../security/management-api.js
 import { BrokerNames, parseBrokerName, type ParsedBrokerName } from '../topology/names.js';
 import { keptBecause } from './dead-letters-admin.js';
 import { peek } from './peek.js';
+import { deleteIfEmpty } from './delete-if-empty.js';
 
 /**
  * The strategies of seeds/001 5.3 for what a removed queue still holds:
@@ -117,7 +118,9 @@ export async function removeQueues(config: CompiledConfig, removal: Removal, log
     for (const [index, queue] of removal.queues.entries()) {
       const outcome = outcomes[index];
       if (removal.strategy === 'move') await moveJobs(config, connection, queue, removal.target as string, outcome, log);
-      outcome.deleted = await deleteQueue(connection, queue.name, removal.strategy === 'discard', outcome);
+      // A queue no longer configured (queue delete) had the `_default` type, as far as the configuration knows.
+      const quorum = (config.queues.get(queue.queue) ?? config.defaultQueue).type === 'quorum';
+      outcome.deleted = await deleteQueue(connection, queue.name, removal.strategy === 'discard', outcome, quorum);
     }
     const left = outcomes.filter((outcome) => !outcome.deleted);
     return {
@@ -273,16 +276,21 @@ function isShared(config: CompiledConfig, queue: string): boolean {
  * Deletes the queue: with `discard` whatever it holds (counted), otherwise only if empty, so a
  * message that arrived unseen is never dropped. @returns whether it is gone.
  */
-async function deleteQueue(connection: AmqpConnection, queue: string, discard: boolean, outcome: QueueOutcome): Promise<boolean> {
+async function deleteQueue(
+  connection: AmqpConnection,
+  queue: string,
+  discard: boolean,
+  outcome: QueueOutcome,
+  quorum: boolean,
+): Promise<boolean> {
   const channel = await connection.createChannel();
   channel.on('error', () => undefined);
   try {
-    const { messageCount } = await channel.deleteQueue(queue, discard ? {} : { ifEmpty: true });
-    outcome.discarded += messageCount;
+    outcome.discarded += discard ? (await channel.deleteQueue(queue)).messageCount : await deleteIfEmpty(channel, queue, quorum);
     await channel.close();
     return true;
   } catch (err) {
-    // 406 PRECONDITION_FAILED: not empty.
+    // 406 PRECONDITION_FAILED (classic) or deleteIfEmpty's own word (quorum): not empty.
     if (/PRECONDITION|not empty/i.test((err as Error).message)) return false;
     throw err;
   }

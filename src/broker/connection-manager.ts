@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { openConnection, redact, type AmqpConnection } from './amqp-connection.js';
+import { nodeLabel, nodeOf } from './broker-nodes.js';
 import { isOpen } from './connection-state.js';
 import { reconnectDelayMs } from './reconnect-backoff.js';
 
@@ -22,6 +23,8 @@ export class ConnectionManager extends EventEmitter {
   private wake: (() => void) | undefined;
   /** Connections made so far; more than one means it reconnected. */
   connections = 0;
+  /** The node (index in `broker.urls`) the next attempt starts at: after a loss, the one after the lost node. */
+  private firstNode = 0;
 
   constructor(
     private readonly config: CompiledConfig,
@@ -39,6 +42,11 @@ export class ConnectionManager extends EventEmitter {
     return this.current !== undefined;
   }
 
+  /** `host:port` of the node the connection is up to; undefined while disconnected. */
+  get node(): string | undefined {
+    return this.current === undefined ? undefined : nodeOf(this.current)?.label;
+  }
+
   /** Resolves with the first connection; retries until it gets one or `close()` is called. */
   async start(): Promise<AmqpConnection> {
     for (;;) {
@@ -47,7 +55,7 @@ export class ConnectionManager extends EventEmitter {
         return await this.connect();
       } catch (err) {
         const delay = this.nextDelay();
-        this.log.warn(`cannot reach the broker at ${redact(this.config.broker.url)}; retrying in ${(delay / 1000).toFixed(1)} s`, {
+        this.log.warn(`cannot reach the broker at ${this.where()}; retrying in ${(delay / 1000).toFixed(1)} s`, {
           err: (err as Error).message,
           attempt: this.attempts,
         });
@@ -66,7 +74,7 @@ export class ConnectionManager extends EventEmitter {
   }
 
   private async connect(): Promise<AmqpConnection> {
-    const connection = await openConnection(this.config, this.log, this.name);
+    const connection = await openConnection(this.config, this.log, this.name, this.firstNode);
     if (this.closing) {
       // close() was called while this attempt was under way: nobody wants this connection.
       await connection.close().catch(() => undefined);
@@ -78,7 +86,9 @@ export class ConnectionManager extends EventEmitter {
     // Watched from birth: `isOpen()` only knows about a close it was watching for.
     isOpen(connection);
     connection.once('close', (err?: Error) => this.onClose(connection, err));
-    if (this.connections > 1) this.log.info('reconnected to the broker', { connections: this.connections });
+    const node = nodeOf(connection)?.label;
+    if (this.connections > 1) this.log.info('reconnected to the broker', { connections: this.connections, node });
+    else this.log.info('connected to the broker', { node });
     this.emit('connected', connection);
     return connection;
   }
@@ -87,9 +97,18 @@ export class ConnectionManager extends EventEmitter {
     if (this.current !== connection) return;
     this.current = undefined;
     if (this.closing) return;
-    this.log.warn('broker connection lost; reconnecting', { err: err?.message });
+    const lost = nodeOf(connection);
+    // The node that dropped us is likely down: the others first, it last (it may be the only one).
+    if (lost !== undefined) this.firstNode = lost.index + 1;
+    this.log.warn('broker connection lost; reconnecting', { err: err?.message, node: lost?.label });
     this.emit('disconnected', err ?? new Error('connection closed'));
     void this.start().catch(() => undefined);
+  }
+
+  /** The broker in log lines: its URL without the password, or a cluster's nodes. */
+  private where(): string {
+    const urls = this.config.broker.urls;
+    return urls.length === 1 ? redact(urls[0]) : `any of ${urls.map(nodeLabel).join(', ')}`;
   }
 
   private nextDelay(): number {

@@ -7,6 +7,8 @@ import { apply, plan } from './commands/plan.js';
 import { queueDelete, tenantRetire } from './commands/remove.js';
 import { dead } from './commands/dead.js';
 import { publish, type PublishOptions } from './commands/publish.js';
+import { queues } from './commands/queues.js';
+import { admin } from './commands/admin.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { packageVersion } from './package-version.js';
@@ -73,6 +75,26 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (opts: { json?: boolean; config?: string }) => {
       process.exitCode = await apply(opts);
+    });
+
+  program
+    .command('queues')
+    .description('every physical queue: state, ready, unacked, consumers, rates, max_size use, due, suspect and dead depth')
+    .option('-t, --tenant <tenant>', "only this tenant's queues (a tenant slug)")
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { tenant?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await queues(opts);
+    });
+
+  program
+    .command('admin')
+    .description('the OJS queue admin HTTP API (docs/admin-api.md); changes need STAGECOACH_ADMIN_TOKEN as a bearer token')
+    .option('--port <port>', 'TCP port (default: admin.port in the configuration, else 9500)')
+    .option('--host <host>', 'address to listen on (default: admin.host in the configuration, else 127.0.0.1)')
+    .addOption(configOption())
+    .action(async (opts: { port?: string; host?: string; config?: string }) => {
+      process.exitCode = await admin(opts);
     });
 
   program

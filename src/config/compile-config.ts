@@ -15,6 +15,7 @@ import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.j
 import { parseDuration } from '../util/duration.js';
 import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
+import { checkBrokerUrls, checkQueueType } from './check-cluster.js';
 import { compileTenantShares } from './tenant-share.js';
 
 /** RabbitMQ's largest `message-ttl` (2^32 - 1 ms, about 49.7 days). */
@@ -41,6 +42,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   const baseDir = source === '<inline>' ? process.cwd() : path.dirname(source);
 
   checkUrl(source, 'broker.management', config.broker.management);
+  checkBrokerUrls(source, config.broker, raw);
   if (config.security.internalUser === config.security.operatorUser) {
     throw new ConfigError(source, 'security.internalUser', `a user other than the operator ("${config.security.operatorUser}")`);
   }
@@ -51,10 +53,12 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     if (name === '_default') continue;
     const queue = resolveQueue(name, policy, own);
     checkQueue(source, queue);
+    checkQueueType(source, queue, raw, config.durable);
     queues.set(name, queue);
   }
   const defaultQueue = resolveQueue('_default', policy, undefined);
   checkQueue(source, defaultQueue);
+  checkQueueType(source, defaultQueue, raw, config.durable);
   const tenants = tenantNames(source, config.tenants);
   const queueSettings = settingsLayers(source, config.queues, config.tenants);
   const tenantShares = compileTenantShares(config.tenants);

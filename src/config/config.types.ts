@@ -58,8 +58,21 @@ export interface QueueSettings {
   dead_letter_max_size?: number | null;
 }
 
+/**
+ * The RabbitMQ queue type of a logical queue's physical queues: `classic` (one node holds each
+ * queue) or `quorum` (Raft-replicated over the cluster's nodes: survives the loss of a minority
+ * of them). See docs/cluster.md.
+ */
+export type QueueType = 'classic' | 'quorum';
+
 /** One logical queue (OJS queue configuration, seeds/001 section 6, plus scope and variants). */
 export interface QueueConfig extends QueueSettings {
+  /**
+   * The queue type of every physical queue of this logical queue (main, variants, `due`,
+   * `suspect`, dead letters). A queue argument: changing it needs the queues recreated.
+   * @defaultValue "classic"
+   */
+  type?: QueueType;
   /** `tenant`: one physical queue per tenant; `shared`: one for all. @defaultValue "tenant" */
   scope?: 'tenant' | 'shared';
   /** Specialised queues by header value (tenant-scoped queues only). @defaultValue none */
@@ -157,6 +170,12 @@ export interface RawConfig {
   broker?: {
     /** AMQP URL. Env `AMQP_URL` overrides. @defaultValue "amqp://guest:guest@localhost:5672/" */
     url?: string;
+    /**
+     * The AMQP URLs of a cluster's nodes (same user and virtual host): a process connects to the
+     * first that answers and fails over to the others when its node goes away. Env `AMQP_URL`
+     * with comma-separated URLs overrides. @defaultValue [`broker.url`]
+     */
+    urls?: string[];
     /** AMQP heartbeat, in seconds. @defaultValue 60 */
     heartbeat?: number;
     /** Reconnection backoff, exponential with jitter. */
@@ -189,6 +208,13 @@ export interface RawConfig {
   gracePeriod?: number;
   /** Port of `/healthz`, `/readyz` and `/metrics`; 0 turns it off. Env `STAGECOACH_HTTP_PORT`. @defaultValue 9400 */
   httpPort?: number;
+  /** The queue admin HTTP API (`stagecoach admin`); its token comes from env `STAGECOACH_ADMIN_TOKEN` only. */
+  admin?: {
+    /** Address to listen on; `--host` overrides. @defaultValue "127.0.0.1" */
+    host?: string;
+    /** TCP port; `--port` overrides. @defaultValue 9500 */
+    port?: number;
+  };
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
 }
@@ -205,9 +231,11 @@ export type ResolvedRetryPolicy = Required<RetryPolicy> & {
 };
 
 /** A queue with `_default` and the system defaults merged in. */
-export interface ResolvedQueueConfig extends Omit<QueueConfig, 'default_retry' | 'scope' | keyof QueueSettings>, ResolvedQueueSettings {
+export interface ResolvedQueueConfig
+  extends Omit<QueueConfig, 'default_retry' | 'scope' | 'type' | keyof QueueSettings>, ResolvedQueueSettings {
   name: string;
   scope: 'tenant' | 'shared';
+  type: QueueType;
   default_retry: ResolvedRetryPolicy;
   /** False for a queue created implicitly (named by a stage but not by `queues`). */
   configured: boolean;
@@ -241,7 +269,10 @@ export interface QueueSettingsLayers {
 
 /** After `withDefaults()`: every top-level field present. */
 export interface BrokerSettings {
+  /** The first node's URL: the user and virtual host of every node (vhost, management, user id). */
   url: string;
+  /** Every node's URL, `url` first; one entry on a single broker. */
+  urls: string[];
   heartbeat: number;
   reconnect: { initialDelay: number; maxDelay: number };
   /** Management API URL, credentials included. */

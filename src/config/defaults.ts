@@ -22,6 +22,7 @@ export const SYSTEM_QUEUE_SETTINGS = {
 
 export const SYSTEM_QUEUE_DEFAULTS = {
   scope: 'tenant',
+  type: 'classic',
   allowed_job_types: ['*'],
 } as const satisfies QueueConfig;
 
@@ -55,10 +56,14 @@ function userOfUrl(url: string): string {
 export function withDefaults(raw: RawConfig): ConfigWithDefaults {
   const prefix = raw.prefix ?? DEFAULT_PREFIX;
   const management = raw.broker?.management ?? DEFAULT_MANAGEMENT_URL;
+  // `broker.url` alone is a cluster of one; with `broker.urls` it must be one of them (compileConfig checks).
+  const url = raw.broker?.url ?? raw.broker?.urls?.[0] ?? DEFAULT_URL;
+  const urls = raw.broker?.urls ?? [url];
   return {
     prefix,
     broker: {
-      url: raw.broker?.url ?? DEFAULT_URL,
+      url,
+      urls: urls.includes(url) ? [url, ...urls.filter((other) => other !== url)] : urls,
       heartbeat: raw.broker?.heartbeat ?? DEFAULT_HEARTBEAT_SECONDS,
       reconnect: {
         initialDelay: raw.broker?.reconnect?.initialDelay ?? DEFAULT_RECONNECT.initialDelay,

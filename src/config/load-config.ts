@@ -33,9 +33,24 @@ export async function loadConfig(file?: string, env: NodeJS.ProcessEnv = process
 export function applyEnvironment(raw: unknown, env: NodeJS.ProcessEnv): unknown {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return raw;
   const config = { ...(raw as RawConfig) };
-  if (env.AMQP_URL) config.broker = { ...config.broker, url: env.AMQP_URL };
+  if (env.AMQP_URL) config.broker = withAmqpUrl(config.broker, env.AMQP_URL);
   if (env.STAGECOACH_MANAGEMENT_URL) config.broker = { ...config.broker, management: env.STAGECOACH_MANAGEMENT_URL };
   if (env.STAGECOACH_PREFIX) config.prefix = env.STAGECOACH_PREFIX;
   if (env.STAGECOACH_HTTP_PORT) config.httpPort = Number(env.STAGECOACH_HTTP_PORT);
   return config;
+}
+
+/**
+ * `AMQP_URL` replaces the file's broker: one URL, or a cluster's nodes separated by commas
+ * (containers get one variable for either).
+ */
+function withAmqpUrl(broker: RawConfig['broker'], value: string): NonNullable<RawConfig['broker']> {
+  const rest = { ...broker };
+  delete rest.url;
+  delete rest.urls;
+  const urls = value
+    .split(',')
+    .map((url) => url.trim())
+    .filter((url) => url !== '');
+  return urls.length > 1 ? { ...rest, urls } : { ...rest, url: urls[0] ?? value };
 }

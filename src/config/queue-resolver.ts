@@ -28,6 +28,7 @@ export function resolveQueue(name: string, policy: QueueConfig | undefined, own:
     ...layerSettings(policy ?? {}, own ?? {}),
     name,
     scope: own?.scope ?? policy?.scope ?? SYSTEM_QUEUE_DEFAULTS.scope,
+    type: own?.type ?? policy?.type ?? SYSTEM_QUEUE_DEFAULTS.type,
     default_retry: compileRetryPolicy({ ...SYSTEM_RETRY_DEFAULTS, ...policy?.default_retry, ...own?.default_retry }),
     configured: own !== undefined,
   };

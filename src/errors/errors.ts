@@ -30,6 +30,8 @@ export type ErrorCode =
   // The broker state forbids the operation now (seeds/001 5.3 "409 Conflict"): a queue to remove
   // still has consumers, or holds jobs under the reject strategy.
   | 'CONFLICT'
+  // A change through the admin API without the right bearer token (or with none configured).
+  | 'UNAUTHORIZED'
   // Dead letters the broker made itself (see admin/broker-death.ts); QUEUE_FULL is its overflow.
   | 'EXPIRED'
   | 'REJECTED'

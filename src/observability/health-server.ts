@@ -12,6 +12,8 @@ export interface MetricsText {
 export interface Readiness {
   ready: boolean;
   reason?: string;
+  /** The broker node (`host:port`) the process is connected to, shown when known. */
+  node?: string;
 }
 
 export interface HealthServerOptions {
@@ -75,7 +77,10 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
     '/healthz': (res, head) => send(res, head, 200, TEXT, 'ok\n'),
     '/readyz': (res, head) => {
       const state = readiness();
-      const body = state.ready === true ? { ready: true } : { ready: false, reason: state.reason ?? 'not ready' };
+      const body = {
+        ...(state.ready === true ? { ready: true } : { ready: false, reason: state.reason ?? 'not ready' }),
+        ...(state.node === undefined ? {} : { node: state.node }),
+      };
       send(res, head, state.ready === true ? 200 : 503, JSON_TYPE, `${JSON.stringify(body)}\n`);
     },
     '/metrics': async (res, head) => {

@@ -32,18 +32,24 @@ export function toBrokerPolicy(policy: PolicySpec): BrokerPolicy {
  * @param removeStale also delete stagecoach's policies the configuration no longer has (the
  *   caller knows every stage, as `provision` does); a caller that knows only some stages leaves
  *   them, since a policy of a queue only another stage uses would look stale.
+ * @param queues only the policies of these logical queues are put or removed (the admin API
+ *   changing one queue); every queue when absent.
  */
 export async function syncQueueSettings(
   config: CompiledConfig,
   stages: readonly StageEndpoints[],
   api: ManagementApi,
-  options: { removeStale: boolean; log?: Logger; onEvent?: AdminEventSink },
+  options: { removeStale: boolean; queues?: readonly string[]; log?: Logger; onEvent?: AdminEventSink },
 ): Promise<SettingsSync> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
-  const wanted = queuePolicies(config, stages);
-  const current = new Map(
-    (await api.listPolicies(vhost)).filter((policy) => isStagecoachPolicy(config.prefix, policy.name)).map((p) => [p.name, p]),
-  );
+  const scope = options.queues === undefined ? undefined : new Set(options.queues);
+  const concerns = (name: string): boolean => {
+    if (!isStagecoachPolicy(config.prefix, name)) return false;
+    const target = policyTarget(config.prefix, name);
+    return scope === undefined || (target !== undefined && scope.has(target.queue));
+  };
+  const wanted = queuePolicies(config, stages).filter((policy) => concerns(policy.name));
+  const current = new Map((await api.listPolicies(vhost)).filter((policy) => concerns(policy.name)).map((p) => [p.name, p]));
   const result: SettingsSync = { put: [], deleted: [] };
   for (const policy of wanted) {
     const existing = current.get(policy.name);

@@ -184,6 +184,11 @@ export class StageGroup {
     }
   }
 
+  /** `host:port` of the broker node the group is connected to (one of `broker.urls`); undefined while disconnected. */
+  get node(): string | undefined {
+    return this.manager.node;
+  }
+
   /** Ready when connected and every runner consumes, or is meant not to (paused, quiet). */
   readiness(): Readiness {
     if (!this.manager.connected) return { ready: false, reason: 'not connected to the broker' };

@@ -2,6 +2,7 @@ import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types
 import { queueFor } from '../config/queue-resolver.js';
 import { delayDeliveryBinding, delayTopology } from './delay-topology.js';
 import { BrokerNames } from './names.js';
+import { queueTypeArguments, sharedQueueType } from './queue-type.js';
 import type { BindingSpec, ExchangeSpec, QueueSpec, StageEndpoints, Topology } from './topology.types.js';
 
 /**
@@ -44,7 +45,7 @@ function entryTopology(config: CompiledConfig): Topology {
       { name: names.control, type: 'fanout', durable },
       { name: names.events, type: 'topic', durable },
     ],
-    queues: [{ name: names.unroutable, durable, arguments: {} }],
+    queues: [{ name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) }],
     bindings: [{ source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' }],
   };
 }
@@ -82,7 +83,7 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
     const dead = names.deadQueue(queue.name);
     return {
       exchanges: [],
-      queues: [...workQueues(config, queue, names, dead), { name: dead, durable, arguments: {} }],
+      queues: [...workQueues(config, queue, names, dead), { name: dead, durable, arguments: queueTypeArguments(queue.type) }],
       bindings: [
         {
           source: names.direct,
@@ -105,7 +106,7 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   topology.queues.push(...workQueues(config, queue, names, dead, tenant), {
     name: dead,
     durable,
-    arguments: {},
+    arguments: queueTypeArguments(queue.type),
   });
   topology.bindings.push(...returnBindings(config, names, queue.name, tenant), {
     source: names.dlx,
@@ -220,6 +221,7 @@ function workQueues(
 ): QueueSpec[] {
   const work = workQueue(config, queue, names.queue(queue.name, tenant, variant), deadQueue);
   const companion: Record<string, string | number> = {
+    ...queueTypeArguments(queue.type),
     'x-dead-letter-exchange': names.dlx,
     'x-dead-letter-routing-key': deadQueue,
   };
@@ -252,6 +254,7 @@ function workQueue(config: CompiledConfig, queue: ResolvedQueueConfig, name: str
   const names = new BrokerNames(config.prefix);
   // Expired and overflowed (drop_oldest) jobs are dead-lettered by the broker, never dropped.
   const args: Record<string, string | number> = {
+    ...queueTypeArguments(queue.type),
     'x-dead-letter-exchange': names.dlx,
     'x-dead-letter-routing-key': deadQueue,
   };

@@ -1,5 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { BrokerNames } from './names.js';
+import { ladderTypeArguments, sharedQueueType } from './queue-type.js';
 import type { BindingSpec, Topology } from './topology.types.js';
 
 /**
@@ -23,6 +24,7 @@ export const MAX_DELAY_SECONDS = 2 ** DELAY_LEVELS - 1;
 export function delayTopology(config: CompiledConfig): Topology {
   const names = new BrokerNames(config.prefix);
   const durable = config.durable;
+  const typeArguments = ladderTypeArguments(sharedQueueType(config));
   const topology: Topology = {
     exchanges: [
       { name: names.retry, type: 'topic', durable },
@@ -39,7 +41,7 @@ export function delayTopology(config: CompiledConfig): Topology {
     topology.queues.push({
       name: exchange,
       durable,
-      arguments: { 'x-message-ttl': 2 ** level * 1000, 'x-dead-letter-exchange': below },
+      arguments: { ...typeArguments, 'x-message-ttl': 2 ** level * 1000, 'x-dead-letter-exchange': below },
     });
     topology.bindings.push(
       { source: exchange, destination: exchange, destinationType: 'queue', routingKey: `${skip}1.#` },

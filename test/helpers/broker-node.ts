@@ -59,6 +59,11 @@ export interface BrokerNodeOptions {
   config?: Record<string, string | number | boolean>;
   /** Bound on boot until an AMQP connection succeeds. @defaultValue 60 s */
   startTimeoutMs?: number;
+  /**
+   * The node outlives this process (scripts/cluster.sh `up`): not killed on exit, and the process
+   * does not wait for it. Its directory says how to stop it (`rabbitmq.pid`). @defaultValue false
+   */
+  keep?: boolean;
 }
 
 /**
@@ -100,6 +105,7 @@ export class BrokerNode {
     readonly managementPort: number | undefined,
     readonly prometheusPort: number | undefined,
     private readonly startTimeoutMs: number,
+    private readonly keep = false,
   ) {}
 
   /** `amqp://guest:guest@127.0.0.1:<port>/` (guest may log in from loopback). */
@@ -136,8 +142,9 @@ export class BrokerNode {
       managementPort,
       prometheusPort,
       options.startTimeoutMs ?? 60_000,
+      options.keep ?? false,
     );
-    node.watch();
+    if (!node.keep) node.watch();
     try {
       await node.prepare(plugins, options.config ?? {});
       await node.boot();
@@ -164,6 +171,7 @@ export class BrokerNode {
         detached: true,
       });
       this.child = child;
+      if (this.keep) child.unref();
       this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     } finally {
       await out.close();
@@ -365,7 +373,7 @@ function tempBase(): string {
 }
 
 /** `count` distinct free TCP ports on 127.0.0.1 (held together while picked, so they differ). */
-async function freePorts(count: number): Promise<number[]> {
+export async function freePorts(count: number): Promise<number[]> {
   const servers: net.Server[] = [];
   try {
     for (let i = 0; i < count; i++) {

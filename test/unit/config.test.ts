@@ -26,6 +26,7 @@ describe('configuration', () => {
     expect(config.tenantHeader).to.equal('x-ojs-tenant');
     expect(config.broker).to.deep.equal({
       url: 'amqp://guest:guest@localhost:5672/',
+      urls: ['amqp://guest:guest@localhost:5672/'],
       heartbeat: 60,
       reconnect: { initialDelay: 1, maxDelay: 30 },
       management: 'http://guest:guest@localhost:15672/',

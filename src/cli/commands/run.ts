@@ -51,7 +51,10 @@ function httpPort(option: string | undefined, configured: number): number {
 async function runGroup(group: StageGroup, provision: boolean, port: number, log: Logger): Promise<number> {
   const signal = untilSignal();
   // Up before the broker connection: readiness then says what the stage is waiting for.
-  const http = port === 0 ? undefined : await startHealthServer({ port, metrics: group.metrics, readiness: () => group.readiness(), log });
+  const http =
+    port === 0
+      ? undefined
+      : await startHealthServer({ port, metrics: group.metrics, readiness: () => ({ ...group.readiness(), node: group.node }), log });
   if (http) log.info('health endpoints listening', { port: http.port });
   try {
     // A signal while it still waits for the broker ends it too.

@@ -1,0 +1,67 @@
+// The admin API as the page calls it. Reads need no token; every change sends the admin token
+// (kept in sessionStorage: gone when the tab closes) as `Authorization: Bearer`, and the server
+// decides. A change without a token is still sent, so the operator reads the server's own reason.
+
+const TOKEN_KEY = 'stagecoach.admin-token';
+
+export const adminToken = {
+  get: () => sessionStorage.getItem(TOKEN_KEY) ?? '',
+  set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+/** A refused or failed request, with the OJS error object's code and message. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function request(method, path, { query = {}, auth = false } = {}) {
+  const url = new URL(path, location.origin);
+  for (const [key, value] of Object.entries(query)) {
+    if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, String(value));
+  }
+  const headers = { Accept: 'application/json' };
+  const token = auth ? adminToken.get() : '';
+  if (token !== '') headers.Authorization = `Bearer ${token}`;
+  let response;
+  try {
+    response = await fetch(url, { method, headers, cache: 'no-store' });
+  } catch (err) {
+    throw new ApiError(0, 'UNREACHABLE', `the admin server does not answer (${err.message})`);
+  }
+  const text = await response.text();
+  const body = parseJson(text);
+  if (!response.ok) {
+    const error = body?.error;
+    throw new ApiError(response.status, error?.code ?? `HTTP_${response.status}`, error?.message ?? (text || response.statusText));
+  }
+  return body;
+}
+
+/** The answer's JSON, or null for an empty or non-JSON answer (the status line speaks instead). */
+function parseJson(text) {
+  try {
+    return text === '' ? null : JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+const queuePath = (queue) => `/ojs/v1/queues/${encodeURIComponent(queue)}`;
+
+export const api = {
+  matrix: (query) => request('GET', '/ojs/v1/dashboard/matrix', { query }),
+  deadLetters: (queue, tenant) => request('GET', `${queuePath(queue)}/dead-letters`, { query: { tenant, limit: 100 } }),
+  deadLetter: (queue, tenant, ref) => request('GET', `${queuePath(queue)}/dead-letters/${encodeURIComponent(ref)}`, { query: { tenant } }),
+  retryDeadLetters: (queue, tenant) => request('POST', `${queuePath(queue)}/dead-letters/retry`, { query: { tenant }, auth: true }),
+  purgeDeadLetters: (queue, tenant) => request('DELETE', `${queuePath(queue)}/dead-letters`, { query: { tenant }, auth: true }),
+  unroutable: (query = {}) => request('GET', '/ojs/v1/unroutable', { query: { limit: 100, ...query } }),
+  unroutableMessage: (ref) => request('GET', `/ojs/v1/unroutable/${encodeURIComponent(ref)}`),
+  replayUnroutable: () => request('POST', '/ojs/v1/unroutable/replay', { auth: true }),
+  /** `pause`, `resume` or `drain` a queue of a tenant (or a shared queue), through the admin API. */
+  setState: (queue, tenant, action) => request('POST', `${queuePath(queue)}/${action}`, { query: { tenant }, auth: true }),
+};

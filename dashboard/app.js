@@ -1,0 +1,128 @@
+// The stagecoach operators' dashboard: Preact components written with htm (tagged templates),
+// so the browser runs these files as they are, with no build step. Served by `stagecoach admin`.
+import { h, render } from 'preact';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import htm from 'htm';
+import { api } from './api.js';
+import { ConfirmDialog } from './confirm-dialog.js';
+import { count } from './format.js';
+import { MatrixView, SharedStrip } from './matrix-view.js';
+import { QueueDetails } from './queue-details.js';
+import { TokenBar } from './token-bar.js';
+import { UnroutableView } from './unroutable-view.js';
+
+const html = htm.bind(h);
+
+/** Live updates: the matrix is read again this long after the last answer (never two at once). */
+const POLL_MS = 2000;
+
+function useMatrix(query, version) {
+  const [state, setState] = useState({ matrix: null, error: null, at: null });
+  const latest = useRef(query);
+  latest.current = query;
+  useEffect(() => {
+    let stopped = false;
+    let timer;
+    const poll = async () => {
+      const asked = latest.current;
+      try {
+        const matrix = await api.matrix(asked);
+        if (!stopped && asked === latest.current) setState({ matrix, error: null, at: Date.now() });
+      } catch (err) {
+        // The last good numbers stay on screen, marked stale by the error beside them.
+        if (!stopped) setState((previous) => ({ ...previous, error: err.message }));
+      }
+      if (!stopped) timer = setTimeout(poll, POLL_MS);
+    };
+    void poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [query, version]);
+  return state;
+}
+
+function Summary({ matrix, error, at }) {
+  const t = matrix.totals;
+  return html`<div class="summary">
+    <span><b data-field="tenants">${matrix.tenants.total}</b> tenants</span>
+    <span><b>${count(t.ready)}</b> ready</span>
+    <span><b>${count(t.unacked)}</b> in flight</span>
+    <span><b>${count(t.consumers)}</b> consumers</span>
+    <span class=${t.dead > 0 ? 'alert' : ''}><b>${count(t.dead)}</b> dead</span>
+    <span class=${matrix.unroutable > 0 ? 'alert' : ''}><b>${count(matrix.unroutable)}</b> unroutable</span>
+    <span class=${error ? 'stale' : 'live'} data-field="live" title=${error ?? ''}
+      >${error ? `stale: ${error}` : `live, updated ${new Date(at).toLocaleTimeString()}`}</span
+    >
+  </div>`;
+}
+
+function App() {
+  const [query, setQuery] = useState({ filter: '', problems: false, sort: 'name', offset: 0, limit: 50 });
+  // Bumped after every action: the matrix and the peeked lists are read again at once.
+  const [version, setVersion] = useState(0);
+  const [selected, setSelected] = useState(null);
+  const [pending, setPending] = useState(null);
+  const [notice, setNotice] = useState(null);
+  const { matrix, error, at } = useMatrix(query, version);
+
+  const run = useCallback(async (action) => {
+    setPending(null);
+    try {
+      const result = await action.run();
+      setNotice({ kind: 'ok', text: action.done(result) });
+    } catch (err) {
+      const refused = err.status === 401 || err.status === 403;
+      setNotice({ kind: 'error', text: `${refused ? 'Refused' : 'Failed'}: ${err.message}${err.code ? ` (${err.code})` : ''}` });
+    }
+    setVersion((v) => v + 1);
+  }, []);
+
+  if (matrix === null) {
+    return html`<main>
+      <h1>stagecoach</h1>
+      <p class=${error ? 'error' : 'muted'}>${error ?? 'Reading the broker…'}</p>
+    </main>`;
+  }
+  return html`<main>
+    <header>
+      <h1>stagecoach <span class="prefix" title="broker prefix">${matrix.prefix}</span></h1>
+      <${Summary} matrix=${matrix} error=${error} at=${at} />
+      <${TokenBar} onChange=${() => setVersion((v) => v + 1)} />
+    </header>
+    ${
+      notice
+        ? html`<p class=${`notice ${notice.kind}`} role="status">
+            <span data-field="notice">${notice.text}</span>
+            <button type="button" class="link" onClick=${() => setNotice(null)}>dismiss</button>
+          </p>`
+        : null
+    }
+    <div class="layout">
+      <div class="main-column">
+        <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
+        <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
+        <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
+      </div>
+      ${
+        selected
+          ? html`<${QueueDetails}
+              key=${`${selected.queue}|${selected.tenant}`}
+              selected=${selected}
+              matrix=${matrix}
+              version=${version}
+              act=${setPending}
+              onClose=${() => setSelected(null)}
+            />`
+          : null
+      }
+    </div>
+    ${pending ? html`<${ConfirmDialog} pending=${pending} onConfirm=${run} onCancel=${() => setPending(null)} />` : null}
+  </main>`;
+}
+
+const root = document.getElementById('app');
+// The "Loading" placeholder goes: Preact renders beside what a container already holds.
+root.replaceChildren();
+render(html`<${App} />`, root);

@@ -1,0 +1,22 @@
+import type { CompiledConfig } from '../config/config.types.js';
+import type { Logger } from '../logging/logger.js';
+import { ManagementApi } from '../security/management-api.js';
+import type { StageEndpoints } from '../topology/topology.types.js';
+import type { ConfigFile, Serializer } from './config-file.js';
+
+/** What every handler of the admin API works with. */
+export interface AdminContext {
+  /** The configuration file: read again for every request, so a change made by anyone is seen. */
+  configFile: ConfigFile;
+  /** The configured stages' inputs and outputs, loaded once at start (the queues `provision` knows). */
+  stages: readonly StageEndpoints[];
+  log: Logger;
+  /** Every change runs through it, one at a time. */
+  serializer: Serializer;
+  /** The management API of a configuration (its URL may change with the file). */
+  api(config: CompiledConfig): ManagementApi;
+}
+
+export function managementApiOf(config: CompiledConfig): ManagementApi {
+  return new ManagementApi(config.broker.management);
+}

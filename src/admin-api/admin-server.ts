@@ -1,0 +1,141 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { loadDashboard } from '../dashboard/dashboard.js';
+import type { Logger } from '../logging/logger.js';
+import { loadAllStages } from '../stage/stage-loader.js';
+import type { StageEndpoints } from '../topology/topology.types.js';
+import { managementApiOf, type AdminContext } from './admin-context.js';
+import { hostAllowed } from './host-check.js';
+import { toOjsError } from './api-error.js';
+import { checkBearer } from './bearer-auth.js';
+import { ConfigFile, Serializer } from './config-file.js';
+import { adminRoutes } from './routes.js';
+import { Router } from './router.js';
+
+/** Where the admin API listens unless told otherwise: this machine only. */
+export const DEFAULT_ADMIN_HOST = '127.0.0.1';
+export const DEFAULT_ADMIN_PORT = 9500;
+
+export interface AdminServerOptions {
+  /** The configuration file: read for every request, written by PUT, POST and DELETE. */
+  configFile: string;
+  /** @defaultValue 9500; 0 picks a free port (see {@link AdminServer.port}). */
+  port?: number;
+  /** @defaultValue 127.0.0.1 */
+  host?: string;
+  /** The bearer token changes need; undefined refuses every change (see bearer-auth.ts). */
+  token: string | undefined;
+  log: Logger;
+  /** The configured stages' endpoints; by default loaded from the configuration's stage modules. */
+  stages?: readonly StageEndpoints[];
+  /** Environment overrides applied to the file as `loadConfig` applies them. @defaultValue process.env */
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface AdminServer {
+  readonly port: number;
+  readonly host: string;
+  /**
+   * Stops taking requests, lets those under way finish (changes included: a configuration write
+   * or a removal is never cut in half), then closes idle connections. Safe to call twice.
+   */
+  close(): Promise<void>;
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * The OJS queue admin HTTP API (docs/admin-api.md) on plain `node:http`. Reads are open to anyone
+ * who can reach the port (hence 127.0.0.1 by default); every change needs the bearer token,
+ * checked before the request body is read. Answers are JSON; errors are OJS error objects.
+ */
+export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
+  const { log } = options;
+  const configFile = new ConfigFile(options.configFile, options.env);
+  const config = await configFile.load();
+  // Like `plan` and `queue delete`, it must know which queues the stages use: a module that
+  // cannot be loaded stops the start (StageNotFoundError) rather than let a used queue be deleted.
+  const stages = options.stages ?? (await loadAllStages(config)).map((stage) => stage.metadata);
+  const serializer = new Serializer();
+  const ctx: AdminContext = { configFile, stages, log, serializer, api: managementApiOf };
+  // The operators' web page at `/` and the API routes it adds (src/dashboard/).
+  const dashboard = await loadDashboard(ctx);
+  const router = new Router([...adminRoutes(ctx), ...dashboard.routes]);
+
+  const server = http.createServer((req, res) => {
+    void answer(req, res);
+  });
+  const host = options.host ?? DEFAULT_ADMIN_HOST;
+  const answer = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    if (!hostAllowed(host, req.headers.host)) {
+      const text = `${JSON.stringify(
+        { error: { code: 'INVALID_REQUEST', message: `host "${req.headers.host ?? ''}" is not this server's`, retryable: false } },
+        null,
+        2,
+      )}\n`;
+      res.writeHead(421, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
+      return;
+    }
+    if (dashboard.serve(req, res)) return;
+    let path = req.url ?? '/';
+    let status: number;
+    let body: unknown;
+    try {
+      // Inside the try: a request target URL cannot parse is answered, never an unhandled rejection.
+      const url = new URL(req.url ?? '/', 'http://admin.invalid');
+      path = url.pathname;
+      const { route, params } = router.match(req.method ?? 'GET', url.pathname);
+      if (route.mutating) checkBearer(req.headers.authorization, options.token);
+      ({ status, body } = await route.handle({ params, query: url.searchParams, req }));
+    } catch (err) {
+      ({ status, body } = toOjsError(err));
+      const fields = { method: req.method, path, status, error: (err as Error).message };
+      if (status >= 500) log.error('admin API request failed', { ...fields, stack: (err as Error).stack });
+      else log.info('admin API request refused', fields);
+    }
+    const text = `${JSON.stringify(body, null, 2)}\n`;
+    res.writeHead(status, {
+      'Content-Type': JSON_TYPE,
+      'Content-Length': Buffer.byteLength(text),
+      'Cache-Control': 'no-store',
+      ...(status === 401 ? { 'WWW-Authenticate': 'Bearer realm="stagecoach-admin"' } : {}),
+    });
+    res.end(text);
+  };
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? DEFAULT_ADMIN_PORT, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (err) => log.error('admin server error', { error: err.message }));
+  const port = (server.address() as AddressInfo).port;
+  log.info('admin API listening', {
+    host,
+    port,
+    changes: options.token === undefined || options.token === '' ? 'disabled (no token)' : 'with token',
+  });
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    host,
+    close(): Promise<void> {
+      closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await serializer.idle();
+        // Kept-alive connections that served the last requests; any still busy gets a few seconds.
+        server.closeIdleConnections();
+        const timer = setTimeout(() => server.closeAllConnections(), 5000);
+        timer.unref();
+        await closed;
+        clearTimeout(timer);
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,164 @@
+import type { CompiledConfig, QueueConfig, RawConfig, TenantConfig } from '../config/config.types.js';
+import { SETTING_KEYS } from '../config/queue-resolver.js';
+import type { AdminContext } from './admin-context.js';
+import { ApiError } from './api-error.js';
+import { reportsOf } from './queue-lookup.js';
+import { configView } from './queue-views.js';
+import { readJsonObject } from './request-body.js';
+import { checkScope, queueName, tenantParam } from './request-params.js';
+import type { ApiRequest, ApiResponse } from './router.js';
+import { withCommandEvents } from '../events/command-events.js';
+import { syncQueueSettings } from '../plan/queue-settings.js';
+import { provisionQueues } from '../topology/build-topology.js';
+
+/**
+ * Fields that shape the queues on the broker (which queues exist, their arguments): changing one
+ * means declaring other queues or recreating them, which a running pipeline cannot do in place.
+ * A PUT may repeat their current value or leave them out (they are kept); another value is a 422.
+ * `type` is listed ahead of the queue types of `queues.<name>.type`.
+ */
+const TOPOLOGY_FIELDS = ['scope', 'variants', 'max_priority', 'type'] as const;
+
+/** Fields the stages read when they start: written at once, in effect at the next stage start. */
+const STAGE_FIELDS = ['default_timeout', 'default_retry', 'dead_letter_queue', 'allowed_job_types'] as const;
+
+/** `GET /ojs/v1/queues/{name}/config[?tenant=T]` and `GET /ojs/v1/queues/_default/config[?tenant=T]`: the effective configuration. */
+export function getConfig(fixed?: '_default') {
+  return async (ctx: AdminContext, { params, query }: ApiRequest): Promise<ApiResponse> => {
+    const name = fixed ?? queueName(params);
+    const tenant = tenantParam(query);
+    const config = await ctx.configFile.load();
+    if (name !== '_default') {
+      checkScope(config, name, tenant);
+      await reportsOf(ctx, config, name, tenant);
+    } else if (tenant !== undefined) checkTenant(config, tenant);
+    return {
+      status: 200,
+      body: {
+        name,
+        ...(tenant === undefined ? {} : { tenant }),
+        configured: name === '_default' || config.queues.has(name),
+        config: configView(config, name, tenant),
+      },
+    };
+  };
+}
+
+/**
+ * `PUT /ojs/v1/queues/{name}/config` and `PUT /ojs/v1/queues/_default/config`: the body replaces
+ * the queue's own entry in the configuration file (`queues.<name>`), which is written back
+ * atomically once it compiles, then the queue settings are put on the broker as `apply` would
+ * (policies: in effect at once, no stage restarts). With `?tenant=T` the body replaces that
+ * tenant's own settings of the queue (`tenants[].queues.<name>`, settings only, seeds/001 8.5).
+ *
+ * The answer says which policies changed and which fields need a stage restart to take effect
+ * (`restart_needed`). Topology fields are kept when left out and refused when changed (422).
+ */
+export function putConfig(fixed?: '_default') {
+  return async (ctx: AdminContext, { params, query, req }: ApiRequest): Promise<ApiResponse> => {
+    const name = fixed ?? queueName(params);
+    const tenant = tenantParam(query);
+    const body = await readJsonObject(req);
+    return ctx.serializer.run(async () => {
+      const raw = await ctx.configFile.readRaw();
+      const before = ctx.configFile.compile(raw);
+      if (name !== '_default') {
+        checkScope(before, name, tenant);
+        await reportsOf(ctx, before, name, tenant);
+      }
+      const next = tenant === undefined ? withQueueEntry(before, raw, name, body) : withTenantEntry(before, raw, name, tenant, body);
+      const after = await ctx.configFile.write(next);
+      // `_default` concerns every queue provision knows; only those (a stage module the server
+      // could not load would keep its queue's policies).
+      const queues = name === '_default' ? provisionQueues(after, ctx.stages).map((queue) => queue.name) : [name];
+      const policies = await withCommandEvents(after, 'admin', ctx.log, (onEvent) =>
+        syncQueueSettings(after, ctx.stages, ctx.api(after), { removeStale: true, queues, onEvent }),
+      );
+      const restart = tenant === undefined ? changedStageFields(before, after, name) : [];
+      ctx.log.info('queue configuration changed through the admin API', { queue: name, tenant, policies, restart_needed: restart });
+      return {
+        status: 200,
+        body: {
+          name,
+          ...(tenant === undefined ? {} : { tenant }),
+          config: configView(after, name, tenant),
+          applied: { policies_put: policies.put, policies_deleted: policies.deleted },
+          restart_needed: restart,
+        },
+      };
+    });
+  };
+}
+
+/** The file with `queues.<name>` replaced by `body`, its topology fields kept or checked unchanged. */
+function withQueueEntry(before: CompiledConfig, raw: RawConfig, name: string, body: Record<string, unknown>): RawConfig {
+  const current = (raw.queues?.[name] ?? {}) as Record<string, unknown>;
+  const resolved = (name === '_default' ? before.defaultQueue : (before.queues.get(name) ?? before.defaultQueue)) as unknown as Record<
+    string,
+    unknown
+  >;
+  const changed = TOPOLOGY_FIELDS.filter(
+    (field) => field in body && canonical(body[field]) !== canonical(current[field] ?? resolved[field]),
+  );
+  if (changed.length > 0) {
+    throw new ApiError(
+      422,
+      'INVALID_REQUEST',
+      `${changed.join(', ')} cannot change at runtime: ${changed.length === 1 ? 'it decides' : 'they decide'} which queues exist on the broker ` +
+        'and how they are declared; edit the configuration file, then `stagecoach plan` shows what must be recreated',
+      { fields: changed },
+    );
+  }
+  const entry: Record<string, unknown> = { ...body };
+  for (const field of TOPOLOGY_FIELDS) if (!(field in body) && current[field] !== undefined) entry[field] = current[field];
+  return { ...raw, queues: { ...raw.queues, [name]: entry as QueueConfig } };
+}
+
+/** The file with one tenant's own settings of `name` replaced by `body` (settings only). */
+function withTenantEntry(before: CompiledConfig, raw: RawConfig, name: string, tenant: string, body: Record<string, unknown>): RawConfig {
+  const others = Object.keys(body).filter((key) => !(SETTING_KEYS as readonly string[]).includes(key));
+  if (others.length > 0) {
+    throw new ApiError(
+      422,
+      'INVALID_REQUEST',
+      `a tenant's own configuration of a queue holds its settings only (${SETTING_KEYS.join(', ')}), not ${others.join(', ')}`,
+      { fields: others },
+    );
+  }
+  checkTenant(before, tenant);
+  const tenants = (raw.tenants ?? []).map((entry): string | TenantConfig => {
+    const slug = typeof entry === 'string' ? entry : entry.name;
+    if (slug !== tenant) return entry;
+    const own: TenantConfig = typeof entry === 'string' ? { name: entry } : { ...entry };
+    const queues = { ...own.queues };
+    if (Object.keys(body).length === 0) delete queues[name];
+    else queues[name] = body;
+    return { ...own, queues };
+  });
+  return { ...raw, tenants };
+}
+
+/** A tenant's own settings live in its `tenants` entry: it must have one. */
+function checkTenant(config: CompiledConfig, tenant: string): void {
+  if (!config.tenants.includes(tenant)) {
+    throw new ApiError(404, 'NOT_FOUND', `tenant "${tenant}" is not configured (tenants in ${config.source})`);
+  }
+}
+
+/** Stage-read fields whose effective value the change altered. */
+function changedStageFields(before: CompiledConfig, after: CompiledConfig, name: string): string[] {
+  const of = (config: CompiledConfig): Record<string, unknown> =>
+    (name === '_default' ? config.defaultQueue : (config.queues.get(name) ?? config.defaultQueue)) as unknown as Record<string, unknown>;
+  return STAGE_FIELDS.filter((field) => canonical(of(before)[field]) !== canonical(of(after)[field]));
+}
+
+/** JSON with object keys sorted, for comparing values written in any key order. */
+function canonical(value: unknown): string {
+  return (
+    JSON.stringify(value, (_key, v: unknown) =>
+      v !== null && typeof v === 'object' && !Array.isArray(v)
+        ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
+        : v,
+    ) ?? 'undefined'
+  );
+}

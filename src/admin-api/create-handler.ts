@@ -1,0 +1,52 @@
+import { openConnection } from '../broker/amqp-connection.js';
+import { declareTopology } from '../broker/declare-topology.js';
+import type { QueueConfig } from '../config/config.types.js';
+import { coreTopology, mergeTopologies, queueTopology } from '../topology/build-topology.js';
+import type { AdminContext } from './admin-context.js';
+import { ApiError } from './api-error.js';
+import { configView } from './queue-views.js';
+import { readJsonObject } from './request-body.js';
+import { queueName } from './request-params.js';
+import type { ApiRequest, ApiResponse } from './router.js';
+import { withCommandEvents } from '../events/command-events.js';
+import { syncQueueSettings } from '../plan/queue-settings.js';
+
+/**
+ * `POST /ojs/v1/queues` with `{ "name", "config"? }` (seeds/001 5.2, 9.2): explicit creation.
+ * The queue is added to the configuration file (written atomically once it compiles), then
+ * declared for every configured tenant (or once, shared) and its settings put, as `provision`
+ * would, so jobs wait in it before any stage runs. A queue already configured is a 409.
+ */
+export async function createQueue(ctx: AdminContext, { req }: ApiRequest): Promise<ApiResponse> {
+  const body = await readJsonObject(req);
+  if (typeof body.name !== 'string') throw new ApiError(400, 'INVALID_REQUEST', '"name" (a string) is required');
+  const name = queueName({ name: body.name });
+  const own = body.config ?? {};
+  if (typeof own !== 'object' || own === null || Array.isArray(own))
+    throw new ApiError(400, 'INVALID_REQUEST', '"config" must be an object');
+
+  return ctx.serializer.run(async () => {
+    const raw = await ctx.configFile.readRaw();
+    if (raw.queues?.[name] !== undefined) {
+      throw new ApiError(409, 'CONFLICT', `queue "${name}" is configured already: change it with PUT /ojs/v1/queues/${name}/config`);
+    }
+    const config = await ctx.configFile.write({ ...raw, queues: { ...raw.queues, [name]: own as QueueConfig } });
+    const queue = config.queues.get(name);
+    if (queue === undefined) throw new Error(`queue "${name}" missing after it was written`);
+    const connection = await openConnection(config, ctx.log, 'stagecoach-admin');
+    try {
+      const parts = queue.scope === 'shared' ? [queueTopology(config, queue)] : config.tenants.map((t) => queueTopology(config, queue, t));
+      await declareTopology(connection, mergeTopologies(coreTopology(config), ...parts), ctx.log);
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+    const policies = await withCommandEvents(config, 'admin', ctx.log, (onEvent) =>
+      syncQueueSettings(config, ctx.stages, ctx.api(config), { removeStale: true, queues: [name], onEvent }),
+    );
+    ctx.log.info('queue created through the admin API', { queue: name, policies });
+    return {
+      status: 201,
+      body: { name, state: 'active', config: configView(config, name), created_at: new Date().toISOString() },
+    };
+  });
+}

@@ -1,0 +1,29 @@
+import type { AdminContext } from './admin-context.js';
+import { getConfig, putConfig } from './config-handlers.js';
+import { createQueue } from './create-handler.js';
+import { deleteQueue } from './delete-handler.js';
+import { changeState, listQueues, queueDetails } from './queue-handlers.js';
+import type { ApiRequest, ApiResponse, Route } from './router.js';
+
+const BASE = '/ojs/v1/queues';
+
+/** Every endpoint of the admin API (seeds/001 section 9, plus the states of 5.1). */
+export function adminRoutes(ctx: AdminContext): Route[] {
+  const bind =
+    (handler: (ctx: AdminContext, request: ApiRequest) => Promise<ApiResponse>) =>
+    (request: ApiRequest): Promise<ApiResponse> =>
+      handler(ctx, request);
+  return [
+    { method: 'GET', path: BASE, mutating: false, handle: bind(listQueues) },
+    { method: 'POST', path: BASE, mutating: true, handle: bind(createQueue) },
+    { method: 'GET', path: `${BASE}/_default/config`, mutating: false, handle: bind(getConfig('_default')) },
+    { method: 'PUT', path: `${BASE}/_default/config`, mutating: true, handle: bind(putConfig('_default')) },
+    { method: 'GET', path: `${BASE}/{name}`, mutating: false, handle: bind(queueDetails) },
+    { method: 'DELETE', path: `${BASE}/{name}`, mutating: true, handle: bind(deleteQueue) },
+    { method: 'GET', path: `${BASE}/{name}/config`, mutating: false, handle: bind(getConfig()) },
+    { method: 'PUT', path: `${BASE}/{name}/config`, mutating: true, handle: bind(putConfig()) },
+    { method: 'POST', path: `${BASE}/{name}/pause`, mutating: true, handle: bind(changeState('pause')) },
+    { method: 'POST', path: `${BASE}/{name}/resume`, mutating: true, handle: bind(changeState('resume')) },
+    { method: 'POST', path: `${BASE}/{name}/drain`, mutating: true, handle: bind(changeState('drain')) },
+  ];
+}

@@ -1,0 +1,77 @@
+import type { CompanionDepth, QueueReport } from './queue-report.js';
+
+const COLUMNS = [
+  'QUEUE',
+  'TENANT',
+  'VARIANT',
+  'STATE',
+  'READY',
+  'UNACKED',
+  'CONSUMERS',
+  'IN/S',
+  'OUT/S',
+  'MAX_SIZE',
+  'USE',
+  'DUE',
+  'SUSPECT',
+  'DEAD',
+];
+
+/**
+ * `stagecoach queues` for people: one line per physical queue, columns aligned, `-` for what is
+ * unknown (not sampled yet, unbounded, no such companion queue), then a note on where the
+ * numbers come from.
+ */
+export function formatQueues(reports: readonly QueueReport[]): string {
+  if (reports.length === 0) return 'no queues\n';
+  const rows = reports.map((r) => [
+    r.queue,
+    r.tenant ?? '(shared)',
+    r.variant ?? '',
+    r.drained ? 'draining (drained)' : r.state,
+    show(r.ready),
+    show(r.unacked),
+    show(r.consumers),
+    rate(r.publish_rate),
+    rate(r.deliver_rate),
+    maxSize(r),
+    r.max_size_use === null ? '-' : `${Math.round(r.max_size_use * 100)}%`,
+    depth(r.due),
+    depth(r.suspect),
+    depth(r.dead),
+  ]);
+  const widths = COLUMNS.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: string[]): string =>
+    cells
+      .map((cell, i) => cell.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
+  return [
+    line(COLUMNS),
+    ...rows.map(line),
+    '',
+    "counts and rates (messages per second) are the management plugin's samples, up to its collection interval old (5 s by default)",
+    '',
+  ].join('\n');
+}
+
+/** The enforced bound, and the configured one when they differ (until `stagecoach apply`). */
+function maxSize(report: QueueReport): string {
+  const enforced = show(report.max_size);
+  if (report.max_size === report.configured_max_size) return enforced;
+  return `${enforced} (configured ${show(report.configured_max_size)})`;
+}
+
+function depth(queue: CompanionDepth): string {
+  if (!queue.exists) return '-';
+  if (queue.ready === null || queue.unacked === null) return '?';
+  return String(queue.ready + queue.unacked);
+}
+
+function show(value: number | null): string {
+  return value === null ? '-' : String(value);
+}
+
+function rate(value: number | null): string {
+  return value === null ? '-' : value.toFixed(1);
+}
