@@ -63,7 +63,10 @@ describe('stagecoach queues (inspection)', function () {
         return row(now, 'conversions', 'acme').ready === 3 &&
           row(now, 'conversions', 'acme', 'pdf').ready === 2 &&
           row(now, 'specs').ready === 1 &&
-          row(now, 'conversions', 'acme').dead.ready === 1
+          row(now, 'conversions', 'acme').dead.ready === 1 &&
+          // The policy a queue's statistics name is sampled too.
+          row(now, 'conversions', 'acme').max_size !== null &&
+          row(now, 'conversions', 'globex').max_size !== null
           ? now
           : undefined;
       },

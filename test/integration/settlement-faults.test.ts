@@ -152,10 +152,14 @@ describe('settlement under faults', function () {
   it('does not take a connection the broker closed for a crash: the jobs in hand come back unblamed', async () => {
     const { publisher, raw, names, runner, config, group } = await start({ work: {} }, 4);
     const slow = Array.from({ length: 4 }, () => nextKey('slow'));
-    for (const k of slow) await publish(publisher, 'slow', k, 1500);
+    // Long enough to be in hand when the close arrives: rabbitmqctl alone takes a second or two.
+    for (const k of slow) await publish(publisher, 'slow', k, 8000);
     await waitFor('the slow jobs running', () => slow.every((k) => seen.has(k)), 5_000);
     expect(await closeConnections(`stagecoach flaky [${config.prefix}]`, 'test: forced close')).to.equal(1);
     await waitFor('the stage reconnected', () => group.connections === 2 && group.readiness().ready, 15_000);
+    // Redelivered once the connection is back (their acks died with it). The first runs' outputs
+    // may be confirmed too, on the publisher healed meanwhile: at-least-once, counted as duplicates.
+    await waitFor('the slow jobs run again', () => slow.every((k) => seen.get(k)?.length === 2), 30_000);
     await waitFor('the slow jobs done', async () => ((await raw.count(names.queue('done', 'acme'))) ?? 0) >= 4, 20_000);
     // Each ran again as the first delivery it was: not a suspect, no attempt counted.
     for (const k of slow)

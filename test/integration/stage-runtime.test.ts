@@ -122,6 +122,9 @@ describe('stage runtime against the broker', () => {
   });
 
   it('runs at most `concurrency` handlers at once and keeps the rest prefetched', async () => {
+    // The fixture's gate is shared by every test file in the run: closed here, whoever opened it.
+    held.open = false;
+    held.peak = 0;
     for (let i = 0; i < 6; i++) await publisher.publish('in', { type: 'relay.me', args: [`held-${i}`, 'hold'], tenant: 'acme' });
     await waitFor('four handlers running', () => held.active === 4);
     // The other two are prefetched (prefetch 14), not started.
