@@ -33,6 +33,11 @@ export class RawBroker {
     return this.withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount);
   }
 
+  /** Consumers of a queue as the broker counts them now, or undefined when the queue is missing. */
+  async consumers(queue: string): Promise<number | undefined> {
+    return this.withChannel(async (ch) => (await ch.checkQueue(queue)).consumerCount);
+  }
+
   async exists(queue: string): Promise<boolean> {
     return (await this.count(queue)) !== undefined;
   }

@@ -72,6 +72,9 @@ describe('poison jobs', function () {
       await publisher.publish('work', { type: 'flaky', args: ['kill', 'poison-alone'], tenant: 'acme' });
       // Its first death, from the main queue: nothing else was there to take down with it.
       expect(await superviseUntil(() => Promise.resolve(false), 1), 'one run, killed').to.equal(1);
+      // The broker may not have seen the dead process's connection close yet: a job published now
+      // could be delivered to its consumer, and come back redelivered, as from a crash it was in.
+      await waitFor('the killed consumer gone', async () => (await raw.consumers(names.queue('work', 'acme'))) === 0, 15_000);
       // Innocent jobs queue up behind it; each takes a while, so several run at once.
       for (let i = 0; i < 5; i++) await publisher.publish('work', { type: 'flaky', args: ['slow', `innocent-${i}`, 800], tenant: 'acme' });
     } finally {
