@@ -250,7 +250,9 @@ describe('worker threads for CPU-bound stages', function () {
   });
 
   describe('control: the same stage on the main thread', () => {
-    it('loses its connection when a handler burns the CPU past two heartbeats', async () => {
+    it('loses its connection when a handler burns the CPU past two heartbeats', async function () {
+      // Two bounded waits of 20 s, then a stop that waits for the blocked loop: room on a busy machine.
+      this.timeout(120_000);
       const { config, publisherConfig } = testConfig();
       const stage = await loadStage(config, 'cruncher');
       const group = new StageGroup(config, [{ stage, tenant: 'acme' }], log);
