@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { runDev, runStage } from './commands/run.js';
+import { runDev, runPooled, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
 import { queueStateCommand, workerControl } from './commands/control.js';
 import { credentials } from './commands/credentials.js';
@@ -34,12 +34,20 @@ export function buildProgram(): Command {
     .command('run <stage>')
     .description('run one stage instance until SIGTERM/SIGINT, then drain and exit 0')
     .addOption(tenantOption())
+    .option('--tenants <list>', 'pooled: serve these tenants (comma-separated) in one process, with a weighted fair share')
+    .option('--all-tenants', 'pooled: serve every configured or provisioned tenant, following tenants provisioned or retired while it runs')
     .option('--variant <variant>', 'consume the specialised queue of this variant')
     .addOption(httpPortOption())
     .addOption(configOption())
-    .action(async (stage: string, opts: { tenant?: string; variant?: string; config?: string; httpPort?: string }) => {
-      process.exitCode = await runStage(stage, opts);
-    });
+    .action(
+      async (
+        stage: string,
+        opts: { tenant?: string; tenants?: string; allTenants?: boolean; variant?: string; config?: string; httpPort?: string },
+      ) => {
+        process.exitCode =
+          opts.tenants !== undefined || opts.allTenants === true ? await runPooled(stage, opts) : await runStage(stage, opts);
+      },
+    );
 
   program
     .command('dev')

@@ -11,7 +11,7 @@ import type {
   ResolvedQueueConfig,
   TenantConfig,
 } from './config.types.js';
-import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.js';
+import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, TENANT_PREFETCH_BUFFER, withDefaults } from './defaults.js';
 import { parseDuration } from '../util/duration.js';
 import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
@@ -66,11 +66,13 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   const stages = new Map<string, CompiledStageConfig>();
   for (const [name, stage] of Object.entries(config.stages)) {
     const concurrency = stage.concurrency ?? DEFAULT_CONCURRENCY;
+    const prefetch = stage.prefetch ?? concurrency + PREFETCH_BUFFER;
     stages.set(name, {
       name,
       module: path.resolve(baseDir, stage.module),
       concurrency,
-      prefetch: stage.prefetch ?? concurrency + PREFETCH_BUFFER,
+      prefetch,
+      tenantPrefetch: stage.tenant_prefetch ?? Math.min(prefetch, concurrency + TENANT_PREFETCH_BUFFER),
       options: stage.options ?? {},
       threads: stage.threads,
     });

@@ -131,6 +131,14 @@ export interface StageConfig {
   concurrency?: number;
   /** Deliveries the broker may send ahead of the handler. @defaultValue concurrency + 10 */
   prefetch?: number;
+  /**
+   * Pooled processes (`run --tenants` / `--all-tenants`): deliveries the broker may send ahead per
+   * tenant (per consumer of its queue and of its `due` queue), capped at the tenant's
+   * `max_concurrency` + 2. Memory grows with tenants x this, never with backlogs; a tenant can run
+   * at most this many jobs at once, so below `concurrency` a lone busy tenant cannot use every
+   * slot. @defaultValue min(prefetch, concurrency + 2)
+   */
+  tenant_prefetch?: number;
   /** Free-form settings handed to the stage through the `STAGE_OPTIONS` token. @defaultValue {} */
   options?: Record<string, unknown>;
   /**
@@ -307,6 +315,8 @@ export interface CompiledStageConfig {
   module: string;
   concurrency: number;
   prefetch: number;
+  /** Per tenant in a pooled process (see StageConfig.tenant_prefetch). */
+  tenantPrefetch: number;
   options: Record<string, unknown>;
   /** Worker threads for the handler; undefined runs it on the main thread. */
   threads: number | undefined;

@@ -113,3 +113,10 @@ function upperBound(values: readonly number[], value: number): number {
   }
   return low;
 }
+
+/** Sends the acknowledgements gathered so far, then closes the channel on purpose. */
+export async function closeSource(source: ConsumerSource): Promise<void> {
+  source.flush();
+  source.closed = true;
+  await source.channel.close().catch(() => undefined);
+}

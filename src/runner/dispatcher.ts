@@ -1,4 +1,5 @@
 import type { Delivery } from './delivery.js';
+import type { FairShare, SeatOptions, ShareMember, ShareSeat } from './fair-share.js';
 
 export interface DispatcherOptions {
   /** Jobs run at once. */
@@ -7,6 +8,11 @@ export interface DispatcherOptions {
   process(delivery: Delivery): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
   giveBack(delivery: Delivery): Promise<unknown>;
+  /**
+   * A pooled process's slots, shared with the other tenants' dispatchers: `concurrency` is then
+   * ignored, and this dispatcher starts a job only on a slot the share grants it.
+   */
+  share?: { pool: FairShare } & SeatOptions;
 }
 
 /**
@@ -21,15 +27,19 @@ export interface DispatcherOptions {
  * - `runAlone()` starts only when nothing else is in flight and nothing waits, and nothing else
  *   starts while it runs: a crash then is that job's own (see IsolationGate).
  */
-export class Dispatcher {
+export class Dispatcher implements ShareMember {
   private readonly waiting: Delivery[] = [];
+  private readonly seat: ShareSeat | undefined;
   private running = 0;
   /** `open` starts deliveries; `held` keeps them waiting; `closed` hands them back. */
   private mode: 'open' | 'held' | 'closed' = 'closed';
   private idleWaiters: Array<() => void> = [];
   private readonly giving = new Set<Promise<unknown>>();
 
-  constructor(private readonly options: DispatcherOptions) {}
+  constructor(private readonly options: DispatcherOptions) {
+    const share = options.share;
+    if (share !== undefined) this.seat = share.pool.join(this, share);
+  }
 
   /** Jobs being processed or settled. */
   get inFlight(): number {
@@ -71,11 +81,14 @@ export class Dispatcher {
    * for it to be idle (IsolationGate does both).
    */
   async runAlone(delivery: Delivery): Promise<void> {
+    // Outside the share: everything else of the process is suspended, so it takes no one's slot.
     this.running++;
     try {
       await this.options.process(delivery);
     } finally {
-      this.done();
+      this.running--;
+      this.pump();
+      this.checkIdle();
     }
   }
 
@@ -106,7 +119,25 @@ export class Dispatcher {
     for (let i = this.waiting.length - 1; i >= 0; i--) if (isGone(this.waiting[i])) this.waiting.splice(i, 1);
   }
 
+  /** Called by the share on a slot it granted (pooled). */
+  startOne(): boolean {
+    if (this.mode !== 'open' || this.waiting.length === 0) return false;
+    const delivery = this.waiting.shift() as Delivery;
+    this.running++;
+    void this.options.process(delivery).then(this.done, this.done);
+    return true;
+  }
+
+  /** The owner stops for good: slots still held come back as their jobs end. */
+  leaveShare(): void {
+    this.seat?.leave();
+  }
+
   private pump(): void {
+    if (this.seat !== undefined) {
+      if (this.mode === 'open' && this.waiting.length > 0) this.seat.want();
+      return;
+    }
     while (this.mode === 'open' && this.running < this.options.concurrency && this.waiting.length > 0) {
       const delivery = this.waiting.shift() as Delivery;
       this.running++;
@@ -117,6 +148,7 @@ export class Dispatcher {
   /** Bound once: called for every job, it must not cost a closure each time. */
   private readonly done = (): void => {
     this.running--;
+    this.seat?.release();
     this.pump();
     this.checkIdle();
   };

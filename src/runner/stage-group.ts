@@ -7,7 +7,8 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { TenantError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
-import { provisionTopology } from '../topology/build-topology.js';
+import { mergeTopologies, provisionTopology } from '../topology/build-topology.js';
+import { inParallel } from '../util/in-parallel.js';
 import { syncQueueSettings } from '../plan/queue-settings.js';
 import { ManagementApi } from '../security/management-api.js';
 import { BrokerNames } from '../topology/names.js';
@@ -22,6 +23,9 @@ import { EventLoopWatch } from './event-loop-watch.js';
 import { IsolationGate } from './isolation-gate.js';
 import { LossLedger } from './loss-ledger.js';
 import { StageRunner, stallWindowMs } from './stage-runner.js';
+import { TenantPool } from './tenant-pool.js';
+import { TenantMembership } from './tenant-membership.js';
+import type { StageHandler } from '../stage/stage.types.js';
 
 export interface StageInstance {
   stage: LoadedStage;
@@ -59,7 +63,33 @@ export interface StageGroupOptions {
    * ever. `stagecoach run` sets it. @defaultValue false
    */
   knownTenantsOnly?: boolean;
+  /**
+   * One process serving one stage for many tenants (`run --tenants` / `--all-tenants`): every
+   * instance is the same stage (and variant), and the runners share channels and the stage's
+   * `concurrency` slots by weight (TenantPool). Tenants can be added and removed while it runs.
+   */
+  pooled?: PooledGroupOptions;
 }
+
+export interface PooledGroupOptions {
+  stage: LoadedStage;
+  variant?: string;
+  /** Worker threads serving every tenant, when the stage has `threads`. */
+  handler?: StageHandler;
+  /**
+   * `--all-tenants`: serve every tenant configured or provisioned, follow tenants provisioned and
+   * retired while it runs (TenantMembership), and release a runner whose queue is gone for good
+   * instead of failing the process. @defaultValue false
+   */
+  follow?: boolean;
+  /** With `follow`: how often the whole set is read again. @defaultValue DEFAULT_RESYNC_MS */
+  resyncMs?: number;
+}
+
+/** Tenants attached at once by a pooled group (each is a few round trips on shared channels). */
+const ATTACH_LANES = 16;
+/** Channels a pooled group declares its tenants' topology on, at start. */
+const DECLARE_LANES = 16;
 
 export interface Readiness {
   ready: boolean;
@@ -79,6 +109,10 @@ export interface Readiness {
  */
 export class StageGroup {
   readonly runners: StageRunner[] = [];
+  /** Pooled: the channels and slots its runners share. */
+  readonly pool: TenantPool | undefined;
+  private readonly membership: TenantMembership | undefined;
+  private readonly queueFull: QueueFullReporter;
   readonly failed: Promise<Error>;
   readonly terminated: Promise<void>;
   private readonly manager: ConnectionManager;
@@ -124,29 +158,117 @@ export class StageGroup {
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
     this.events = new EventPublisher(config, { source: `stagecoach/${names}`, log, connection: () => this.manager.connection });
     this.limits = new QueueLimits(config, log);
-    const queueFull = new QueueFullReporter(config, this.events, {
+    this.queueFull = new QueueFullReporter(config, this.events, {
       onRefused: (refused) => this.metrics.queueOverflow({ ...refused, policy: 'reject' }),
     });
-    for (const instance of instances) {
-      const runner = new StageRunner({
+    this.pooled = options.pooled;
+    if (options.pooled !== undefined) {
+      const settings = config.stages.get(options.pooled.stage.metadata.name);
+      if (settings === undefined) throw new Error(`stage "${options.pooled.stage.metadata.name}" is not configured`);
+      this.pool = new TenantPool({
         config,
-        stage: instance.stage,
-        log: log.child({ stage: instance.stage.metadata.name, tenant: instance.tenant, variant: instance.variant }),
-        metrics: this.metrics.instance({
-          stage: instance.stage.metadata.name,
-          queue: instance.stage.metadata.input,
-          tenant: instance.tenant ?? '',
-          outputs: instance.stage.metadata.outputs,
-        }),
-        ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
-        ...(instance.variant === undefined ? {} : { variant: instance.variant }),
-        gate: this.gate,
+        settings,
+        log,
         ledger: this.ledger,
-        onQueueFull: queueFull.observe,
+        onFatal: (err) => this.fail(err),
+        onQueueFull: this.queueFull.observe,
+        redeclare: options.pooled.follow !== true,
+        ...(options.pooled.handler === undefined ? {} : { handler: options.pooled.handler }),
       });
-      runner.on('fatal', (err: Error) => this.fail(err));
-      this.runners.push(runner);
     }
+    for (const instance of instances) this.runners.push(this.createRunner(instance));
+    if (options.pooled?.follow === true) {
+      this.membership = new TenantMembership(this, {
+        config,
+        log,
+        ...(options.pooled.resyncMs === undefined ? {} : { resyncMs: options.pooled.resyncMs }),
+      });
+    }
+  }
+
+  private readonly pooled: PooledGroupOptions | undefined;
+
+  private createRunner(instance: StageInstance): StageRunner {
+    const pooled = this.pool !== undefined && instance.tenant !== undefined ? this.pool.resourcesFor(instance.tenant) : undefined;
+    const runner = new StageRunner({
+      config: this.config,
+      stage: instance.stage,
+      log: this.log.child({ stage: instance.stage.metadata.name, tenant: instance.tenant, variant: instance.variant }),
+      metrics: this.metrics.instance({
+        stage: instance.stage.metadata.name,
+        queue: instance.stage.metadata.input,
+        tenant: instance.tenant ?? '',
+        outputs: instance.stage.metadata.outputs,
+      }),
+      ...(instance.tenant === undefined ? {} : { tenant: instance.tenant }),
+      ...(instance.variant === undefined ? {} : { variant: instance.variant }),
+      gate: this.gate,
+      ledger: this.ledger,
+      onQueueFull: this.queueFull.observe,
+      ...(pooled === undefined ? {} : { pooled }),
+    });
+    runner.on('fatal', (err: Error) => {
+      if (this.pooled?.follow === true && runner.tenant !== undefined) {
+        // Its queue went away and did not come back (a tenant retired under it): the others go on.
+        this.log.error('tenant released: its queue cannot be consumed', { tenant: runner.tenant, err: err.message });
+        void this.removeTenant(runner.tenant);
+        return;
+      }
+      this.fail(err);
+    });
+    return runner;
+  }
+
+  /** Tenants a pooled group serves now. */
+  get tenants(): string[] {
+    return this.runners.map((runner) => runner.tenant).filter((tenant): tenant is string => tenant !== undefined);
+  }
+
+  /**
+   * Pooled: starts serving `tenant` (a tenant provisioned while the process runs). Its runner
+   * declares its topology and starts consuming on the current connection, or at the next one.
+   * @returns false when it is served already, or the group is stopping.
+   */
+  async addTenant(tenant: string): Promise<boolean> {
+    const pooled = this.pooled;
+    if (pooled === undefined) throw new Error('addTenant: not a pooled group');
+    if (this.stopped !== undefined || this.runners.some((runner) => runner.tenant === tenant)) return false;
+    const runner = this.createRunner({ stage: pooled.stage, tenant, ...(pooled.variant === undefined ? {} : { variant: pooled.variant }) });
+    this.runners.push(runner);
+    await runner.prepare();
+    const connection = this.manager.connection;
+    if (this.started && connection !== undefined && isOpen(connection)) {
+      try {
+        // Declared here even when following the broker: `provision` may leave the companions
+        // (`due`, `suspect`) to the stages.
+        if (!this.config.security.tenantUsers) await declareTopology(connection, runner.topology, this.log);
+        await runner.attach(connection, { declared: !this.config.security.tenantUsers });
+      } catch (err) {
+        if (isOpen(connection)) {
+          this.log.error('tenant not attached', { tenant, err: (err as Error).message });
+          await this.removeTenant(tenant);
+          return false;
+        }
+        // The connection went: the next one attaches every runner.
+      }
+    }
+    this.log.info('tenant added', { tenant, tenants: this.runners.length });
+    return true;
+  }
+
+  /**
+   * Pooled: stops serving `tenant` (retired): its runner drains within the grace period and
+   * leaves. @returns false when it was not served.
+   */
+  async removeTenant(tenant: string): Promise<boolean> {
+    const runner = this.runners.find((r) => r.tenant === tenant);
+    if (runner === undefined) return false;
+    this.runners.splice(this.runners.indexOf(runner), 1);
+    await runner.stop(this.config.gracePeriod * 1000);
+    if (runner.pooledResources !== undefined) this.pool?.release(runner.pooledResources);
+    // Its counters stay until the process restarts, as a Prometheus counter should.
+    this.log.info('tenant removed', { tenant, tenants: this.runners.length });
+    return true;
   }
 
   /** Connections made; above 1 means the group reconnected. */
@@ -166,8 +288,16 @@ export class StageGroup {
     this.manager.on('disconnected', () => {
       this.metrics.setConnected(false);
       for (const runner of this.runners) runner.detach();
+      this.pool?.detach();
     });
     this.metrics.setQueueDepthSource(() => this.queueDepths());
+    if (this.membership !== undefined && this.pooled !== undefined) {
+      const { stage, variant } = this.pooled;
+      for (const tenant of await this.membership.current()) {
+        if (!this.tenants.includes(tenant))
+          this.runners.push(this.createRunner({ stage, tenant, ...(variant === undefined ? {} : { variant }) }));
+      }
+    }
     // Stages are built before the broker is reached: a module that does not load fails now.
     for (const runner of this.runners) await runner.prepare();
     let connection = await this.manager.start();
@@ -194,7 +324,12 @@ export class StageGroup {
     if (!this.manager.connected) return { ready: false, reason: 'not connected to the broker' };
     if (!this.started) return { ready: false, reason: 'starting' };
     const down = this.runners.filter((r) => !r.healthy);
-    if (down.length > 0) return { ready: false, reason: `not consuming: ${down.map((r) => r.name).join(', ')}` };
+    if (down.length > 0) {
+      // A thousand tenants' names would make the answer unreadable: a count and the first few.
+      const named = down.slice(0, READINESS_NAMES).map((r) => r.name);
+      const more = down.length > READINESS_NAMES ? ` and ${down.length - READINESS_NAMES} more` : '';
+      return { ready: false, reason: `not consuming (${down.length} of ${this.runners.length}): ${named.join(', ')}${more}` };
+    }
     return { ready: true };
   }
 
@@ -206,9 +341,11 @@ export class StageGroup {
   stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
     this.stopWaiting?.(new Error('stage group stopped while starting'));
     this.stopped ??= (async () => {
+      await this.membership?.close();
       await this.control.close();
       // A runner already stopping (terminate) hands back its own stop promise: waited for too.
       const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
+      await this.pool?.close();
       await this.events.close();
       await this.manager.close();
       this.watch.close();
@@ -337,8 +474,36 @@ export class StageGroup {
 
   private async attachAll(connection: AmqpConnection): Promise<void> {
     await this.declare(connection);
-    for (const runner of this.runners) await runner.attach(connection);
+    if (this.pool !== undefined) await this.attachPooled(this.pool, connection);
+    else for (const runner of this.runners) await runner.attach(connection);
     await this.control.attach(connection);
+    await this.membership?.attach(connection);
+  }
+
+  /**
+   * Pooled: the shared channels first, then every tenant's topology in one declaration on
+   * several channels and every queue state from one listing, then the runners, several at once.
+   * One tenant at a time, each declaring on channels of its own and probing its markers, took
+   * minutes for a thousand tenants.
+   */
+  private async attachPooled(pool: TenantPool, connection: AmqpConnection): Promise<void> {
+    await pool.attach(connection);
+    const runners = [...this.runners];
+    // With broker-enforced tenants a stage user cannot declare: each runner checks its own.
+    const declared = !this.config.security.tenantUsers;
+    if (declared) {
+      await declareTopology(connection, mergeTopologies(...runners.map((runner) => runner.topology)), this.log, {
+        lanes: DECLARE_LANES,
+        ...(await pool.drainMarkers()),
+      });
+    }
+    const states = await pool.statesOf(runners.map((runner) => runner.target));
+    await inParallel(
+      runners.map((runner, i) => ({ runner, state: states[i] })),
+      ATTACH_LANES,
+      ({ runner, state }) => runner.attach(connection, { declared, ...(state === undefined ? {} : { state }) }),
+    );
+    this.log.info('tenants consuming', { tenants: runners.length, channels: pool.channels });
   }
 
   private async reattach(connection: AmqpConnection): Promise<void> {
@@ -379,12 +544,23 @@ export class StageGroup {
         await Promise.all(matching.map((r) => r.quiet()));
         break;
       case 'terminate':
+        if (this.pool !== undefined && message.tenant !== undefined) {
+          // One tenant of a pooled process (`terminate --tenant T` before `tenant retire T`): that
+          // tenant is released and the others go on; following the broker, it is not taken back
+          // until provisioned again.
+          this.membership?.exclude(message.tenant);
+          await Promise.all(matching.map((r) => (r.tenant === undefined ? undefined : this.removeTenant(r.tenant))));
+          break;
+        }
         await Promise.all(matching.map((r) => r.stop(this.config.gracePeriod * 1000)));
         if (this.runners.every((r) => r.stopping)) this.terminate();
         break;
     }
   }
 }
+
+/** Names of runners not consuming that readiness spells out. */
+const READINESS_NAMES = 5;
 
 function withMaxSize(maxSize: number | undefined): { maxSize?: number } {
   return maxSize === undefined ? {} : { maxSize };

@@ -7,7 +7,7 @@ import { JobRouter } from '../broker/job-router.js';
 import type { CompiledConfig, CompiledStageConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import type { ControlMessage } from '../control/control-protocol.js';
-import { ConfigError, PublishError } from '../errors/errors.js';
+import { ConfigError, PublishError, StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { createStageInstance } from '../stage/stage-container.js';
@@ -25,6 +25,8 @@ import type { Delivery, InputKind } from './delivery.js';
 import { DeliveryProcessor, isRedelivery } from './delivery-processor.js';
 import { Dispatcher } from './dispatcher.js';
 import { IsolationGate, type Isolatable } from './isolation-gate.js';
+import type { FairShare } from './fair-share.js';
+import type { QueueProbe, SharedChannel } from './shared-channel.js';
 import { EventLoopWatch } from './event-loop-watch.js';
 import { Lifecycle, type RunnerState } from './lifecycle.js';
 import { LossLedger } from './loss-ledger.js';
@@ -63,6 +65,45 @@ export interface StageRunnerOptions {
   ledger?: LossLedger;
   /** Told of every publish a full queue refused (emits, dead letters): `queue.full` events and metrics. */
   onQueueFull?: QueueFullObserver;
+  /** One tenant of a pooled process (TenantPool): channels, slots and threads shared with the others. */
+  pooled?: PooledResources;
+}
+
+/**
+ * What the runners of a pooled process share. Each still has its own queues, settlement,
+ * lifecycle (pause, drain, quiet per tenant queue) and stage instance; the pool owns these and
+ * attaches, heals and closes them.
+ */
+export interface PooledResources {
+  /** The process's confirm channel, for every tenant's emits and settlements. */
+  publishers: ChannelSupervisor<ConfirmPublisher>;
+  /** The work channel this tenant's consumers go on (one per so many tenants). */
+  work: SharedChannel;
+  /** The channel suspects are taken from, one at a time, process-wide. */
+  suspects: SharedChannel;
+  /** Where queues are looked at (passive declares), so that a missing one closes no shared channel. */
+  probe: QueueProbe;
+  /** The stage's `concurrency` slots, shared by weight. */
+  share: FairShare;
+  weight: number;
+  maxConcurrency: number | undefined;
+  /** Deliveries the broker may send ahead, per consumer of this tenant. */
+  prefetch: number;
+  /** A handler serving every tenant (worker threads shared by the pool); else one stage instance per tenant, built at its first job. */
+  handler?: StageHandler;
+  /**
+   * false: when healing, only check that the input queue still exists, never declare it again
+   * (`--all-tenants`: a queue gone with its retired tenant must not come back). @defaultValue true
+   */
+  redeclare?: boolean;
+}
+
+/** What a pooled runner is told at attach instead of finding out itself (the pool asked the broker for every tenant at once). */
+export interface AttachHints {
+  /** Its topology was declared with every other tenant's. */
+  declared?: boolean;
+  /** Its queue's state, read from one listing. */
+  state?: QueueState;
 }
 
 /**
@@ -100,7 +141,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
   private readonly metrics: InstanceMetrics;
   private readonly input: ResolvedQueueConfig;
   private readonly queues: Record<InputKind, string> & { dead: string };
-  private readonly topology: Topology;
+  /** What it declares (or checks) at start and when healing. */
+  readonly topology: Topology;
   private readonly lifecycle: Lifecycle;
   private readonly gate: IsolationGate;
   private readonly ledger: LossLedger;
@@ -156,7 +198,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.topology = stageTopology(config, meta, tenant);
     this.name = [meta.name, tenant, variant].filter((part) => part !== undefined).join('/');
     this.lifecycle = new Lifecycle((state) => {
-      log.info('stage state', { queue: this.queue, state });
+      // A pooled process of a thousand tenants would say it a thousand times at start.
+      log[options.pooled === undefined ? 'info' : 'debug']('stage state', { queue: this.queue, state });
       this.emit('state', state);
     });
     this.gate = options.gate ?? new IsolationGate();
@@ -164,20 +207,25 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.ledger = options.ledger ?? new LossLedger(this.ownWatch as EventLoopWatch, stallWindowMs(config));
 
     const fatal = (err: Error): void => void this.emit('fatal', err);
-    this.publishers = new ChannelSupervisor<ConfirmPublisher>({
-      name: 'publisher',
-      log,
-      onFatal: fatal,
-      isOpen: (publisher) => publisher.isOpen,
-      open: async (connection, lost, healing) => {
-        if (healing) await ensureTopology(connection, config, this.topology, log);
-        return ConfirmPublisher.open(connection, () => lost('publisher channel closed'), options.onQueueFull);
-      },
-      close: (publisher) => publisher.close(),
-    });
+    const pooled = options.pooled;
+    const shared = pooled === undefined ? {} : { shared: { channel: pooled.work, probe: pooled.probe } };
+    this.publishers =
+      pooled?.publishers ??
+      new ChannelSupervisor<ConfirmPublisher>({
+        name: 'publisher',
+        log,
+        onFatal: fatal,
+        isOpen: (publisher) => publisher.isOpen,
+        open: async (connection, lost, healing) => {
+          if (healing) await ensureTopology(connection, config, this.topology, log);
+          return ConfirmPublisher.open(connection, () => lost('publisher channel closed'), options.onQueueFull);
+        },
+        close: (publisher) => publisher.close(),
+      });
     this.work = new WorkConsumers({
       queues: { main: this.queues.main, due: this.queues.due },
-      prefetch: settings.prefetch,
+      prefetch: pooled?.prefetch ?? settings.prefetch,
+      ...shared,
       declare: (connection) => this.declare(connection),
       log,
       wanted: () => this.lifecycle.state === 'running' && this.suspensions === 0,
@@ -197,9 +245,19 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onFatal: fatal,
       lost: (ids) => this.ledger.record(ids),
       ...(options.suspectCheckMs === undefined ? {} : { checkMs: options.suspectCheckMs }),
+      ...(pooled === undefined ? {} : { shared: { channel: pooled.suspects, probe: pooled.probe } }),
     });
     this.dispatcher = new Dispatcher({
       concurrency: settings.concurrency,
+      ...(pooled === undefined
+        ? {}
+        : {
+            share: {
+              pool: pooled.share,
+              weight: pooled.weight,
+              ...(pooled.maxConcurrency === undefined ? {} : { maxConcurrency: pooled.maxConcurrency }),
+            },
+          }),
       process: (delivery) => this.process(delivery),
       // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
       // run in the pool as a first delivery. It is settled as the crash it is instead (moved to
@@ -235,6 +293,17 @@ export class StageRunner extends EventEmitter implements Isolatable {
 
   get tenant(): string | undefined {
     return this.options.tenant;
+  }
+
+  /** Its physical queue as queue states name it. */
+  get target(): { queue: string; tenant?: string; variant?: string } {
+    const { tenant, variant } = this.options;
+    return { queue: this.inputQueue, ...(tenant === undefined ? {} : { tenant }), ...(variant === undefined ? {} : { variant }) };
+  }
+
+  /** Pooled: what it shares with the other tenants of its process. */
+  get pooledResources(): PooledResources | undefined {
+    return this.options.pooled;
   }
 
   get state(): RunnerState {
@@ -275,10 +344,15 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   async prepare(): Promise<void> {
     if (this.processor !== undefined) return;
-    const { config, stage, tenant, variant, log } = this.options;
-    this.handler = this.settings.threads
-      ? await createThreadedHandler({ stage, config, tenant, variant, threads: this.settings.threads, log })
-      : await createStageInstance(stage, config, tenant, log, variant);
+    const { config, stage, tenant, variant, log, pooled } = this.options;
+    if (pooled !== undefined) {
+      // A thousand tenants must not cost a thousand containers up front: built at the first job.
+      this.handler = pooled.handler ?? lazyHandler(() => createStageInstance(stage, config, tenant, log, variant));
+    } else {
+      this.handler = this.settings.threads
+        ? await createThreadedHandler({ stage, config, tenant, variant, threads: this.settings.threads, log })
+        : await createStageInstance(stage, config, tenant, log, variant);
+    }
     this.processor = new DeliveryProcessor({
       stage: stage.metadata,
       input: this.input,
@@ -300,15 +374,16 @@ export class StageRunner extends EventEmitter implements Isolatable {
    * Declares the stage's topology on `connection` and opens its channels there: at start and
    * after every reconnection. Consumers start unless paused, quiet or suspended.
    */
-  async attach(connection: AmqpConnection): Promise<void> {
+  async attach(connection: AmqpConnection, hints: AttachHints = {}): Promise<void> {
     if (this.lifecycle.stopping) return;
-    await this.declare(connection);
+    if (hints.declared !== true) await this.declare(connection);
     // Before the consumers open: a paused queue is not consumed for a moment after a restart.
-    await this.syncState(connection);
-    await this.publishers.attach(connection);
+    if (hints.state === undefined) await this.syncState(connection);
+    else await this.applyState(hints.state);
+    if (this.options.pooled === undefined) await this.publishers.attach(connection);
     await this.suspects.attach(connection);
     await this.work.attach(connection);
-    this.options.log.info('stage consuming', {
+    this.options.log[this.options.pooled === undefined ? 'info' : 'debug']('stage consuming', {
       queue: this.queue,
       concurrency: this.settings.concurrency,
       prefetch: this.settings.prefetch,
@@ -320,7 +395,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
    * (waiting ones are dropped, settlements in progress leave theirs). The group attaches again.
    */
   detach(): void {
-    this.publishers.detach();
+    if (this.options.pooled === undefined) this.publishers.detach();
     this.work.detach();
     this.suspects.detach();
   }
@@ -338,6 +413,11 @@ export class StageRunner extends EventEmitter implements Isolatable {
     } finally {
       await probe.close();
     }
+    await this.applyState(state);
+  }
+
+  /** Follows `state`, read by `syncState` or by the pool for every tenant at once. */
+  async applyState(state: QueueState): Promise<void> {
     if (state !== this.queueState) this.options.log.info('queue state', { queue: this.queue, state });
     this.queueState = state;
     if (state === 'paused') await this.pause();
@@ -380,9 +460,12 @@ export class StageRunner extends EventEmitter implements Isolatable {
         });
       }
       this.gate.leave(this);
-      await this.publishers.close();
+      this.dispatcher.leaveShare();
+      if (this.options.pooled === undefined) await this.publishers.close();
       // A grace period that ran out is not granted twice: the threads end now.
-      await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.(drained ? undefined : 0);
+      if (this.options.pooled?.handler === undefined) {
+        await (this.handler as Partial<ThreadedHandler> | undefined)?.close?.(drained ? undefined : 0);
+      }
       await this.suspects.close();
       await this.work.close();
       this.ownWatch?.close();
@@ -410,8 +493,15 @@ export class StageRunner extends EventEmitter implements Isolatable {
    * Declares what the instance needs, or with broker-enforced tenants (no configure permission)
    * checks that `provision` did.
    */
-  private declare(connection: AmqpConnection): Promise<void> {
-    return ensureTopology(connection, this.options.config, this.topology, this.options.log);
+  private async declare(connection: AmqpConnection): Promise<void> {
+    const pooled = this.options.pooled;
+    if (pooled?.redeclare === false) {
+      if ((await pooled.probe.messageCount(this.queue)) === undefined) {
+        throw new StagecoachError('NOT_FOUND', `queue "${this.queue}" is gone (its tenant retired, or the queue deleted)`);
+      }
+      return;
+    }
+    await ensureTopology(connection, this.options.config, this.topology, this.options.log);
   }
 
   /** Consumers off first, then what was prefetched goes back: it cannot come back to us. */
@@ -450,4 +540,18 @@ export class StageRunner extends EventEmitter implements Isolatable {
  */
 export function stallWindowMs(config: CompiledConfig): number {
   return (2 * config.broker.heartbeat + 5) * 1000;
+}
+
+/** A handler that builds the real one at its first job, once (a failure is retried at the next). */
+function lazyHandler(build: () => Promise<StageHandler>): StageHandler {
+  let built: Promise<StageHandler> | undefined;
+  return {
+    handle: async (job, ctx) => {
+      built ??= build().catch((err: unknown) => {
+        built = undefined;
+        throw err;
+      });
+      return (await built).handle(job, ctx);
+    },
+  };
 }

@@ -2,10 +2,10 @@ import type { Channel } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { Logger } from '../logging/logger.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
-import { ConsumerSource } from './consumer-source.js';
+import { closeSource, ConsumerSource } from './consumer-source.js';
 import type { Delivery } from './delivery.js';
 import type { IsolationGate } from './isolation-gate.js';
-import { closeSource } from './work-consumers.js';
+import type { LinkMember, QueueProbe, SharedChannel, SharedLink } from './shared-channel.js';
 
 /**
  * One isolated turn runs suspects for this long at most before the work queues get a turn
@@ -35,6 +35,11 @@ export interface SuspectWatchOptions {
   lost(messageIds: string[]): void;
   /** @defaultValue DEFAULT_SUSPECT_CHECK_MS */
   checkMs?: number;
+  /**
+   * Pooled: `basic.get` on this channel, shared with other tenants' runners, and look at the
+   * queue through the probe (a passive declare of a missing queue would close the shared channel).
+   */
+  shared?: { channel: SharedChannel; probe: QueueProbe };
 }
 
 /** Passive checks and `basic.get` of suspects, on a channel of their own (a 404 closes only it). */
@@ -50,8 +55,9 @@ interface SuspectChannel {
  * asks the process-wide gate to isolate, then takes them one by one with `basic.get`, so that no
  * suspect is ever in hand while other jobs run, nor another job while a suspect runs.
  */
-export class SuspectWatch {
+export class SuspectWatch implements LinkMember {
   readonly supervisor: ChannelSupervisor<SuspectChannel>;
+  private joined = false;
   private timer: NodeJS.Timeout | undefined;
   private checking = false;
   private pending = false;
@@ -72,21 +78,41 @@ export class SuspectWatch {
   }
 
   get open(): boolean {
-    return this.supervisor.current !== undefined;
+    return this.current !== undefined;
+  }
+
+  private get current(): SuspectChannel | undefined {
+    return this.options.shared === undefined ? this.supervisor.current : this.options.shared.channel.current;
   }
 
   attach(connection: AmqpConnection): Promise<unknown> {
-    return this.supervisor.attach(connection);
+    const shared = this.options.shared;
+    if (shared === undefined) return this.supervisor.attach(connection);
+    if (!this.joined) {
+      this.joined = true;
+      shared.channel.join(this);
+    } else this.mayWait(0);
+    return Promise.resolve();
+  }
+
+  /** Pooled: the shared channel opened a generation. */
+  linkOpened(_link: SharedLink): void {
+    this.mayWait(0);
+  }
+
+  linkClosed(_link: SharedLink): void {
+    // Nothing of it is ours between turns; a turn in progress ends on its failed get.
   }
 
   detach(): void {
-    this.supervisor.detach();
+    if (this.options.shared === undefined) this.supervisor.detach();
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
-    await this.supervisor.close();
+    if (this.options.shared === undefined) await this.supervisor.close();
+    else this.options.shared.channel.leave(this);
   }
 
   /** Suspects may be waiting: look in `delayMs`. */
@@ -107,10 +133,7 @@ export class SuspectWatch {
     this.checking = true;
     this.pending = false;
     try {
-      const suspects = this.supervisor.current;
-      if (suspects !== undefined && (await suspects.channel.checkQueue(this.options.queue)).messageCount > 0) {
-        await this.options.gate.runAlone(() => this.runSuspects());
-      }
+      if ((await this.waiting()) > 0) await this.options.gate.runAlone(() => this.runSuspects());
     } catch (err) {
       // The suspect channel closed (its queue was deleted): its supervisor heals it.
       this.options.log.debug('could not look for suspects', { queue: this.options.queue, err: (err as Error).message });
@@ -129,7 +152,7 @@ export class SuspectWatch {
         this.unfinished = true;
         return;
       }
-      const suspects = this.supervisor.current;
+      const suspects = this.current;
       if (suspects === undefined) return;
       // The previous suspect's ack goes out first: on one channel the broker handles frames in
       // order, so it is settled before the next suspect (which may kill the process) arrives.
@@ -139,6 +162,17 @@ export class SuspectWatch {
       suspects.source.delivered(message);
       await this.options.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.options.queue });
     }
+  }
+
+  /** Suspects in the queue now; 0 without a channel (its supervisor, or the pool, heals it). */
+  private async waiting(): Promise<number> {
+    const shared = this.options.shared;
+    if (shared !== undefined) {
+      if (shared.channel.current === undefined) return 0;
+      return (await shared.probe.messageCount(this.options.queue)) ?? 0;
+    }
+    const suspects = this.supervisor.current;
+    return suspects === undefined ? 0 : (await suspects.channel.checkQueue(this.options.queue)).messageCount;
   }
 
   private async openChannel(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<SuspectChannel> {

@@ -2,8 +2,11 @@ import type { Channel, ConsumeMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { Logger } from '../logging/logger.js';
 import { ChannelSupervisor, HEAL_DELAY_MS, MAX_HEAL_ATTEMPTS } from './channel-supervisor.js';
-import { ConsumerSource } from './consumer-source.js';
+import { closeSource, ConsumerSource } from './consumer-source.js';
 import type { Delivery } from './delivery.js';
+import type { LinkMember, QueueProbe, SharedChannel, SharedLink } from './shared-channel.js';
+
+export { closeSource } from './consumer-source.js';
 
 export interface WorkConsumersOptions {
   /** The physical queues consumed: the main queue and its `due` companion. */
@@ -22,6 +25,12 @@ export interface WorkConsumersOptions {
   onFatal(err: Error): void;
   /** Told what was in hand when the channel closed (see LossLedger). */
   lost(messageIds: string[]): void;
+  /**
+   * Pooled: consume on this channel, shared with other tenants' runners, instead of one of its
+   * own; queues are checked on the probe before each consume (a consume of a missing queue would
+   * close the channel for every tenant).
+   */
+  shared?: { channel: SharedChannel; probe: QueueProbe };
 }
 
 /** The work channel: the `main` and `due` consumers, and the acknowledgements of their deliveries. */
@@ -29,6 +38,8 @@ interface WorkChannel {
   channel: Channel;
   source: ConsumerSource;
   consumers: Map<'main' | 'due', string>;
+  /** Pooled: the shared generation it is a view of. */
+  link?: SharedLink;
 }
 
 /**
@@ -41,8 +52,11 @@ interface WorkChannel {
  * it a second later, while the other consumer and the jobs in flight carry on. Either gives up
  * after MAX_HEAL_ATTEMPTS failures in a row on a live connection (`onFatal`).
  */
-export class WorkConsumers {
+export class WorkConsumers implements LinkMember {
   readonly supervisor: ChannelSupervisor<WorkChannel>;
+  /** Pooled: this runner's consumers on the shared channel's open generation. */
+  private view: WorkChannel | undefined;
+  private joined = false;
   private connection: AmqpConnection | undefined;
   private syncing: Promise<void> = Promise.resolve();
   private resubscribing: NodeJS.Timeout | undefined;
@@ -62,29 +76,75 @@ export class WorkConsumers {
 
   /** Both consumers on. */
   get consuming(): boolean {
-    return this.supervisor.current?.consumers.size === 2;
+    return this.current?.consumers.size === 2;
   }
 
   /** The channel is up (its consumers may be off on purpose). */
   get open(): boolean {
-    return this.supervisor.current !== undefined;
+    return this.current !== undefined;
+  }
+
+  private get current(): WorkChannel | undefined {
+    if (this.options.shared === undefined) return this.supervisor.current;
+    return this.view !== undefined && !this.view.source.closed ? this.view : undefined;
+  }
+
+  /** Pooled: the shared channel (attached by the pool) opened a generation. */
+  linkOpened(link: SharedLink): void {
+    this.view = { channel: link.channel, source: link.source, consumers: new Map(), link };
+    void this.sync();
+  }
+
+  /** Pooled: a generation closed; what waits of it is the broker's again. */
+  linkClosed(link: SharedLink): void {
+    if (this.view?.link !== link) return;
+    this.view.consumers.clear();
+    this.view = undefined;
+    this.options.abandon(link.source);
   }
 
   async attach(connection: AmqpConnection): Promise<void> {
     this.connection = connection;
     clearTimeout(this.resubscribing);
-    await this.supervisor.attach(connection);
+    const shared = this.options.shared;
+    if (shared === undefined) {
+      await this.supervisor.attach(connection);
+      return;
+    }
+    if (this.joined) {
+      const link = shared.channel.current;
+      if (link !== undefined && this.view?.link !== link) this.linkOpened(link);
+      else await this.sync();
+    } else {
+      this.joined = true;
+      shared.channel.join(this);
+    }
+    await this.syncing;
   }
 
   detach(): void {
     this.connection = undefined;
     clearTimeout(this.resubscribing);
-    this.supervisor.detach();
+    if (this.options.shared === undefined) this.supervisor.detach();
+    else if (this.view?.link !== undefined) this.linkClosed(this.view.link);
   }
 
   async close(): Promise<void> {
     clearTimeout(this.resubscribing);
-    await this.supervisor.close();
+    const shared = this.options.shared;
+    if (shared === undefined) {
+      await this.supervisor.close();
+      return;
+    }
+    // The channel stays for the other tenants: this runner's consumers go (stop cancelled them
+    // already), and what it settled is sent.
+    shared.channel.leave(this);
+    const view = this.view;
+    this.view = undefined;
+    if (view === undefined) return;
+    for (const tag of view.consumers.values()) await view.channel.cancel(tag).catch(() => undefined);
+    view.consumers.clear();
+    view.source.flush();
   }
 
   /**
@@ -95,8 +155,12 @@ export class WorkConsumers {
    * channel when a suspect kills the process would be lost, its job run again.
    */
   async settled(): Promise<void> {
-    const work = this.supervisor.current;
+    const work = this.current;
     if (work === undefined) return;
+    if (work.link !== undefined) {
+      await work.link.settled();
+      return;
+    }
     work.source.flush();
     await work.channel.prefetch(this.options.prefetch).catch(() => undefined);
   }
@@ -113,20 +177,34 @@ export class WorkConsumers {
   }
 
   private async reconcile(): Promise<void> {
-    const work = this.supervisor.current;
+    const work = this.current;
     if (work === undefined) return;
     const wanted = this.options.wanted();
     for (const kind of ['main', 'due'] as const) {
       const tag = work.consumers.get(kind);
       if (wanted && tag === undefined) {
         const queue = this.options.queues[kind];
-        const { consumerTag } = await work.channel.consume(queue, (message) => this.onDelivery(work, kind, message), { noAck: false });
+        const consumerTag = await this.consume(work, kind, queue);
+        if (consumerTag === undefined) return;
         work.consumers.set(kind, consumerTag);
       } else if (!wanted && tag !== undefined) {
         work.consumers.delete(kind);
         await work.channel.cancel(tag).catch(() => undefined);
       }
     }
+  }
+
+  /** @returns the consumer tag, or undefined when the queue is missing (re-declared, then consumed, a second later). */
+  private async consume(work: WorkChannel, kind: 'main' | 'due', queue: string): Promise<string | undefined> {
+    const onMessage = (message: ConsumeMessage | null): void => this.onDelivery(work, kind, message);
+    const link = work.link;
+    if (link === undefined) return (await work.channel.consume(queue, onMessage, { noAck: false })).consumerTag;
+    if ((await (this.options.shared as { probe: QueueProbe }).probe.messageCount(queue)) === undefined) {
+      this.options.log.warn('queue missing; declaring it again before consuming', { queue });
+      this.resubscribe();
+      return undefined;
+    }
+    return link.consume(queue, this.options.prefetch, onMessage);
   }
 
   private async openChannel(connection: AmqpConnection, lost: (reason: string) => void, healing: boolean): Promise<WorkChannel> {
@@ -185,11 +263,4 @@ export class WorkConsumers {
         );
     }, HEAL_DELAY_MS);
   }
-}
-
-/** Sends the acknowledgements gathered so far, then closes the channel on purpose. */
-export async function closeSource(source: ConsumerSource): Promise<void> {
-  source.flush();
-  source.closed = true;
-  await source.channel.close().catch(() => undefined);
 }

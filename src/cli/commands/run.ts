@@ -7,6 +7,9 @@ import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 import { resolveTenant } from '../resolve-tenant.js';
+import { queueFor } from '../../config/queue-resolver.js';
+import { checkTenantSlug } from '../../util/tenant-slug.js';
+import { pooledThreads } from './pooled-threads.js';
 
 /** `stagecoach run <stage> [--tenant T] [--variant V]` */
 export async function runStage(
@@ -25,6 +28,54 @@ export async function runStage(
   // A tenant nobody configured or provisioned is a typo, not a new tenant: exit 2 (checked once connected).
   const group = new StageGroup(config, [instance], log, { knownTenantsOnly: true });
   return runGroup(group, false, httpPort(opts.httpPort, config.httpPort), log);
+}
+
+/**
+ * `stagecoach run <stage> --tenants a,b,c | --all-tenants [--variant V]`: one process, one
+ * connection, the stage's queue of every tenant, slots shared by weight (StageGroup `pooled`).
+ */
+export async function runPooled(
+  name: string,
+  opts: { tenant?: string; tenants?: string; allTenants?: boolean; variant?: string; config?: string; httpPort?: string },
+): Promise<number> {
+  if (opts.tenant !== undefined) throw new StagecoachError('INVALID_REQUEST', '--tenant goes without --tenants and --all-tenants');
+  if (opts.tenants !== undefined && opts.allTenants === true) {
+    throw new StagecoachError('INVALID_REQUEST', '--tenants and --all-tenants exclude each other');
+  }
+  const listed = opts.tenants === undefined ? [] : parseTenantList(opts.tenants);
+  const config = await loadConfig(opts.config);
+  const stage = await loadStage(config, name);
+  if (queueFor(config, stage.metadata.input).scope !== 'tenant') {
+    throw new StagecoachError('INVALID_REQUEST', `stage "${name}" reads a shared queue: run it without --tenants or --all-tenants`);
+  }
+  const variant = opts.variant === undefined ? {} : { variant: opts.variant };
+  const log = createLogger({ service: 'stagecoach', stage: name, mode: 'pooled' });
+  const handler = await pooledThreads(config, stage, log);
+  const group = new StageGroup(
+    config,
+    listed.map((tenant) => ({ stage, tenant, ...variant })),
+    log,
+    {
+      knownTenantsOnly: true,
+      pooled: { stage, ...variant, follow: opts.allTenants === true, ...(handler === undefined ? {} : { handler }) },
+    },
+  );
+  try {
+    return await runGroup(group, false, httpPort(opts.httpPort, config.httpPort), log);
+  } finally {
+    await handler?.close();
+  }
+}
+
+/** `--tenants a,b,c`: slugs, each once. */
+function parseTenantList(list: string): string[] {
+  const tenants = list
+    .split(',')
+    .map((tenant) => tenant.trim())
+    .filter((tenant) => tenant !== '');
+  if (tenants.length === 0) throw new StagecoachError('INVALID_REQUEST', '--tenants needs at least one tenant, e.g. --tenants acme,globex');
+  for (const tenant of tenants) checkTenantSlug(tenant, '--tenants');
+  return [...new Set(tenants)];
 }
 
 /** `stagecoach dev`: every stage for every tenant, after provisioning them all. */

@@ -1,0 +1,181 @@
+import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { ConfirmPublisher, type QueueFullObserver } from '../broker/confirm-publisher.js';
+import { ListedDrainMarkers, type DrainMarkers } from '../broker/drain-markers.js';
+import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
+import { tenantShare } from '../config/tenant-share.js';
+import type { Logger } from '../logging/logger.js';
+import { vhostOfAmqpUrl } from '../security/broker-users.js';
+import { ManagementApi } from '../security/management-api.js';
+import type { StageHandler } from '../stage/stage.types.js';
+import { stateMarker, type QueueState } from '../state/queue-state.js';
+import { ChannelSupervisor } from './channel-supervisor.js';
+import { FairShare } from './fair-share.js';
+import type { LossLedger } from './loss-ledger.js';
+import { QueueProbe, SharedChannel } from './shared-channel.js';
+import type { PooledResources } from './stage-runner.js';
+
+/**
+ * Tenants whose consumers share one work channel. A channel is one broker process and one
+ * ordered stream of frames: a hundred tenants on one keeps the channel count far below the
+ * 2,047 a connection may have, and a channel lost (healed a second later) interrupts only them.
+ */
+export const TENANTS_PER_WORK_CHANNEL = 100;
+
+export interface TenantPoolOptions {
+  config: CompiledConfig;
+  settings: CompiledStageConfig;
+  log: Logger;
+  ledger: LossLedger;
+  /** A shared channel that cannot be healed fails the process, as a runner's own would. */
+  onFatal(err: Error): void;
+  onQueueFull?: QueueFullObserver;
+  /** Worker threads serving every tenant, when the stage has `threads`. */
+  handler?: StageHandler;
+  /** See PooledResources.redeclare. @defaultValue true */
+  redeclare?: boolean;
+}
+
+/**
+ * What the runners of a pooled process (`run --tenants` / `--all-tenants`) share: one confirm
+ * channel, a work channel per TENANTS_PER_WORK_CHANNEL tenants, one suspect channel, a queue
+ * probe, and the stage's `concurrency` slots as a {@link FairShare}.
+ *
+ * Lifecycle: `attach(connection)` opens every channel on a new connection (the group does it
+ * before attaching the runners, at start and after every reconnect); `detach()` forgets them
+ * when the connection is gone; `close()` ends them after every runner stopped.
+ */
+export class TenantPool {
+  readonly share: FairShare;
+  readonly publishers: ChannelSupervisor<ConfirmPublisher>;
+  readonly suspects: SharedChannel;
+  readonly probe = new QueueProbe();
+  private readonly work: SharedChannel[] = [];
+  /** Runners given each work channel and not yet released (they join it only when they attach). */
+  private readonly assigned = new Map<SharedChannel, number>();
+  private connection: AmqpConnection | undefined;
+
+  constructor(private readonly options: TenantPoolOptions) {
+    const { settings, log, onFatal } = options;
+    this.share = new FairShare(settings.concurrency);
+    this.publishers = new ChannelSupervisor<ConfirmPublisher>({
+      name: 'publisher',
+      log,
+      onFatal,
+      isOpen: (publisher) => publisher.isOpen,
+      open: (connection, lost) => ConfirmPublisher.open(connection, () => lost('publisher channel closed'), options.onQueueFull),
+      close: (publisher) => publisher.close(),
+    });
+    this.suspects = new SharedChannel({ name: 'suspect', log, onFatal, lost: (ids) => options.ledger.record(ids) });
+  }
+
+  /** Channels open now: publisher, suspects, work. */
+  get channels(): number {
+    return 2 + this.work.length;
+  }
+
+  /**
+   * What one tenant's runner gets: the least-filled work channel (a new one when all are full),
+   * its weight and cap, and its prefetch: `tenant_prefetch`, at most its cap plus two (more in
+   * hand than it may run only delays other processes).
+   */
+  resourcesFor(tenant: string): PooledResources {
+    const share = tenantShare(this.options.config, tenant);
+    const prefetch = Math.max(1, Math.min(this.options.settings.tenantPrefetch, (share.maxConcurrency ?? Number.POSITIVE_INFINITY) + 2));
+    return {
+      publishers: this.publishers,
+      work: this.workChannel(),
+      suspects: this.suspects,
+      probe: this.probe,
+      share: this.share,
+      weight: share.weight,
+      maxConcurrency: share.maxConcurrency,
+      prefetch,
+      redeclare: this.options.redeclare ?? true,
+      ...(this.options.handler === undefined ? {} : { handler: this.options.handler }),
+    };
+  }
+
+  /** A runner stopped for good: its place on its work channel is free. */
+  release(resources: PooledResources): void {
+    const count = this.assigned.get(resources.work);
+    if (count !== undefined) this.assigned.set(resources.work, count - 1);
+  }
+
+  async attach(connection: AmqpConnection): Promise<void> {
+    this.connection = connection;
+    this.probe.attach(connection);
+    await this.publishers.attach(connection);
+    await this.suspects.attach(connection);
+    for (const channel of this.work) await channel.attach(connection);
+  }
+
+  detach(): void {
+    this.connection = undefined;
+    this.publishers.detach();
+    this.suspects.detach();
+    for (const channel of this.work) channel.detach();
+  }
+
+  async close(): Promise<void> {
+    this.connection = undefined;
+    for (const channel of this.work) await channel.close();
+    await this.suspects.close();
+    await this.probe.close();
+    await this.publishers.close();
+  }
+
+  /**
+   * Every queue state of the stage's input at once, from one listing of the marker exchanges
+   * (src/state/queue-state.ts): a thousand tenants are a thousand passive declares otherwise.
+   * @returns undefined when the management API does not answer (each runner then looks itself).
+   */
+  async statesOf(targets: ReadonlyArray<{ queue: string; tenant?: string; variant?: string }>): Promise<Array<QueueState | undefined>> {
+    const { config, log } = this.options;
+    let names: Set<string>;
+    try {
+      names = new Set(await new ManagementApi(config.broker.management).listExchangeNames(vhostOfAmqpUrl(config.broker.url)));
+    } catch (err) {
+      log.warn('queue states not listed (management API); each tenant reads its own', { err: (err as Error).message });
+      return targets.map(() => undefined);
+    }
+    return targets.map((target) => {
+      if (names.has(stateMarker(config.prefix, 'draining', target))) return 'draining';
+      return names.has(stateMarker(config.prefix, 'paused', target)) ? 'paused' : 'active';
+    });
+  }
+
+  /**
+   * Where a declaration of every tenant's topology reads the drain markers: one listing through
+   * the management API, when it answers, instead of two passive declares per tenant (each missing
+   * marker costing a channel). Empty (the default, probing) when it does not.
+   */
+  async drainMarkers(): Promise<{ drainMarkers?: DrainMarkers }> {
+    const { config, log } = this.options;
+    const api = new ManagementApi(config.broker.management);
+    const vhost = vhostOfAmqpUrl(config.broker.url);
+    try {
+      await api.listExchangeNames(vhost);
+      return { drainMarkers: new ListedDrainMarkers(api, vhost) };
+    } catch (err) {
+      log.debug('drain markers probed one by one (management API)', { err: (err as Error).message });
+      return {};
+    }
+  }
+
+  private workChannel(): SharedChannel {
+    const count = (channel: SharedChannel): number => this.assigned.get(channel) ?? 0;
+    let least = this.work[0];
+    for (const channel of this.work) if (count(channel) < count(least)) least = channel;
+    if (least !== undefined && count(least) < TENANTS_PER_WORK_CHANNEL) {
+      this.assigned.set(least, count(least) + 1);
+      return least;
+    }
+    const { log, onFatal, ledger } = this.options;
+    const channel = new SharedChannel({ name: `work-${this.work.length + 1}`, log, onFatal, lost: (ids) => ledger.record(ids) });
+    this.work.push(channel);
+    this.assigned.set(channel, 1);
+    // A tenant added while connected: its channel opens now, and the runner joins it when it attaches.
+    if (this.connection !== undefined) void channel.attach(this.connection).catch(() => undefined);
+    return channel;
+  }
+}

@@ -1,0 +1,204 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
+import { EventPublisher } from '../../src/events/event-publisher.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { provisionBroker } from '../../src/plan/provision-broker.js';
+import { retireTenant } from '../../src/admin/retire-tenant.js';
+import { sendControl } from '../../src/control/send-control.js';
+import { Publisher } from '../../src/publisher/publisher.js';
+import { StageGroup } from '../../src/runner/stage-group.js';
+import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
+import { teardown, withTestConfig } from '../../src/testing/test-config.js';
+import { BrokerNames } from '../../src/topology/names.js';
+import { pooled } from '../fixtures/pooled-stages.js';
+import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { writeConfigFile } from '../helpers/config-file.js';
+import { RawBroker } from '../helpers/raw-broker.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const log = createLogger({ test: 'pooled' }, 'error');
+const SOURCE = path.join(here, '../fixtures/config.json');
+
+function configWith(raw: Partial<RawConfig>, concurrency: number): CompiledConfig {
+  return withTestConfig({ stages: { sleeper: { module: './pooled-stages.js', concurrency } }, ...raw }, SOURCE);
+}
+
+async function sleeperOf(config: CompiledConfig): Promise<LoadedStage> {
+  return (await loadAllStages(config)).find((stage) => stage.metadata.name === 'sleeper') as LoadedStage;
+}
+
+/** A pooled group of the sleeper stage over `tenants`; it declares what its tenants need, as `run` does. */
+async function pooledGroup(config: CompiledConfig, tenants: string[], follow = false): Promise<StageGroup> {
+  const stage = await sleeperOf(config);
+  const group = new StageGroup(
+    config,
+    tenants.map((tenant) => ({ stage, tenant })),
+    log,
+    { pooled: { stage, follow, resyncMs: 60_000 } },
+  );
+  await group.start();
+  return group;
+}
+
+async function publishNaps(config: CompiledConfig, tenant: string, count: number, ms: number): Promise<void> {
+  const publisher = await Publisher.connect(config, { log });
+  try {
+    await Promise.all(Array.from({ length: count }, () => publisher.publish('naps', { type: 'nap', args: [ms], tenant })));
+  } finally {
+    await publisher.close();
+  }
+}
+
+/** Publishes every tenant's naps on one connection, interleaved, as fast as confirms allow. */
+async function publishMany(config: CompiledConfig, batches: Array<{ tenant: string; count: number; ms: number }>): Promise<void> {
+  const publisher = await Publisher.connect(config, { log });
+  try {
+    const sends: Array<Promise<unknown>> = [];
+    for (let i = 0; i < Math.max(...batches.map((b) => b.count)); i++) {
+      for (const { tenant, count, ms } of batches)
+        if (i < count) sends.push(publisher.publish('naps', { type: 'nap', args: [ms], tenant }));
+    }
+    await Promise.all(sends);
+  } finally {
+    await publisher.close();
+  }
+}
+
+describe('pooled stage processes (run --tenants / --all-tenants)', function () {
+  this.timeout(90_000);
+  let config: CompiledConfig;
+  let group: StageGroup | undefined;
+
+  beforeEach(() => pooled.reset());
+
+  afterEach(async () => {
+    await group?.stop();
+    group = undefined;
+    const stage = await sleeperOf(config);
+    await teardown(config, [stage.metadata]);
+  });
+
+  it('serves many tenants on one connection and few channels, one stage instance per tenant', async () => {
+    const tenants = Array.from({ length: 150 }, (_, i) => `t${i}`);
+    config = configWith({ tenants }, 4);
+    group = await pooledGroup(config, tenants);
+    expect(group.readiness()).to.deep.equal({ ready: true });
+    expect(group.connections).to.equal(1);
+    // publisher, suspects, and a work channel per 100 tenants
+    expect(group.pool?.channels).to.equal(4);
+    await Promise.all(['t0', 't77', 't149'].map((tenant) => publishNaps(config, tenant, 3, 1)));
+    await waitFor('every job run', () => pooled.runs.length === 9);
+    expect([...pooled.built.entries()].sort()).to.deep.equal([
+      ['t0', 1],
+      ['t149', 1],
+      ['t77', 1],
+    ]);
+    expect(pooled.built.size, 'instances are built at a tenant’s first job, not for idle tenants').to.equal(3);
+  });
+
+  it('gives quiet tenants their share while one tenant floods the queue', async () => {
+    const quiet = ['q1', 'q2', 'q3', 'q4', 'q5'];
+    config = configWith({ tenants: ['flood', ...quiet] }, 4);
+    group = await pooledGroup(config, ['flood', ...quiet]);
+    await publishNaps(config, 'flood', 400, 2);
+    await waitFor('the flood running', () => pooled.runs.length >= 10);
+    await publishMany(
+      config,
+      quiet.map((tenant) => ({ tenant, count: 20, ms: 2 })),
+    );
+    await waitFor('every job run', () => pooled.runs.length === 500, 60_000);
+    const quietRuns = pooled.runs.filter((run) => run.tenant !== 'flood');
+    const quietStart = Math.min(...quietRuns.map((run) => run.start));
+    const quietDone = Math.max(...quietRuns.map((run) => run.end));
+    const floodMeanwhile = pooled.runs.filter((run) => run.tenant === 'flood' && run.start >= quietStart && run.start <= quietDone).length;
+    // Equal weights: while all six are busy the flood gets a sixth of the slots, so it runs
+    // about 20 jobs while the quiet tenants run their 100 (first come, first served: 400).
+    expect(floodMeanwhile, 'flood jobs started while the quiet tenants had work').to.be.below(50);
+    expect(pooled.runs.filter((run) => run.tenant === 'flood')).to.have.length(400);
+  });
+
+  it('never runs more jobs of a tenant at once than its max_concurrency', async () => {
+    config = configWith({ tenants: [{ name: 'capped', max_concurrency: 2 }, 'free'] }, 6);
+    group = await pooledGroup(config, ['capped', 'free']);
+    await Promise.all([publishNaps(config, 'capped', 30, 20), publishNaps(config, 'free', 30, 20)]);
+    await waitFor('every job run', () => pooled.runs.length === 60, 30_000);
+    expect(pooled.peak.get('capped')).to.equal(2);
+    expect(pooled.peak.get('free'), 'the other tenant takes the slots the capped one may not').to.be.at.least(3);
+  });
+
+  it('with --all-tenants, serves a tenant provisioned while it runs within 5 s and releases it when retired', async () => {
+    config = configWith({ tenants: ['acme'] }, 2);
+    group = await pooledGroup(config, [], true);
+    expect(group.tenants).to.deep.equal(['acme']);
+    const stage = await sleeperOf(config);
+    const events = new EventPublisher(config, { source: 'stagecoach/test', log });
+    try {
+      await provisionBroker(config, [stage.metadata], log, { tenant: 'newco', onEvent: events.sink });
+      const provisioned = Date.now();
+      await publishNaps(config, 'newco', 1, 1);
+      await waitFor("newco's job run", () => pooled.runs.some((run) => run.tenant === 'newco'), 5000);
+      expect(Date.now() - provisioned).to.be.below(5000);
+      expect(group.tenants).to.include('newco');
+
+      // As with a container per tenant: the stages reading it stop first, then it is retired.
+      await sendControl(config, { command: 'terminate', tenant: 'newco' }, log);
+      await waitFor('newco released', () => !group?.tenants.includes('newco'), 5000);
+      const raw = await RawBroker.connect(config.broker.url);
+      try {
+        await waitFor(
+          'no consumer of newco',
+          async () => (await raw.consumers(new BrokerNames(config.prefix).queue('naps', 'newco'))) === 0,
+        );
+        await retireTenant(config, 'newco', log, { strategy: 'discard', onEvent: events.sink });
+        expect(await raw.exists(new BrokerNames(config.prefix).queue('naps', 'newco')), 'a retired tenant’s queue stays gone').to.equal(
+          false,
+        );
+      } finally {
+        await raw.close();
+      }
+      expect(group.readiness().ready).to.equal(true);
+    } finally {
+      await events.close();
+    }
+  });
+
+  it('drains every tenant on SIGTERM and exits 0 (stagecoach run --tenants)', async () => {
+    config = configWith({ tenants: ['a', 'b', 'c'] }, 3);
+    const stage = await sleeperOf(config);
+    const file = await writeConfigFile(
+      {
+        tenants: ['a', 'b', 'c'],
+        stages: { sleeper: { module: path.join(REPO_ROOT, 'dist/test/fixtures/pooled-stages.js'), concurrency: 3 } },
+      },
+      [stage.metadata],
+      'pooled',
+    );
+    config = file.config;
+    const child = spawnCli(['run', 'sleeper', '--tenants', 'a,b,c', '--config', file.file, '--http-port', '0']);
+    try {
+      await waitFor('consuming', () => /tenants consuming/.test(child.err), 20_000);
+      for (const tenant of ['a', 'b', 'c']) await publishNaps(config, tenant, 1, 1500);
+      await waitFor('every job taken', async () => {
+        for (const tenant of ['a', 'b', 'c']) if ((await file.raw.count(file.names.queue('naps', tenant))) !== 0) return false;
+        return true;
+      });
+      child.kill('SIGTERM');
+      const exit = await finished(child, 20_000, 'run --tenants');
+      expect(exit.code, exit.stderr).to.equal(0);
+      // Drained means finished and acknowledged: nothing went back to the queues.
+      for (const tenant of ['a', 'b', 'c']) expect(await file.raw.count(file.names.queue('naps', tenant)), tenant).to.equal(0);
+      const stopped = exit.stderr.split('\n').filter((line) => line.includes('"message":"stage stopped"'));
+      expect(stopped, exit.stderr).to.have.length(3);
+      expect(
+        stopped.every((line) => line.includes('"drained":true')),
+        stopped.join('\n'),
+      ).to.equal(true);
+    } finally {
+      child.kill('SIGKILL');
+      await file.remove();
+    }
+  });
+});
