@@ -165,9 +165,21 @@ describe('configuration', () => {
       module: '/srv/app/stages/conv.js',
       concurrency: 8,
       prefetch: 18,
+      tenantPrefetch: 10,
       options: {},
       threads: undefined,
     });
+  });
+
+  it('takes tenant_prefetch as written, else the smaller of prefetch and concurrency + 2', () => {
+    const stages = compileConfig({
+      stages: {
+        small: { module: 'a.js', concurrency: 8, prefetch: 4 },
+        set: { module: 'b.js', concurrency: 8, tenant_prefetch: 3 },
+      },
+    }).stages;
+    expect(stages.get('small')?.tenantPrefetch).to.equal(4);
+    expect(stages.get('set')?.tenantPrefetch).to.equal(3);
   });
 
   describe('loadConfig', () => {

@@ -1,0 +1,120 @@
+import { expect } from 'chai';
+import { FairShare, type SeatOptions, type ShareSeat } from '../../src/runner/fair-share.js';
+
+/** A tenant with `backlog` jobs waiting; every job it starts is recorded in `order` until ended by the test. */
+class Tenant {
+  readonly seat: ShareSeat;
+  running = 0;
+
+  constructor(
+    share: FairShare,
+    readonly name: string,
+    public backlog: number,
+    private readonly order: string[],
+    options: SeatOptions = {},
+  ) {
+    this.seat = share.join({ startOne: () => this.startOne() }, options);
+  }
+
+  startOne(): boolean {
+    if (this.backlog === 0) return false;
+    this.backlog--;
+    this.running++;
+    this.order.push(this.name);
+    return true;
+  }
+
+  /** One of its jobs ended. */
+  end(): void {
+    this.running--;
+    this.seat.release();
+    if (this.backlog > 0) this.seat.want();
+  }
+}
+
+/** Runs every job to the end, oldest first, the way slots free up in a process; returns the start order. */
+function drain(share: FairShare, tenants: Tenant[], order: string[], jobs: number): string[] {
+  const inFlight: Tenant[] = [];
+  // What runs already are the last starts: slots free up oldest first.
+  let seen = order.length - share.inUse;
+  for (const tenant of tenants) if (tenant.backlog > 0) tenant.seat.want();
+  while (order.length < jobs || inFlight.length > 0) {
+    for (; seen < order.length; seen++) inFlight.push(tenants.find((t) => t.name === order[seen]) as Tenant);
+    const next = inFlight.shift();
+    if (next === undefined) break;
+    next.end();
+  }
+  expect(share.inUse).to.equal(0);
+  return order;
+}
+
+describe('FairShare', () => {
+  it('gives a tenant with 10 jobs a turn between every job of a flood of 1,000', () => {
+    const share = new FairShare(4);
+    const order: string[] = [];
+    const flood = new Tenant(share, 'flood', 1000, order);
+    const quiet = new Tenant(share, 'quiet', 10, order);
+    drain(share, [flood, quiet], order, 1010);
+    const lastQuiet = order.lastIndexOf('quiet');
+    expect(lastQuiet, 'start index of the quiet tenant’s last job').to.be.below(25);
+  });
+
+  it('shares the slots 3:1 between two busy tenants weighted 3 and 1', () => {
+    const share = new FairShare(8);
+    const order: string[] = [];
+    const heavy = new Tenant(share, 'heavy', 3000, order, { weight: 3 });
+    const light = new Tenant(share, 'light', 3000, order, { weight: 1 });
+    drain(share, [heavy, light], order, 6000);
+    const firstThousand = order.slice(0, 1000);
+    const heavyShare = firstThousand.filter((name) => name === 'heavy').length / 1000;
+    expect(heavyShare).to.be.closeTo(0.75, 0.01);
+  });
+
+  it('never holds more slots for a tenant than its max_concurrency, and lends the rest', () => {
+    const share = new FairShare(6);
+    const order: string[] = [];
+    const capped = new Tenant(share, 'capped', 50, order, { maxConcurrency: 2 });
+    const free = new Tenant(share, 'free', 50, order);
+    capped.seat.want();
+    free.seat.want();
+    expect(capped.running).to.equal(2);
+    expect(free.running).to.equal(4);
+    capped.end();
+    expect(capped.running, 'its freed slot goes to whoever is next, within its cap').to.be.at.most(2);
+    expect(share.inUse).to.equal(6);
+  });
+
+  it('gives a lone tenant every slot (work-conserving)', () => {
+    const share = new FairShare(5);
+    const order: string[] = [];
+    const alone = new Tenant(share, 'alone', 100, order);
+    alone.seat.want();
+    expect(alone.running).to.equal(5);
+  });
+
+  it('earns an idle tenant no credit: back after idling, it takes its share, not the slots it missed', () => {
+    const share = new FairShare(2);
+    const order: string[] = [];
+    const busy = new Tenant(share, 'busy', 200, order);
+    const sleeper = new Tenant(share, 'sleeper', 0, order);
+    busy.seat.want();
+    for (let i = 0; i < 100; i++) busy.end();
+    const before = order.length;
+    sleeper.backlog = 50;
+    drain(share, [busy, sleeper], order, 252);
+    const next40 = order.slice(before, before + 40);
+    // With credit for its idle time it would take every slot for its 50 jobs.
+    expect(next40.filter((name) => name === 'sleeper').length / 40).to.be.within(0.4, 0.6);
+  });
+
+  it('leaves a slot free when the tenant granted it has nothing to start after all', () => {
+    const share = new FairShare(3);
+    const order: string[] = [];
+    const empty = new Tenant(share, 'empty', 0, order);
+    empty.seat.want();
+    expect(share.inUse).to.equal(0);
+    const other = new Tenant(share, 'other', 3, order);
+    other.seat.want();
+    expect(share.inUse).to.equal(3);
+  });
+});
