@@ -28,6 +28,8 @@ import type { Logger } from '../logging/logger.js';
  * | `stagecoach_queue_max_size` | gauge | `physical_queue` | the queue's `max_size` (messages) in force on the broker, from the same source; no series when unlimited or unknown |
  * | `stagecoach_queue_utilization` | gauge | `physical_queue` | depth / max_size (ratio, 1 = full), from the same scrape; no series when unlimited or unknown |
  * | `stagecoach_queue_overflow_total` | counter | `physical_queue`, `policy`; no `stage` | jobs this process published that a full queue refused (`policy` `reject`); see {@link StageMetrics.queueOverflow} |
+ * | `stagecoach_consuming` | gauge | | 1 while the instance (one tenant of a pooled process) consumes as it should, or is meant not to (paused, quiet); 0 while it should and does not. From {@link StageMetrics.setRunnerSource} at scrape time |
+ * | `stagecoach_jobs_in_flight` | gauge | | jobs of the instance being processed or settled now, from the same source |
  * | `stagecoach_connection_up` | gauge | none at all | 1 while the broker connection is up, else 0 |
  * | `stagecoach_reconnects_total` | counter | none at all | times the broker connection was re-established after a loss |
  *
@@ -61,6 +63,7 @@ export class StageMetrics {
   private readonly queueUtilization: Gauge<StageLabelName | 'physical_queue'>;
   private readonly queueOverflows: Counter<'queue' | 'tenant' | 'physical_queue' | 'policy'>;
   private readonly connectionUp: Gauge;
+  private runnerSource: (() => readonly RunnerSample[]) | undefined;
   private readonly reconnects: Counter;
 
   constructor(options: StageMetricsOptions = {}) {
@@ -132,6 +135,26 @@ export class StageMetrics {
       labelNames: ['queue', 'tenant', 'physical_queue', 'policy'],
       registers,
     });
+    const runnerGauge = (name: string, help: string, value: (sample: RunnerSample) => number): Gauge<StageLabelName> =>
+      new Gauge({
+        name,
+        help,
+        labelNames: [...STAGE_LABELS],
+        registers,
+        collect() {
+          const source = self.runnerSource;
+          if (source === undefined) return;
+          // Tenants released since the last scrape leave no stale series.
+          this.reset();
+          for (const sample of source()) this.set({ stage: sample.stage, queue: sample.queue, tenant: sample.tenant }, value(sample));
+        },
+      });
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client binds `this` in collect() to the gauge
+    const self = this;
+    runnerGauge('stagecoach_consuming', 'Whether the instance consumes as it should (1), or should and does not (0).', (s) =>
+      s.consuming ? 1 : 0,
+    );
+    runnerGauge('stagecoach_jobs_in_flight', 'Jobs of the instance being processed or settled now.', (s) => s.inFlight);
     this.connectionUp = new Gauge({ name: 'stagecoach_connection_up', help: '1 while the broker connection is up, else 0.', registers });
     this.connectionUp.set(0);
     this.reconnects = new Counter({
@@ -185,6 +208,11 @@ export class StageMetrics {
    */
   setQueueDepthSource(source: QueueDepthSource | undefined): void {
     this.queueDepthSource = source;
+  }
+
+  /** Where `stagecoach_consuming` and `stagecoach_jobs_in_flight` come from, at every scrape (synchronous, cheap). */
+  setRunnerSource(source: (() => readonly RunnerSample[]) | undefined): void {
+    this.runnerSource = source;
   }
 
   /**
@@ -319,6 +347,16 @@ export interface InstanceMetrics {
 }
 
 /** One queue's depth, as a {@link QueueDepthSource} reports it. */
+/** One stage instance (one tenant of a pooled process) as a scrape sees it. */
+export interface RunnerSample {
+  stage: string;
+  queue: string;
+  /** '' for a shared queue. */
+  tenant: string;
+  consuming: boolean;
+  inFlight: number;
+}
+
 export interface QueueDepthSample {
   stage: string;
   /** The logical queue. */

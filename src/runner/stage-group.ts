@@ -24,6 +24,7 @@ import { IsolationGate } from './isolation-gate.js';
 import { LossLedger } from './loss-ledger.js';
 import { StageRunner, stallWindowMs } from './stage-runner.js';
 import { TenantPool } from './tenant-pool.js';
+import { QueueProbe } from './shared-channel.js';
 import { TenantMembership } from './tenant-membership.js';
 import type { StageHandler } from '../stage/stage.types.js';
 
@@ -291,6 +292,15 @@ export class StageGroup {
       this.pool?.detach();
     });
     this.metrics.setQueueDepthSource(() => this.queueDepths());
+    this.metrics.setRunnerSource(() =>
+      this.runners.map((runner) => ({
+        stage: runner.stageName,
+        queue: runner.inputQueue,
+        tenant: runner.tenant ?? '',
+        consuming: runner.healthy,
+        inFlight: runner.inFlight,
+      })),
+    );
     if (this.membership !== undefined && this.pooled !== undefined) {
       const { stage, variant } = this.pooled;
       for (const tenant of await this.membership.current()) {
@@ -415,25 +425,27 @@ export class StageGroup {
     const connection = this.manager.connection;
     if (!connection) return [];
     const bounds = this.limits.maxSizes(this.runners.map((runner) => runner.queue));
-    const channel = await connection.createChannel();
-    channel.on('error', () => undefined);
+    // A probe: a queue gone (a tenant retired under a pooled process) is skipped, not the scrape.
+    const probe = new QueueProbe();
+    probe.attach(connection);
     try {
       const samples: QueueDepthSample[] = [];
       const maxSizes = await bounds;
-      for (const runner of this.runners) {
-        const { messageCount } = await channel.checkQueue(runner.queue);
+      for (const runner of [...this.runners]) {
+        const depth = await probe.messageCount(runner.queue);
+        if (depth === undefined) continue;
         samples.push({
           stage: runner.stageName,
           queue: runner.inputQueue,
           tenant: runner.tenant ?? '',
           physicalQueue: runner.queue,
-          depth: messageCount,
+          depth,
           ...withMaxSize(maxSizes?.get(runner.queue)),
         });
       }
       return samples;
     } finally {
-      await channel.close().catch(() => undefined);
+      await probe.close();
     }
   }
 

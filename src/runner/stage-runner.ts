@@ -310,6 +310,11 @@ export class StageRunner extends EventEmitter implements Isolatable {
     return this.lifecycle.state;
   }
 
+  /** Jobs being processed or settled now. */
+  get inFlight(): number {
+    return this.dispatcher.inFlight;
+  }
+
   /** True from the first `stop()` on. */
   get stopping(): boolean {
     return this.lifecycle.stopping;

@@ -97,6 +97,27 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
       ['t77', 1],
     ]);
     expect(pooled.built.size, 'instances are built at a tenant’s first job, not for idle tenants').to.equal(3);
+
+    const metrics = await group.metrics.text();
+    expect(metrics).to.contain('stagecoach_jobs_completed_total{stage="sleeper",queue="naps",tenant="t77"} 3');
+    expect(metrics).to.contain('stagecoach_consuming{stage="sleeper",queue="naps",tenant="t149"} 1');
+    expect(metrics).to.contain('stagecoach_queue_depth{stage="sleeper",queue="naps",tenant="t0"');
+
+    // One tenant's queue deleted under it: readiness names it among 150, then it heals alone.
+    const raw = await RawBroker.connect(config.broker.url);
+    try {
+      await raw.deleteQueue(new BrokerNames(config.prefix).queue('naps', 't5'));
+      const down = await waitFor('t5 not consuming', () => {
+        const readiness = (group as StageGroup).readiness();
+        return readiness.ready ? false : readiness;
+      });
+      expect(down.reason).to.equal('not consuming (1 of 150): sleeper/t5');
+      await waitFor('t5 consuming again', () => (group as StageGroup).readiness().ready);
+      await publishNaps(config, 't5', 1, 1);
+      await waitFor("t5's job run", () => pooled.runs.some((run) => run.tenant === 't5'));
+    } finally {
+      await raw.close();
+    }
   });
 
   it('gives quiet tenants their share while one tenant floods the queue', async () => {
