@@ -264,6 +264,20 @@ describe('one worker-thread pool for many tenants', function () {
     expect(after).to.deep.include({ injected: 'acme', builtForTenant: 1, seen: ['after'] });
   });
 
+  it("hands a runner one tenant's handler: that tenant's jobs only, and nothing that closes the shared pool", async () => {
+    const handler = await pool(1);
+    const acme = handler.forTenant('acme');
+    expect(acme).to.not.have.property('close');
+    const seen: Sighting[] = [];
+    await acme.handle(job('acme', ['who', 'mine']), context('acme', seen));
+    expect(seen[0]).to.include({ injected: 'acme', tenant: 'acme' });
+    const refused = await rejection(acme.handle(job('globex', ['who', 'theirs']), context('globex', seen)));
+    expect(refused).to.include({ code: 'INVALID_REQUEST' });
+    expect(seen, 'jobs that ran').to.have.length(1);
+    const globex = await who(handler, 'globex', 'theirs');
+    expect(globex.instance, "globex's own instance on the same thread").to.not.equal(seen[0].instance);
+  });
+
   it('fails creation, before any job, when the threads cannot load the stage module', async () => {
     const broken = withTestConfig(rawConfig('./no-such-stages.js'), path.join(here, '../fixtures/config.json'));
     const error = await rejection(createPooledThreadedHandler({ stage, config: broken, variant: undefined, threads: 2, log }));

@@ -75,6 +75,13 @@ export interface PooledThreadedHandler extends ThreadedHandler {
    * a new instance.
    */
   release(tenant: string): Promise<void>;
+  /**
+   * A handler for one tenant's jobs on this pool, for a runner that takes one handler per
+   * tenant: it runs jobs of that tenant only (another `ctx.tenant` is refused), and has no
+   * `close()`, so that stopping one tenant's runner, which closes a handler that has one,
+   * cannot end the pool the other tenants share.
+   */
+  forTenant(tenant: string): Pick<ThreadedHandler, 'handle'>;
 }
 
 const DEFAULT_ABORT_GRACE_MS = 5000;
@@ -164,6 +171,17 @@ class ThreadPool implements PooledThreadedHandler {
       this.replenish();
       this.dispatch();
     });
+  }
+
+  forTenant(tenant: string): Pick<ThreadedHandler, 'handle'> {
+    return {
+      handle: (job, ctx) =>
+        ctx.tenant === tenant
+          ? this.handle(job, ctx)
+          : Promise.reject(
+              new StagecoachError('INVALID_REQUEST', `a job of tenant "${ctx.tenant ?? '(none)'}" handed to the handler of "${tenant}"`),
+            ),
+    };
   }
 
   async release(tenant: string): Promise<void> {
