@@ -6,6 +6,17 @@ import type { LoadedStage } from './stage-loader.js';
 import type { StageHandler } from './stage.types.js';
 import { CONFIG, LOGGER, STAGE_OPTIONS, TENANT, VARIANT } from './tokens.js';
 
+/** A stage instance together with the container that built it, for callers that drop instances. */
+export interface StageInstance {
+  handler: StageHandler;
+  /**
+   * Unbinds the instance's container, so the deactivation hooks (`@preDestroy`,
+   * `onDeactivation`) of the singletons it resolved run: a stage that holds a tenant's
+   * resources (a connection, a timer) lets them go when that tenant leaves.
+   */
+  dispose(): Promise<void>;
+}
+
 /**
  * One inversify container per stage instance (stage x tenant x variant): the stage class and
  * whatever it injects are singletons within it, never shared across tenants. `autobind` lets
@@ -19,6 +30,17 @@ export async function createStageInstance(
   log: Logger,
   variant?: string,
 ): Promise<StageHandler> {
+  return (await buildStageInstance(stage, config, tenant, log, variant)).handler;
+}
+
+/** {@link createStageInstance}, keeping the container so that the instance can be disposed. */
+export async function buildStageInstance(
+  stage: LoadedStage,
+  config: CompiledConfig,
+  tenant: string | undefined,
+  log: Logger,
+  variant?: string,
+): Promise<StageInstance> {
   const container = new Container({ autobind: true, defaultScope: 'Singleton' });
   container.bind(LOGGER).toConstantValue(log);
   container.bind(CONFIG).toConstantValue(config);
@@ -31,5 +53,5 @@ export async function createStageInstance(
   if (typeof instance.handle !== 'function') {
     throw new TypeError(`stage "${stage.metadata.name}" has no handle(job, ctx) method`);
   }
-  return instance;
+  return { handler: instance, dispose: () => container.unbindAllAsync() };
 }

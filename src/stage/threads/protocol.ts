@@ -13,6 +13,12 @@ import type { TransferredError } from './error-transfer.js';
 export interface StageWorkerData {
   config: CompiledConfig;
   stage: string;
+  /**
+   * `false`: the worker builds the one instance of `tenant` at start. `true` (a pool that serves
+   * many tenants): it only loads the module at start, and builds an instance per tenant the
+   * first time it runs a job of that tenant (`tenant` is then undefined).
+   */
+  perTenant: boolean;
   tenant: string | undefined;
   variant: string | undefined;
   /** The main logger's level and primitive fields, so the worker's lines look the same. */
@@ -24,6 +30,8 @@ export interface StageWorkerData {
 export type ToWorker =
   | { kind: 'job'; seq: number; job: Job; headers: Record<string, unknown>; stage: string; tenant: string | undefined }
   | { kind: 'abort'; seq: number; reason: TransferredError }
+  /** Drop (and dispose) the tenant's instance; answered by `released` once it is gone. */
+  | { kind: 'release'; call: number; tenant: string }
   | { kind: 'emit-result'; call: number; id: string }
   | { kind: 'emit-error'; call: number; error: TransferredError };
 
@@ -33,4 +41,6 @@ export type FromWorker =
   | { kind: 'startup-failed'; error: TransferredError }
   | { kind: 'emit'; seq: number; call: number; output: string; spec: JobSpec }
   | { kind: 'done'; seq: number }
+  /** `error`: the instance is dropped, but its disposal threw. */
+  | { kind: 'released'; call: number; error?: TransferredError }
   | { kind: 'failed'; seq: number; error: TransferredError };

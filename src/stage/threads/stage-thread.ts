@@ -6,7 +6,8 @@
  * Lifecycle: `StageThread.start()` resolves once the worker has built its stage instance (or
  * rejects with the worker's start-up error). `run()` settles with the job's outcome, or rejects
  * with a {@link ThreadCrashError} when the worker dies under the job; `onExit` then tells the
- * pool to replace it. `terminate()` ends it.
+ * pool to replace it. `release()` has the worker of a pool that serves many tenants drop one
+ * tenant's instance. `terminate()` ends it.
  */
 import { Worker } from 'node:worker_threads';
 import { StagecoachError } from '../../errors/errors.js';
@@ -54,6 +55,9 @@ export class StageThread {
   private readonly ready: Promise<void>;
   private running: Running | undefined;
   private nextSeq = 0;
+  /** Releases the worker has not answered yet, by call number. */
+  private readonly releases = new Map<number, { tenant: string; resolve: () => void }>();
+  private nextCall = 0;
   private exited = false;
   /** Terminated because its handler ignored an abort (not a crash). */
   private abandoned = false;
@@ -78,6 +82,9 @@ export class StageThread {
         const cause = this.cause ?? new ThreadCrashError(`worker thread exited with code ${code}`);
         reject(cause);
         this.fail(cause);
+        // Whatever the worker held went with it.
+        for (const release of this.releases.values()) release.resolve();
+        this.releases.clear();
         this.onExit?.(this, cause);
       });
     });
@@ -122,6 +129,20 @@ export class StageThread {
     });
   }
 
+  /**
+   * Has the worker drop the tenant's instance (disposing of it once the job using it, if any,
+   * has settled). Resolves once it is gone, or the worker is; never rejects: a disposal that
+   * throws is logged, and the instance is dropped all the same.
+   */
+  release(tenant: string): Promise<void> {
+    if (this.exited) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const call = ++this.nextCall;
+      this.releases.set(call, { tenant, resolve });
+      this.post({ kind: 'release', call, tenant });
+    });
+  }
+
   async terminate(): Promise<void> {
     this.cause ??= new ThreadCrashError('worker thread terminated');
     await this.worker.terminate();
@@ -158,6 +179,19 @@ export class StageThread {
       case 'failed':
         this.settle(message.seq, fromTransferable(message.error));
         return;
+      case 'released': {
+        const release = this.releases.get(message.call);
+        this.releases.delete(message.call);
+        if (message.error) {
+          this.options.log.warn('disposing of a released stage instance failed', {
+            thread: this.index,
+            tenant: release?.tenant,
+            err: fromTransferable(message.error).message,
+          });
+        }
+        release?.resolve();
+        return;
+      }
     }
   }
 

@@ -13,6 +13,13 @@
  * and rejects with the first start-up error (a module that does not load). A thread that dies
  * fails the job it ran with `ThreadCrashError` and is replaced. `close()` lets running jobs
  * finish (up to the configuration's `gracePeriod`), then terminates the threads.
+ *
+ * A pooled process serves one stage for many tenants, too many for a pool each:
+ * `createPooledThreadedHandler()` makes one pool for all of them. Its threads only load the
+ * stage module at start (so a broken module still fails creation); each builds a tenant's
+ * instance, in a container of its own, the first time it runs a job of that tenant (the job's
+ * `ctx.tenant`), and keeps it until `release(tenant)`. Everything else is the same pool: a
+ * replaced thread starts empty and builds again as jobs come.
  */
 import type { CompiledConfig } from '../../config/config.types.js';
 import { StagecoachError } from '../../errors/errors.js';
@@ -50,12 +57,53 @@ export interface ThreadedHandler extends StageHandler {
   close(graceMs?: number): Promise<void>;
 }
 
+/** The options of a pool that serves many tenants: those of one tenant's pool, without the tenant. */
+export type PooledThreadedHandlerOptions = Omit<ThreadedHandlerOptions, 'tenant'>;
+
+export interface PooledThreadedHandler extends ThreadedHandler {
+  /**
+   * Runs the job on an idle thread, with that thread's instance of the job's tenant
+   * (`ctx.tenant`, which the runner has checked against the queue the job came from), built
+   * there first if the thread has none yet. A job without a tenant gets an instance of its own,
+   * built with `TENANT` undefined.
+   */
+  handle(job: Job, ctx: StageContext): Promise<void>;
+  /**
+   * Drops the tenant's instances in every thread, disposing of their containers (a job still
+   * running on one keeps it until it settles). Resolves once every thread has done so (a
+   * thread that dies meanwhile counts as done); never rejects. A later job of the tenant builds
+   * a new instance.
+   */
+  release(tenant: string): Promise<void>;
+  /**
+   * A handler for one tenant's jobs on this pool, for a runner that takes one handler per
+   * tenant: it runs jobs of that tenant only (another `ctx.tenant` is refused), and has no
+   * `close()`, so that stopping one tenant's runner, which closes a handler that has one,
+   * cannot end the pool the other tenants share.
+   */
+  forTenant(tenant: string): Pick<ThreadedHandler, 'handle'>;
+}
+
 const DEFAULT_ABORT_GRACE_MS = 5000;
 
 export async function createThreadedHandler(options: ThreadedHandlerOptions): Promise<ThreadedHandler> {
-  const pool = new ThreadPool(options);
+  const pool = new ThreadPool({ ...options, perTenant: false });
   await pool.start();
   return pool;
+}
+
+/**
+ * One pool of `threads` worker threads for every tenant of a stage. Resolves once every thread
+ * has loaded the stage module; rejects with the first start-up error.
+ */
+export async function createPooledThreadedHandler(options: PooledThreadedHandlerOptions): Promise<PooledThreadedHandler> {
+  const pool = new ThreadPool({ ...options, tenant: undefined, perTenant: true });
+  await pool.start();
+  return pool;
+}
+
+interface PoolOptions extends ThreadedHandlerOptions {
+  perTenant: boolean;
 }
 
 interface Task {
@@ -71,7 +119,7 @@ interface Waiters {
   onAbort: () => void;
 }
 
-class ThreadPool implements ThreadedHandler {
+class ThreadPool implements PooledThreadedHandler {
   private readonly threads = new Set<StageThread>();
   private readonly idle: StageThread[] = [];
   private readonly queue: Task[] = [];
@@ -89,11 +137,12 @@ class ThreadPool implements ThreadedHandler {
   private started = false;
   private closing = false;
 
-  constructor(private readonly options: ThreadedHandlerOptions) {
-    const { config, stage, tenant, variant, log } = options;
+  constructor(private readonly options: PoolOptions) {
+    const { config, stage, tenant, variant, log, perTenant } = options;
     this.data = {
       config,
       stage: stage.metadata.name,
+      perTenant,
       tenant,
       variant,
       logLevel: log.level,
@@ -110,7 +159,7 @@ class ThreadPool implements ThreadedHandler {
       throw failed.reason;
     }
     this.started = true;
-    this.options.log.info('stage threads started', { threads: this.options.threads });
+    this.options.log.info('stage threads started', { threads: this.options.threads, per_tenant: this.options.perTenant });
   }
 
   handle(job: Job, ctx: StageContext): Promise<void> {
@@ -122,6 +171,22 @@ class ThreadPool implements ThreadedHandler {
       this.replenish();
       this.dispatch();
     });
+  }
+
+  forTenant(tenant: string): Pick<ThreadedHandler, 'handle'> {
+    return {
+      handle: (job, ctx) =>
+        ctx.tenant === tenant
+          ? this.handle(job, ctx)
+          : Promise.reject(
+              new StagecoachError('INVALID_REQUEST', `a job of tenant "${ctx.tenant ?? '(none)'}" handed to the handler of "${tenant}"`),
+            ),
+    };
+  }
+
+  async release(tenant: string): Promise<void> {
+    // A thread still starting holds no instance: threads of this pool build them on demand.
+    await Promise.all([...this.threads].map((thread) => thread.release(tenant)));
   }
 
   async close(graceMs = this.options.config.gracePeriod * 1000): Promise<void> {
