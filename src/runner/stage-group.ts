@@ -26,7 +26,7 @@ import { StageRunner, stallWindowMs } from './stage-runner.js';
 import { TenantPool } from './tenant-pool.js';
 import { QueueProbe } from './shared-channel.js';
 import { TenantMembership } from './tenant-membership.js';
-import type { StageHandler } from '../stage/stage.types.js';
+import type { PooledThreadedHandler } from '../stage/threads/threaded-handler.js';
 
 export interface StageInstance {
   stage: LoadedStage;
@@ -75,8 +75,8 @@ export interface StageGroupOptions {
 export interface PooledGroupOptions {
   stage: LoadedStage;
   variant?: string;
-  /** Worker threads serving every tenant, when the stage has `threads`. */
-  handler?: StageHandler;
+  /** Worker threads serving every tenant, when the stage has `threads` (the caller closes them after `stop()`). */
+  threads?: PooledThreadedHandler;
   /**
    * `--all-tenants`: serve every tenant configured or provisioned, follow tenants provisioned and
    * retired while it runs (TenantMembership), and release a runner whose queue is gone for good
@@ -174,7 +174,7 @@ export class StageGroup {
         onFatal: (err) => this.fail(err),
         onQueueFull: this.queueFull.observe,
         redeclare: options.pooled.follow !== true,
-        ...(options.pooled.handler === undefined ? {} : { handler: options.pooled.handler }),
+        ...(options.pooled.threads === undefined ? {} : { threads: options.pooled.threads }),
       });
     }
     for (const instance of instances) this.runners.push(this.createRunner(instance));
@@ -266,7 +266,7 @@ export class StageGroup {
     if (runner === undefined) return false;
     this.runners.splice(this.runners.indexOf(runner), 1);
     await runner.stop(this.config.gracePeriod * 1000);
-    if (runner.pooledResources !== undefined) this.pool?.release(runner.pooledResources);
+    if (runner.pooledResources !== undefined) await this.pool?.release(tenant, runner.pooledResources);
     // Its counters stay until the process restarts, as a Prometheus counter should.
     this.log.info('tenant removed', { tenant, tenants: this.runners.length });
     return true;

@@ -6,7 +6,7 @@ import { tenantShare } from '../config/tenant-share.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { ManagementApi } from '../security/management-api.js';
-import type { StageHandler } from '../stage/stage.types.js';
+import type { PooledThreadedHandler } from '../stage/threads/threaded-handler.js';
 import { stateMarker, type QueueState } from '../state/queue-state.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
 import { FairShare } from './fair-share.js';
@@ -30,7 +30,7 @@ export interface TenantPoolOptions {
   onFatal(err: Error): void;
   onQueueFull?: QueueFullObserver;
   /** Worker threads serving every tenant, when the stage has `threads`. */
-  handler?: StageHandler;
+  threads?: PooledThreadedHandler;
   /** See PooledResources.redeclare. @defaultValue true */
   redeclare?: boolean;
 }
@@ -91,14 +91,16 @@ export class TenantPool {
       maxConcurrency: share.maxConcurrency,
       prefetch,
       redeclare: this.options.redeclare ?? true,
-      ...(this.options.handler === undefined ? {} : { handler: this.options.handler }),
+      // Each runner gets a view that refuses another tenant's job and cannot close the threads.
+      ...(this.options.threads === undefined ? {} : { handler: this.options.threads.forTenant(tenant) }),
     };
   }
 
-  /** A runner stopped for good: its place on its work channel is free. */
-  release(resources: PooledResources): void {
+  /** A tenant's runner stopped for good: its place on its work channel is free, and its stage instances in the threads go. */
+  async release(tenant: string, resources: PooledResources): Promise<void> {
     const count = this.assigned.get(resources.work);
     if (count !== undefined) this.assigned.set(resources.work, count - 1);
+    await this.options.threads?.release(tenant);
   }
 
   async attach(connection: AmqpConnection): Promise<void> {

@@ -13,6 +13,9 @@ import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { pooled } from '../fixtures/pooled-stages.js';
+import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
+import { provisionTopology } from '../../src/topology/build-topology.js';
+import { createPooledThreadedHandler } from '../../src/stage/threads/threaded-handler.js';
 import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
 import { writeConfigFile } from '../helpers/config-file.js';
 import { RawBroker } from '../helpers/raw-broker.js';
@@ -77,8 +80,10 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
   afterEach(async () => {
     await group?.stop();
     group = undefined;
-    const stage = await sleeperOf(config);
-    await teardown(config, [stage.metadata]);
+    await teardown(
+      config,
+      (await loadAllStages(config)).map((stage) => stage.metadata),
+    );
   });
 
   it('serves many tenants on one connection and few channels, one stage instance per tenant', async () => {
@@ -183,6 +188,46 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
       expect(group.readiness().ready).to.equal(true);
     } finally {
       await events.close();
+    }
+  });
+
+  it('runs every tenant in one pool of worker threads, each job in its own tenant’s stage instance', async () => {
+    config = withTestConfig(
+      { tenants: ['acme', 'globex'], stages: { relay: { module: './test-stages.js', concurrency: 4, threads: 2 } } },
+      SOURCE,
+    );
+    const relay = (await loadAllStages(config)).find((stage) => stage.metadata.name === 'relay') as LoadedStage;
+    const threads = await createPooledThreadedHandler({ stage: relay, config, variant: undefined, threads: 2, log });
+    group = new StageGroup(
+      config,
+      ['acme', 'globex'].map((tenant) => ({ stage: relay, tenant })),
+      log,
+      { pooled: { stage: relay, threads } },
+    );
+    const raw = await RawBroker.connect(config.broker.url);
+    try {
+      // The output queues, which only their own consumers or `provision` declare.
+      await declareTopologyOnce(config, provisionTopology(config, [relay.metadata]), log);
+      await group.start();
+      const publisher = await Publisher.connect(config, { log });
+      try {
+        for (const tenant of ['acme', 'globex']) {
+          for (let i = 0; i < 5; i++) await publisher.publish('in', { type: 'relay.me', args: [`${tenant}-${i}`], tenant });
+        }
+      } finally {
+        await publisher.close();
+      }
+      const names = new BrokerNames(config.prefix);
+      for (const tenant of ['acme', 'globex']) {
+        await waitFor(`${tenant}'s jobs relayed`, async () => (await raw.count(names.queue('out', tenant))) === 5);
+        const relayed = (await raw.drain(names.queue('out', tenant))).map(
+          (m) => (JSON.parse(m.content.toString()) as { args: string[] }).args[0],
+        );
+        expect(relayed.sort()).to.deep.equal([0, 1, 2, 3, 4].map((i) => `${tenant}-${i}@${tenant}`));
+      }
+    } finally {
+      await raw.close();
+      await threads.close();
     }
   });
 

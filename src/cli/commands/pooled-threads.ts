@@ -1,12 +1,20 @@
 import type { CompiledConfig } from '../../config/config.types.js';
-import { StagecoachError } from '../../errors/errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { LoadedStage } from '../../stage/stage-loader.js';
-import type { ThreadedHandler } from '../../stage/threads/threaded-handler.js';
+import { createPooledThreadedHandler, type PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
 
-/** A pooled process's worker threads, shared by every tenant; undefined when the stage runs on the main thread. */
-export function pooledThreads(config: CompiledConfig, stage: LoadedStage, _log: Logger): Promise<ThreadedHandler | undefined> {
+/**
+ * A pooled process's worker threads, shared by every tenant (each thread builds a tenant's stage
+ * instance at its first job of that tenant); undefined when the stage runs on the main thread.
+ * Rejects before any job when a thread cannot load the stage module.
+ */
+export async function pooledThreads(
+  config: CompiledConfig,
+  stage: LoadedStage,
+  variant: string | undefined,
+  log: Logger,
+): Promise<PooledThreadedHandler | undefined> {
   const threads = config.stages.get(stage.metadata.name)?.threads;
-  if (threads === undefined) return Promise.resolve(undefined);
-  return Promise.reject(new StagecoachError('INVALID_REQUEST', `stage "${stage.metadata.name}" has threads: not yet served pooled`));
+  if (threads === undefined) return undefined;
+  return createPooledThreadedHandler({ stage, config, variant, threads, log });
 }

@@ -50,20 +50,20 @@ export async function runPooled(
   }
   const variant = opts.variant === undefined ? {} : { variant: opts.variant };
   const log = createLogger({ service: 'stagecoach', stage: name, mode: 'pooled' });
-  const handler = await pooledThreads(config, stage, log);
+  const threads = await pooledThreads(config, stage, opts.variant, log);
   const group = new StageGroup(
     config,
     listed.map((tenant) => ({ stage, tenant, ...variant })),
     log,
     {
       knownTenantsOnly: true,
-      pooled: { stage, ...variant, follow: opts.allTenants === true, ...(handler === undefined ? {} : { handler }) },
+      pooled: { stage, ...variant, follow: opts.allTenants === true, ...(threads === undefined ? {} : { threads }) },
     },
   );
   try {
     return await runGroup(group, false, httpPort(opts.httpPort, config.httpPort), log);
   } finally {
-    await handler?.close();
+    await threads?.close();
   }
 }
 
