@@ -76,6 +76,19 @@ export class TenantMembership {
   /** Listens for tenant events on `connection` (at start and after every reconnection), then reads the set again. */
   async attach(connection: AmqpConnection): Promise<void> {
     if (this.closed) return;
+    try {
+      await this.listen(connection);
+    } catch (err) {
+      // A user that may not declare or bind on the events exchange: the periodic listings still
+      // bring every change, only later.
+      this.options.log.warn('tenant events not followed; reading the tenants every resync period instead', {
+        err: (err as Error).message,
+      });
+    }
+    this.schedule(0);
+  }
+
+  private async listen(connection: AmqpConnection): Promise<void> {
     const channel = await connection.createChannel();
     this.channel = channel;
     channel.on('error', (err: Error) => this.options.log.warn('membership channel error', { err: err.message }));
@@ -92,7 +105,6 @@ export class TenantMembership {
       },
       { noAck: true },
     );
-    this.schedule(0);
   }
 
   async close(): Promise<void> {
