@@ -25,6 +25,7 @@ import { LossLedger } from './loss-ledger.js';
 import { StageRunner, stallWindowMs } from './stage-runner.js';
 import { TenantPool } from './tenant-pool.js';
 import { QueueProbe } from './shared-channel.js';
+import { DEFAULT_SUSPECT_CHECK_MS } from './suspect-watch.js';
 import { TenantMembership } from './tenant-membership.js';
 import type { PooledThreadedHandler } from '../stage/threads/threaded-handler.js';
 
@@ -86,6 +87,9 @@ export interface PooledGroupOptions {
   /** With `follow`: how often the whole set is read again. @defaultValue DEFAULT_RESYNC_MS */
   resyncMs?: number;
 }
+
+/** How much later a pooled runner looks for unannounced suspects per tenant of its process. */
+const SUSPECT_CHECK_MS_PER_TENANT = 15;
 
 /** Tenants attached at once by a pooled group (each is a few round trips on shared channels). */
 const ATTACH_LANES = 16;
@@ -206,7 +210,14 @@ export class StageGroup {
       gate: this.gate,
       ledger: this.ledger,
       onQueueFull: this.queueFull.observe,
-      ...(pooled === undefined ? {} : { pooled }),
+      ...(pooled === undefined
+        ? {}
+        : {
+            pooled,
+            // Looking for suspects nobody announced is one passive declare per tenant: spread
+            // thinner with more tenants (1,000 tenants: every 15 s, 67 checks a second).
+            suspectCheckMs: Math.max(DEFAULT_SUSPECT_CHECK_MS, (this.runners.length + 1) * SUSPECT_CHECK_MS_PER_TENANT),
+          }),
     });
     runner.on('fatal', (err: Error) => {
       if (this.pooled?.follow === true && runner.tenant !== undefined) {
