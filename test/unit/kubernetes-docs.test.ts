@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { loadAll } from 'js-yaml';
+import { BrokerNames, compileConfig, loadStage, type RawConfig } from '../../src/index.js';
 
 /** The repository root (this file runs as dist/test/unit/...). */
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -191,5 +192,112 @@ describe('Kubernetes docs against the image', () => {
     const [old] = stageModules({ stages: { converter: { module: '../dist/stages/converter.stage.js' } } }, '/config/pipeline.json');
     expect(old?.imagePath).to.equal('/dist/stages/converter.stage.js');
     expect(old?.repoPath).to.equal(undefined);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// KEDA's queue name regex for pooled workers.
+
+interface RabbitTrigger {
+  type: string;
+  metadata: Record<string, string>;
+}
+
+/**
+ * KEDA hands `queueName` to the management API (`use_regex=true`), which runs it with Erlang's
+ * `re` anywhere in the name; these patterns (anchors, escaped dots, `[^.]`, alternation) mean the
+ * same to JavaScript's RegExp.
+ */
+const matches = (pattern: string, name: string): boolean => new RegExp(pattern).test(name);
+
+/** Tenant slugs of every shape `^[a-z0-9][a-z0-9_-]{0,62}$` allows. */
+const TENANTS = ['acme', 'globex', 'a', '7', 't00042', 'big-co_2', `x${'y'.repeat(62)}`];
+
+/** The queues a pooled `run` of a stage consumes, and every other queue name of the broker that must not count. */
+function queueNames(prefix: string, input: string, variants: string[], variant: string | undefined, tenants: string[] | undefined) {
+  const names = new BrokerNames(prefix);
+  const served = (t: string): boolean => tenants === undefined || tenants.includes(t);
+  const consumed = TENANTS.filter(served).map((t) => names.queue(input, t, variant));
+  const others = [
+    ...TENANTS.filter((t) => !served(t)).map((t) => names.queue(input, t, variant)),
+    ...TENANTS.flatMap((t) => [
+      ...(variant === undefined ? variants.map((v) => names.queue(input, t, v)) : [names.queue(input, t)]),
+      names.dueQueue(input, t, variant),
+      names.suspectQueue(input, t, variant),
+      names.deadQueue(input, t),
+      names.queue(`${input}_old`, t, variant),
+      names.queue('representations', t, variant),
+      new BrokerNames(`${prefix}2`).queue(input, t, variant),
+      new BrokerNames(`x${prefix}`).queue(input, t, variant),
+    ]),
+    names.queue(input),
+    names.dueQueue(input),
+    names.unroutable,
+  ];
+  return { consumed, others };
+}
+
+describe('KEDA scaling of pooled workers in docs/kubernetes.md', () => {
+  const objects = yamlObjects(read(KUBERNETES_DOC));
+  const scaled = objects.filter((o) => o.kind === 'ScaledObject');
+
+  it('has a ScaledObject with a rabbitmq trigger over the management API: QueueLength, useRegex, sum', () => {
+    expect(scaled.length).to.be.at.least(1);
+    for (const object of scaled) {
+      const triggers = (object.spec?.triggers ?? []) as RabbitTrigger[];
+      expect(triggers.map((t) => t.type)).to.include('rabbitmq');
+      for (const trigger of triggers.filter((t) => t.type === 'rabbitmq')) {
+        // KEDA's metadata values are strings.
+        expect(trigger.metadata).to.include({ protocol: 'http', mode: 'QueueLength', useRegex: 'true', operation: 'sum' });
+        expect(Number(trigger.metadata.pageSize)).to.be.within(1, 500);
+      }
+    }
+  });
+
+  it("each regex matches the queue of every tenant its Deployment's `run` consumes, and no other queue (names from BrokerNames)", async () => {
+    const configs = mountedConfigs(objects);
+    for (const object of scaled) {
+      const target = (object.spec?.scaleTargetRef as { name: string }).name;
+      const deployment = configs.find((c) => c.workload === `Deployment ${target}`);
+      expect(deployment, `the Deployment ${target} the ScaledObject scales`).not.to.equal(undefined);
+      const { config, configPath, container } = deployment!;
+      const args = container.args ?? [];
+      expect(args.slice(0, 2)).to.have.length(2);
+      expect(args[0]).to.equal('run');
+      const all = args.includes('--all-tenants');
+      const list = args.includes('--tenants') ? args[args.indexOf('--tenants') + 1]?.split(',') : undefined;
+      expect(all || list !== undefined, `${target} is a pooled worker (--all-tenants or --tenants)`).to.equal(true);
+      const variant = args.includes('--variant') ? args[args.indexOf('--variant') + 1] : undefined;
+
+      // The stage's input, from its @Stage decorator, loaded from the module the image has.
+      const raw = JSON.parse(JSON.stringify(config)) as RawConfig & { stages: Record<string, { module: string }> };
+      for (const { stage, repoPath } of stageModules(config, configPath)) raw.stages[stage]!.module = repoPath as string;
+      const compiled = compileConfig(raw, path.join(ROOT, 'docs/pipeline.json'));
+      const stage = await loadStage(compiled, args[1] as string);
+      const input = stage.metadata.input;
+      const variants = Object.keys(compiled.queues.get(input)?.variants?.values ?? {});
+
+      const { consumed, others } = queueNames(compiled.prefix, input, variants, variant, list);
+      for (const trigger of ((object.spec?.triggers ?? []) as RabbitTrigger[]).filter((t) => t.type === 'rabbitmq')) {
+        const pattern = trigger.metadata.queueName as string;
+        for (const name of consumed) expect(matches(pattern, name), `${pattern} matches ${name}`).to.equal(true);
+        for (const name of others) expect(matches(pattern, name), `${pattern} leaves out ${name}`).to.equal(false);
+      }
+    }
+  });
+
+  it('the regexes the text gives for a variant pool and for a list of tenants name the right queues', () => {
+    const doc = read(KUBERNETES_DOC);
+    const variantPattern = String.raw`^ojs\.queue\.conversions\.[^.]+\.pdf$`;
+    const listPattern = String.raw`^ojs\.queue\.conversions\.(acme|globex)$`;
+    expect(doc).to.include(`'${variantPattern}'`);
+    expect(doc).to.include(`'${listPattern}'`);
+    const variant = queueNames('ojs', 'conversions', ['pdf'], 'pdf', undefined);
+    for (const name of variant.consumed) expect(matches(variantPattern, name), name).to.equal(true);
+    for (const name of variant.others) expect(matches(variantPattern, name), name).to.equal(false);
+    const listed = queueNames('ojs', 'conversions', ['pdf'], undefined, ['acme', 'globex']);
+    expect(listed.consumed).to.have.length(2);
+    for (const name of listed.consumed) expect(matches(listPattern, name), name).to.equal(true);
+    for (const name of listed.others) expect(matches(listPattern, name), name).to.equal(false);
   });
 });
