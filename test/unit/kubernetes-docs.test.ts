@@ -1,0 +1,303 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { loadAll } from 'js-yaml';
+import { BrokerNames, compileConfig, loadStage, type RawConfig } from '../../src/index.js';
+
+/** The repository root (this file runs as dist/test/unit/...). */
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8');
+
+// ---------------------------------------------------------------------------------------------
+// The image's filesystem, as the Dockerfile builds it.
+
+interface DockerStage {
+  name: string;
+  workdir: string;
+  /** COPY lines: destination in the image, source in the build context or in another stage. */
+  copies: Array<{ dest: string; from?: string; source: string }>;
+  env: Map<string, string>;
+}
+
+/**
+ * The Dockerfile's stages with their WORKDIR, ENV and COPY lines (one source per COPY, as this
+ * Dockerfile writes them). Destinations are made absolute against the WORKDIR in force.
+ */
+function dockerStages(dockerfile: string): DockerStage[] {
+  const stages: DockerStage[] = [];
+  for (const raw of dockerfile.replace(/\\\n/g, ' ').split('\n')) {
+    const line = raw.trim();
+    const from = /^FROM\s+\S+(?:\s+AS\s+(\S+))?$/i.exec(line);
+    if (from) {
+      stages.push({ name: from[1] ?? String(stages.length), workdir: '/', copies: [], env: new Map() });
+      continue;
+    }
+    const stage = stages.at(-1);
+    if (stage === undefined) continue;
+    const workdir = /^WORKDIR\s+(\S+)$/i.exec(line);
+    if (workdir) stage.workdir = path.posix.resolve(stage.workdir, workdir[1] as string);
+    const env = /^ENV\s+([A-Z_]+)=(\S+)$/i.exec(line);
+    if (env) stage.env.set(env[1] as string, env[2] as string);
+    const copy = /^COPY\s+(?:--from=(\S+)\s+)?(\S+)\s+(\S+)$/i.exec(line);
+    if (copy) {
+      const dest = path.posix.resolve(stage.workdir, copy[3] as string);
+      stage.copies.push({ dest, source: copy[2] as string, ...(copy[1] === undefined ? {} : { from: copy[1] }) });
+    }
+  }
+  return stages;
+}
+
+const STAGES = dockerStages(read('Dockerfile'));
+const IMAGE = STAGES.at(-1) as DockerStage;
+
+/**
+ * Where a path of the final image comes from in this checkout, or undefined when the image has
+ * nothing there. A COPY from the context maps to the repository; a COPY `--from=<stage>` maps to
+ * that stage's WORKDIR, which holds the repository's files and what the stage built there: its
+ * `npx tsc` writes `dist/` as `npm run build:all` does here (tsconfig.json's outDir).
+ */
+function repoPathOf(imagePath: string): string | undefined {
+  const within = (file: string, dir: string): string | undefined =>
+    file === dir ? '' : file.startsWith(`${dir.replace(/\/$/, '')}/`) ? file.slice(dir.replace(/\/$/, '').length + 1) : undefined;
+  // The last COPY wins, as in the image.
+  for (const copy of [...IMAGE.copies].reverse()) {
+    const rest = within(imagePath, copy.dest);
+    if (rest === undefined) continue;
+    if (copy.from === undefined) return path.join(ROOT, copy.source, rest);
+    const stage = STAGES.find((s) => s.name === copy.from);
+    if (stage === undefined) return undefined;
+    const inStage = path.posix.join(path.posix.resolve(stage.workdir, copy.source), rest);
+    const fromWorkdir = within(inStage, stage.workdir);
+    return fromWorkdir === undefined ? undefined : path.join(ROOT, fromWorkdir);
+  }
+  return undefined;
+}
+
+interface ConfigFile {
+  prefix?: string;
+  stages?: Record<string, { module: string }>;
+}
+
+/** Each stage module of `config`, loaded from `configPath` in the image: where it resolves, and its file here. */
+function stageModules(config: ConfigFile, configPath: string): Array<{ stage: string; imagePath: string; repoPath?: string }> {
+  return Object.entries(config.stages ?? {}).map(([stage, { module }]) => {
+    const imagePath = path.posix.resolve(path.posix.dirname(configPath), module);
+    const repoPath = repoPathOf(imagePath);
+    return { stage, imagePath, ...(repoPath === undefined ? {} : { repoPath }) };
+  });
+}
+
+function expectModulesExist(config: ConfigFile, configPath: string, where: string): void {
+  const modules = stageModules(config, configPath);
+  expect(modules.length, `${where} configures stages`).to.be.above(0);
+  for (const { stage, imagePath, repoPath } of modules) {
+    const shown = `${where}: stage ${stage} loads ${imagePath} (config ${configPath})`;
+    expect(repoPath, `${shown}, which nothing in the image provides`).to.be.a('string');
+    expect(existsSync(repoPath as string), `${shown} = ${path.relative(ROOT, repoPath as string)} here, which does not exist`).to.equal(
+      true,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Kubernetes objects the docs show.
+
+interface K8sObject {
+  kind?: string;
+  metadata?: { name?: string };
+  data?: Record<string, string>;
+  spec?: Record<string, unknown>;
+}
+interface Container {
+  name: string;
+  args?: string[];
+  env?: Array<{ name: string; value?: string }>;
+  volumeMounts?: Array<{ name: string; mountPath: string }>;
+}
+interface PodSpec {
+  containers: Container[];
+  volumes?: Array<{ name: string; configMap?: { name: string } }>;
+}
+
+/** Every YAML document of every ```yaml block of a Markdown file that is a Kubernetes object. */
+function yamlObjects(markdown: string): K8sObject[] {
+  const objects: K8sObject[] = [];
+  for (const block of markdown.matchAll(/^```ya?ml\n([\s\S]*?)^```$/gm)) {
+    for (const doc of loadAll(block[1] as string)) {
+      if (doc !== null && typeof doc === 'object' && !Array.isArray(doc) && 'kind' in doc) objects.push(doc as K8sObject);
+    }
+  }
+  return objects;
+}
+
+/** The pod spec of a workload (Deployment, Job, StatefulSet...), if it has one. */
+function podSpecOf(object: K8sObject): PodSpec | undefined {
+  const template = object.spec?.template as { spec?: PodSpec } | undefined;
+  return template?.spec;
+}
+
+/** Each container that loads a configuration (STAGECOACH_CONFIG), with the file it reads from a mounted ConfigMap. */
+function mountedConfigs(objects: K8sObject[]): Array<{ workload: string; container: Container; configPath: string; config: ConfigFile }> {
+  const configMaps = new Map(objects.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata?.name, o.data ?? {}]));
+  const found = [];
+  for (const object of objects) {
+    const pod = podSpecOf(object);
+    if (pod === undefined) continue;
+    const workload = `${object.kind} ${object.metadata?.name}`;
+    for (const container of pod.containers) {
+      const configPath = container.env?.find((e) => e.name === 'STAGECOACH_CONFIG')?.value;
+      expect(configPath, `${workload}: STAGECOACH_CONFIG`).to.be.a('string');
+      const mount = container.volumeMounts?.find((m) => path.posix.dirname(configPath as string) === path.posix.normalize(m.mountPath));
+      expect(mount, `${workload}: ${configPath} is in a mounted volume`).not.to.equal(undefined);
+      const mapName = pod.volumes?.find((v) => v.name === mount?.name)?.configMap?.name;
+      const data = configMaps.get(mapName);
+      const text = data?.[path.posix.basename(configPath as string)];
+      expect(text, `${workload}: ConfigMap ${mapName} holds ${path.posix.basename(configPath as string)}`).to.be.a('string');
+      found.push({ workload, container, configPath: configPath as string, config: JSON.parse(text as string) as ConfigFile });
+    }
+  }
+  return found;
+}
+
+const KUBERNETES_DOC = 'docs/kubernetes.md';
+
+describe('Kubernetes docs against the image', () => {
+  it('reads the layout from the Dockerfile: the compiled stages are in /app/dist/stages', () => {
+    expect(IMAGE.workdir).to.equal('/app');
+    expect(repoPathOf('/app/dist/stages/converter.stage.js')).to.equal(path.join(ROOT, 'dist/stages/converter.stage.js'));
+    expect(repoPathOf('/app/config/pipeline.json')).to.equal(path.join(ROOT, 'config/pipeline.json'));
+    expect(repoPathOf('/dist/stages/converter.stage.js')).to.equal(undefined);
+  });
+
+  it("the image's own configuration (ENV STAGECOACH_CONFIG) loads stages the image has", () => {
+    const configPath = IMAGE.env.get('STAGECOACH_CONFIG');
+    expect(configPath, 'the Dockerfile sets STAGECOACH_CONFIG').to.be.a('string');
+    const repoPath = repoPathOf(configPath as string);
+    expect(repoPath !== undefined && existsSync(repoPath), `${configPath} is in the image`).to.equal(true);
+    expectModulesExist(JSON.parse(readFileSync(repoPath as string, 'utf8')) as ConfigFile, configPath as string, 'Dockerfile');
+  });
+
+  it(`every workload of ${KUBERNETES_DOC} loads stage modules that exist in the image`, () => {
+    const configs = mountedConfigs(yamlObjects(read(KUBERNETES_DOC)));
+    expect(configs.length, 'workloads with a configuration').to.be.at.least(2);
+    for (const { workload, configPath, config, container } of configs) {
+      expectModulesExist(config, configPath, `${KUBERNETES_DOC} ${workload}`);
+      // `run <stage>` names a configured stage.
+      if (container.args?.[0] === 'run') expect(Object.keys(config.stages ?? {}), `${workload} runs`).to.include(container.args[1]);
+    }
+  });
+
+  it('a module path relative to the image layout, from a ConfigMap mounted at /config, does not resolve (the reported bug)', () => {
+    const [old] = stageModules({ stages: { converter: { module: '../dist/stages/converter.stage.js' } } }, '/config/pipeline.json');
+    expect(old?.imagePath).to.equal('/dist/stages/converter.stage.js');
+    expect(old?.repoPath).to.equal(undefined);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// KEDA's queue name regex for pooled workers.
+
+interface RabbitTrigger {
+  type: string;
+  metadata: Record<string, string>;
+}
+
+/**
+ * KEDA hands `queueName` to the management API (`use_regex=true`), which runs it with Erlang's
+ * `re` anywhere in the name; these patterns (anchors, escaped dots, `[^.]`, alternation) mean the
+ * same to JavaScript's RegExp.
+ */
+const matches = (pattern: string, name: string): boolean => new RegExp(pattern).test(name);
+
+/** Tenant slugs of every shape `^[a-z0-9][a-z0-9_-]{0,62}$` allows. */
+const TENANTS = ['acme', 'globex', 'a', '7', 't00042', 'big-co_2', `x${'y'.repeat(62)}`];
+
+/** The queues a pooled `run` of a stage consumes, and every other queue name of the broker that must not count. */
+function queueNames(prefix: string, input: string, variants: string[], variant: string | undefined, tenants: string[] | undefined) {
+  const names = new BrokerNames(prefix);
+  const served = (t: string): boolean => tenants === undefined || tenants.includes(t);
+  const consumed = TENANTS.filter(served).map((t) => names.queue(input, t, variant));
+  const others = [
+    ...TENANTS.filter((t) => !served(t)).map((t) => names.queue(input, t, variant)),
+    ...TENANTS.flatMap((t) => [
+      ...(variant === undefined ? variants.map((v) => names.queue(input, t, v)) : [names.queue(input, t)]),
+      names.dueQueue(input, t, variant),
+      names.suspectQueue(input, t, variant),
+      names.deadQueue(input, t),
+      names.queue(`${input}_old`, t, variant),
+      names.queue('representations', t, variant),
+      new BrokerNames(`${prefix}2`).queue(input, t, variant),
+      new BrokerNames(`x${prefix}`).queue(input, t, variant),
+    ]),
+    names.queue(input),
+    names.dueQueue(input),
+    names.unroutable,
+  ];
+  return { consumed, others };
+}
+
+describe('KEDA scaling of pooled workers in docs/kubernetes.md', () => {
+  const objects = yamlObjects(read(KUBERNETES_DOC));
+  const scaled = objects.filter((o) => o.kind === 'ScaledObject');
+
+  it('has a ScaledObject with a rabbitmq trigger over the management API: QueueLength, useRegex, sum', () => {
+    expect(scaled.length).to.be.at.least(1);
+    for (const object of scaled) {
+      const triggers = (object.spec?.triggers ?? []) as RabbitTrigger[];
+      expect(triggers.map((t) => t.type)).to.include('rabbitmq');
+      for (const trigger of triggers.filter((t) => t.type === 'rabbitmq')) {
+        // KEDA's metadata values are strings.
+        expect(trigger.metadata).to.include({ protocol: 'http', mode: 'QueueLength', useRegex: 'true', operation: 'sum' });
+        expect(Number(trigger.metadata.pageSize)).to.be.within(1, 500);
+      }
+    }
+  });
+
+  it("each regex matches the queue of every tenant its Deployment's `run` consumes, and no other queue (names from BrokerNames)", async () => {
+    const configs = mountedConfigs(objects);
+    for (const object of scaled) {
+      const target = (object.spec?.scaleTargetRef as { name: string }).name;
+      const deployment = configs.find((c) => c.workload === `Deployment ${target}`);
+      expect(deployment, `the Deployment ${target} the ScaledObject scales`).not.to.equal(undefined);
+      const { config, configPath, container } = deployment!;
+      const args = container.args ?? [];
+      expect(args.slice(0, 2)).to.have.length(2);
+      expect(args[0]).to.equal('run');
+      const all = args.includes('--all-tenants');
+      const list = args.includes('--tenants') ? args[args.indexOf('--tenants') + 1]?.split(',') : undefined;
+      expect(all || list !== undefined, `${target} is a pooled worker (--all-tenants or --tenants)`).to.equal(true);
+      const variant = args.includes('--variant') ? args[args.indexOf('--variant') + 1] : undefined;
+
+      // The stage's input, from its @Stage decorator, loaded from the module the image has.
+      const raw = JSON.parse(JSON.stringify(config)) as RawConfig & { stages: Record<string, { module: string }> };
+      for (const { stage, repoPath } of stageModules(config, configPath)) raw.stages[stage]!.module = repoPath as string;
+      const compiled = compileConfig(raw, path.join(ROOT, 'docs/pipeline.json'));
+      const stage = await loadStage(compiled, args[1] as string);
+      const input = stage.metadata.input;
+      const variants = Object.keys(compiled.queues.get(input)?.variants?.values ?? {});
+
+      const { consumed, others } = queueNames(compiled.prefix, input, variants, variant, list);
+      for (const trigger of ((object.spec?.triggers ?? []) as RabbitTrigger[]).filter((t) => t.type === 'rabbitmq')) {
+        const pattern = trigger.metadata.queueName as string;
+        for (const name of consumed) expect(matches(pattern, name), `${pattern} matches ${name}`).to.equal(true);
+        for (const name of others) expect(matches(pattern, name), `${pattern} leaves out ${name}`).to.equal(false);
+      }
+    }
+  });
+
+  it('the regexes the text gives for a variant pool and for a list of tenants name the right queues', () => {
+    const doc = read(KUBERNETES_DOC);
+    const variantPattern = String.raw`^ojs\.queue\.conversions\.[^.]+\.pdf$`;
+    const listPattern = String.raw`^ojs\.queue\.conversions\.(acme|globex)$`;
+    expect(doc).to.include(`'${variantPattern}'`);
+    expect(doc).to.include(`'${listPattern}'`);
+    const variant = queueNames('ojs', 'conversions', ['pdf'], 'pdf', undefined);
+    for (const name of variant.consumed) expect(matches(variantPattern, name), name).to.equal(true);
+    for (const name of variant.others) expect(matches(variantPattern, name), name).to.equal(false);
+    const listed = queueNames('ojs', 'conversions', ['pdf'], undefined, ['acme', 'globex']);
+    expect(listed.consumed).to.have.length(2);
+    for (const name of listed.consumed) expect(matches(listPattern, name), name).to.equal(true);
+    for (const name of listed.others) expect(matches(listPattern, name), name).to.equal(false);
+  });
+});
