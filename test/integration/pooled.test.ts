@@ -16,7 +16,9 @@ import { pooled } from '../fixtures/pooled-stages.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { createPooledThreadedHandler } from '../../src/stage/threads/threaded-handler.js';
-import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import { writeConfigFile } from '../helpers/config-file.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -228,6 +230,40 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
     } finally {
       await raw.close();
       await threads.close();
+    }
+  });
+
+  it('refuses --tenants with --tenant, with --all-tenants, a bad slug, a shared input, and security.tenantUsers (exit 2)', async () => {
+    config = configWith({ tenants: ['a'] }, 1);
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-pooled-'));
+    try {
+      const file = async (raw: Record<string, unknown>): Promise<string> => {
+        const at = path.join(dir, `${Object.keys(raw).join('-')}.json`);
+        await writeFile(
+          at,
+          JSON.stringify({
+            prefix: config.prefix,
+            stages: { sleeper: { module: path.join(REPO_ROOT, 'dist/test/fixtures/pooled-stages.js') } },
+            ...raw,
+          }),
+        );
+        return at;
+      };
+      const plain = await file({});
+      const cases: Array<[string[], RegExp]> = [
+        [['--tenants', 'a', '--tenant', 'a', '--config', plain], /--tenant goes without --tenants/],
+        [['--tenants', 'a', '--all-tenants', '--config', plain], /exclude each other/],
+        [['--tenants', 'a,Bad.Slug', '--config', plain], /--tenants/],
+        [['--all-tenants', '--config', await file({ queues: { naps: { scope: 'shared' } } })], /reads a shared queue/],
+        [['--all-tenants', '--config', await file({ security: { tenantUsers: true } })], /one process per tenant/],
+      ];
+      for (const [args, message] of cases) {
+        const result = await runCli(['run', 'sleeper', ...args]);
+        expect(result.code, args.join(' ')).to.equal(2);
+        expect(result.stderr, args.join(' ')).to.match(message);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 

@@ -44,6 +44,15 @@ export async function runPooled(
   }
   const listed = opts.tenants === undefined ? [] : parseTenantList(opts.tenants);
   const config = await loadConfig(opts.config);
+  if (config.security.tenantUsers) {
+    // Each stage user reads one tenant's queues, and stages trust `user_id` by that user: a
+    // process reading every tenant's would need a user the broker no longer keeps apart
+    // (docs/pooled-workers.md). Refused rather than half-working.
+    throw new StagecoachError(
+      'INVALID_REQUEST',
+      'security.tenantUsers gives each tenant its own stage user: run one process per tenant (--tenant T), not --tenants or --all-tenants',
+    );
+  }
   const stage = await loadStage(config, name);
   if (queueFor(config, stage.metadata.input).scope !== 'tenant') {
     throw new StagecoachError('INVALID_REQUEST', `stage "${name}" reads a shared queue: run it without --tenants or --all-tenants`);
