@@ -123,6 +123,7 @@ export function buildProgram(): Command {
     .option('--args <json>', 'job arguments, a JSON array', '[]')
     .option('--meta <json>', 'job meta, a JSON object')
     .addOption(tenantOption())
+    .option('--batch <id>', 'start the job in this batch: every job emitted downstream of it joins it (docs/batches.md)')
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
     .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
     .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')
