@@ -136,7 +136,8 @@ export function fromWire(message: IncomingMessage, tenantHeader: string = OJS_HE
   // Likewise the batch: a foreign producer may set the header only. The body wins when both are set.
   const batch = headers[OJS_HEADERS.batch];
   if (batch !== undefined && job.meta.batch === undefined) {
-    if (!isBatchId(batch)) throw new InvalidPayloadError(`header "${OJS_HEADERS.batch}": ${JSON.stringify(batch)?.slice(0, 140)} is not a batch id`);
+    if (!isBatchId(batch))
+      throw new InvalidPayloadError(`header "${OJS_HEADERS.batch}": ${JSON.stringify(batch)?.slice(0, 140)} is not a batch id`);
     job.meta.batch = batch;
   }
   return { job, headers };

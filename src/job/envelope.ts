@@ -94,7 +94,9 @@ export function parseEnvelope(body: unknown): Job {
   // would be reported under a name no batch command can address.
   const meta = job.meta as Record<string, unknown> | undefined;
   if (meta?.batch !== undefined && !isBatchId(meta.batch)) {
-    throw new InvalidPayloadError(`the envelope's "meta.batch": ${JSON.stringify(meta.batch)?.slice(0, 140)} is not a batch id (${BATCH_ID_RULE})`);
+    throw new InvalidPayloadError(
+      `the envelope's "meta.batch": ${JSON.stringify(meta.batch)?.slice(0, 140)} is not a batch id (${BATCH_ID_RULE})`,
+    );
   }
   expect(job.attempt === undefined || (Number.isInteger(job.attempt) && (job.attempt as number) >= 1), '"attempt" must be an integer >= 1');
   expect(

@@ -148,7 +148,7 @@ export class Settlement {
 
   /** Publishes a report on the current publisher channel (the completed path; see publishThenAck for the others). */
   private async report(delivery: Delivery, report: SettledReport): Promise<void> {
-    if (delivery.source.closed) throw new PublishError('the delivery\'s channel closed before its report', '', this.names.tracking, true);
+    if (delivery.source.closed) throw new PublishError("the delivery's channel closed before its report", '', this.names.tracking, true);
     const publisher = await this.options.publishers.ready();
     await publishRecord(publisher, this.names.tracking, report);
   }
@@ -179,7 +179,13 @@ export class Settlement {
     return settled;
   }
 
-  private async fail(delivery: Delivery, job: Job | undefined, thrown: unknown, seconds?: number, details?: ReportDetails): Promise<Settled> {
+  private async fail(
+    delivery: Delivery,
+    job: Job | undefined,
+    thrown: unknown,
+    seconds?: number,
+    details?: ReportDetails,
+  ): Promise<Settled> {
     const error = toJobError(thrown);
     if (seconds !== undefined) this.options.metrics.failed(seconds, error.type);
     if (job === undefined) return this.deadLetter(delivery, undefined, error, false);

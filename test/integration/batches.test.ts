@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { readTracking, Tracker } from '../../src/batch/tracker.js';
 import type { TrackedBatch } from '../../src/batch/batch-fold.js';
 import { parseRecord, type TrackingRecord } from '../../src/batch/tracking-report.js';
+import { TrackingReader } from '../../src/batch/tracking-reader.js';
 import { batchView } from '../../src/cli/commands/batch.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
@@ -16,27 +17,20 @@ import amqplib from 'amqplib';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'batches' }, 'error');
 
-/** Every record on the stream so far, read with a plain client (offset first, up to its length). */
-async function streamRecords(config: CompiledConfig, stream: string): Promise<Array<{ record: TrackingRecord; content: Buffer }>> {
-  const fold: Array<{ record: TrackingRecord; content: Buffer }> = [];
+/** Every record on the stream so far, read by a reader of its own up to a mark it writes. */
+async function streamRecords(config: CompiledConfig): Promise<Array<{ record: TrackingRecord; content: Buffer }>> {
+  const seen: Array<{ record: TrackingRecord; content: Buffer }> = [];
   const connection = await amqplib.connect(config.broker.url);
   try {
-    const channel = await connection.createChannel();
-    await channel.prefetch(1000);
-    const seen: Array<{ record: TrackingRecord; content: Buffer }> = [];
-    // Read until an idle period with the tracker's own reader: records end with a mark we write.
-    const { TrackingReader } = await import('../../src/batch/tracking-reader.js');
     const reader = await TrackingReader.open(connection, config, log, (record) =>
       seen.push({ record, content: Buffer.from(JSON.stringify(record)) }),
     );
     await reader.caughtUp();
     await reader.close();
-    fold.push(...seen);
-    void stream;
   } finally {
     await connection.close();
   }
-  return fold;
+  return seen;
 }
 
 describe('batches (tracking stream, tracker, status)', function () {
@@ -91,7 +85,15 @@ describe('batches (tracking stream, tracker, status)', function () {
     const root = await running!.publisher.publish('scans', { type: 'scan', args: [3], tenant: 'acme', batch: 'scan-ok' });
     await waitFor('scan-ok completed', () => completed.some((batch) => batch.id === 'scan-ok'), 30_000);
     // 1 scan + 3 files + 6 parts.
-    expect(tracker.batch('scan-ok')?.counts).to.deep.equal({ known: 10, completed: 10, failed: 0, dead: 0, discarded: 0, cancelled: 0, in_flight: 0 });
+    expect(tracker.batch('scan-ok')?.counts).to.deep.equal({
+      known: 10,
+      completed: 10,
+      failed: 0,
+      dead: 0,
+      discarded: 0,
+      cancelled: 0,
+      in_flight: 0,
+    });
     await waitFor('the event', () => completions('scan-ok') === 1);
     const event = tap!.of('batch.completed', (e) => e.subject === 'scan-ok')[0].event;
     expect(event.data).to.deep.include({ batch: 'scan-ok', tenant: 'acme', failed: false });
@@ -108,7 +110,15 @@ describe('batches (tracking stream, tracker, status)', function () {
     await running!.publisher.publish('scans', { type: 'scan', args: [3, 1], tenant: 'acme', batch: 'scan-dead' });
     await waitFor('scan-dead completed', () => completed.some((batch) => batch.id === 'scan-dead'), 30_000);
     // 1 scan + 3 files (one dead) + 4 parts.
-    expect(tracker.batch('scan-dead')?.counts).to.deep.equal({ known: 8, completed: 7, failed: 1, dead: 1, discarded: 0, cancelled: 0, in_flight: 0 });
+    expect(tracker.batch('scan-dead')?.counts).to.deep.equal({
+      known: 8,
+      completed: 7,
+      failed: 1,
+      dead: 1,
+      discarded: 0,
+      cancelled: 0,
+      in_flight: 0,
+    });
     await waitFor('the event', () => completions('scan-dead') === 1);
     expect(tap!.of('batch.completed', (e) => e.subject === 'scan-dead')[0].event.data).to.deep.include({ failed: true });
   });
@@ -121,9 +131,7 @@ describe('batches (tracking stream, tracker, status)', function () {
     // Every settlement report of the batch appended again, as a stage that crashed after its
     // report and before its ack would repeat it.
     const stream = running!.names.tracking;
-    const records = (await streamRecords(running!.config, stream)).filter(
-      ({ record }) => record.kind === 'settled' && record.batch === 'scan-dup',
-    );
+    const records = (await streamRecords(running!.config)).filter(({ record }) => record.kind === 'settled' && record.batch === 'scan-dup');
     expect(records.length).to.equal(1 + 2 + 4);
     const connection = await amqplib.connect(running!.config.broker.url);
     const channel = await connection.createConfirmChannel();

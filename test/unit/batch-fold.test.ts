@@ -4,7 +4,15 @@ import type { CreatedReport, SettledReport } from '../../src/batch/tracking-repo
 
 let n = 0;
 const at = '2026-01-01T00:00:00.000Z';
-const created = (job: string, batch = 'b1', tenant = 'acme'): CreatedReport => ({ kind: 'created', id: `c${++n}`, job, batch, tenant, queue: 'scans', at });
+const created = (job: string, batch = 'b1', tenant = 'acme'): CreatedReport => ({
+  kind: 'created',
+  id: `c${++n}`,
+  job,
+  batch,
+  tenant,
+  queue: 'scans',
+  at,
+});
 const settled = (job: string, outcome: SettledReport['outcome'], more: Partial<SettledReport> = {}): SettledReport => ({
   kind: 'settled',
   id: `r${++n}`,

@@ -65,7 +65,9 @@ export async function batchList(opts: { tenant?: string; json?: boolean; config?
   else {
     for (const batch of batches) {
       const c = batch.counts;
-      process.stdout.write(`${batch.id}\t${batch.tenant ?? '-'}\t${batchState(batch)}\t${c.completed}/${c.known} done\t${c.failed} failed\t${c.in_flight} in flight\n`);
+      process.stdout.write(
+        `${batch.id}\t${batch.tenant ?? '-'}\t${batchState(batch)}\t${c.completed}/${c.known} done\t${c.failed} failed\t${c.in_flight} in flight\n`,
+      );
     }
     process.stdout.write(`${batches.length} batch${batches.length === 1 ? '' : 'es'}\n`);
   }
