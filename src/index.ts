@@ -108,3 +108,8 @@ export {
   type ErrorCode,
 } from './errors/errors.js';
 export { createLogger, type Logger } from './logging/logger.js';
+export { BatchFold, batchState, isComplete, jobState, type BatchCounts, type TrackedBatch, type TrackedJob } from './batch/batch-fold.js';
+export { Tracker, readTracking, type TrackerOptions } from './batch/tracker.js';
+export { TrackingReader, ensureTrackingStream } from './batch/tracking-reader.js';
+export type { SettledReport, CreatedReport, AnnouncedReport, TrackingRecord, SettlementOutcome } from './batch/tracking-report.js';
+export { BATCH_ID, isBatchId, checkBatchId } from './util/batch-id.js';

@@ -10,6 +10,7 @@ import { publish, type PublishOptions } from './commands/publish.js';
 import { queues } from './commands/queues.js';
 import { admin } from './commands/admin.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
+import { batchList, batchStatus, jobStatus, tracker } from './commands/batch.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { packageVersion } from './package-version.js';
 
@@ -123,6 +124,7 @@ export function buildProgram(): Command {
     .option('--args <json>', 'job arguments, a JSON array', '[]')
     .option('--meta <json>', 'job meta, a JSON object')
     .addOption(tenantOption())
+    .option('--batch <id>', 'start the job in this batch: every job emitted downstream of it joins it (docs/batches.md)')
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
     .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
     .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')
@@ -237,6 +239,38 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (opts: { json?: boolean; config?: string }) => {
       process.exitCode = await unroutableReplay(opts);
+    });
+
+  program
+    .command('tracker')
+    .description('fold settlement reports into batch state; announce batch.completed (docs/batches.md)')
+    .addOption(configOption())
+    .action(async (opts: { config?: string }) => {
+      process.exitCode = await tracker(opts);
+    });
+  const batch = program.command('batch').description('batches of jobs: their state, read from the tracking stream');
+  batch
+    .command('status <batch>')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (id: string, opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await batchStatus(id, opts);
+    });
+  batch
+    .command('list')
+    .addOption(tenantOption())
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { tenant?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await batchList(opts);
+    });
+  const job = program.command('job').description('one job of a batch');
+  job
+    .command('status <id>')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (id: string, opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await jobStatus(id, opts);
     });
 
   return program;

@@ -89,6 +89,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     durable: config.durable,
     gracePeriod: config.gracePeriod,
     httpPort: config.httpPort,
+    tracking: { maxAgeSeconds: trackingMaxAge(source, config.tracking.max_age) },
     defaultQueue,
     queues,
     queueSettings,
@@ -233,4 +234,13 @@ function schemaError(source: string, errors: ErrorObject[]): ConfigError {
 
 function decodePointer(part: string): string {
   return part.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
+/** `tracking.max_age` in whole seconds: the stream's `x-max-age` cannot be less than a second. */
+function trackingMaxAge(source: string, value: string): number {
+  const ms = parseDuration(value);
+  if (ms === undefined || ms < 1000) {
+    throw new ConfigError(source, 'tracking.max_age', `an ISO 8601 duration of at least one second, such as "P7D" (got "${value}")`);
+  }
+  return Math.round(ms / 1000);
 }

@@ -223,6 +223,14 @@ export interface RawConfig {
     /** TCP port; `--port` overrides. @defaultValue 9500 */
     port?: number;
   };
+  /** Batch tracking (docs/batches.md): the settlement-report stream `<prefix>.tracking`. */
+  tracking?: {
+    /**
+     * How long the stream keeps reports, ISO 8601 duration (RabbitMQ `x-max-age`, whole
+     * seconds). Fixed when the stream is first declared. @defaultValue "P7D"
+     */
+    max_age?: string;
+  };
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
 }
@@ -306,6 +314,7 @@ export interface ConfigWithDefaults {
   durable: boolean;
   gracePeriod: number;
   httpPort: number;
+  tracking: { max_age: string };
   stages: Record<string, StageConfig>;
 }
 
@@ -347,5 +356,7 @@ export interface CompiledConfig {
    * through `tenantShare`, which also answers for tenants provisioned but not configured.
    */
   tenantShares: ReadonlyMap<string, TenantShare>;
+  /** Batch tracking: the report stream's retention, in whole seconds. */
+  tracking: { maxAgeSeconds: number };
   stages: Map<string, CompiledStageConfig>;
 }

@@ -33,6 +33,8 @@ export const DEFAULT_TENANT_HEADER = 'x-ojs-tenant';
 export const DEFAULT_HEARTBEAT_SECONDS = 60;
 export const DEFAULT_CONCURRENCY = 1;
 export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
+/** How long the batch-tracking stream keeps settlement reports (docs/batches.md). */
+export const DEFAULT_TRACKING_MAX_AGE = 'P7D';
 export const DEFAULT_HTTP_PORT = 9400;
 export const DEFAULT_RECONNECT = { initialDelay: 1, maxDelay: 30 };
 /** Deliveries prefetched beyond the concurrency, so the handler never waits on a round trip. */
@@ -89,6 +91,7 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
     durable: raw.durable ?? true,
     gracePeriod: raw.gracePeriod ?? DEFAULT_GRACE_PERIOD_SECONDS,
     httpPort: raw.httpPort ?? DEFAULT_HTTP_PORT,
+    tracking: { max_age: raw.tracking?.max_age ?? DEFAULT_TRACKING_MAX_AGE },
     stages: raw.stages ?? {},
   };
 }

@@ -13,6 +13,8 @@ export const EVENT_TYPES = [
   'queue.deleted',
   'tenant.provisioned',
   'tenant.retired',
+  // A batch's every known job settled (docs/batches.md); published by `stagecoach tracker`.
+  'batch.completed',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

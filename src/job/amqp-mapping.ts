@@ -2,6 +2,7 @@ import type { Options } from 'amqplib';
 import { parseDuration } from '../util/duration.js';
 import { InvalidPayloadError } from '../errors/errors.js';
 import { isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
+import { isBatchId } from '../util/batch-id.js';
 import { JOB_CONTENT_TYPE, parseEnvelope } from './envelope.js';
 import type { HeaderValue, Job } from './job.types.js';
 
@@ -12,6 +13,8 @@ export const OJS_HEADERS = {
   attempt: 'x-ojs-attempt',
   scheduledAt: 'x-ojs-scheduled-at',
   traceparent: 'x-ojs-traceparent',
+  /** The job's batch (`meta.batch`), for consumers that read headers only (docs/batches.md). */
+  batch: 'x-ojs-batch',
   errorType: 'x-ojs-error-type',
   errorMessage: 'x-ojs-error-message',
   /** Where a dead letter physically came from: the queue, its tenant and variant (not the job's claim). */
@@ -67,6 +70,8 @@ export function toWire(job: Job, wire: WireOptions): WireMessage {
   }
   if (job.scheduled_at !== undefined) headers[OJS_HEADERS.scheduledAt] = job.scheduled_at;
   if (wire.traceparent !== undefined) headers[OJS_HEADERS.traceparent] = wire.traceparent;
+  const batch = job.meta.batch;
+  if (typeof batch === 'string') headers[OJS_HEADERS.batch] = batch;
   if (job.error !== undefined) {
     headers[OJS_HEADERS.errorType] = job.error.type;
     headers[OJS_HEADERS.errorMessage] = job.error.message;
@@ -127,6 +132,13 @@ export function fromWire(message: IncomingMessage, tenantHeader: string = OJS_HE
     // A foreign producer may put the tenant only in the header the root exchange routes by.
     const tenant = headers[tenantHeader] ?? headers[OJS_HEADERS.tenant];
     if (typeof tenant === 'string') job.tenant = tenant;
+  }
+  // Likewise the batch: a foreign producer may set the header only. The body wins when both are set.
+  const batch = headers[OJS_HEADERS.batch];
+  if (batch !== undefined && job.meta.batch === undefined) {
+    if (!isBatchId(batch))
+      throw new InvalidPayloadError(`header "${OJS_HEADERS.batch}": ${JSON.stringify(batch)?.slice(0, 140)} is not a batch id`);
+    job.meta.batch = batch;
   }
   return { job, headers };
 }

@@ -3,6 +3,7 @@ import { validateRetryPolicy } from '../retry/retry-policy.js';
 import { parseDuration } from '../util/duration.js';
 import { checkTenantSlug, isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import { isTimestamp } from '../util/timestamp.js';
+import { BATCH_ID_RULE, isBatchId } from '../util/batch-id.js';
 import { uuidv7 } from './uuid-v7.js';
 import type { Job, JobSpec } from './job.types.js';
 
@@ -14,6 +15,8 @@ export interface JobOrigin {
   tenant?: string;
   /** The job this one was emitted by: its id becomes `meta.parent_id`. */
   parentId?: string;
+  /** The batch the job belongs to (`meta.batch`): its parent's, or the one a producer starts. */
+  batch?: string;
 }
 
 /**
@@ -38,6 +41,8 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   }
   const meta = { ...spec.meta };
   if (origin.parentId !== undefined) meta.parent_id = origin.parentId;
+  // Set by the origin only (checked by whoever passes it): a job's batch is its parent's.
+  if (origin.batch !== undefined) meta.batch = origin.batch;
   const job: Job = {
     specversion: SPEC_VERSION,
     id: uuidv7(),
@@ -84,6 +89,14 @@ export function parseEnvelope(body: unknown): Job {
   // A dotted tenant would make its queue names those of another tenant's variant queues.
   if (job.tenant !== undefined && !isTenantSlug(job.tenant)) {
     throw new InvalidPayloadError(`the envelope's "tenant": ${notATenantSlug(job.tenant)}`);
+  }
+  // The batch, like the tenant, is carried on into every job this one emits: a malformed one
+  // would be reported under a name no batch command can address.
+  const meta = job.meta as Record<string, unknown> | undefined;
+  if (meta?.batch !== undefined && !isBatchId(meta.batch)) {
+    throw new InvalidPayloadError(
+      `the envelope's "meta.batch": ${JSON.stringify(meta.batch)?.slice(0, 140)} is not a batch id (${BATCH_ID_RULE})`,
+    );
   }
   expect(job.attempt === undefined || (Number.isInteger(job.attempt) && (job.attempt as number) >= 1), '"attempt" must be an integer >= 1');
   expect(

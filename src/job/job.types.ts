@@ -64,4 +64,10 @@ export interface PublishSpec extends JobSpec {
   tenant?: string;
   /** W3C traceparent to continue; a new trace is started when absent. */
   traceparent?: string;
+  /**
+   * Starts the job in this batch (`meta.batch`, header `x-ojs-batch`): every job emitted
+   * downstream of it joins the batch, and the publisher reports it as created to the tracking
+   * stream before publishing it (docs/batches.md). A batch belongs to one tenant.
+   */
+  batch?: string;
 }

@@ -12,6 +12,10 @@ import type { Job, PublishSpec } from '../job/job.types.js';
 import { childTraceparent } from '../job/trace-context.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { coreTopology } from '../topology/build-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import { checkBatchId } from '../util/batch-id.js';
+import { stamp, type CreatedReport, type SettledReport } from '../batch/tracking-report.js';
+import { batchOf, publishRecord } from '../batch/tracking-stream.js';
 
 /**
  * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
@@ -19,6 +23,10 @@ import { coreTopology } from '../topology/build-topology.js';
  * a full queue refuses (`max_size`, `overflow_policy` `reject`) rejects with a `QueueFullError`
  * (`QUEUE_FULL`), and the publisher reports `queue.full` on `<prefix>.events` (throttled: see
  * events/queue-full-reporter.ts).
+ *
+ * A job published with a `batch` starts in that batch: the publisher first reports it as
+ * created to the tracking stream (confirmed), so a tracker never sees the batch complete before
+ * its root job ran (docs/batches.md).
  *
  * ```ts
  * const publisher = await Publisher.connect(await loadConfig('config/pipeline.json'));
@@ -73,15 +81,56 @@ export class Publisher {
    */
   build(queue: string, spec: PublishSpec): Job {
     if (queueFor(this.config, queue).scope === 'tenant' && spec.tenant === undefined) throw new TenantRequiredError(queue);
-    return createJob(spec, { queue, ...(spec.tenant === undefined ? {} : { tenant: spec.tenant }) });
+    return createJob(spec, {
+      queue,
+      ...(spec.tenant === undefined ? {} : { tenant: spec.tenant }),
+      ...(spec.batch === undefined ? {} : { batch: checkBatchId(spec.batch, 'batch') }),
+    });
   }
 
-  /** Publishes an envelope as it is (its id and attempt kept). */
+  /**
+   * Publishes an envelope as it is (its id and attempt kept). A batched one (`meta.batch`) is
+   * reported as created first; when the job itself then fails to publish, a `discarded` report
+   * follows (best effort), so the batch does not wait for a job that never was.
+   */
   async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent'> = {}): Promise<void> {
-    await this.router.send(job, {
-      traceparent: spec.traceparent ?? childTraceparent(),
-      ...(spec.headers === undefined ? {} : { headers: spec.headers }),
-    });
+    const batch = batchOf(job);
+    const stream = new BrokerNames(this.config.prefix).tracking;
+    let created: CreatedReport | undefined;
+    if (batch !== undefined) {
+      created = stamp<CreatedReport>({
+        kind: 'created',
+        job: job.id,
+        batch: checkBatchId(batch, 'meta.batch'),
+        ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
+        queue: job.queue,
+        type: job.type,
+      });
+      await publishRecord(this.publisher, stream, created);
+    }
+    try {
+      await this.router.send(job, {
+        traceparent: spec.traceparent ?? childTraceparent(),
+        ...(spec.headers === undefined ? {} : { headers: spec.headers }),
+      });
+    } catch (err) {
+      if (created !== undefined) {
+        const unsent = stamp<SettledReport>({
+          kind: 'settled',
+          job: job.id,
+          batch: created.batch,
+          ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
+          stage: 'publisher',
+          queue: job.queue,
+          type: job.type,
+          outcome: 'discarded',
+          attempt: job.attempt,
+          error: { type: 'PUBLISH_FAILED', message: (err as Error).message },
+        });
+        await publishRecord(this.publisher, stream, unsent).catch(() => undefined);
+      }
+      throw err;
+    }
   }
 
   async close(): Promise<void> {

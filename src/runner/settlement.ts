@@ -1,4 +1,6 @@
 import type { Message } from 'amqplib';
+import type { SettledReport, SettlementOutcome } from '../batch/tracking-report.js';
+import { batchOf, publishRecord, settledReport, type ReportDetails, type SettlementPlace } from '../batch/tracking-stream.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { routeFor } from '../broker/job-router.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
@@ -52,15 +54,22 @@ export type Settled = 'acked' | 'rejected' | 'abandoned';
  *   redelivers the delivery. A publish the broker refuses (a full `dead_letter_queue`, say)
  *   refuses the delivery instead: the broker dead-letters it by its queue's route, and
  *   `dead list` reads the reason from `x-death`. Nothing loops, nothing is dropped.
+ * - Batch tracking (docs/batches.md): a batched job's settlement is reported to the tracking
+ *   stream in the same confirm wait as whatever replaces the delivery, before the ack, so no
+ *   settlement goes unreported (a crash between report and ack repeats it: at-least-once). A
+ *   job without a batch costs one property test. A `completed` report goes out beside the
+ *   emits; when an emit then fails, the settlement that follows retracts it.
  * - Retries and hand-backs go to the instance's `due` queue (or back to `suspect`), never to
  *   the main queue: a job admitted once is never refused for `max_size`, and the broker never
  *   dead-letters into a full queue (where `reject-publish` drops it silently).
  */
 export class Settlement {
   private readonly names: BrokerNames;
+  private readonly place: SettlementPlace;
 
   constructor(private readonly options: SettlementOptions) {
     this.names = new BrokerNames(options.config.prefix);
+    this.place = { stage: options.stage, queue: options.input.name, tenant: options.origin.tenant };
   }
 
   /**
@@ -70,6 +79,8 @@ export class Settlement {
   async settle(delivery: Delivery, outcome: Outcome): Promise<Settled> {
     try {
       if (outcome.kind === 'completed') {
+        const batch = batchOf(outcome.job);
+        if (batch !== undefined) return await this.completeBatched(delivery, outcome, batch);
         // The hot path, inline: one async frame per job.
         let emitted: number;
         try {
@@ -104,44 +115,108 @@ export class Settlement {
   }
 
   /**
+   * A batched job's return: its `completed` report (naming every job it emitted) is published
+   * beside the emits and awaited with them, then the delivery is acknowledged. When an emit or
+   * the report fails, the job is not complete: it is handed back or failed as on the hot path,
+   * and that settlement's report retracts the `completed` one if it reached the stream.
+   */
+  private async completeBatched(delivery: Delivery, outcome: Extract<Outcome, { kind: 'completed' }>, batch: string): Promise<Settled> {
+    const { job, ctx } = outcome;
+    // settle() closes the context at once: the children listed below are all there will be.
+    const emits = ctx.settle();
+    const report = settledReport(job, batch, this.place, 'completed', { emitted: [...(ctx.children ?? [])] });
+    const [emitted, reported] = await Promise.allSettled([emits, this.report(delivery, report)]);
+    if (emitted.status === 'rejected' || reported.status === 'rejected') {
+      const err: unknown = emitted.status === 'rejected' ? emitted.reason : (reported as PromiseRejectedResult).reason;
+      const details: ReportDetails = {
+        ...(reported.status === 'fulfilled' ? { retracts: report.id } : {}),
+        ...(ctx.unsent !== undefined && ctx.unsent.length > 0 ? { unsent: [...ctx.unsent] } : {}),
+      };
+      // As on the hot path: a lost channel is not the job's fault; a refused emit is a failure.
+      if (err instanceof PublishError && err.transient) {
+        return await this.giveBack(delivery, settledReport(job, batch, this.place, 'retrying', { ...details, next_attempt: job.attempt }));
+      }
+      if (emitted.status === 'fulfilled') throw err;
+      return await this.fail(delivery, job, err, outcome.seconds, details);
+    }
+    this.ack(delivery);
+    this.options.stats.emitted += emitted.value;
+    this.options.stats.completed++;
+    this.options.metrics.completed(outcome.seconds);
+    return 'acked';
+  }
+
+  /** Publishes a report on the current publisher channel (the completed path; see publishThenAck for the others). */
+  private async report(delivery: Delivery, report: SettledReport): Promise<void> {
+    if (delivery.source.closed) throw new PublishError("the delivery's channel closed before its report", '', this.names.tracking, true);
+    const publisher = await this.options.publishers.ready();
+    await publishRecord(publisher, this.names.tracking, report);
+  }
+
+  /** The report of a settlement, when the job is in a batch. */
+  private reportOf(job: Job | undefined, outcome: SettlementOutcome, details?: ReportDetails): SettledReport | undefined {
+    const batch = batchOf(job);
+    return batch === undefined ? undefined : settledReport(job as Job, batch, this.place, outcome, details);
+  }
+
+  /**
    * Hands a delivery that was prefetched but never started back to the broker, unflagged, so
    * that another instance (or this one, later) takes it as a first delivery: through the
    * ladder with no delay, to the `due` queue (or back to `suspect`).
    */
-  async giveBack(delivery: Delivery): Promise<Settled> {
+  async giveBack(delivery: Delivery, report?: SettledReport): Promise<Settled> {
     const { message } = delivery;
     const routingKey = delayRoutingKey(0, this.returnQueue(delivery));
     const options = { ...message.properties, headers: withoutBrokerHeaders(message.properties.headers) };
-    const settled = await this.publishThenAck(delivery, 'hand-back', (publisher) =>
-      publisher.publish(this.names.retry, routingKey, message.content, options),
+    const settled = await this.publishThenAck(
+      delivery,
+      'hand-back',
+      (publisher) => publisher.publish(this.names.retry, routingKey, message.content, options),
+      undefined,
+      report,
     );
     if (settled === 'acked') this.options.stats.givenBack++;
     return settled;
   }
 
-  private async fail(delivery: Delivery, job: Job | undefined, thrown: unknown, seconds?: number): Promise<Settled> {
+  private async fail(
+    delivery: Delivery,
+    job: Job | undefined,
+    thrown: unknown,
+    seconds?: number,
+    details?: ReportDetails,
+  ): Promise<Settled> {
     const error = toJobError(thrown);
     if (seconds !== undefined) this.options.metrics.failed(seconds, error.type);
     if (job === undefined) return this.deadLetter(delivery, undefined, error, false);
+    // A job refused for its publisher or tenant is not trusted: its batch claim is not reported.
+    if (error.type === 'TENANT_MISMATCH') details = undefined;
+    else details = { ...details, error: { type: error.type, message: error.message } };
     if (thrown instanceof StagecoachError && thrown.code === 'POISON') this.options.stats.poisonRedeliveries++;
     const policy = resolveRetryPolicy(this.options.input, job.retry);
     const decision = decideFailure(policy, job.attempt, error, thrown);
     switch (decision.action) {
       case 'retry':
-        return this.retry(delivery, job, decision.nextAttempt, decision.delayMs, error);
+        return this.retry(delivery, job, decision.nextAttempt, decision.delayMs, error, details);
       case 'dead_letter':
-        return this.deadLetter(delivery, job, error, decision.exhausted);
-      case 'discard':
+        return this.deadLetter(delivery, job, error, decision.exhausted, details);
+      case 'discard': {
         this.options.log.warn('job discarded', {
           ...fields(job, delivery.message),
           error_type: error.type,
           error: error.message,
           exhausted: decision.exhausted,
         });
-        this.ack(delivery);
+        const report = details === undefined ? undefined : this.reportOf(job, 'discarded', details);
+        // Nothing replaces a discarded job: a batched one still waits for its report's confirm.
+        if (report !== undefined) {
+          const settled = await this.publishThenAck(delivery, 'discard report', () => Promise.resolve(), undefined, report);
+          if (settled !== 'acked') return settled;
+        } else this.ack(delivery);
         this.options.stats.discarded++;
         this.options.metrics.discarded();
         return 'acked';
+      }
     }
   }
 
@@ -153,8 +228,12 @@ export class Settlement {
     const error = { type: 'REDELIVERED', message: `attempt ${job.attempt} came back after the process or channel handling it died` };
     const wire = this.retried(delivery.message, job, job.attempt + 1, error);
     const routingKey = delayRoutingKey(0, this.options.queues.suspect);
-    const settled = await this.publishThenAck(delivery, 'suspect', (publisher) =>
-      publisher.publish(this.names.retry, routingKey, wire.content, wire.options),
+    const settled = await this.publishThenAck(
+      delivery,
+      'suspect',
+      (publisher) => publisher.publish(this.names.retry, routingKey, wire.content, wire.options),
+      undefined,
+      this.reportOf(job, 'suspect', { next_attempt: job.attempt + 1, error }),
     );
     if (settled === 'acked') {
       // Counted once it moved: an abandoned move comes back and is counted then.
@@ -168,11 +247,22 @@ export class Settlement {
     return settled;
   }
 
-  private async retry(delivery: Delivery, job: Job, nextAttempt: number, delayMs: number, error: JobError): Promise<Settled> {
+  private async retry(
+    delivery: Delivery,
+    job: Job,
+    nextAttempt: number,
+    delayMs: number,
+    error: JobError,
+    details?: ReportDetails,
+  ): Promise<Settled> {
     const wire = this.retried(delivery.message, job, nextAttempt, error);
     const routingKey = delayRoutingKey(delayMs, this.returnQueue(delivery));
-    const settled = await this.publishThenAck(delivery, 'retry', (publisher) =>
-      publisher.publish(this.names.retry, routingKey, wire.content, wire.options),
+    const settled = await this.publishThenAck(
+      delivery,
+      'retry',
+      (publisher) => publisher.publish(this.names.retry, routingKey, wire.content, wire.options),
+      undefined,
+      details === undefined ? undefined : this.reportOf(job, 'retrying', { ...details, next_attempt: nextAttempt }),
     );
     if (settled === 'acked') {
       this.options.stats.retried++;
@@ -188,13 +278,20 @@ export class Settlement {
     return settled;
   }
 
-  private async deadLetter(delivery: Delivery, job: Job | undefined, error: JobError, exhausted: boolean): Promise<Settled> {
+  private async deadLetter(
+    delivery: Delivery,
+    job: Job | undefined,
+    error: JobError,
+    exhausted: boolean,
+    details?: ReportDetails,
+  ): Promise<Settled> {
     const { config, input, stage } = this.options;
     const target = input.dead_letter_queue;
+    const report = details === undefined ? undefined : this.reportOf(job, 'dead', details);
     // A job refused at admission (a tenant or type it may not carry here) never ran: its claim
     // is not to be trusted, so it stays in the dead letters of the queue it was found in.
     if (job === undefined || target === undefined || REFUSED_AT_ADMISSION.has(error.type)) {
-      return this.deadLetterHere(delivery, job, error, exhausted);
+      return this.deadLetterHere(delivery, job, error, exhausted, report);
     }
     // OJS dead_letter_queue: the job is enqueued, error and all, to the configured queue.
     const dead: Job = {
@@ -218,7 +315,7 @@ export class Settlement {
         target,
         err: (err as Error).message,
       });
-      return this.deadLetterHere(delivery, job, error, exhausted);
+      return this.deadLetterHere(delivery, job, error, exhausted, report);
     }
     let refused = false;
     const settled = await this.publishThenAck(
@@ -228,13 +325,20 @@ export class Settlement {
       // Refused there (full): the dead letters of its own queue keep it, with the reason.
       () => {
         refused = true;
-        return this.deadLetterHere(delivery, job, error, exhausted);
+        return this.deadLetterHere(delivery, job, error, exhausted, report);
       },
+      report,
     );
     return refused ? settled : this.published(delivery, job, error, exhausted, settled);
   }
 
-  private async deadLetterHere(delivery: Delivery, job: Job | undefined, error: JobError, exhausted: boolean): Promise<Settled> {
+  private async deadLetterHere(
+    delivery: Delivery,
+    job: Job | undefined,
+    error: JobError,
+    exhausted: boolean,
+    report?: SettledReport,
+  ): Promise<Settled> {
     const wire = deadLetterMessage(delivery.message, job, error, this.options.stage, this.options.config.tenantHeader, this.options.origin);
     const dead = this.options.queues.dead;
     return this.published(
@@ -242,8 +346,12 @@ export class Settlement {
       job,
       error,
       exhausted,
-      await this.publishThenAck(delivery, 'dead letter', (publisher) =>
-        publisher.publish(this.names.dlx, dead, wire.content, wire.options),
+      await this.publishThenAck(
+        delivery,
+        'dead letter',
+        (publisher) => publisher.publish(this.names.dlx, dead, wire.content, wire.options),
+        undefined,
+        report,
       ),
     );
   }
@@ -267,13 +375,41 @@ export class Settlement {
    * Publishes what replaces the delivery, then acknowledges it. A lost publisher channel is
    * waited out (the supervisor heals it) as long as the delivery's channel lives; a refusal by
    * the broker refuses the delivery to its queue's dead-letter route instead.
+   *
+   * With `report` (a batched job), the settlement report goes to the tracking stream in the same
+   * confirm wait; after a lost channel only what was not confirmed is published again (a retry
+   * copy published twice would run twice). When the replacement is refused after its report was
+   * confirmed, a `dead` report follows it: the broker dead-letters the delivery.
    */
   private async publishThenAck(
     delivery: Delivery,
     what: string,
     publish: (publisher: ConfirmPublisher) => Promise<void>,
     onRefused?: () => Promise<Settled>,
+    report?: SettledReport,
   ): Promise<Settled> {
+    if (report !== undefined) {
+      let sent = false;
+      let reported = false;
+      const publishing = publish;
+      publish = async (publisher) => {
+        const [main, side] = await Promise.allSettled([
+          sent ? undefined : publishing(publisher),
+          reported ? undefined : publishRecord(publisher, this.names.tracking, report),
+        ]);
+        sent ||= main.status === 'fulfilled';
+        reported ||= side.status === 'fulfilled';
+        if (main.status === 'rejected') {
+          // Refused (not lost) after the report went: the job ends in the broker's dead letters.
+          if (reported && !(main.reason instanceof PublishError && main.reason.transient) && onRefused === undefined) {
+            const dead = { ...report, outcome: 'dead' as const, retracts: report.id, id: `${report.id}.refused` };
+            await publishRecord(publisher, this.names.tracking, dead).catch(() => undefined);
+          }
+          throw main.reason;
+        }
+        if (side.status === 'rejected') throw side.reason;
+      };
+    }
     let stale: ConfirmPublisher | undefined;
     for (;;) {
       if (delivery.source.closed) return this.abandoned(delivery, what);

@@ -21,6 +21,14 @@ export class JobContext implements StageContext {
   private closed = false;
   private logger: Logger | undefined;
   private abortSignal: AbortSignal;
+  /** The job's batch: every job it emits joins it. */
+  private readonly batch: string | undefined;
+  /**
+   * Ids of the jobs emitted, and of those whose publish failed: kept for batched jobs only, whose
+   * settlement report lists them (docs/batches.md); undefined otherwise, at no cost.
+   */
+  readonly children: string[] | undefined;
+  readonly unsent: string[] | undefined;
 
   constructor(
     readonly stage: string,
@@ -34,6 +42,12 @@ export class JobContext implements StageContext {
     private readonly onPublished?: (output: string) => void,
   ) {
     this.abortSignal = signal ?? NEVER_ABORTED;
+    const batch = job.meta.batch;
+    if (typeof batch === 'string') {
+      this.batch = batch;
+      this.children = [];
+      this.unsent = [];
+    }
   }
 
   /** Aborted when the job runs past its timeout; a shared never-aborted signal without one. */
@@ -100,8 +114,28 @@ export class JobContext implements StageContext {
       throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}" emitted to "${output}" after its handler returned`);
     }
     if (!this.outputs.includes(output)) throw new UnknownOutputError(this.stage, output, this.outputs);
-    const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant });
-    await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
+    const batch = this.batch;
+    // A batch is entered at its root only (phase 1): a handler that names another batch would
+    // start one nobody reported as created, which a tracker could see complete too early.
+    if (spec.meta?.batch !== undefined && spec.meta.batch !== batch) {
+      throw new StagecoachError(
+        'INVALID_REQUEST',
+        `stage "${this.stage}": an emitted job joins its parent's batch (${batch ?? 'none'}); "meta.batch" cannot name another`,
+      );
+    }
+    const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant, batch });
+    if (batch === undefined) {
+      await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
+    } else {
+      // Listed before it is sent: the settlement report names every child that may exist.
+      this.children?.push(job.id);
+      try {
+        await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
+      } catch (err) {
+        this.unsent?.push(job.id);
+        throw err;
+      }
+    }
     this.onPublished?.(output);
     return job.id;
   }

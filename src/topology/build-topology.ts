@@ -45,8 +45,21 @@ function entryTopology(config: CompiledConfig): Topology {
       { name: names.control, type: 'fanout', durable },
       { name: names.events, type: 'topic', durable },
     ],
-    queues: [{ name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) }],
+    queues: [{ name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) }, trackingStream(config)],
     bindings: [{ source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' }],
+  };
+}
+
+/**
+ * The batch-tracking stream (docs/batches.md): in the core, because every stage reports batched
+ * settlements to it through the default exchange, where a missing queue would drop the report
+ * silently (and confirm it). Always durable: RabbitMQ streams cannot be anything else.
+ */
+export function trackingStream(config: CompiledConfig): QueueSpec {
+  return {
+    name: new BrokerNames(config.prefix).tracking,
+    durable: true,
+    arguments: { 'x-queue-type': 'stream', 'x-max-age': `${config.tracking.maxAgeSeconds}s` },
   };
 }
 

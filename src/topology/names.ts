@@ -83,6 +83,10 @@ export class BrokerNames {
   get events(): string {
     return `${this.prefix}.events`;
   }
+  /** RabbitMQ stream of batch settlement reports (docs/batches.md). */
+  get tracking(): string {
+    return `${this.prefix}.tracking`;
+  }
 }
 
 /** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */

@@ -44,6 +44,8 @@ describe('topology', () => {
     const companion = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
     expect(topology.queues).to.deep.equal([
       { name: 'ojs.unroutable', durable: true, arguments: {} },
+      // Batch tracking: always durable (a stream cannot be otherwise), retention 7 days by default.
+      { name: 'ojs.tracking', durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '604800s' } },
       { name: 'ojs.queue.conversions.acme', durable: true, arguments: work },
       { name: 'ojs.due.conversions.acme', durable: true, arguments: companion },
       { name: 'ojs.suspect.conversions.acme', durable: true, arguments: companion },
@@ -85,6 +87,7 @@ describe('topology', () => {
     const topology = withoutLadder(stageTopology(config, { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }));
     expect(topology.queues.map((q) => q.name)).to.deep.equal([
       'ojs.unroutable',
+      'ojs.tracking',
       'ojs.queue.scan_specs',
       'ojs.due.scan_specs',
       'ojs.suspect.scan_specs',

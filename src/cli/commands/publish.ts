@@ -8,6 +8,7 @@ import { validateRetryPolicy } from '../../retry/retry-policy.js';
 import { MAX_DELAY_SECONDS } from '../../topology/delay-topology.js';
 import { parseDuration } from '../../util/duration.js';
 import { isTimestamp } from '../../util/timestamp.js';
+import { checkBatchId } from '../../util/batch-id.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 
@@ -17,6 +18,8 @@ export interface PublishOptions {
   args: string;
   meta?: string;
   tenant?: string;
+  /** Start the job in this batch (docs/batches.md). */
+  batch?: string;
   header: string[];
   priority?: string;
   timeout?: string;
@@ -36,6 +39,7 @@ export interface PublishOptions {
  */
 export async function publish(queue: string, opts: PublishOptions): Promise<number> {
   const tenant = resolveTenant(opts.tenant);
+  const batch = opts.batch === undefined ? undefined : checkBatchId(opts.batch, '--batch');
   const spec = jobFields(opts);
   const delayMs = opts.delay === undefined ? undefined : delayOf(opts.delay);
   const config = await loadConfig(opts.config);
@@ -50,6 +54,7 @@ export async function publish(queue: string, opts: PublishOptions): Promise<numb
       ...spec,
       ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
       ...(tenant === undefined ? {} : { tenant }),
+      ...(batch === undefined ? {} : { batch }),
     });
     process.stdout.write(`${id}\n`);
   } finally {

@@ -1,0 +1,242 @@
+import { FINAL_OUTCOMES, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
+
+/** Where a job of a batch stands, derived from every report about it (see {@link BatchFold}). */
+export type JobClass = 'in_flight' | 'completed' | 'dead' | 'discarded' | 'withdrawn';
+
+/** What the fold knows of one job. */
+export interface TrackedJob {
+  id: string;
+  batch: string;
+  tenant?: string;
+  type?: string;
+  /** The logical queue it was created in or last settled from. */
+  queue?: string;
+  /** The job that emitted it. */
+  parent?: string;
+  /** Reported as created by its publisher (a root job). */
+  created: boolean;
+  /** Ids of the jobs its settlements emitted (every run's: a re-run's children are real work too). */
+  children: Set<string>;
+  /** Listed as emitted, then as not sent by a retraction: it never reached the broker, unless it reports itself. */
+  unsent: boolean;
+  /** Its settlement reports in stream order, exact duplicates dropped. */
+  reports: SettledReport[];
+  /** Report ids a later report retracted (their outcome is void; their emitted ids stay known). */
+  retracted: Set<string>;
+  /** Derived: see {@link classify}. */
+  cls: JobClass;
+  /** Derived: the first final outcome that stands, and whether another final outcome contradicts it. */
+  final?: SettledReport;
+  conflict: boolean;
+}
+
+/** The counts of a batch (DESIGN.md `batch status --json` `jobs`, plus `discarded`). */
+export interface BatchCounts {
+  known: number;
+  completed: number;
+  /** Jobs that ended in failure: `dead` + `discarded`. */
+  failed: number;
+  dead: number;
+  discarded: number;
+  /** Phase 2 (`batch cancel`): always 0 for now. */
+  cancelled: number;
+  in_flight: number;
+}
+
+export interface TrackedBatch {
+  id: string;
+  /** The tenant it belongs to: the first tenant reported for it. */
+  tenant?: string;
+  counts: BatchCounts;
+  /** A tracker announced `batch.completed` for it (an `announced` record was read). */
+  announced: boolean;
+  /** Reports refused because they named another tenant than the batch's. */
+  refused: number;
+  /** Jobs with two different final outcomes (the first stands; see docs/batches.md). */
+  conflicts: number;
+  /** ISO 8601 of the first and the latest record about it. */
+  first_seen: string;
+  last_seen: string;
+}
+
+/** A batch is complete when it knows a job and every job it knows has a final outcome. */
+export function isComplete(batch: TrackedBatch): boolean {
+  return batch.counts.known > 0 && batch.counts.in_flight === 0;
+}
+
+/** What applying one record changed that a tracker acts on. */
+export interface FoldResult {
+  /** The batch became complete with this record (it was not complete before it). */
+  completed?: TrackedBatch;
+  /** The record was refused (another tenant's batch), with the reason. */
+  refused?: string;
+}
+
+/**
+ * Folds tracking records (created, settled, announced) into per-batch state, in stream order.
+ * Pure and synchronous: the tracker and the status commands feed it; unit tests drive it.
+ *
+ * State is keyed by job id and derived from the set of reports about each job, so a duplicate
+ * (the same report twice: a crash between report and ack, a stream read twice) changes nothing,
+ * and a job that ran twice adds the children of both runs. A job is settled when a final report
+ * (`completed`, `dead`, `discarded`) stands for it and no later non-final report (`retrying`,
+ * `suspect`) promises a further attempt beyond the highest settled one; the first final outcome
+ * that stands is the job's outcome, a later different one is counted as a conflict.
+ */
+export class BatchFold {
+  readonly jobs = new Map<string, TrackedJob>();
+  readonly batches = new Map<string, TrackedBatch>();
+
+  apply(record: TrackingRecord): FoldResult {
+    switch (record.kind) {
+      case 'mark':
+        return {};
+      case 'announced': {
+        const batch = this.batches.get(record.batch);
+        if (batch !== undefined) batch.announced = true;
+        else this.batchOf(record.batch, undefined, record.at).announced = true;
+        return {};
+      }
+      case 'created':
+      case 'settled':
+        return this.applyJobRecord(record);
+    }
+  }
+
+  private applyJobRecord(record: Extract<TrackingRecord, { kind: 'created' | 'settled' }>): FoldResult {
+    const existing = this.batches.get(record.batch);
+    if (existing?.tenant !== undefined && record.tenant !== undefined && record.tenant !== existing.tenant) {
+      existing.refused++;
+      return { refused: `batch "${record.batch}" belongs to tenant "${existing.tenant}", not "${record.tenant}"` };
+    }
+    const batch = this.batchOf(record.batch, record.tenant, record.at);
+    const wasComplete = isComplete(batch);
+    batch.last_seen = record.at;
+    const job = this.jobOf(record.job, batch);
+    job.tenant ??= record.tenant;
+    job.type ??= record.type;
+    job.queue = record.queue;
+    if (record.kind === 'created') {
+      job.created = true;
+    } else {
+      if (job.reports.some((seen) => seen.id === record.id)) return {};
+      job.reports.push(record);
+      if (record.retracts !== undefined) job.retracted.add(record.retracts);
+      for (const child of record.emitted ?? []) {
+        job.children.add(child);
+        const known = this.jobOf(child, batch);
+        known.parent ??= job.id;
+        known.tenant ??= record.tenant;
+      }
+      for (const child of record.unsent ?? []) {
+        const known = this.jobOf(child, batch);
+        known.unsent = true;
+        this.reclassify(known, batch);
+      }
+      for (const child of record.emitted ?? []) this.reclassify(this.jobs.get(child) as TrackedJob, batch);
+    }
+    this.reclassify(job, batch);
+    return !wasComplete && isComplete(batch) ? { completed: batch } : {};
+  }
+
+  /** The job's state, or undefined when no record named it. */
+  job(id: string): TrackedJob | undefined {
+    return this.jobs.get(id);
+  }
+
+  private batchOf(id: string, tenant: string | undefined, at: string): TrackedBatch {
+    let batch = this.batches.get(id);
+    if (batch === undefined) {
+      batch = {
+        id,
+        ...(tenant === undefined ? {} : { tenant }),
+        counts: { known: 0, completed: 0, failed: 0, dead: 0, discarded: 0, cancelled: 0, in_flight: 0 },
+        announced: false,
+        refused: 0,
+        conflicts: 0,
+        first_seen: at,
+        last_seen: at,
+      };
+      this.batches.set(id, batch);
+    } else if (batch.tenant === undefined && tenant !== undefined) {
+      batch.tenant = tenant;
+    }
+    return batch;
+  }
+
+  /** The job, created as `withdrawn` (counted nowhere) until {@link reclassify} places it. */
+  private jobOf(id: string, batch: TrackedBatch): TrackedJob {
+    let job = this.jobs.get(id);
+    if (job === undefined) {
+      job = {
+        id,
+        batch: batch.id,
+        created: false,
+        children: new Set(),
+        unsent: false,
+        reports: [],
+        retracted: new Set(),
+        cls: 'withdrawn',
+        conflict: false,
+      };
+      this.jobs.set(id, job);
+    }
+    return job;
+  }
+
+  /** Derives the job's class again and moves it between the batch's counts. */
+  private reclassify(job: TrackedJob, batch: TrackedBatch): void {
+    const before = job.cls;
+    const hadConflict = job.conflict;
+    classify(job);
+    if (job.conflict !== hadConflict) batch.conflicts += job.conflict ? 1 : -1;
+    if (before === job.cls) return;
+    count(batch.counts, before, -1);
+    count(batch.counts, job.cls, +1);
+  }
+}
+
+/** Sets `cls`, `final` and `conflict` from the job's reports (see BatchFold). */
+export function classify(job: TrackedJob): void {
+  const standing = job.reports.filter((report) => !job.retracted.has(report.id));
+  let final: SettledReport | undefined;
+  let conflict = false;
+  let settledAttempt = 0;
+  let promised = 0;
+  for (const report of standing) {
+    if (FINAL_OUTCOMES.has(report.outcome)) {
+      if (final === undefined) final = report;
+      else if (report.outcome !== final.outcome) conflict = true;
+      settledAttempt = Math.max(settledAttempt, report.attempt);
+    } else {
+      promised = Math.max(promised, report.next_attempt ?? report.attempt + 1);
+    }
+  }
+  job.final = final;
+  job.conflict = conflict;
+  // Never reported by itself nor created, and its parent's emit of it failed: it never existed.
+  const exists = job.created || job.reports.length > 0 || !job.unsent;
+  if (!exists) job.cls = 'withdrawn';
+  else if (final === undefined || promised > settledAttempt) job.cls = 'in_flight';
+  else job.cls = final.outcome as 'completed' | 'dead' | 'discarded';
+}
+
+function count(counts: BatchCounts, cls: JobClass, delta: number): void {
+  if (cls === 'withdrawn') return;
+  counts.known += delta;
+  counts[cls] += delta;
+  if (cls === 'dead' || cls === 'discarded') counts.failed += delta;
+}
+
+/** The state word of a batch (DESIGN.md): `completed` once every known job settled. */
+export function batchState(batch: TrackedBatch): 'running' | 'completed' {
+  return isComplete(batch) ? 'completed' : 'running';
+}
+
+/** The state of one job for `job status`: its class, or `retrying` / `suspect` when a further attempt is promised. */
+export function jobState(job: TrackedJob): JobClass | 'pending' | Exclude<SettlementOutcome, 'completed' | 'dead' | 'discarded'> {
+  if (job.cls !== 'in_flight') return job.cls;
+  const last = job.reports.filter((report) => !job.retracted.has(report.id)).at(-1);
+  if (last === undefined) return 'pending';
+  return last.outcome === 'retrying' || last.outcome === 'suspect' ? last.outcome : 'pending';
+}

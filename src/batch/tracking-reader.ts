@@ -1,0 +1,117 @@
+import type { Channel, ConsumeMessage } from 'amqplib';
+import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import type { Logger } from '../logging/logger.js';
+import { trackingStream } from '../topology/build-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import { parseRecord, stamp, type MarkReport, type TrackingRecord } from './tracking-report.js';
+import { publishRecord } from './tracking-stream.js';
+
+/** Deliveries the broker may send ahead on the stream (a stream consumer needs a prefetch). */
+export const TRACKING_PREFETCH = 1000;
+
+/**
+ * Declares the tracking stream unless it exists: checked passively first, so a stream declared
+ * with another `x-max-age` (the setting changed since) is read, not refused.
+ */
+export async function ensureTrackingStream(connection: AmqpConnection, config: CompiledConfig): Promise<void> {
+  const spec = trackingStream(config);
+  const probe = await connection.createChannel();
+  probe.on('error', () => undefined);
+  try {
+    await probe.checkQueue(spec.name);
+    await probe.close();
+    return;
+  } catch {
+    // 404: the channel is closed by the broker; declare it on a fresh one.
+  }
+  const channel = await connection.createChannel();
+  try {
+    await channel.assertQueue(spec.name, { durable: true, arguments: spec.arguments });
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Reads the tracking stream from its first offset (a replay) and goes on reading what is
+ * appended, handing every record to `onRecord` in stream order. `caughtUp()` publishes a `mark`
+ * record and resolves once the reader has read it: everything published before the call has
+ * then been handed over.
+ */
+export class TrackingReader {
+  private readonly waiting = new Map<string, () => void>();
+  private closed = false;
+
+  private constructor(
+    private readonly channel: Channel,
+    private readonly publisher: ConfirmPublisher,
+    private readonly stream: string,
+    private readonly onRecord: (record: TrackingRecord) => void,
+    private readonly log: Logger,
+  ) {}
+
+  static async open(
+    connection: AmqpConnection,
+    config: CompiledConfig,
+    log: Logger,
+    onRecord: (record: TrackingRecord) => void,
+  ): Promise<TrackingReader> {
+    await ensureTrackingStream(connection, config);
+    const stream = new BrokerNames(config.prefix).tracking;
+    const channel = await connection.createChannel();
+    channel.on('error', (err: Error) => log.warn('tracking stream channel error', { err: err.message }));
+    const publisher = await ConfirmPublisher.open(connection);
+    const reader = new TrackingReader(channel, publisher, stream, onRecord, log);
+    await channel.prefetch(TRACKING_PREFETCH);
+    await channel.consume(stream, (message) => reader.receive(message), {
+      noAck: false,
+      arguments: { 'x-stream-offset': 'first' },
+    });
+    return reader;
+  }
+
+  /** Resolves when every record published before this call has been handed to `onRecord`. */
+  async caughtUp(): Promise<void> {
+    const mark = stamp<MarkReport>({ kind: 'mark' });
+    const read = new Promise<void>((resolve) => this.waiting.set(mark.id, resolve));
+    await publishRecord(this.publisher, this.stream, mark);
+    await read;
+  }
+
+  /** Appends a record (the tracker's `announced`). */
+  append(record: TrackingRecord): Promise<void> {
+    return publishRecord(this.publisher, this.stream, record);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.publisher.close();
+    await this.channel.close().catch(() => undefined);
+  }
+
+  private receive(message: ConsumeMessage | null): void {
+    if (message === null) {
+      if (!this.closed) this.log.warn('tracking stream consumer cancelled by the broker', { stream: this.stream });
+      return;
+    }
+    // Stream acks are credit, not deletion: acknowledging keeps the deliveries flowing.
+    this.channel.ack(message);
+    const record = parseRecord(message.content);
+    if (record === undefined) {
+      this.log.debug('skipping a record that is not a tracking record', { stream: this.stream });
+      return;
+    }
+    if (record.kind === 'mark') {
+      const resolve = this.waiting.get(record.id);
+      if (resolve !== undefined) {
+        this.waiting.delete(record.id);
+        resolve();
+      }
+      return;
+    }
+    this.onRecord(record);
+  }
+}

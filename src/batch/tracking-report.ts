@@ -1,0 +1,112 @@
+import { uuidv7 } from '../job/uuid-v7.js';
+
+/**
+ * What becomes of a batched job at one settlement (docs/batches.md):
+ * - `completed`: the handler returned and its emits were confirmed (final);
+ * - `retrying`: it comes back at `next_attempt` (a retry, or a hand-back after its publisher
+ *   channel was lost under an emit, at the same attempt);
+ * - `suspect`: redelivered after a crash, moved to run alone at `next_attempt`;
+ * - `dead`: dead-lettered (final, a failure);
+ * - `discarded`: dropped by its retry policy (`on_exhaustion: discard`; final, a failure).
+ */
+export type SettlementOutcome = 'completed' | 'retrying' | 'suspect' | 'dead' | 'discarded';
+
+export const FINAL_OUTCOMES: ReadonlySet<SettlementOutcome> = new Set(['completed', 'dead', 'discarded']);
+
+/** One settlement of one batched job, as a stage reports it before acknowledging the delivery. */
+export interface SettledReport {
+  kind: 'settled';
+  /** Unique per settlement: an exact duplicate (a report published again) is recognised by it. */
+  id: string;
+  job: string;
+  batch: string;
+  tenant?: string;
+  stage: string;
+  /** The logical queue it was read from. */
+  queue: string;
+  /** The job's `type`. */
+  type?: string;
+  outcome: SettlementOutcome;
+  attempt: number;
+  /** The attempt it runs at next, for `retrying` and `suspect`. */
+  next_attempt?: number;
+  error?: { type: string; message: string };
+  /** Ids of the jobs it emitted (`completed` only). */
+  emitted?: string[];
+  /**
+   * The id of an earlier `completed` report of this delivery that is void: it was published
+   * beside the emits (in the same confirm wait) and an emit then failed, so the job did not
+   * complete. `unsent` lists the emitted ids of that report that were not confirmed.
+   */
+  retracts?: string;
+  unsent?: string[];
+  /** ISO 8601. */
+  at: string;
+}
+
+/** A root job published into a batch (by `Publisher` or `publish --batch`), reported before it is published. */
+export interface CreatedReport {
+  kind: 'created';
+  id: string;
+  job: string;
+  batch: string;
+  tenant?: string;
+  queue: string;
+  type?: string;
+  at: string;
+}
+
+/** A tracker announced `batch.completed`: a replay does not announce it again. */
+export interface AnnouncedReport {
+  kind: 'announced';
+  id: string;
+  batch: string;
+  at: string;
+}
+
+/** Written by a reader to know when it has read everything before it (replay to the present). */
+export interface MarkReport {
+  kind: 'mark';
+  id: string;
+  at: string;
+}
+
+export type TrackingRecord = SettledReport | CreatedReport | AnnouncedReport | MarkReport;
+
+/** AMQP `content_type` of every record on the tracking stream. */
+export const TRACKING_CONTENT_TYPE = 'application/json';
+
+/** A record with its `id` and `at` filled in. */
+export function stamp<R extends TrackingRecord>(record: Omit<R, 'id' | 'at'>): R {
+  return { ...record, id: uuidv7(), at: new Date().toISOString() } as R;
+}
+
+/** A record read back from the stream, or undefined when it is not one (skipped, never fatal). */
+export function parseRecord(content: Buffer): TrackingRecord | undefined {
+  let body: unknown;
+  try {
+    body = JSON.parse(content.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof body !== 'object' || body === null) return undefined;
+  const record = body as Partial<TrackingRecord> & Record<string, unknown>;
+  if (typeof record.id !== 'string') return undefined;
+  switch (record.kind) {
+    case 'settled':
+      return typeof record.job === 'string' &&
+        typeof record.batch === 'string' &&
+        typeof record.outcome === 'string' &&
+        typeof record.attempt === 'number'
+        ? (record as SettledReport)
+        : undefined;
+    case 'created':
+      return typeof record.job === 'string' && typeof record.batch === 'string' ? (record as CreatedReport) : undefined;
+    case 'announced':
+      return typeof record.batch === 'string' ? (record as AnnouncedReport) : undefined;
+    case 'mark':
+      return record as MarkReport;
+    default:
+      return undefined;
+  }
+}

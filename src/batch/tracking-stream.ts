@@ -1,0 +1,57 @@
+import type { PublishChannel } from '../broker/confirm-publisher.js';
+import type { Job } from '../job/job.types.js';
+import { stamp, TRACKING_CONTENT_TYPE, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
+
+/**
+ * Appends one record to the tracking stream (`<prefix>.tracking`) through the default exchange,
+ * with the publisher's confirm: resolves once the broker has it. The stream is part of the core
+ * topology every stage, `provision` and `Publisher` declare (topology/build-topology.ts).
+ */
+export function publishRecord(publisher: PublishChannel, stream: string, record: TrackingRecord): Promise<void> {
+  return publisher.publish('', stream, Buffer.from(JSON.stringify(record)), {
+    contentType: TRACKING_CONTENT_TYPE,
+    messageId: record.id,
+    type: `tracking.${record.kind}`,
+    persistent: true,
+  });
+}
+
+/** Where a settlement happened: the stage, the logical queue, the tenant of the physical queue. */
+export interface SettlementPlace {
+  stage: string;
+  queue: string;
+  /** The queue's tenant (trusted: the broker routed by it), else the job's for a shared queue. */
+  tenant: string | undefined;
+}
+
+/** What a settlement adds to its report besides the outcome. */
+export type ReportDetails = Pick<SettledReport, 'next_attempt' | 'error' | 'emitted' | 'retracts' | 'unsent'>;
+
+/** The job's batch, when it has one: the one test the hot path pays for unbatched jobs. */
+export function batchOf(job: Job | undefined): string | undefined {
+  const batch = job?.meta.batch;
+  return typeof batch === 'string' ? batch : undefined;
+}
+
+/** The settlement report of a batched job (see SettledReport). */
+export function settledReport(
+  job: Job,
+  batch: string,
+  place: SettlementPlace,
+  outcome: SettlementOutcome,
+  details: ReportDetails = {},
+): SettledReport {
+  const tenant = place.tenant ?? job.tenant;
+  return stamp<SettledReport>({
+    kind: 'settled',
+    job: job.id,
+    batch,
+    ...(tenant === undefined ? {} : { tenant }),
+    stage: place.stage,
+    queue: place.queue,
+    type: job.type,
+    outcome,
+    attempt: job.attempt,
+    ...details,
+  });
+}

@@ -1,0 +1,120 @@
+import { batchState, jobState, type BatchFold, type TrackedBatch } from '../../batch/batch-fold.js';
+import { readTracking, Tracker } from '../../batch/tracker.js';
+import { loadConfig } from '../../config/load-config.js';
+import { StagecoachError } from '../../errors/errors.js';
+import { createLogger } from '../../logging/logger.js';
+import { checkBatchId } from '../../util/batch-id.js';
+import { EXIT_OK } from '../exit-codes.js';
+import { resolveTenant } from '../resolve-tenant.js';
+import { untilSignal } from '../signals.js';
+
+/** `stagecoach tracker`: replays the tracking stream, then follows it and announces completed batches until SIGTERM/SIGINT. */
+export async function tracker(opts: { config?: string }): Promise<number> {
+  const config = await loadConfig(opts.config);
+  const log = createLogger({ service: 'stagecoach', command: 'tracker' });
+  const signal = untilSignal();
+  const running = await Tracker.start(config, { log });
+  try {
+    await signal.promise;
+  } finally {
+    signal.dispose();
+    await running.close();
+  }
+  return EXIT_OK;
+}
+
+/** The DESIGN.md shape of `batch status --json`, with the phase-1 extras (`announced`, `refused`, `conflicts`). */
+export function batchView(batch: TrackedBatch): Record<string, unknown> {
+  return {
+    id: batch.id,
+    tenant: batch.tenant ?? null,
+    state: batchState(batch),
+    jobs: { ...batch.counts },
+    announced: batch.announced,
+    refused: batch.refused,
+    conflicts: batch.conflicts,
+    first_seen: batch.first_seen,
+    last_seen: batch.last_seen,
+  };
+}
+
+/** `stagecoach batch status <B> [--json]` (read from the stream: no tracker needed). */
+export async function batchStatus(id: string, opts: { json?: boolean; config?: string }): Promise<number> {
+  checkBatchId(id, 'batch');
+  const fold = await read(opts.config);
+  const batch = fold.batches.get(id);
+  if (batch === undefined) throw new StagecoachError('NOT_FOUND', `no report names batch "${id}" (the stream keeps tracking.max_age)`);
+  const view = batchView(batch);
+  if (opts.json) process.stdout.write(`${JSON.stringify(view)}\n`);
+  else {
+    const c = batch.counts;
+    process.stdout.write(
+      `batch ${batch.id} (tenant ${batch.tenant ?? '-'}): ${view.state as string}\n` +
+        `  known ${c.known}, completed ${c.completed}, failed ${c.failed} (dead ${c.dead}, discarded ${c.discarded}), in flight ${c.in_flight}\n`,
+    );
+  }
+  return EXIT_OK;
+}
+
+/** `stagecoach batch list [--tenant T] [--json]` */
+export async function batchList(opts: { tenant?: string; json?: boolean; config?: string }): Promise<number> {
+  const tenant = opts.tenant === undefined ? undefined : resolveTenant(opts.tenant);
+  const fold = await read(opts.config);
+  const batches = [...fold.batches.values()].filter((batch) => tenant === undefined || batch.tenant === tenant);
+  if (opts.json) process.stdout.write(`${JSON.stringify(batches.map(batchView))}\n`);
+  else {
+    for (const batch of batches) {
+      const c = batch.counts;
+      process.stdout.write(
+        `${batch.id}\t${batch.tenant ?? '-'}\t${batchState(batch)}\t${c.completed}/${c.known} done\t${c.failed} failed\t${c.in_flight} in flight\n`,
+      );
+    }
+    process.stdout.write(`${batches.length} batch${batches.length === 1 ? '' : 'es'}\n`);
+  }
+  return EXIT_OK;
+}
+
+/** `stagecoach job status <id> [--json]`: a batched job's state, attempts, stage, error and children. */
+export async function jobStatus(id: string, opts: { json?: boolean; config?: string }): Promise<number> {
+  const fold = await read(opts.config);
+  const job = fold.job(id);
+  if (job === undefined) throw new StagecoachError('NOT_FOUND', `no tracking report names job "${id}" (only jobs in a batch are tracked)`);
+  const last = job.reports.at(-1);
+  const error = [...job.reports].reverse().find((report) => report.error !== undefined)?.error;
+  const view = {
+    id: job.id,
+    batch: job.batch,
+    tenant: job.tenant ?? null,
+    type: job.type ?? null,
+    queue: job.queue ?? null,
+    state: jobState(job),
+    outcome: job.final?.outcome ?? null,
+    attempts: Math.max(0, ...job.reports.map((report) => report.attempt)),
+    stage: last?.stage ?? null,
+    error: error ?? null,
+    parent: job.parent ?? null,
+    children: [...job.children],
+    conflict: job.conflict,
+    history: job.reports.map((report) => ({
+      at: report.at,
+      stage: report.stage,
+      outcome: report.outcome,
+      attempt: report.attempt,
+      ...(job.retracted.has(report.id) ? { retracted: true } : {}),
+    })),
+  };
+  if (opts.json) process.stdout.write(`${JSON.stringify(view)}\n`);
+  else {
+    process.stdout.write(
+      `job ${view.id} (batch ${view.batch}, tenant ${view.tenant ?? '-'}): ${view.state}, ${view.attempts} attempt(s), last at stage ${view.stage ?? '-'}\n` +
+        (error === undefined ? '' : `  error: ${error.type}: ${error.message}\n`) +
+        `  children: ${view.children.length === 0 ? '-' : view.children.join(', ')}\n`,
+    );
+  }
+  return EXIT_OK;
+}
+
+async function read(configFile: string | undefined): Promise<BatchFold> {
+  const config = await loadConfig(configFile);
+  return readTracking(config, createLogger({ service: 'stagecoach', command: 'batch' }));
+}

@@ -1,0 +1,163 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { readTracking, Tracker } from '../../src/batch/tracker.js';
+import type { TrackedBatch } from '../../src/batch/batch-fold.js';
+import { parseRecord, type TrackingRecord } from '../../src/batch/tracking-report.js';
+import { TrackingReader } from '../../src/batch/tracking-reader.js';
+import { batchView } from '../../src/cli/commands/batch.js';
+import type { CompiledConfig } from '../../src/config/config.types.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { withTestConfig } from '../../src/testing/test-config.js';
+import { EventTap } from '../helpers/event-tap.js';
+import { startGroup, type RunningGroup } from '../helpers/running-group.js';
+import { waitFor } from '../helpers/wait-for.js';
+import amqplib from 'amqplib';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const log = createLogger({ test: 'batches' }, 'error');
+
+/** Every record on the stream so far, read by a reader of its own up to a mark it writes. */
+async function streamRecords(config: CompiledConfig): Promise<Array<{ record: TrackingRecord; content: Buffer }>> {
+  const seen: Array<{ record: TrackingRecord; content: Buffer }> = [];
+  const connection = await amqplib.connect(config.broker.url);
+  try {
+    const reader = await TrackingReader.open(connection, config, log, (record) =>
+      seen.push({ record, content: Buffer.from(JSON.stringify(record)) }),
+    );
+    await reader.caughtUp();
+    await reader.close();
+  } finally {
+    await connection.close();
+  }
+  return seen;
+}
+
+describe('batches (tracking stream, tracker, status)', function () {
+  this.timeout(60_000);
+  let running: (RunningGroup & { config: CompiledConfig }) | undefined;
+  let tap: EventTap | undefined;
+  const trackers: Tracker[] = [];
+
+  before(async () => {
+    const config = withTestConfig(
+      {
+        tenants: ['acme', 'globex'],
+        queues: { _default: { default_retry: { max_attempts: 3, initial_interval: 'PT1S' } }, scans: { scope: 'shared' } },
+        stages: {
+          scanner: { module: './batch-stages.js', concurrency: 4 },
+          reader: { module: './batch-stages.js', concurrency: 4 },
+          sink: { module: './batch-stages.js', concurrency: 4 },
+        },
+      },
+      path.join(here, '../fixtures/config.json'),
+    );
+    tap = await EventTap.open(config.broker.url, `${config.prefix}.events`);
+    const group = await startGroup(
+      config,
+      [{ stage: 'scanner' }, { stage: 'reader', tenant: 'acme' }, { stage: 'sink', tenant: 'acme' }],
+      log,
+    );
+    running = { ...group, config };
+  });
+
+  // One tracker at a time: two running at once may both announce a batch (docs/batches.md).
+  afterEach(async () => {
+    for (const tracker of trackers.splice(0)) await tracker.close();
+  });
+
+  after(async () => {
+    await tap?.close();
+    await running?.stop();
+  });
+
+  const completions = (batch: string): number => tap?.of('batch.completed', (event) => event.subject === batch).length ?? 0;
+
+  async function track(): Promise<{ tracker: Tracker; completed: TrackedBatch[] }> {
+    const completed: TrackedBatch[] = [];
+    const tracker = await Tracker.start(running!.config, { log, onCompleted: (batch) => completed.push(batch) });
+    trackers.push(tracker);
+    return { tracker, completed };
+  }
+
+  it('completes a batch through a three-stage fan-out exactly once, with the right counts', async () => {
+    const { tracker, completed } = await track();
+    const root = await running!.publisher.publish('scans', { type: 'scan', args: [3], tenant: 'acme', batch: 'scan-ok' });
+    await waitFor('scan-ok completed', () => completed.some((batch) => batch.id === 'scan-ok'), 30_000);
+    // 1 scan + 3 files + 6 parts.
+    expect(tracker.batch('scan-ok')?.counts).to.deep.equal({
+      known: 10,
+      completed: 10,
+      failed: 0,
+      dead: 0,
+      discarded: 0,
+      cancelled: 0,
+      in_flight: 0,
+    });
+    await waitFor('the event', () => completions('scan-ok') === 1);
+    const event = tap!.of('batch.completed', (e) => e.subject === 'scan-ok')[0].event;
+    expect(event.data).to.deep.include({ batch: 'scan-ok', tenant: 'acme', failed: false });
+    // Status from the stream, no tracker asked.
+    const fold = await readTracking(running!.config, log);
+    expect(batchView(fold.batches.get('scan-ok')!)).to.deep.include({ id: 'scan-ok', tenant: 'acme', state: 'completed', announced: true });
+    expect(fold.job(root)?.children.size).to.equal(3);
+    await tracker.sync();
+    expect(completions('scan-ok')).to.equal(1);
+  });
+
+  it('completes a batch with a dead-lettered job as failed', async () => {
+    const { tracker, completed } = await track();
+    await running!.publisher.publish('scans', { type: 'scan', args: [3, 1], tenant: 'acme', batch: 'scan-dead' });
+    await waitFor('scan-dead completed', () => completed.some((batch) => batch.id === 'scan-dead'), 30_000);
+    // 1 scan + 3 files (one dead) + 4 parts.
+    expect(tracker.batch('scan-dead')?.counts).to.deep.equal({
+      known: 8,
+      completed: 7,
+      failed: 1,
+      dead: 1,
+      discarded: 0,
+      cancelled: 0,
+      in_flight: 0,
+    });
+    await waitFor('the event', () => completions('scan-dead') === 1);
+    expect(tap!.of('batch.completed', (e) => e.subject === 'scan-dead')[0].event.data).to.deep.include({ failed: true });
+  });
+
+  it('duplicate reports (a crash between report and ack) and a restarted tracker change nothing, and announce nothing again', async () => {
+    const { tracker, completed } = await track();
+    await running!.publisher.publish('scans', { type: 'scan', args: [2], tenant: 'acme', batch: 'scan-dup' });
+    await waitFor('scan-dup completed', () => completed.some((batch) => batch.id === 'scan-dup'), 30_000);
+    const before = { ...tracker.batch('scan-dup')!.counts };
+    // Every settlement report of the batch appended again, as a stage that crashed after its
+    // report and before its ack would repeat it.
+    const stream = running!.names.tracking;
+    const records = (await streamRecords(running!.config)).filter(({ record }) => record.kind === 'settled' && record.batch === 'scan-dup');
+    expect(records.length).to.equal(1 + 2 + 4);
+    const connection = await amqplib.connect(running!.config.broker.url);
+    const channel = await connection.createConfirmChannel();
+    for (const { content } of records) channel.sendToQueue(stream, content, { contentType: 'application/json' });
+    await channel.waitForConfirms();
+    await connection.close();
+    await tracker.sync();
+    expect(tracker.batch('scan-dup')?.counts).to.deep.equal(before);
+    // A tracker started now replays the whole stream to the same state, and announces nothing.
+    const again = await track();
+    await again.tracker.sync();
+    expect(again.tracker.batch('scan-dup')?.counts).to.deep.equal(before);
+    expect(again.tracker.batch('scan-ok')?.counts.completed).to.equal(10);
+    expect(again.completed).to.deep.equal([]);
+    expect(completions('scan-dup')).to.equal(1);
+    expect(parseRecord(records[0].content)?.kind).to.equal('settled');
+  });
+
+  it('refuses a batch id reused for another tenant', async () => {
+    const { tracker } = await track();
+    await running!.publisher.publish('scans', { type: 'scan', args: [0], tenant: 'globex', batch: 'scan-ok' });
+    await waitFor('the refusal', async () => {
+      await tracker.sync();
+      return tracker.batch('scan-ok')!.refused > 0;
+    });
+    expect(tracker.batch('scan-ok')).to.deep.include({ tenant: 'acme' });
+    expect(tracker.batch('scan-ok')?.counts.known).to.equal(10);
+  });
+});

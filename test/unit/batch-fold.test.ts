@@ -1,0 +1,100 @@
+import { expect } from 'chai';
+import { BatchFold, batchState } from '../../src/batch/batch-fold.js';
+import type { CreatedReport, SettledReport } from '../../src/batch/tracking-report.js';
+
+let n = 0;
+const at = '2026-01-01T00:00:00.000Z';
+const created = (job: string, batch = 'b1', tenant = 'acme'): CreatedReport => ({
+  kind: 'created',
+  id: `c${++n}`,
+  job,
+  batch,
+  tenant,
+  queue: 'scans',
+  at,
+});
+const settled = (job: string, outcome: SettledReport['outcome'], more: Partial<SettledReport> = {}): SettledReport => ({
+  kind: 'settled',
+  id: `r${++n}`,
+  job,
+  batch: 'b1',
+  tenant: 'acme',
+  stage: 's',
+  queue: 'q',
+  outcome,
+  attempt: 1,
+  at,
+  ...more,
+});
+
+describe('batch fold', () => {
+  it('completes a fan-out once every known job settled, exactly once', () => {
+    const fold = new BatchFold();
+    expect(fold.apply(created('root')).completed).to.equal(undefined);
+    expect(fold.apply(settled('root', 'completed', { emitted: ['a', 'b'] })).completed).to.equal(undefined);
+    expect(fold.batches.get('b1')?.counts).to.include({ known: 3, completed: 1, in_flight: 2 });
+    expect(fold.apply(settled('a', 'completed')).completed).to.equal(undefined);
+    const done = fold.apply(settled('b', 'dead', { error: { type: 'X', message: 'x' } })).completed;
+    expect(done?.counts).to.deep.equal({ known: 3, completed: 2, failed: 1, dead: 1, discarded: 0, cancelled: 0, in_flight: 0 });
+    expect(batchState(done!)).to.equal('completed');
+  });
+
+  it('ignores an exact duplicate report and counts the children of a re-run', () => {
+    const fold = new BatchFold();
+    fold.apply(created('root'));
+    const report = settled('root', 'completed', { emitted: ['a'] });
+    fold.apply(report);
+    fold.apply(report);
+    expect(fold.batches.get('b1')?.counts).to.include({ known: 2, completed: 1, in_flight: 1 });
+    // A crash after the report: moved to suspect, runs again at attempt 2 and emits another child.
+    fold.apply(settled('root', 'suspect', { next_attempt: 2 }));
+    expect(fold.batches.get('b1')?.counts).to.include({ completed: 0, in_flight: 2 });
+    fold.apply(settled('a', 'completed'));
+    expect(fold.batches.get('b1')?.counts.in_flight).to.equal(1);
+    fold.apply(settled('root', 'completed', { attempt: 2, emitted: ['a2'] }));
+    expect(fold.batches.get('b1')?.counts).to.include({ known: 3, completed: 2, in_flight: 1 });
+    expect(fold.apply(settled('a2', 'completed')).completed?.counts).to.include({ known: 3, completed: 3, in_flight: 0 });
+  });
+
+  it('keeps a job in flight while a retry is promised, and settles it at the later attempt', () => {
+    const fold = new BatchFold();
+    fold.apply(created('root'));
+    fold.apply(settled('root', 'retrying', { next_attempt: 2 }));
+    expect(fold.batches.get('b1')?.counts.in_flight).to.equal(1);
+    // A stale copy of the retry report, read again later, changes nothing.
+    const done = fold.apply(settled('root', 'completed', { attempt: 2 }));
+    expect(done.completed).to.not.equal(undefined);
+    fold.apply(settled('root', 'retrying', { next_attempt: 2 }));
+    expect(fold.batches.get('b1')?.counts).to.include({ completed: 1, in_flight: 0 });
+  });
+
+  it('undoes a retracted completed report and forgets children that were never sent', () => {
+    const fold = new BatchFold();
+    fold.apply(created('root'));
+    const optimistic = settled('root', 'completed', { emitted: ['a', 'b'] });
+    fold.apply(optimistic);
+    fold.apply(settled('root', 'retrying', { next_attempt: 1, retracts: optimistic.id, unsent: ['b'] }));
+    expect(fold.batches.get('b1')?.counts).to.include({ known: 2, completed: 0, in_flight: 2 });
+    fold.apply(settled('a', 'completed'));
+    const done = fold.apply(settled('root', 'completed', { emitted: ['c'] }));
+    expect(done.completed).to.equal(undefined);
+    expect(fold.apply(settled('c', 'completed')).completed?.counts).to.include({ known: 3, completed: 3 });
+  });
+
+  it('keeps the first final outcome and counts a different later one as a conflict', () => {
+    const fold = new BatchFold();
+    fold.apply(created('root'));
+    fold.apply(settled('root', 'completed'));
+    fold.apply(settled('root', 'dead', { attempt: 2 }));
+    expect(fold.batches.get('b1')).to.deep.include({ conflicts: 1 });
+    expect(fold.batches.get('b1')?.counts).to.include({ completed: 1, dead: 0 });
+  });
+
+  it('refuses a report that names another tenant for the batch', () => {
+    const fold = new BatchFold();
+    fold.apply(created('root'));
+    expect(fold.apply(created('intruder', 'b1', 'globex')).refused).to.match(/belongs to tenant "acme"/);
+    expect(fold.batches.get('b1')).to.deep.include({ refused: 1, tenant: 'acme' });
+    expect(fold.batches.get('b1')?.counts.known).to.equal(1);
+  });
+});
