@@ -10,6 +10,9 @@ import { Stage, type Job, type StageContext, type StageHandler } from '../src/in
 let release: () => void = () => undefined;
 let holdGate = new Promise<void>((resolve) => (release = resolve));
 let openFair: () => void = () => undefined;
+/** Closed (a promise) only while the pooled scenario starts a relay: see probe.gateRelay. */
+let relayGate: Promise<void> | undefined;
+let openRelay: () => void = () => undefined;
 let fairGate = new Promise<void>((resolve) => (openFair = resolve));
 
 export const probe = {
@@ -37,6 +40,17 @@ export const probe = {
   openFairGate(): void {
     openFair();
   },
+  /**
+   * The `relay_*` stages' handlers wait from now until `openRelayGate()` (the pooled scenario:
+   * timed once every tenant consumes). Open otherwise, at no cost (no await).
+   */
+  gateRelay(): void {
+    relayGate = new Promise<void>((resolve) => (openRelay = resolve));
+  },
+  openRelayGate(): void {
+    openRelay();
+    relayGate = undefined;
+  },
   /** Lets every held job of the `hold` stage finish. */
   releaseHold(): void {
     release();
@@ -55,6 +69,7 @@ function mark(stage: string): void {
 export class RelayAB implements StageHandler {
   async handle(job: Job, ctx: StageContext): Promise<void> {
     mark('relay_ab');
+    if (relayGate !== undefined) await relayGate;
     await ctx.emit('relay_b', { type: job.type, args: job.args });
   }
 }
@@ -64,6 +79,7 @@ export class RelayAB implements StageHandler {
 export class RelayBA implements StageHandler {
   async handle(job: Job, ctx: StageContext): Promise<void> {
     mark('relay_ba');
+    if (relayGate !== undefined) await relayGate;
     await ctx.emit('relay_a', { type: job.type, args: job.args });
   }
 }
