@@ -61,7 +61,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
                        memory child (default 1000)
   --busy-tenants <n>   pooled: tenants sharing the relay's --jobs (default 100)
-  --flood <n>          fairness: the flooding tenant's jobs (default 50000; the 3:1 tenants get a quarter each)
+  --flood <n>          fairness: the flooding tenant's jobs (default 50000; the 3:1 tenants get a tenth each)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 

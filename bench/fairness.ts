@@ -11,8 +11,9 @@
  *   >= 0.95), and how much of the flood was done when the quiet tenants' last job finished
  *   (target: under 25%). Stopped once the quiet tenants are done (the rest of the flood is
  *   deleted with the queues).
- * - Weights: two tenants of weight 3 and 1, `--flood`/4 jobs each, concurrency 8: the ratio of
- *   their completions while both have work (target: within 10% of 3). Twice: with the default
+ * - Weights: two tenants of weight 3 and 1, `--flood`/10 jobs each, concurrency 8, a 5 ms handler
+ *   (see WEIGHTS_HANDLER_MS): the ratio of their completions while both have work (target:
+ *   within 10% of 3). Twice: with the default
  *   tenant_prefetch (concurrency + 2 = 10: enough for the weight-3 tenant's 6 slots on paper, but
  *   its deliveries in transit count against it too) and with 8 x concurrency (64).
  *
@@ -27,6 +28,13 @@ import { dropSubConfig, fillTenants, subConfig, type SubConfig } from './sub-pre
 
 /** How long each job's handler takes, ms (a timer). */
 const HANDLER_MS = 1;
+/**
+ * The same for the weights: long enough that the 8 slots, not the broker's delivery of one queue
+ * (a single Erlang process, a few thousand a second on 2 busy cores), limit the throughput:
+ * otherwise the weight-3 tenant cannot get deliveries fast enough to use its slots, and the
+ * share (work-conserving) rightly gives them to the other one.
+ */
+const WEIGHTS_HANDLER_MS = 5;
 const QUIET_TENANTS = 99;
 const QUIET_JOBS = 200;
 const FLOOD_CONCURRENCY = 16;
@@ -72,6 +80,7 @@ export interface FloodResult {
 }
 
 export interface WeightsResult {
+  handlerMs: number;
   jobsEach: number;
   concurrency: number;
   tenantPrefetch: number;
@@ -118,7 +127,7 @@ export async function benchFairness(ctx: BenchContext): Promise<FairnessResult> 
       'declaring the fairness topology',
     );
     const flood = await floodRound(ctx, sub, fair, floodJobs, quiet);
-    const jobsEach = Math.max(1000, Math.round(floodJobs / 4));
+    const jobsEach = Math.max(1000, Math.round(floodJobs / 10));
     const weights = await weightsRound(ctx, sub, weighted, jobsEach);
     const weightsDeep = await weightsRound(ctx, sub, deep, jobsEach);
     return { scenario: 'fairness', handlerMs: HANDLER_MS, flood, weights, weightsDeep };
@@ -321,7 +330,8 @@ async function floodRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStage,
 async function weightsRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStage, jobsEach: number): Promise<WeightsResult> {
   const tenantPrefetch = sub.config.stages.get(stage.metadata.name)?.tenantPrefetch ?? 0;
   progress(
-    `fairness (weights): 'heavy' weight ${WEIGHTS.heavy} and 'light' weight ${WEIGHTS.light}, ${fmt(jobsEach)} jobs each, concurrency ${WEIGHTS_CONCURRENCY}, tenant_prefetch ${tenantPrefetch}`,
+    `fairness (weights): 'heavy' weight ${WEIGHTS.heavy} and 'light' weight ${WEIGHTS.light}, ${fmt(jobsEach)} jobs each, concurrency ${WEIGHTS_CONCURRENCY}, ` +
+      `tenant_prefetch ${tenantPrefetch}, ${WEIGHTS_HANDLER_MS} ms handler`,
   );
   await fillTenants(
     ctx,
@@ -331,7 +341,7 @@ async function weightsRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStag
       ['heavy', jobsEach],
       ['light', jobsEach],
     ],
-    { args: [HANDLER_MS], persistent: false, window: 5000, timeoutMs: Math.max(60_000, 4 * jobsEach) },
+    { args: [WEIGHTS_HANDLER_MS], persistent: false, window: 5000, timeoutMs: Math.max(60_000, 4 * jobsEach) },
   );
   await runPooled(
     ctx,
@@ -356,6 +366,7 @@ async function weightsRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStag
   const heavyIn = counts.get('heavy') ?? 0;
   const lightIn = counts.get('light') ?? 0;
   const result: WeightsResult = {
+    handlerMs: WEIGHTS_HANDLER_MS,
     jobsEach,
     concurrency: WEIGHTS_CONCURRENCY,
     tenantPrefetch,

@@ -239,7 +239,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         `Jain ${f.jain.toFixed(3)}; quiet done at ${(100 * f.floodShareAtQuietDone).toFixed(1)}% of the flood`,
       ],
       ...[results.fairness.weights, results.fairness.weightsDeep].map((w) => [
-        `weights 3:1, tenant_prefetch ${w.tenantPrefetch}`,
+        `weights 3:1, ${w.handlerMs} ms, tenant_prefetch ${w.tenantPrefetch}`,
         `2 x ${fmt(w.jobsEach)}`,
         String(w.concurrency),
         w.windowSeconds.toFixed(2),
@@ -251,7 +251,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     lines.push('');
     lines.push(...grid(rows, [false, true, true, true, false, true, false]));
     lines.push(
-      `(one pooled process, ${results.fairness.handlerMs} ms handler, started once every tenant consumed (${f.startSeconds.toFixed(1)} s for ${f.quietTenants + 1}); ` +
+      `(one pooled process, ${results.fairness.handlerMs} ms handler for the flood, started once every tenant consumed (${f.startSeconds.toFixed(1)} s for ${f.quietTenants + 1}); ` +
         `window = while every tenant had work; the flood alone afterwards ${fmt(f.jobsPerSecondFloodAlone)} jobs/s)`,
     );
   }
