@@ -9,16 +9,47 @@ import { Stage, type Job, type StageContext, type StageHandler } from '../src/in
 
 let release: () => void = () => undefined;
 let holdGate = new Promise<void>((resolve) => (release = resolve));
+let openFair: () => void = () => undefined;
+/** Closed (a promise) only while the pooled scenario starts a relay: see probe.gateRelay. */
+let relayGate: Promise<void> | undefined;
+let openRelay: () => void = () => undefined;
+let fairGate = new Promise<void>((resolve) => (openFair = resolve));
 
 export const probe = {
   /** performance.now() and process CPU time (µs) at each stage's first handle() since the last reset. */
   first: new Map<string, { at: number; cpu: number }>(),
   /** Jobs the `hold` stage has in hand (started, not finished). */
   held: 0,
+  /**
+   * Fairness: every job the `fair` and `weighted` stages finished, in order: its tenant and the
+   * performance.now() its handler ended (two parallel arrays, cheap to append to).
+   */
+  completions: { tenants: [] as string[], at: [] as number[] },
   reset(): void {
     this.first.clear();
     this.held = 0;
+    this.completions = { tenants: [], at: [] };
+    fairGate = new Promise<void>((resolve) => (openFair = resolve));
     holdGate = new Promise<void>((resolve) => (release = resolve));
+  },
+  /**
+   * Lets the `fair` and `weighted` stages' handlers start (they wait from the last reset): the
+   * bench opens it once every tenant of the pooled process consumes, so that the share is
+   * measured with every tenant's deliveries at hand, not the order the tenants attached in.
+   */
+  openFairGate(): void {
+    openFair();
+  },
+  /**
+   * The `relay_*` stages' handlers wait from now until `openRelayGate()` (the pooled scenario:
+   * timed once every tenant consumes). Open otherwise, at no cost (no await).
+   */
+  gateRelay(): void {
+    relayGate = new Promise<void>((resolve) => (openRelay = resolve));
+  },
+  openRelayGate(): void {
+    openRelay();
+    relayGate = undefined;
   },
   /** Lets every held job of the `hold` stage finish. */
   releaseHold(): void {
@@ -38,6 +69,7 @@ function mark(stage: string): void {
 export class RelayAB implements StageHandler {
   async handle(job: Job, ctx: StageContext): Promise<void> {
     mark('relay_ab');
+    if (relayGate !== undefined) await relayGate;
     await ctx.emit('relay_b', { type: job.type, args: job.args });
   }
 }
@@ -47,6 +79,7 @@ export class RelayAB implements StageHandler {
 export class RelayBA implements StageHandler {
   async handle(job: Job, ctx: StageContext): Promise<void> {
     mark('relay_ba');
+    if (relayGate !== undefined) await relayGate;
     await ctx.emit('relay_a', { type: job.type, args: job.args });
   }
 }
@@ -109,5 +142,41 @@ export class Hold implements StageHandler {
     } finally {
       probe.held--;
     }
+  }
+}
+
+/** Waits for the fairness gate, takes args[0] ms (a timer, no CPU), then records which tenant's job finished when. */
+async function timedJob(job: Job): Promise<void> {
+  await fairGate;
+  const ms = Number(job.args[0] ?? 0);
+  if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+  probe.completions.tenants.push(job.tenant ?? '');
+  probe.completions.at.push(performance.now());
+}
+
+/** Fairness (flood against quiet tenants), run pooled: a short fixed-time handler. */
+@Stage({ name: 'fair', input: 'fair_in', outputs: [] })
+export class Fair implements StageHandler {
+  async handle(job: Job): Promise<void> {
+    mark('fair');
+    await timedJob(job);
+  }
+}
+
+/** Fairness (weights 3:1), run pooled with a concurrency of its own: the same handler. */
+@Stage({ name: 'weighted', input: 'weighted_in', outputs: [] })
+export class Weighted implements StageHandler {
+  async handle(job: Job): Promise<void> {
+    mark('weighted');
+    await timedJob(job);
+  }
+}
+
+/** Fairness (weights 3:1) again, with a deeper `tenant_prefetch` configured (its own queue). */
+@Stage({ name: 'weighted_deep', input: 'weighted_deep_in', outputs: [] })
+export class WeightedDeep implements StageHandler {
+  async handle(job: Job): Promise<void> {
+    mark('weighted_deep');
+    await timedJob(job);
   }
 }

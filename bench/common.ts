@@ -18,7 +18,7 @@ import {
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const TENANT = 'bench';
 export const JOB_TYPE = 'bench.job';
-export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'quorum', 'tenants'] as const;
+export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'quorum', 'tenants', 'pooled', 'fairness'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -39,8 +39,12 @@ export interface BenchOptions {
   roundTimeoutMs: number;
   /** How long the memory child is sampled once it holds its prefetch. */
   memSampleMs: number;
-  /** Tenants the `tenants` scenario provisions. */
+  /** Tenants the `tenants` scenario provisions; idle tenants of the `pooled` scenario's memory part. */
   tenants: number;
+  /** Busy tenants of the `pooled` scenario's relay (each with jobs / busyTenants waiting). */
+  busyTenants: number;
+  /** Jobs of the flooding tenant in the `fairness` scenario. */
+  flood: number;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -51,10 +55,13 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
-  --tenants <n>        tenants: how many tenants are provisioned (default 1000)
+  --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
+                       memory child (default 1000)
+  --busy-tenants <n>   pooled: tenants sharing the relay's --jobs (default 100)
+  --flood <n>          fairness: the flooding tenant's jobs (default 50000; the 3:1 tenants get a tenth each)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 
@@ -73,6 +80,8 @@ export function parseOptions(argv: string[]): BenchOptions {
       timeout: { type: 'string' },
       'mem-seconds': { type: 'string' },
       tenants: { type: 'string' },
+      'busy-tenants': { type: 'string' },
+      flood: { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -116,6 +125,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     roundTimeoutMs: int('timeout', values.timeout, Math.round(30 + Math.max(jobs, pipelineJobs) / 1000)) * 1000,
     memSampleMs: int('mem-seconds', values['mem-seconds'], 4) * 1000,
     tenants: int('tenants', values.tenants, 1000),
+    busyTenants: int('busy-tenants', values['busy-tenants'], 100),
+    flood: int('flood', values.flood, 50_000),
   };
 }
 

@@ -2,8 +2,10 @@
  * `npm run bench`: stagecoach against hand-written amqplib, in the same run against the same
  * broker. Scenarios: publish, relay, pipeline (throughput, baseline and stagecoach rounds
  * alternated, the median reported) and memory (a stage's peak RSS with a small and a large
- * backlog waiting) and tenants (provision time for 1,000 tenants). Everything is declared under a random prefix and deleted at the end, on
- * failure and on SIGINT/SIGTERM too. See bench/README.md.
+ * backlog waiting) and tenants (provision time for 1,000 tenants), pooled (one process serving
+ * many tenants: RSS for 1,000 idle tenants vs 1, relay throughput over 100 busy tenants vs 1) and
+ * fairness (a flood against quiet tenants, weights 3:1). Everything is declared under a random
+ * prefix and deleted at the end, on failure and on SIGINT/SIGTERM too. See bench/README.md.
  */
 import os from 'node:os';
 import {
@@ -29,6 +31,9 @@ import {
 } from './common.js';
 import { benchMemory, children, type MemoryResult } from './memory.js';
 import { benchTenants, cleanupTenants, type TenantsResult } from './tenants.js';
+import { benchPooled, pooledTargets, type PooledResult } from './pooled.js';
+import { benchFairness, fairnessTargets, type FairnessResult } from './fairness.js';
+import { cleanupSubConfigs } from './sub-prefix.js';
 import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './throughput.js';
 
 let cleanup: (() => Promise<void>) | undefined;
@@ -67,6 +72,9 @@ async function main(): Promise<number> {
       await withTimeout(cleanupTenants(ctx), 120_000, 'tenants teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
       );
+      await withTimeout(cleanupSubConfigs(ctx), 300_000, 'pooled/fairness teardown').catch((err: Error) =>
+        progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
+      );
     })());
 
   const size = bodySize(opts.size);
@@ -86,6 +94,11 @@ async function main(): Promise<number> {
     if (opts.only.has('memory')) results.memory = await benchMemory(ctx);
     if (opts.only.has('quorum')) results.throughput.push(await benchQueueTypes(ctx));
     if (opts.only.has('tenants')) results.tenants = await benchTenants(ctx);
+    if (opts.only.has('pooled')) {
+      results.pooled = await benchPooled(ctx);
+      results.throughput.push(results.pooled.relay);
+    }
+    if (opts.only.has('fairness')) results.fairness = await benchFairness(ctx);
   } catch (err) {
     if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);
     await cleanup();
@@ -113,6 +126,8 @@ interface Results {
   throughput: ThroughputResult[];
   memory?: MemoryResult;
   tenants?: TenantsResult;
+  pooled?: PooledResult;
+  fairness?: FairnessResult;
 }
 
 function renderTable(results: Results, opts: BenchOptions, config: CompiledConfig, size: number): string {
@@ -179,6 +194,74 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     ];
     lines.push('');
     lines.push(...grid(rows, [false, true, true, true, true, true, true, true]));
+  }
+  if (results.pooled) {
+    const p = results.pooled;
+    const rows = [
+      ['pooled memory', 'tenants', 'channels', 'consuming after s', 'RSS MiB', 'peak RSS MiB', 'heap MiB'],
+      ...[p.one, p.many].map((s) => [
+        'relay_ab, idle',
+        fmt(s.tenants),
+        String(s.channels),
+        s.startSeconds.toFixed(1),
+        s.rssMiB.toFixed(1),
+        s.peakRssMiB.toFixed(1),
+        s.heapUsedMiB.toFixed(1),
+      ]),
+      [
+        'ratio',
+        `${fmt(p.many.tenants)}/${fmt(p.one.tenants)}`,
+        '',
+        '',
+        p.rssRatio.toFixed(2),
+        (p.many.peakRssMiB / p.one.peakRssMiB).toFixed(2),
+        (p.many.heapUsedMiB / p.one.heapUsedMiB).toFixed(2),
+      ],
+    ];
+    lines.push('');
+    lines.push(...grid(rows, [false, true, true, true, true, true, true]));
+    lines.push(
+      `(RSS after start, a 2 s settle and a GC: ${p.kibPerTenant.toFixed(0)} KiB per extra idle tenant; the pooled relay row above: ` +
+        `${p.busyTenants} tenants, tenant_prefetch ${p.tenantPrefetch}, in the stagecoach column, 1 tenant in the baseline column)`,
+    );
+  }
+  if (results.fairness) {
+    const f = results.fairness.flood;
+    const rows = [
+      ['fairness', 'tenants', 'concurrency', 'window s', 'jobs in window', 'jobs/s', 'result'],
+      [
+        'flood vs quiet',
+        `1 x ${fmt(f.floodJobs)} + ${f.quietTenants} x ${f.quietJobs}`,
+        String(f.concurrency),
+        f.windowSeconds.toFixed(2),
+        `flood ${f.floodInWindow}, quiet ${f.quietMeanInWindow.toFixed(0)} (${f.quietMinInWindow}-${f.quietMaxInWindow})`,
+        fmt(f.jobsPerSecondAll),
+        `Jain ${f.jain.toFixed(3)}; quiet done at ${(100 * f.floodShareAtQuietDone).toFixed(1)}% of the flood`,
+      ],
+      ...[results.fairness.weights, results.fairness.weightsDeep].map((w) => [
+        `weights 3:1, ${w.handlerMs} ms, tenant_prefetch ${w.tenantPrefetch}`,
+        `2 x ${fmt(w.jobsEach)}`,
+        String(w.concurrency),
+        w.windowSeconds.toFixed(2),
+        `heavy ${fmt(w.heavyInWindow)}, light ${fmt(w.lightInWindow)}`,
+        fmt((w.heavyInWindow + w.lightInWindow) / Math.max(w.windowSeconds, 1e-3)),
+        `ratio ${w.ratio.toFixed(2)}:1`,
+      ]),
+    ];
+    lines.push('');
+    lines.push(...grid(rows, [false, true, true, true, false, true, false]));
+    lines.push(
+      `(one pooled process, ${results.fairness.handlerMs} ms handler for the flood, started once every tenant consumed (${f.startSeconds.toFixed(1)} s for ${f.quietTenants + 1}); ` +
+        `window = while every tenant had work; the flood alone afterwards ${fmt(f.jobsPerSecondFloodAlone)} jobs/s)`,
+    );
+  }
+  const targets = [
+    ...(results.pooled ? pooledTargets(results.pooled) : []),
+    ...(results.fairness ? fairnessTargets(results.fairness) : []),
+  ];
+  if (targets.length > 0) {
+    lines.push('');
+    for (const [what, met, value] of targets) lines.push(`${met ? 'target met    ' : 'target MISSED '} ${what}: ${value}`);
   }
   lines.push(
     `(ratio = stagecoach / baseline; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,

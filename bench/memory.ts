@@ -128,7 +128,7 @@ async function measure(ctx: BenchContext, backlog: number, queue: string): Promi
 }
 
 /** VmRSS and VmHWM of a process, bytes. */
-async function readStatus(pid: number): Promise<{ rss: number; hwm: number }> {
+export async function readStatus(pid: number): Promise<{ rss: number; hwm: number }> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
   return { rss: kb('VmRSS'), hwm: kb('VmHWM') };

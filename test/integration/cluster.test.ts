@@ -277,10 +277,14 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
     try {
       // 0. What the cluster holds: every queue quorum (the delay ladder and unroutable too, see
       //    queue-type.ts), with 3 members, and the queue settings' policies applied.
-      const declared = provisionTopology(config, STAGES).queues.map((q) => q.name);
+      // The batch tracking log is a stream: replicated over the nodes by its own kind.
+      const declared = provisionTopology(config, STAGES)
+        .queues.map((q) => q.name)
+        .filter((name) => name !== names.tracking);
       const before = await queues();
       const notQuorum = declared.filter((name) => before.get(name)?.type !== 'quorum');
       expect(notQuorum, 'queues that are not quorum').to.deep.equal([]);
+      expect(before.get(names.tracking)?.type, 'the tracking log').to.equal('stream');
       expect(before.get(names.queue('conversions', 'acme'))?.policy, 'policy of a bounded quorum queue').to.equal(
         `${prefix}.queue.conversions`,
       );
