@@ -14,7 +14,7 @@
  * - Weights: two tenants of weight 3 and 1, `--flood`/10 jobs each, concurrency 8, a 5 ms handler
  *   (see WEIGHTS_HANDLER_MS): the ratio of their completions while both have work (target:
  *   within 10% of 3). Twice: with the default
- *   tenant_prefetch (concurrency + 2 = 10: enough for the weight-3 tenant's 6 slots on paper, but
+ *   tenant_prefetch (prefetch, concurrency + 10 = 18: three times the weight-3 tenant's 6 slots, but
  *   its deliveries in transit count against it too) and with 8 x concurrency (64).
  *
  * The handlers wait (probe.openFairGate) until every tenant consumes: a pooled process attaches
@@ -95,7 +95,7 @@ export interface FairnessResult {
   scenario: 'fairness';
   handlerMs: number;
   flood: FloodResult;
-  /** Weights 3:1 with the default tenant_prefetch (concurrency + 2). */
+  /** Weights 3:1 with the default tenant_prefetch (prefetch, concurrency + 10). */
   weights: WeightsResult;
   /** The same with tenant_prefetch = 8 x concurrency. */
   weightsDeep: WeightsResult;

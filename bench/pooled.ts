@@ -76,7 +76,7 @@ export const POOLED_TARGETS = { rssRatio: 2, relayRatio: 0.9 };
 /**
  * The relay stages as the relay scenario runs them (concurrency = prefetch = --prefetch); in a
  * pooled process each tenant gets prefetch / --busy-tenants, so that the deliveries in flight are
- * the same on both sides of the relay (the default, min(prefetch, concurrency + 2), would put the
+ * the same on both sides of the relay (the default, prefetch, would put the
  * whole backlog of 100 tenants in the process's hands at once).
  */
 function relayStages(

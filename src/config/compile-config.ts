@@ -11,7 +11,7 @@ import type {
   ResolvedQueueConfig,
   TenantConfig,
 } from './config.types.js';
-import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, TENANT_PREFETCH_BUFFER, withDefaults } from './defaults.js';
+import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.js';
 import { parseDuration } from '../util/duration.js';
 import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
@@ -72,7 +72,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
       module: path.resolve(baseDir, stage.module),
       concurrency,
       prefetch,
-      tenantPrefetch: stage.tenant_prefetch ?? Math.min(prefetch, concurrency + TENANT_PREFETCH_BUFFER),
+      tenantPrefetch: stage.tenant_prefetch ?? prefetch,
       options: stage.options ?? {},
       threads: stage.threads,
     });

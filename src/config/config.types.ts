@@ -134,9 +134,10 @@ export interface StageConfig {
   /**
    * Pooled processes (`run --tenants` / `--all-tenants`): deliveries the broker may send ahead per
    * tenant (per consumer of its queue and of its `due` queue), capped at the tenant's
-   * `max_concurrency` + 2. Memory grows with tenants x this, never with backlogs; a tenant can run
-   * at most this many jobs at once, so below `concurrency` a lone busy tenant cannot use every
-   * slot. @defaultValue min(prefetch, concurrency + 2)
+   * `max_concurrency` + 10. Memory grows with tenants x this, never with backlogs. A tenant can
+   * use only the slots its deliveries in hand cover, deliveries on their way included: a weighted
+   * tenant with short jobs needs a few times its share of `concurrency` (docs/performance.md).
+   * @defaultValue prefetch (concurrency + 10)
    */
   tenant_prefetch?: number;
   /** Free-form settings handed to the stage through the `STAGE_OPTIONS` token. @defaultValue {} */

@@ -39,11 +39,6 @@ export const DEFAULT_HTTP_PORT = 9400;
 export const DEFAULT_RECONNECT = { initialDelay: 1, maxDelay: 30 };
 /** Deliveries prefetched beyond the concurrency, so the handler never waits on a round trip. */
 export const PREFETCH_BUFFER = 10;
-/**
- * Deliveries prefetched beyond the concurrency per tenant of a pooled process: enough that a lone
- * busy tenant keeps every slot fed, few enough that a thousand busy tenants hold little in memory.
- */
-export const TENANT_PREFETCH_BUFFER = 2;
 
 /** The decoded user name of a URL, '' when it names none. */
 function userOfUrl(url: string): string {

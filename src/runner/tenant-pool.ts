@@ -2,6 +2,7 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher, type QueueFullObserver } from '../broker/confirm-publisher.js';
 import { ListedDrainMarkers, type DrainMarkers } from '../broker/drain-markers.js';
 import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
+import { PREFETCH_BUFFER } from '../config/defaults.js';
 import { tenantShare } from '../config/tenant-share.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
@@ -75,12 +76,15 @@ export class TenantPool {
 
   /**
    * What one tenant's runner gets: the least-filled work channel (a new one when all are full),
-   * its weight and cap, and its prefetch: `tenant_prefetch`, at most its cap plus two (more in
-   * hand than it may run only delays other processes).
+   * its weight and cap, and its prefetch: `tenant_prefetch`, at most its cap plus the usual
+   * buffer (more in hand than it may run only delays other processes).
    */
   resourcesFor(tenant: string): PooledResources {
     const share = tenantShare(this.options.config, tenant);
-    const prefetch = Math.max(1, Math.min(this.options.settings.tenantPrefetch, (share.maxConcurrency ?? Number.POSITIVE_INFINITY) + 2));
+    const prefetch = Math.max(
+      1,
+      Math.min(this.options.settings.tenantPrefetch, (share.maxConcurrency ?? Number.POSITIVE_INFINITY) + PREFETCH_BUFFER),
+    );
     return {
       publishers: this.publishers,
       work: this.workChannel(),

@@ -165,13 +165,13 @@ describe('configuration', () => {
       module: '/srv/app/stages/conv.js',
       concurrency: 8,
       prefetch: 18,
-      tenantPrefetch: 10,
+      tenantPrefetch: 18,
       options: {},
       threads: undefined,
     });
   });
 
-  it('takes tenant_prefetch as written, else the smaller of prefetch and concurrency + 2', () => {
+  it('takes tenant_prefetch as written, else prefetch', () => {
     const stages = compileConfig({
       stages: {
         small: { module: 'a.js', concurrency: 8, prefetch: 4 },
