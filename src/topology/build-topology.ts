@@ -194,13 +194,21 @@ export function stageTopology(config: CompiledConfig, stage: StageEndpoints, ten
  */
 export function provisionTopology(config: CompiledConfig, stages: readonly StageEndpoints[], tenant?: string): Topology {
   const tenants = tenant === undefined ? config.tenants : [tenant];
-  const suspects = config.security.tenantUsers;
   const parts = [coreTopology(config), ...tenants.map((t) => tenantTopology(config, t))];
   for (const queue of provisionQueues(config, stages)) {
-    if (queue.scope === 'shared') parts.push(queueTopology(config, queue, undefined, { suspects }));
-    else for (const t of tenants) parts.push(queueTopology(config, queue, t, { suspects }));
+    if (queue.scope === 'shared') parts.push(provisionedQueueTopology(config, queue));
+    else for (const t of tenants) parts.push(provisionedQueueTopology(config, queue, t));
   }
   return mergeTopologies(...parts);
+}
+
+/**
+ * What `provision` declares of one logical queue (see {@link provisionTopology}): also what the
+ * operator's other commands that make a queue exist declare (queue states, the admin API), so
+ * that none of them leaves a set `provision` would not.
+ */
+export function provisionedQueueTopology(config: CompiledConfig, queue: ResolvedQueueConfig, tenant?: string): Topology {
+  return queueTopology(config, queue, tenant, { suspects: config.security.tenantUsers });
 }
 
 /**
