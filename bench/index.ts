@@ -180,9 +180,9 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
   if (results.tenants) {
     const t = results.tenants;
     const rows = [
-      ['provision', 'tenants', 'exchanges', 'queues', 'bindings', 'baseline s', 'stagecoach s', 'speedup'],
+      ['provision time', 'tenants', 'exchanges', 'queues', 'bindings', 'baseline s', 'stagecoach s', 'speedup'],
       [
-        'tenants x 2 queues',
+        `for ${fmt(t.tenants)} tenants x 2 queues`,
         fmt(t.tenants),
         fmt(t.exchanges),
         fmt(t.queues),

@@ -26,10 +26,11 @@ const declared = new Set<string>();
 /**
  * Provision time for `--tenants` tenants (default 1,000) of a two-queue configuration, both
  * tenant-scoped, no stages: the baseline declares every exchange, queue and binding of
- * `provisionTopology` one at a time on one channel with plain amqplib (what `provision` did before,
- * less its two passive declares per queue entry for drain markers, so the baseline is if anything
- * flattered); stagecoach runs `provisionBroker` (declarations, drain-marker listings, policies,
- * the tenant.provisioned check). Each side gets a fresh prefix of its own, deleted before the
+ * `provisionTopology` (what `provision` declares: the suspect queues are the stages') one at a
+ * time on one channel with plain amqplib (what `provision` once did, less its two passive
+ * declares per queue entry for drain markers, so the baseline is if anything flattered);
+ * stagecoach runs `provisionBroker` (declarations, drain-marker listings, policies, the
+ * tenant.provisioned check). Each side gets a fresh prefix of its own, deleted before the
  * other side runs, so both start from the same broker. Afterwards the broker is checked to hold
  * exactly the declared queues and exchanges.
  */
@@ -56,7 +57,7 @@ export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
 
   declared.add(base.prefix);
   const baselineSeconds = await timed(() => withTimeout(declareOneByOne(ctx.opts.url, topology), timeoutMs, 'tenants baseline'));
-  progress(`tenants: baseline ${baselineSeconds.toFixed(1)} s`);
+  progress(`tenants: baseline ${baselineSeconds.toFixed(1)} s (provision time for ${fmt(n)} tenants)`);
   await expectDeclared(base, topology);
   await removePrefix(base);
 
@@ -76,14 +77,14 @@ export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
       'tenants provision',
     ),
   );
-  progress(`tenants: stagecoach ${stagecoachSeconds.toFixed(1)} s`);
+  progress(`tenants: stagecoach ${stagecoachSeconds.toFixed(1)} s (provision time for ${fmt(n)} tenants)`);
   if (announced !== n) throw new Error(`tenants: provision announced ${announced} new tenants, expected ${n}`);
   await expectDeclared(sc, provisionTopology(sc, []));
   await removePrefix(sc);
 
   return {
     scenario: 'tenants',
-    detail: `provision ${fmt(n)} tenants x 2 queues`,
+    detail: `provision time for ${fmt(n)} tenants x 2 queues`,
     tenants: n,
     exchanges: topology.exchanges.length,
     queues: topology.queues.length,

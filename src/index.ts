@@ -46,7 +46,14 @@ export { compileConfig, SCHEMA_PATH } from './config/compile-config.js';
 
 export { BrokerNames } from './topology/names.js';
 export type { Topology, ExchangeSpec, QueueSpec, BindingSpec } from './topology/topology.types.js';
-export { coreTopology, provisionTopology, queueTopology, stageTopology, tenantTopology } from './topology/build-topology.js';
+export {
+  coreTopology,
+  provisionTopology,
+  queueTopology,
+  stageDeclaredTopology,
+  stageTopology,
+  tenantTopology,
+} from './topology/build-topology.js';
 export { declareTopology, declareTopologyOnce } from './broker/declare-topology.js';
 export type { PolicySpec } from './topology/topology.types.js';
 export { queuePolicies } from './topology/queue-policies.js';

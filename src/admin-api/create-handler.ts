@@ -1,7 +1,7 @@
 import { openConnection } from '../broker/amqp-connection.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { QueueConfig } from '../config/config.types.js';
-import { coreTopology, mergeTopologies, queueTopology } from '../topology/build-topology.js';
+import { coreTopology, mergeTopologies, provisionedQueueTopology } from '../topology/build-topology.js';
 import type { AdminContext } from './admin-context.js';
 import { ApiError } from './api-error.js';
 import { configView } from './queue-views.js';
@@ -35,7 +35,10 @@ export async function createQueue(ctx: AdminContext, { req }: ApiRequest): Promi
     if (queue === undefined) throw new Error(`queue "${name}" missing after it was written`);
     const connection = await openConnection(config, ctx.log, 'stagecoach-admin');
     try {
-      const parts = queue.scope === 'shared' ? [queueTopology(config, queue)] : config.tenants.map((t) => queueTopology(config, queue, t));
+      const parts =
+        queue.scope === 'shared'
+          ? [provisionedQueueTopology(config, queue)]
+          : config.tenants.map((t) => provisionedQueueTopology(config, queue, t));
       await declareTopology(connection, mergeTopologies(coreTopology(config), ...parts), ctx.log);
     } finally {
       await connection.close().catch(() => undefined);

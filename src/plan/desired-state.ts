@@ -1,6 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { brokerUserGrants } from '../security/tenant-users.js';
-import { provisionTopology } from '../topology/build-topology.js';
+import { provisionTopology, stageDeclaredTopology } from '../topology/build-topology.js';
 import { queuePolicies } from '../topology/queue-policies.js';
 import type { PolicySpec, StageEndpoints, Topology } from '../topology/topology.types.js';
 
@@ -9,6 +9,13 @@ export interface DesiredState {
   prefix: string;
   tenants: readonly string[];
   topology: Topology;
+  /**
+   * What the stages declare for themselves when they start (`suspect` companions, see
+   * `stageDeclaredTopology`): `plan` neither adds it (a stage that never ran has none) nor
+   * retires it, but one on the broker with other properties is still to recreate, since the
+   * stage's own declaration would be refused.
+   */
+  stageDeclared: Topology;
   policies: PolicySpec[];
   /** Broker users `provision` manages (with `security.tenantUsers`), else empty. */
   users: string[];
@@ -28,6 +35,7 @@ export function desiredState(config: CompiledConfig, stages: readonly StageEndpo
     prefix: config.prefix,
     tenants: config.tenants,
     topology: provisionTopology(config, stages),
+    stageDeclared: stageDeclaredTopology(config, stages),
     policies: queuePolicies(config, stages),
     users: config.security.tenantUsers ? brokerUserGrants(config, config.tenants).map((grant) => grant.user) : [],
     // The queue states' marker exchanges are not configuration: plan reports them apart.

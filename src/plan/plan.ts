@@ -194,14 +194,7 @@ function queueChanges(
   const changes: PlanChange[] = [];
   const byName = new Map(actual.map((queue) => [queue.name, queue]));
   const wantedNames = new Set<string>();
-  for (const wanted of desired.topology.queues) {
-    wantedNames.add(wanted.name);
-    const current = byName.get(wanted.name);
-    const tenant = withTenant(tenantOf(wanted.name));
-    if (current === undefined) {
-      changes.push({ kind: 'queue', action: 'add', name: wanted.name, ...tenant, wanted });
-      continue;
-    }
+  const compare = (wanted: QueueSpec, current: BrokerQueue): void => {
     const differences: string[] = [];
     if (current.durable !== wanted.durable) differences.push(`durable ${current.durable} -> ${wanted.durable}`);
     const keys = new Set([...Object.keys(current.arguments), ...Object.keys(wanted.arguments)]);
@@ -219,12 +212,25 @@ function queueChanges(
         kind: 'queue',
         action: 'recreate',
         name: wanted.name,
-        ...tenant,
+        ...withTenant(tenantOf(wanted.name)),
         detail: `recreate needed: ${differences.join(', ')}`,
         wanted,
         current,
       });
     }
+  };
+  for (const wanted of desired.topology.queues) {
+    wantedNames.add(wanted.name);
+    const current = byName.get(wanted.name);
+    if (current === undefined)
+      changes.push({ kind: 'queue', action: 'add', name: wanted.name, ...withTenant(tenantOf(wanted.name)), wanted });
+    else compare(wanted, current);
+  }
+  // A stage declares these when it starts: absent is normal, present is checked like the rest.
+  for (const wanted of desired.stageDeclared.queues) {
+    wantedNames.add(wanted.name);
+    const current = byName.get(wanted.name);
+    if (current !== undefined) compare(wanted, current);
   }
   for (const current of actual) {
     if (wantedNames.has(current.name) || ignored(current.name) || ofExtraTenant(current.name)) continue;
@@ -258,6 +264,8 @@ function bindingChanges(
     actual.set(bindingKey(spec), spec);
   }
   const wanted = new Map(desired.topology.bindings.map((binding) => [bindingKey(binding), binding]));
+  // A stage's own bindings (its suspect queue's) are not added, and not stale either.
+  const stageDeclared = new Set(desired.stageDeclared.bindings.map(bindingKey));
   for (const [key, binding] of wanted) {
     if (actual.has(key)) continue;
     // A draining queue's entry is unbound on purpose.
@@ -272,9 +280,13 @@ function bindingChanges(
   }
   // Only a stale route between objects the configuration wants is removed: the bindings of an
   // object to retire go with it, and routes to it keep working until then.
-  const names = new Set([...desired.topology.exchanges.map((e) => e.name), ...desired.topology.queues.map((q) => q.name)]);
+  const names = new Set([
+    ...desired.topology.exchanges.map((e) => e.name),
+    ...desired.topology.queues.map((q) => q.name),
+    ...desired.stageDeclared.queues.map((q) => q.name),
+  ]);
   for (const [key, binding] of actual) {
-    if (wanted.has(key) || !names.has(binding.source) || !names.has(binding.destination)) continue;
+    if (wanted.has(key) || stageDeclared.has(key) || !names.has(binding.source) || !names.has(binding.destination)) continue;
     changes.push({
       kind: 'binding',
       action: 'remove',

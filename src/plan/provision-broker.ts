@@ -67,7 +67,9 @@ export async function provisionBroker(
     bindings: topology.bindings.length,
     declared: { exchanges: missing.exchanges.length, queues: missing.queues.length, bindings: missing.bindings.length },
   });
-  for (const tenant of fresh) await options.onEvent?.({ type: 'tenant.provisioned', data: { tenant } });
+  // All at once: one by one, each waiting for its confirm, 1,000 new tenants took about a second.
+  const onEvent = options.onEvent;
+  if (onEvent !== undefined) await Promise.all(fresh.map((tenant) => onEvent({ type: 'tenant.provisioned', data: { tenant } })));
   const settings = await syncQueueSettings(config, stages, api, {
     removeStale: true,
     log,

@@ -7,7 +7,7 @@ import type { ControlCommand } from '../control/control-protocol.js';
 import { publishControl } from '../control/send-control.js';
 import { StagecoachError, TenantError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
-import { coreTopology, queueTopology } from '../topology/build-topology.js';
+import { coreTopology, provisionedQueueTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { StateProbe } from './state-probe.js';
 import type { QueueState, QueueStateTarget } from './queue-state.js';
@@ -97,7 +97,7 @@ async function setOne(
   const physical = physicalVariants(queue, variant);
   const pauseMarkers = physical.map((v) => names.stateMarker('paused', queue.name, tenant, v));
   const drainMarker = names.stateMarker('draining', queue.name, tenant);
-  const topology = queueTopology(config, queue, tenant);
+  const topology = provisionedQueueTopology(config, queue, tenant);
   const channel = await connection.createChannel();
   channel.on('error', () => undefined);
   try {

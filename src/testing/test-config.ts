@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import amqplib from 'amqplib';
 import { compileConfig } from '../config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../config/config.types.js';
-import { mergeTopologies, provisionTopology } from '../topology/build-topology.js';
+import { mergeTopologies, provisionTopology, stageDeclaredTopology } from '../topology/build-topology.js';
 import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
 import { deleteQueueSettings } from '../plan/queue-settings.js';
@@ -24,11 +24,11 @@ export function withTestConfig(raw: RawConfig, source?: string): CompiledConfig 
 
 /**
  * Deletes every exchange and queue of the given topologies (by default: what `provision`
- * would declare for the configured tenants), their queue states, and the prefix's queue settings
- * (policies). Missing names are skipped.
+ * would declare for the configured tenants, and what their stages declare themselves), their
+ * queue states, and the prefix's queue settings (policies). Missing names are skipped.
  */
 export async function teardown(config: CompiledConfig, stages: readonly StageMetadata[] = [], ...extra: Topology[]): Promise<void> {
-  const topology = mergeTopologies(provisionTopology(config, stages), ...extra);
+  const topology = mergeTopologies(provisionTopology(config, stages), stageDeclaredTopology(config, stages), ...extra);
   const connection = await amqplib.connect(config.broker.url);
   try {
     for (const queue of topology.queues) await withChannel(connection, (ch) => ch.deleteQueue(queue.name));
@@ -44,9 +44,9 @@ export async function teardown(config: CompiledConfig, stages: readonly StageMet
   }
 }
 
-/** Empties the queues of the given topology without deleting them. */
+/** Empties the queues `provision` and the stages declare, without deleting them (missing ones are skipped). */
 export async function purge(config: CompiledConfig, stages: readonly StageMetadata[] = []): Promise<void> {
-  const topology = provisionTopology(config, stages);
+  const topology = mergeTopologies(provisionTopology(config, stages), stageDeclaredTopology(config, stages));
   const connection = await amqplib.connect(config.broker.url);
   try {
     for (const queue of topology.queues) await withChannel(connection, (ch) => ch.purgeQueue(queue.name));

@@ -1,7 +1,7 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { delayDeliveryBinding, delayTopology } from './delay-topology.js';
-import { BrokerNames } from './names.js';
+import { BrokerNames, parseBrokerName } from './names.js';
 import { queueTypeArguments, sharedQueueType } from './queue-type.js';
 import type { BindingSpec, ExchangeSpec, QueueSpec, StageEndpoints, Topology } from './topology.types.js';
 
@@ -18,6 +18,15 @@ import type { BindingSpec, ExchangeSpec, QueueSpec, StageEndpoints, Topology } f
  *
  * Retries come back through the delay ladder (delay-topology.ts), not to the physical queue they
  * left but to its `due` companion (variant queues included), which `delay.deliver` binds.
+ *
+ * Who declares what: `provision` declares what must exist before any stage runs, so that no job
+ * published meanwhile is lost or parked in `unroutable`: the entry, every work queue, its `due`
+ * companion (a producer's scheduled job comes back there through the ladder) and its dead
+ * letters (the broker dead-letters expired jobs with no stage running). The `suspect` companion
+ * is only ever written by the stage that reads the queue, after a crash, so that stage declares it
+ * at start-up (stageTopology) and `provision` leaves it out, a quarter of its queues: queue
+ * creation is what bounds `provision` of many tenants (docs/performance.md). With
+ * `security.tenantUsers` stages cannot declare, so `provision` declares the suspects too.
  *
  * The alternate exchange of the variant router makes "the matching variant queue, or else the
  * general queue" a broker rule: each job reaches exactly one queue. `all-with-x` makes the
@@ -82,21 +91,33 @@ export function tenantTopology(config: CompiledConfig, tenant: string): Topology
   };
 }
 
+/** Which companions of each physical queue a topology holds (see the header: who declares what). */
+export interface CompanionOptions {
+  /** The `suspect` companions and their bindings from the delay ladder. @defaultValue true */
+  suspects?: boolean;
+}
+
 /**
  * One logical queue, for one tenant (tenant scope) or for all (shared scope): the physical
  * queue(s), their dead-letter queue and every binding on the way from the entry exchange.
  * The whole variant chain is declared together, so routing does not depend on which stage
  * instance starts first.
  */
-export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig, tenant?: string): Topology {
+export function queueTopology(
+  config: CompiledConfig,
+  queue: ResolvedQueueConfig,
+  tenant?: string,
+  options: CompanionOptions = {},
+): Topology {
   const names = new BrokerNames(config.prefix);
   const durable = config.durable;
+  const suspects = options.suspects ?? true;
   if (queue.scope === 'shared') {
     const physical = names.queue(queue.name);
     const dead = names.deadQueue(queue.name);
     return {
       exchanges: [],
-      queues: [...workQueues(config, queue, names, dead), { name: dead, durable, arguments: queueTypeArguments(queue.type) }],
+      queues: [...workQueues(config, queue, names, dead, suspects), { name: dead, durable, arguments: queueTypeArguments(queue.type) }],
       bindings: [
         {
           source: names.direct,
@@ -105,7 +126,7 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
           routingKey: queue.name,
           drainMarker: names.stateMarker('draining', queue.name),
         },
-        ...returnBindings(config, names, queue.name),
+        ...returnBindings(config, names, suspects, queue.name),
         { source: names.dlx, destination: dead, destinationType: 'queue', routingKey: dead },
       ],
     };
@@ -116,12 +137,12 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   const tenantExchange = names.tenantExchange(tenant);
   const general = names.queue(queue.name, tenant);
   const dead = names.deadQueue(queue.name, tenant);
-  topology.queues.push(...workQueues(config, queue, names, dead, tenant), {
+  topology.queues.push(...workQueues(config, queue, names, dead, suspects, tenant), {
     name: dead,
     durable,
     arguments: queueTypeArguments(queue.type),
   });
-  topology.bindings.push(...returnBindings(config, names, queue.name, tenant), {
+  topology.bindings.push(...returnBindings(config, names, suspects, queue.name, tenant), {
     source: names.dlx,
     destination: dead,
     destinationType: 'queue',
@@ -156,8 +177,8 @@ export function queueTopology(config: CompiledConfig, queue: ResolvedQueueConfig
   );
   for (const [variant, values] of Object.entries(queue.variants.values)) {
     const physical = names.queue(queue.name, tenant, variant);
-    topology.queues.push(...workQueues(config, queue, names, dead, tenant, variant));
-    topology.bindings.push(...returnBindings(config, names, queue.name, tenant, variant));
+    topology.queues.push(...workQueues(config, queue, names, dead, suspects, tenant, variant));
+    topology.bindings.push(...returnBindings(config, names, suspects, queue.name, tenant, variant));
     for (const value of values) {
       topology.bindings.push({
         source: router,
@@ -180,16 +201,50 @@ export function stageTopology(config: CompiledConfig, stage: StageEndpoints, ten
 
 /**
  * What `stagecoach provision` declares: the core, every configured queue and every queue the
- * given stages read or write, for one tenant or for all configured tenants.
+ * given stages read or write, for one tenant or for all configured tenants. Without the
+ * `suspect` companions, which the stages declare themselves ({@link stageDeclaredTopology}),
+ * unless `security.tenantUsers` keeps stages from declaring.
  */
 export function provisionTopology(config: CompiledConfig, stages: readonly StageEndpoints[], tenant?: string): Topology {
   const tenants = tenant === undefined ? config.tenants : [tenant];
   const parts = [coreTopology(config), ...tenants.map((t) => tenantTopology(config, t))];
   for (const queue of provisionQueues(config, stages)) {
-    if (queue.scope === 'shared') parts.push(queueTopology(config, queue));
-    else for (const t of tenants) parts.push(queueTopology(config, queue, t));
+    if (queue.scope === 'shared') parts.push(provisionedQueueTopology(config, queue));
+    else for (const t of tenants) parts.push(provisionedQueueTopology(config, queue, t));
   }
   return mergeTopologies(...parts);
+}
+
+/**
+ * What `provision` declares of one logical queue (see {@link provisionTopology}): also what the
+ * operator's other commands that make a queue exist declare (queue states, the admin API), so
+ * that none of them leaves a set `provision` would not.
+ */
+export function provisionedQueueTopology(config: CompiledConfig, queue: ResolvedQueueConfig, tenant?: string): Topology {
+  return queueTopology(config, queue, tenant, { suspects: config.security.tenantUsers });
+}
+
+/**
+ * What the stages of the queues `provision` covers declare for themselves when they start, and
+ * `provision` leaves to them: the `suspect` companions and their bindings from the delay ladder.
+ * Empty with `security.tenantUsers`, where `provision` declares them. `plan` neither adds nor
+ * retires these; tests and teardown take them with {@link provisionTopology}.
+ */
+export function stageDeclaredTopology(config: CompiledConfig, stages: readonly StageEndpoints[], tenant?: string): Topology {
+  if (config.security.tenantUsers) return emptyTopology();
+  const tenants = tenant === undefined ? config.tenants : [tenant];
+  const parts: Topology[] = [];
+  for (const queue of provisionQueues(config, stages)) {
+    for (const t of queue.scope === 'shared' ? [undefined] : tenants) parts.push(queueTopology(config, queue, t));
+  }
+  // Taken from the stage's own topology rather than built again, so the two never differ.
+  const all = mergeTopologies(...parts);
+  const suspect = (name: string): boolean => parseBrokerName(config.prefix, name)?.kind === 'suspect';
+  return {
+    exchanges: [],
+    queues: all.queues.filter((queue) => suspect(queue.name)),
+    bindings: all.bindings.filter((binding) => suspect(binding.destination)),
+  };
 }
 
 /** The logical queues `provision` declares, by name: every configured queue and every queue the stages read or write. */
@@ -229,32 +284,43 @@ function workQueues(
   queue: ResolvedQueueConfig,
   names: BrokerNames,
   deadQueue: string,
+  suspects: boolean,
   tenant?: string,
   variant?: string,
 ): QueueSpec[] {
   const work = workQueue(config, queue, names.queue(queue.name, tenant, variant), deadQueue);
+  const companion = companionArguments(queue, names, deadQueue);
+  const queues = [work, { name: names.dueQueue(queue.name, tenant, variant), durable: work.durable, arguments: { ...companion } }];
+  if (suspects) queues.push({ name: names.suspectQueue(queue.name, tenant, variant), durable: work.durable, arguments: { ...companion } });
+  return queues;
+}
+
+/** The arguments of a `due` or `suspect` companion: unbounded, dead-lettering to the queue's dead letters. */
+function companionArguments(queue: ResolvedQueueConfig, names: BrokerNames, deadQueue: string): Record<string, string | number> {
   const companion: Record<string, string | number> = {
     ...queueTypeArguments(queue.type),
     'x-dead-letter-exchange': names.dlx,
     'x-dead-letter-routing-key': deadQueue,
   };
   if (queue.max_priority !== undefined) companion['x-max-priority'] = queue.max_priority;
-  return [
-    work,
-    { name: names.dueQueue(queue.name, tenant, variant), durable: work.durable, arguments: { ...companion } },
-    { name: names.suspectQueue(queue.name, tenant, variant), durable: work.durable, arguments: { ...companion } },
-  ];
+  return companion;
 }
 
 /**
  * The delay ladder delivers to `due` and `suspect`, never to the main queue: the broker's own
  * dead-lettering is not confirmed, and into a full queue with `reject-publish` it drops the job.
  */
-function returnBindings(config: CompiledConfig, names: BrokerNames, queue: string, tenant?: string, variant?: string): BindingSpec[] {
-  return [
-    delayDeliveryBinding(config, names.dueQueue(queue, tenant, variant)),
-    delayDeliveryBinding(config, names.suspectQueue(queue, tenant, variant)),
-  ];
+function returnBindings(
+  config: CompiledConfig,
+  names: BrokerNames,
+  suspects: boolean,
+  queue: string,
+  tenant?: string,
+  variant?: string,
+): BindingSpec[] {
+  const bindings = [delayDeliveryBinding(config, names.dueQueue(queue, tenant, variant))];
+  if (suspects) bindings.push(delayDeliveryBinding(config, names.suspectQueue(queue, tenant, variant)));
+  return bindings;
 }
 
 /**

@@ -10,7 +10,7 @@ import { teardown } from '../../src/testing/test-config.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { syncQueueSettings } from '../../src/plan/queue-settings.js';
 import { ManagementApi } from '../../src/security/management-api.js';
-import { provisionTopology } from '../../src/topology/build-topology.js';
+import { mergeTopologies, provisionTopology, stageDeclaredTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { REPO_ROOT } from './cli.js';
 import { AMQP_URL, RawBroker } from './raw-broker.js';
@@ -32,7 +32,7 @@ export interface ConfigFile {
 /**
  * A configuration file in a fresh directory, with a unique prefix and non-durable topology
  * (unless `settings` say otherwise), for tests that run the command line; the topology of
- * `stages` is provisioned on the broker at `url` (the file's broker unless the processes get
+ * `stages` (what `provision` and the stages declare) is on the broker at `url` (the file's broker unless the processes get
  * `AMQP_URL`), with the queue settings when that is the shared broker (users are left to the
  * tests of `provision`).
  */
@@ -46,7 +46,10 @@ export async function writeConfigFile(
   const file = path.join(dir, 'stagecoach.json');
   await writeFile(file, JSON.stringify({ prefix: `test-${randomBytes(4).toString('hex')}`, durable: false, ...settings }));
   const config = await loadConfig(file, { AMQP_URL: url });
-  await declareTopologyOnce(config, provisionTopology(config, stages), createLogger({}, 'error'));
+  // What `provision` declares and what the stages declare at start-up (their suspect queues):
+  // tests look at the queues of stages they start later, or in other processes.
+  const topology = mergeTopologies(provisionTopology(config, stages), stageDeclaredTopology(config, stages));
+  await declareTopologyOnce(config, topology, createLogger({}, 'error'));
   // The queue settings through the shared broker's management API; a private node (broker-node.ts) runs no plugins.
   if (url === AMQP_URL) await syncQueueSettings(config, stages, new ManagementApi(config.broker.management), { removeStale: false });
   const raw = await RawBroker.connect(config.broker.url);

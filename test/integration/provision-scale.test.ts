@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { AdminEvent } from '../../src/admin/admin-events.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
@@ -13,10 +15,18 @@ import { ManagementApi, type BrokerBinding } from '../../src/security/management
 import { isStateMarker } from '../../src/state/queue-state.js';
 import { setQueueState } from '../../src/state/set-queue-state.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
+import { loadAllStages } from '../../src/stage/stage-loader.js';
+import { withTestConfig } from '../../src/testing/test-config.js';
+import { delayDeliveryBinding } from '../../src/topology/delay-topology.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import type { BindingSpec, Topology } from '../../src/topology/topology.types.js';
-import { AMQP_URL } from '../helpers/raw-broker.js';
+import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
+import { startGroup, type RunningGroup } from '../helpers/running-group.js';
+import { waitFor } from '../helpers/wait-for.js';
+import { Publisher } from '../../src/publisher/publisher.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
 
 const log = createLogger({ test: 'provision-scale' }, 'error');
 const TENANTS = 200;
@@ -182,5 +192,70 @@ describe(`provision at scale (${TENANTS} tenants, real broker)`, function () {
     } finally {
       await connection.close();
     }
+  });
+});
+
+/**
+ * `provision` leaves each queue's `suspect` companion to the stage that reads the queue: only a
+ * running stage moves a job there. Everything a job published before any stage can reach is
+ * provisioned: the queue, its `due` companion (a scheduled job comes back there) and its dead
+ * letters (the broker dead-letters an expired job with no stage running).
+ */
+describe('provision, then jobs, then the stage', function () {
+  this.timeout(60_000);
+  let config: CompiledConfig;
+  let raw: RawBroker | undefined;
+  let publisher: Publisher | undefined;
+  let running: RunningGroup | undefined;
+
+  before(() => {
+    config = withTestConfig(
+      { tenants: ['acme', 'globex'], queues: { work: {}, done: {} }, stages: { flaky: { module: './failure-stages.js' } } },
+      path.join(here, '../fixtures/config.json'),
+    );
+  });
+
+  after(async () => {
+    await publisher?.close();
+    await raw?.close();
+    await running?.stop();
+    await deletePrefix(config.broker.url, config.broker.management, config.prefix);
+  });
+
+  it('keeps every job published before the stage starts, scheduled and expired ones included; the stage declares its suspect queue', async () => {
+    const names = new BrokerNames(config.prefix);
+    const stages = (await loadAllStages(config)).map((s) => s.metadata);
+    await provisionBroker(config, stages, log);
+    raw = await RawBroker.connect(config.broker.url);
+    for (const tenant of ['acme', 'globex']) {
+      expect(await raw.exists(names.queue('work', tenant)), `work of ${tenant}`).to.equal(true);
+      expect(await raw.exists(names.dueQueue('work', tenant)), `due of ${tenant}`).to.equal(true);
+      expect(await raw.exists(names.deadQueue('work', tenant)), `dead of ${tenant}`).to.equal(true);
+      expect(await raw.exists(names.suspectQueue('work', tenant)), `suspect of ${tenant}`).to.equal(false);
+    }
+
+    publisher = await Publisher.connect(config, { log });
+    await publisher.publish('work', { type: 'flaky', args: ['ok', 'before-1'], tenant: 'acme' });
+    await publisher.publish('work', {
+      type: 'flaky',
+      args: ['ok', 'before-scheduled'],
+      tenant: 'acme',
+      scheduled_at: new Date(Date.now() + 1500).toISOString(),
+    });
+    await publisher.publish('work', { type: 'flaky', args: ['ok', 'before-expired'], tenant: 'globex', enqueue_ttl: 'PT1S' });
+    // The scheduled job is back from the delay ladder in `due`, the expired one in globex's dead letters.
+    await waitFor('the scheduled job in due', async () => (await raw?.count(names.dueQueue('work', 'acme'))) === 1, 15_000);
+    await waitFor('the expired job in dead letters', async () => (await raw?.count(names.deadQueue('work', 'globex'))) === 1, 15_000);
+    expect(await raw.count(names.queue('work', 'acme'))).to.equal(1);
+    expect(await raw.count(names.unroutable)).to.equal(0);
+
+    running = await startGroup(config, [{ stage: 'flaky', tenant: 'acme' }], log);
+    await waitFor('both jobs of acme run', async () => (await raw?.count(names.queue('done', 'acme'))) === 2, 15_000);
+    // Declared by the stage before it consumed, with the ladder's binding that brings suspects back.
+    expect(await raw.exists(names.suspectQueue('work', 'acme'))).to.equal(true);
+    const suspect = delayDeliveryBinding(config, names.suspectQueue('work', 'acme'));
+    const bindings = await new ManagementApi(config.broker.management).listBindings(vhostOfAmqpUrl(config.broker.url));
+    expect(bindings.map(brokerKey)).to.include(specKey(suspect));
+    expect(await raw.exists(names.suspectQueue('work', 'globex')), 'no stage of globex ran').to.equal(false);
   });
 });

@@ -4,7 +4,7 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import { applyEnvironment } from '../../src/config/load-config.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
 import { ConfigError } from '../../src/errors/errors.js';
-import { provisionTopology } from '../../src/topology/build-topology.js';
+import { mergeTopologies, provisionTopology, stageDeclaredTopology } from '../../src/topology/build-topology.js';
 import { queuePolicies } from '../../src/topology/queue-policies.js';
 import type { Topology } from '../../src/topology/topology.types.js';
 import { createLogger } from '../../src/logging/logger.js';
@@ -69,7 +69,8 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
         representations: { type: 'classic', max_priority: 3 },
       },
     });
-    const topology = provisionTopology(config, STAGES, 'acme');
+    // With the suspect queues the stages declare, so that every kind of queue is here.
+    const topology = mergeTopologies(provisionTopology(config, STAGES, 'acme'), stageDeclaredTopology(config, STAGES, 'acme'));
 
     it('declares main, variant, due, suspect and dead queues of a quorum queue as quorum, with their dead-letter route', () => {
       for (const name of [
@@ -89,7 +90,8 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
     it('leaves classic queues as they were (no x-queue-type: nothing to recreate on an existing broker)', () => {
       expect(queueArguments(topology, 'ojs.queue.representations.acme')).to.not.have.property('x-queue-type');
       expect(queueArguments(topology, 'ojs.queue.representations.acme')['x-max-priority']).to.equal(3);
-      const classic = provisionTopology(compileConfig({ tenants: ['acme'] }), STAGES, 'acme');
+      const plain = compileConfig({ tenants: ['acme'] });
+      const classic = mergeTopologies(provisionTopology(plain, STAGES, 'acme'), stageDeclaredTopology(plain, STAGES, 'acme'));
       // The batch tracking log is a stream whatever the other queues are.
       for (const queue of classic.queues.filter((q) => q.name !== 'ojs.tracking')) {
         expect(queue.arguments, queue.name).to.not.have.property('x-queue-type');

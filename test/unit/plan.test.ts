@@ -6,6 +6,7 @@ import type { BrokerExchange } from '../../src/security/management-api.js';
 import { desiredState, type DesiredState } from '../../src/plan/desired-state.js';
 import { formatPlan } from '../../src/plan/format-plan.js';
 import { planChanges, type PlanChange } from '../../src/plan/plan.js';
+import { mergeTopologies } from '../../src/topology/build-topology.js';
 
 const raw: RawConfig = {
   tenants: ['acme', 'globex'],
@@ -16,11 +17,15 @@ const raw: RawConfig = {
 };
 const stages = [{ name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }];
 
-/** What the broker's management API would list once `desired` is provisioned exactly. */
-function inventoryOf(desired: DesiredState): BrokerInventory {
+/**
+ * What the broker's management API would list once `desired` is provisioned exactly and, unless
+ * `stagesRan` is false, every stage has started once (declaring its suspect queues).
+ */
+function inventoryOf(desired: DesiredState, stagesRan = true): BrokerInventory {
+  const topology = stagesRan ? mergeTopologies(desired.topology, desired.stageDeclared) : desired.topology;
   return {
     vhost: '/',
-    queues: desired.topology.queues.map((q) => ({
+    queues: topology.queues.map((q) => ({
       name: q.name,
       durable: q.durable,
       auto_delete: false,
@@ -28,7 +33,7 @@ function inventoryOf(desired: DesiredState): BrokerInventory {
       arguments: { ...q.arguments },
       type: 'classic',
     })),
-    exchanges: desired.topology.exchanges.map((e) => ({
+    exchanges: topology.exchanges.map((e) => ({
       name: e.name,
       type: e.type,
       durable: e.durable,
@@ -36,7 +41,7 @@ function inventoryOf(desired: DesiredState): BrokerInventory {
       internal: false,
       arguments: e.alternateExchange === undefined ? {} : { 'alternate-exchange': e.alternateExchange },
     })),
-    bindings: desired.topology.bindings.map((b) => ({
+    bindings: topology.bindings.map((b) => ({
       source: b.source,
       destination: b.destination,
       destination_type: b.destinationType,
@@ -68,6 +73,39 @@ describe('plan', () => {
     expect(plan.changes).to.deep.equal([]);
     expect(plan.tenants).to.deep.equal({ configured: ['acme', 'globex'], missing: [], extra: [] });
     expect(formatPlan(plan)).to.contain('nothing differs');
+  });
+
+  it('neither adds nor retires the suspect queues stages declare themselves, but says when one needs recreating', () => {
+    const suspects = desired.stageDeclared.queues.map((q) => q.name);
+    expect(suspects).to.deep.equal([
+      'ojs.suspect.conversions.acme',
+      'ojs.suspect.conversions.acme.pdf',
+      'ojs.suspect.conversions.globex',
+      'ojs.suspect.conversions.globex.pdf',
+      'ojs.suspect.scan_specs',
+    ]);
+    expect(desired.topology.queues.filter((q) => q.name.startsWith('ojs.suspect.'))).to.deep.equal([]);
+    // Provisioned, no stage started yet: nothing to add.
+    expect(planChanges(desired, inventoryOf(desired, false)).changes).to.deep.equal([]);
+    // Some stages started: nothing to retire, and their ladder bindings are not stale.
+    const some = inventoryOf(desired, false);
+    const started = inventoryOf(desired);
+    some.queues.push(...started.queues.filter((q) => q.name === 'ojs.suspect.conversions.acme'));
+    some.bindings.push(...started.bindings.filter((b) => b.destination === 'ojs.suspect.conversions.acme'));
+    expect(planChanges(desired, some).changes).to.deep.equal([]);
+    // Declared with other arguments, the stage's own declaration would be refused.
+    const clash = some.queues.find((q) => q.name === 'ojs.suspect.conversions.acme');
+    if (clash) clash.arguments = { ...clash.arguments, 'x-max-priority': 3 };
+    expect(brief(planChanges(desired, some).changes)).to.deep.equal([
+      'recreate queue ojs.suspect.conversions.acme: recreate needed: argument x-max-priority 3 -> (none)',
+    ]);
+  });
+
+  it('provisions the suspect queues too with tenantUsers, where stages cannot declare', () => {
+    const secured = desiredState(compileConfig({ ...raw, security: { tenantUsers: true } }), stages);
+    expect(secured.stageDeclared).to.deep.equal({ exchanges: [], queues: [], bindings: [] });
+    expect(secured.topology.queues.map((q) => q.name)).to.include.members(desired.stageDeclared.queues.map((q) => q.name));
+    expect(brief(planChanges(secured, inventoryOf(desired, false)).changes)).to.include('add queue ojs.suspect.scan_specs');
   });
 
   it('shows exactly a changed max_size, as a policy to change', () => {

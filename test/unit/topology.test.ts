@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
-import { provisionTopology, stageTopology } from '../../src/topology/build-topology.js';
+import type { RawConfig } from '../../src/config/config.types.js';
+import { mergeTopologies, provisionTopology, stageDeclaredTopology, stageTopology } from '../../src/topology/build-topology.js';
 import { DELAY_LEVELS, delayRoutingKey, MAX_DELAY_SECONDS } from '../../src/topology/delay-topology.js';
 import type { Topology } from '../../src/topology/topology.types.js';
 
@@ -14,13 +15,14 @@ function withoutLadder(topology: Topology): Topology {
   };
 }
 
-const config = compileConfig({
+const raw: RawConfig = {
   tenants: ['acme', 'globex'],
   queues: {
     scan_specs: { scope: 'shared' },
     conversions: { scope: 'tenant', max_size: 100, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
   },
-});
+};
+const config = compileConfig(raw);
 
 describe('topology', () => {
   it('declares exactly the core and the input chain for a tenant-scoped stage with variants', () => {
@@ -138,6 +140,56 @@ describe('topology', () => {
     const topology = provisionTopology(config, [], 'globex');
     expect(topology.queues.map((q) => q.name).filter((n) => n.includes('acme'))).to.deep.equal([]);
     expect(topology.queues.map((q) => q.name)).to.include('ojs.queue.conversions.globex');
+  });
+
+  it('provisions what must exist before any stage runs, and leaves the suspect queues to the stages that write them', () => {
+    const stages = [{ name: 'converter', input: 'conversions', outputs: ['scan_specs'] }];
+    const provisioned = provisionTopology(config, stages);
+    const names = provisioned.queues.map((q) => q.name);
+    // Jobs published before any stage runs wait in the main queue; a scheduled one comes back
+    // through the ladder to `due`; one the broker dead-letters (enqueue_ttl) goes to `dead`.
+    expect(names).to.include.members([
+      'ojs.queue.conversions.acme',
+      'ojs.queue.conversions.acme.pdf',
+      'ojs.due.conversions.acme',
+      'ojs.due.conversions.acme.pdf',
+      'ojs.dead.conversions.acme',
+      'ojs.queue.scan_specs',
+      'ojs.due.scan_specs',
+      'ojs.dead.scan_specs',
+    ]);
+    expect(names.filter((n) => n.startsWith('ojs.suspect.'))).to.deep.equal([]);
+    expect(provisioned.bindings.filter((b) => b.destination.startsWith('ojs.suspect.'))).to.deep.equal([]);
+
+    // The stage declares them at start-up: what provision leaves out is exactly what the stages add.
+    const declaredByStages = stageDeclaredTopology(config, stages);
+    expect(declaredByStages.queues.map((q) => q.name)).to.deep.equal([
+      'ojs.suspect.conversions.acme',
+      'ojs.suspect.conversions.acme.pdf',
+      'ojs.suspect.conversions.globex',
+      'ojs.suspect.conversions.globex.pdf',
+      'ojs.suspect.scan_specs',
+    ]);
+    const acme = stageTopology(config, stages[0], 'acme');
+    for (const queue of declaredByStages.queues.filter((q) => q.name.includes('.acme'))) expect(acme.queues).to.deep.include(queue);
+    for (const binding of declaredByStages.bindings.filter((b) => b.destination.includes('.acme'))) {
+      expect(acme.bindings).to.deep.include(binding);
+    }
+    const everything = mergeTopologies(provisioned, declaredByStages);
+    expect(everything.queues).to.deep.include.members(acme.queues);
+    expect(everything.bindings).to.deep.include.members(acme.bindings);
+  });
+
+  it('provisions the suspect queues too with security.tenantUsers, where stages only check that their queues exist', () => {
+    const secured = compileConfig({ ...raw, security: { tenantUsers: true } });
+    const stage = { name: 'converter', input: 'conversions', outputs: [] };
+    const provisioned = provisionTopology(secured, [stage]);
+    expect(stageDeclaredTopology(secured, [stage])).to.deep.equal({ exchanges: [], queues: [], bindings: [] });
+    for (const tenant of ['acme', 'globex']) {
+      const needed = stageTopology(secured, stage, tenant);
+      expect(provisioned.queues).to.deep.include.members(needed.queues);
+      expect(provisioned.bindings).to.deep.include.members(needed.bindings);
+    }
   });
 
   it('keeps max_priority an argument (no policy can set it) and the bounds out of the arguments', () => {
