@@ -30,6 +30,7 @@ import {
 import { benchMemory, children, type MemoryResult } from './memory.js';
 import { benchTenants, cleanupTenants, type TenantsResult } from './tenants.js';
 import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './throughput.js';
+import { benchTracking } from './tracking.js';
 
 let cleanup: (() => Promise<void>) | undefined;
 let interrupted = false;
@@ -86,6 +87,7 @@ async function main(): Promise<number> {
     if (opts.only.has('memory')) results.memory = await benchMemory(ctx);
     if (opts.only.has('quorum')) results.throughput.push(await benchQueueTypes(ctx));
     if (opts.only.has('tenants')) results.tenants = await benchTenants(ctx);
+    if (opts.only.has('tracking')) results.throughput.push(...(await benchTracking(ctx)));
   } catch (err) {
     if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);
     await cleanup();
@@ -181,7 +183,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     lines.push(...grid(rows, [false, true, true, true, true, true, true, true]));
   }
   lines.push(
-    `(ratio = stagecoach / baseline; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
+    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
   );
   lines.push('');
   return `${lines.join('\n')}\n`;
