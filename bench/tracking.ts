@@ -79,11 +79,10 @@ export async function benchTracking(ctx: BenchContext): Promise<ThroughputResult
   }
   const side = (rounds: Round[], as: Round['side']): Round[] => rounds.map((round) => ({ ...round, side: as }));
   return [
-    summarise(
-      'tracking',
-      `relay, every job batched (on, stagecoach column) vs no batch (off, baseline column); ratio on / off`,
-      [...side(off, 'baseline'), ...side(on, 'stagecoach')],
-    ),
+    summarise('tracking', `relay, every job batched (on, stagecoach column) vs no batch (off, baseline column); ratio on / off`, [
+      ...side(off, 'baseline'),
+      ...side(on, 'stagecoach'),
+    ]),
     summarise('relay (tracking run)', `the "off" rounds above vs hand-written, same run`, [...raw, ...side(off, 'stagecoach')]),
   ];
 }
