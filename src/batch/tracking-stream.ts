@@ -3,12 +3,13 @@ import type { Job } from '../job/job.types.js';
 import { stamp, TRACKING_CONTENT_TYPE, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
 
 /**
- * Appends one record to the tracking stream (`<prefix>.tracking`) through the default exchange,
- * with the publisher's confirm: resolves once the broker has it. The stream is part of the core
- * topology every stage, `provision` and `Publisher` declare (topology/build-topology.ts).
+ * Appends one record to the tracking stream (`<prefix>.tracking`) through the fanout exchange of
+ * the same name, with the publisher's confirm: resolves once the broker has it. Both are part of
+ * the core topology every stage, `provision` and `Publisher` declare (topology/build-topology.ts);
+ * not the default exchange, which tenant users may not write (see trackingExchange).
  */
 export function publishRecord(publisher: PublishChannel, stream: string, record: TrackingRecord): Promise<void> {
-  return publisher.publish('', stream, Buffer.from(JSON.stringify(record)), {
+  return publisher.publish(stream, '', Buffer.from(JSON.stringify(record)), {
     contentType: TRACKING_CONTENT_TYPE,
     messageId: record.id,
     type: `tracking.${record.kind}`,

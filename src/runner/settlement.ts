@@ -100,6 +100,7 @@ export class Settlement {
       }
       if (outcome.kind === 'failed') {
         outcome.ctx?.close();
+        if (outcome.job === undefined && outcome.refused !== undefined) return await this.refuse(delivery, outcome.refused, outcome.error);
         return await this.fail(delivery, outcome.job, outcome.error, outcome.seconds);
       }
       return await this.suspect(delivery, outcome.job);
@@ -109,9 +110,62 @@ export class Settlement {
         job_id: delivery.message.properties.messageId,
         err: (err as Error).message,
       });
+      await this.reportRejected(delivery, outcome, err);
       delivery.source.reject(delivery.message);
       return 'rejected';
     }
+  }
+
+  /**
+   * The catch-all's report: the broker dead-letters the delivery, so a batched job is reported
+   * `dead`, before the reject (a crash in between repeats the settlement, not loses the report).
+   * Best effort: only on a publisher at hand and while the delivery's channel lives (waiting for
+   * a healed one here could hold the delivery forever); a failure is logged and the reject goes
+   * on. What it cannot know: whether a `completed` report of this settlement was already
+   * confirmed; if so the tracker keeps the first final report and counts a conflict.
+   */
+  private async reportRejected(delivery: Delivery, outcome: Outcome, err: unknown): Promise<void> {
+    const job = outcome.job ?? (outcome.kind === 'failed' ? outcome.refused : undefined);
+    const batch = batchOf(job);
+    const publisher = this.options.publishers.current;
+    if (batch === undefined || job === undefined) return;
+    if (publisher === undefined || delivery.source.closed) {
+      this.options.log.warn('batched job rejected without its dead report: no publisher at hand', { job_id: job.id, batch });
+      return;
+    }
+    // A job refused for its publisher is not trusted: only this queue's tenant is reported.
+    const reported = outcome.job === undefined ? { ...job, tenant: this.place.tenant } : job;
+    const error = toJobError(err);
+    const report = settledReport(reported, batch, this.place, 'dead', {
+      error: { type: 'SETTLEMENT_FAILED', message: `settlement failed (${error.message}); rejected to the dead-letter route` },
+    });
+    await publishRecord(publisher, this.names.tracking, report).catch((failed: unknown) =>
+      this.options.log.warn('batched job rejected without its dead report: the report failed', {
+        job_id: job.id,
+        batch,
+        err: (failed as Error).message,
+      }),
+    );
+  }
+
+  /**
+   * A job refused at admission for its publisher (TENANT_MISMATCH): dead-lettered byte for byte
+   * to this queue's dead letters, never run, never retried (as any job whose body is not
+   * trusted). When it claims a batch, that batch is told it is dead, or it would wait for it
+   * forever: the report names the claimed job id, batch and type, and the tenant of the queue it
+   * was found in (on a shared queue: none), never the tenant it claims. A report the claimed
+   * batch's tenant does not match is refused by the tracker.
+   */
+  private async refuse(delivery: Delivery, claim: Job, thrown: unknown): Promise<Settled> {
+    const error = toJobError(thrown);
+    const batch = batchOf(claim);
+    const report =
+      batch === undefined
+        ? undefined
+        : settledReport({ ...claim, tenant: this.place.tenant }, batch, this.place, 'dead', {
+            error: { type: error.type, message: error.message },
+          });
+    return this.deadLetterHere(delivery, undefined, error, false, report);
   }
 
   /**
@@ -148,7 +202,7 @@ export class Settlement {
 
   /** Publishes a report on the current publisher channel (the completed path; see publishThenAck for the others). */
   private async report(delivery: Delivery, report: SettledReport): Promise<void> {
-    if (delivery.source.closed) throw new PublishError("the delivery's channel closed before its report", '', this.names.tracking, true);
+    if (delivery.source.closed) throw new PublishError("the delivery's channel closed before its report", this.names.tracking, '', true);
     const publisher = await this.options.publishers.ready();
     await publishRecord(publisher, this.names.tracking, report);
   }
@@ -189,9 +243,9 @@ export class Settlement {
     const error = toJobError(thrown);
     if (seconds !== undefined) this.options.metrics.failed(seconds, error.type);
     if (job === undefined) return this.deadLetter(delivery, undefined, error, false);
-    // A job refused for its publisher or tenant is not trusted: its batch claim is not reported.
-    if (error.type === 'TENANT_MISMATCH') details = undefined;
-    else details = { ...details, error: { type: error.type, message: error.message } };
+    // A job here passed admission (a refused one goes by refuse()): whatever failed it, a
+    // TENANT_MISMATCH of one of its emits included, its batch is told.
+    details = { ...details, error: { type: error.type, message: error.message } };
     if (thrown instanceof StagecoachError && thrown.code === 'POISON') this.options.stats.poisonRedeliveries++;
     const policy = resolveRetryPolicy(this.options.input, job.retry);
     const decision = decideFailure(policy, job.attempt, error, thrown);
