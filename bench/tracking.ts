@@ -1,5 +1,5 @@
 import type { Channel } from 'amqplib';
-import { parseRecord } from '../src/batch/tracking-report.js';
+import { parseRecords } from '../src/batch/tracking-report.js';
 import {
   closeQuietly,
   connect,
@@ -120,7 +120,7 @@ async function expectLastReport(ctx: BenchContext, stage: string, what: string):
       10_000,
       `${what}: reading the tracking stream`,
     );
-    const record = parseRecord(last);
+    const record = parseRecords(last).at(-1);
     if (record?.kind !== 'settled' || record.batch !== BATCH || record.stage !== stage || record.outcome !== 'completed') {
       throw new Error(`${what}: the last tracking record is not a completed report of ${stage}: ${last.toString('utf8').slice(0, 300)}`);
     }

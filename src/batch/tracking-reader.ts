@@ -5,7 +5,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { trackingExchange, trackingStream } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
-import { parseRecord, stamp, type MarkReport, type TrackingRecord } from './tracking-report.js';
+import { parseRecords, stamp, type MarkReport, type TrackingRecord } from './tracking-report.js';
 import { publishRecord } from './tracking-stream.js';
 
 /** Deliveries the broker may send ahead on the stream (a stream consumer needs a prefetch). */
@@ -104,19 +104,21 @@ export class TrackingReader {
     }
     // Stream acks are credit, not deletion: acknowledging keeps the deliveries flowing.
     this.channel.ack(message);
-    const record = parseRecord(message.content);
-    if (record === undefined) {
-      this.log.debug('skipping a record that is not a tracking record', { stream: this.stream });
+    const records = parseRecords(message.content);
+    if (records.length === 0) {
+      this.log.debug('skipping a message that holds no tracking record', { stream: this.stream });
       return;
     }
-    if (record.kind === 'mark') {
-      const resolve = this.waiting.get(record.id);
-      if (resolve !== undefined) {
-        this.waiting.delete(record.id);
-        resolve();
+    for (const record of records) {
+      if (record.kind === 'mark') {
+        const resolve = this.waiting.get(record.id);
+        if (resolve !== undefined) {
+          this.waiting.delete(record.id);
+          resolve();
+        }
+        continue;
       }
-      return;
+      this.onRecord(record);
     }
-    this.onRecord(record);
   }
 }

@@ -17,6 +17,21 @@ export function publishRecord(publisher: PublishChannel, stream: string, record:
   });
 }
 
+/**
+ * Appends several records in one stream message (a JSON array; one record alone is published as
+ * itself): one publish and one confirm for the settlement reports of a stage's event-loop turn.
+ * Readers take them in array order (parseRecords).
+ */
+export function publishRecords(publisher: PublishChannel, stream: string, records: TrackingRecord[]): Promise<void> {
+  if (records.length === 1) return publishRecord(publisher, stream, records[0] as TrackingRecord);
+  return publisher.publish(stream, '', Buffer.from(JSON.stringify(records)), {
+    contentType: TRACKING_CONTENT_TYPE,
+    messageId: (records[0] as TrackingRecord).id,
+    type: 'tracking.records',
+    persistent: true,
+  });
+}
+
 /** Where a settlement happened: the stage, the logical queue, the tenant of the physical queue. */
 export interface SettlementPlace {
   stage: string;

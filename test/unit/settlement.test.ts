@@ -6,6 +6,7 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
 import { NonRetryableError, PublishError, StagecoachError, TenantMismatchError } from '../../src/errors/errors.js';
+import { parseRecords } from '../../src/batch/tracking-report.js';
 import { OJS_HEADERS, toWire } from '../../src/job/amqp-mapping.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
@@ -752,6 +753,50 @@ describe('Settlement', () => {
       expect(await settled).to.equal('acked');
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.stats).to.include({ completed: 1, emitted: 2 });
+    });
+
+    it("completed: the reports of one turn's settlements go out in one message, and each ack waits for its confirm", async () => {
+      const t = setup('incoming', new FakePublisher('p1', 'manual'));
+      const jobs = [t.newJob({ meta: { batch: BATCH } }), t.newJob({ meta: { batch: BATCH } })];
+      const settled = jobs.map((job) => t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: t.context(job), seconds: 0 }));
+      await nextTurn();
+      await nextTurn();
+      const publisher = t.publishers.current as FakePublisher;
+      expect(reportsOf(publisher)).to.have.length(1);
+      const [message] = reportsOf(publisher);
+      expect(message.options.type).to.equal('tracking.records');
+      expect(parseRecords(message.content).map((r) => [r.kind, 'job' in r ? r.job : undefined])).to.deep.equal(
+        jobs.map((job) => ['settled', job.id]),
+      );
+      expect(t.channel.calls).to.deep.equal([]);
+      publisher.confirms[0].confirm();
+      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      // A later settlement starts a message of its own.
+      const late = t.newJob({ meta: { batch: BATCH } });
+      const lateSettled = t.settlement.settle(t.deliver(late), { kind: 'completed', job: late, ctx: t.context(late), seconds: 0 });
+      await nextTurn();
+      await nextTurn();
+      expect(reportsOf(publisher)).to.have.length(2);
+      expect(reportsOf(publisher)[1].body).to.deep.include({ job: late.id, outcome: 'completed' });
+      publisher.confirms[1].confirm();
+      expect(await lateSettled).to.equal('acked');
+    });
+
+    it('completed: a lost report message hands back every job whose report it held', async () => {
+      const t = setup('incoming', new FakePublisher('p1', 'lost'));
+      const jobs = [t.newJob({ meta: { batch: BATCH } }), t.newJob({ meta: { batch: BATCH } })];
+      const settled = jobs.map((job) => t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: t.context(job), seconds: 0 }));
+      await nextTurn();
+      await nextTurn();
+      // The hand-backs wait for a healed publisher, and report there (no retraction: nothing was confirmed).
+      const healed = new FakePublisher('p2');
+      t.publishers.heal(healed);
+      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      expect(reportsOf(healed).map((r) => [r.body.outcome, r.body.retracts])).to.deep.equal([
+        ['retrying', undefined],
+        ['retrying', undefined],
+      ]);
+      expect(t.stats).to.include({ givenBack: 2, completed: 0 });
     });
 
     it('completed: a confirmed report does not ack while an emit is unconfirmed', async () => {
