@@ -1,6 +1,7 @@
 import type { PublishChannel } from '../broker/confirm-publisher.js';
 import type { Job } from '../job/job.types.js';
-import { stamp, TRACKING_CONTENT_TYPE, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
+import { uuidv7 } from '../job/uuid-v7.js';
+import { TRACKING_CONTENT_TYPE, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
 
 /**
  * Appends one record to the tracking stream (`<prefix>.tracking`) through the fanout exchange of
@@ -49,25 +50,31 @@ export function batchOf(job: Job | undefined): string | undefined {
   return typeof batch === 'string' ? batch : undefined;
 }
 
-/** The settlement report of a batched job (see SettledReport). */
+/**
+ * The settlement report of a batched job (see SettledReport). Built in one object literal, not
+ * through `stamp` (whose spreads copy it twice): it is made for every settlement of a batched
+ * job, on the hot path of a batch (bench `--only tracking`).
+ */
 export function settledReport(
   job: Job,
   batch: string,
   place: SettlementPlace,
   outcome: SettlementOutcome,
-  details: ReportDetails = {},
+  details?: ReportDetails,
 ): SettledReport {
   const tenant = place.tenant ?? job.tenant;
-  return stamp<SettledReport>({
+  const report: SettledReport = {
     kind: 'settled',
+    id: uuidv7(),
     job: job.id,
     batch,
-    ...(tenant === undefined ? {} : { tenant }),
     stage: place.stage,
     queue: place.queue,
     type: job.type,
     outcome,
     attempt: job.attempt,
-    ...details,
-  });
+    at: new Date().toISOString(),
+  };
+  if (tenant !== undefined) report.tenant = tenant;
+  return details === undefined ? report : Object.assign(report, details);
 }
