@@ -102,6 +102,24 @@ export class QuorumRelayBA implements StageHandler {
   }
 }
 
+/** Relay of batched jobs (scenario `tracking`), forwards: trk_a -> trk_b. The relay's handler, other queues. */
+@Stage({ name: 'trk_ab', input: 'trk_a', outputs: ['trk_b'] })
+export class TrackedRelayAB implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('trk_ab');
+    await ctx.emit('trk_b', { type: job.type, args: job.args });
+  }
+}
+
+/** Relay of batched jobs, backwards: trk_b -> trk_a. */
+@Stage({ name: 'trk_ba', input: 'trk_b', outputs: ['trk_a'] })
+export class TrackedRelayBA implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('trk_ba');
+    await ctx.emit('trk_a', { type: job.type, args: job.args });
+  }
+}
+
 /**
  * Pipeline of the example's shape: three tenant-scoped hops through the root exchange. The six
  * queues p_0 .. p_5 form a ring: the hand-written pipeline moves the backlog p_0 -> p_3, these

@@ -18,7 +18,7 @@ import {
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const TENANT = 'bench';
 export const JOB_TYPE = 'bench.job';
-export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'quorum', 'tenants', 'pooled', 'fairness'] as const;
+export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'quorum', 'tenants', 'pooled', 'fairness', 'tracking'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -55,7 +55,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
@@ -169,6 +169,9 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
   // makes the shared delay ladder quorum (src/topology/queue-type.ts), which the others do not need.
   const quorumType = opts.only.has('quorum') ? ('quorum' as const) : ('classic' as const);
   for (const q of ['qrelay_a', 'qrelay_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant', type: quorumType };
+  // Scenario `tracking`: a second relay pair whose backlog is batched (bench/tracking.ts).
+  for (const q of ['trk_a', 'trk_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant' };
+  Object.assign(raw.stages as Record<string, object>, { trk_ab: stage, trk_ba: stage });
   // Stage modules resolve beside this (virtual) file: dist/bench/bench-stages.js.
   const source = path.join(HERE, 'bench.config.json');
   return { raw, source, config: compileConfig(raw, source) };
@@ -256,21 +259,28 @@ export async function closeQuietly(connection: ChannelModel | undefined, ...chan
  * Fills a tenant queue through the root exchange with `n` jobs in stagecoach's own wire format
  * (createJob + toWire), as a producer would, `meta.parent_id` included (see `padFor`).
  */
-export async function fill(ctx: BenchContext, queue: string, n: number, { persistent = true, window = 2000 } = {}): Promise<void> {
+export async function fill(
+  ctx: BenchContext,
+  queue: string,
+  n: number,
+  { persistent = true, window = 2000, meta = {} as Record<string, unknown> } = {},
+): Promise<void> {
   const connection = await connect(ctx.opts.url, 'bench-filler');
   let channel: ConfirmChannel | undefined;
   const started = performance.now();
   try {
     channel = await connection.createConfirmChannel();
     const ch = channel;
-    const pad = padFor(ctx.opts.size, queue, true);
+    // Extra meta (a batch) takes its bytes from the padding: jobs stay `--size` bytes either way.
+    const extra = Buffer.byteLength(JSON.stringify({ ...meta, p: 0 })) - Buffer.byteLength(JSON.stringify({ p: 0 }));
+    const pad = padFor(ctx.opts.size, queue, true).slice(extra);
     await withTimeout(
       new Promise<void>((resolve, reject) => {
         let sent = 0;
         let confirmed = 0;
         const sendOne = (): void => {
           sent++;
-          const job = createJob({ type: JOB_TYPE, args: [pad], meta: { parent_id: uuidv7() } }, { queue, tenant: TENANT });
+          const job = createJob({ type: JOB_TYPE, args: [pad], meta: { parent_id: uuidv7(), ...meta } }, { queue, tenant: TENANT });
           const wire = toWire(job, { tenantHeader: ctx.config.tenantHeader, traceparent: rawTraceparent(undefined) });
           ch.publish(ctx.names.root, queue, wire.content, { ...wire.options, persistent }, (err: unknown) => {
             if (err) return reject(new Error(`filling ${queue}: broker nacked a job`));

@@ -35,6 +35,7 @@ import { benchPooled, pooledTargets, type PooledResult } from './pooled.js';
 import { benchFairness, fairnessTargets, type FairnessResult } from './fairness.js';
 import { cleanupSubConfigs } from './sub-prefix.js';
 import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './throughput.js';
+import { benchTracking } from './tracking.js';
 
 let cleanup: (() => Promise<void>) | undefined;
 let interrupted = false;
@@ -99,6 +100,7 @@ async function main(): Promise<number> {
       results.throughput.push(results.pooled.relay);
     }
     if (opts.only.has('fairness')) results.fairness = await benchFairness(ctx);
+    if (opts.only.has('tracking')) results.throughput.push(...(await benchTracking(ctx)));
   } catch (err) {
     if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);
     await cleanup();
@@ -264,7 +266,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     for (const [what, met, value] of targets) lines.push(`${met ? 'target met    ' : 'target MISSED '} ${what}: ${value}`);
   }
   lines.push(
-    `(ratio = stagecoach / baseline; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
+    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
   );
   lines.push('');
   return `${lines.join('\n')}\n`;

@@ -29,10 +29,10 @@ import {
 import { RawRelay } from './raw-relay.js';
 
 /** Pause between rounds, so that one round's disk writes do not land in the next one. */
-const SETTLE_MS = 500;
+export const SETTLE_MS = 500;
 
 /** A logical queue's physical name for the bench tenant. */
-function physical(ctx: BenchContext, queue: string): string {
+export function physical(ctx: BenchContext, queue: string): string {
   return ctx.names.queue(queue, TENANT);
 }
 
@@ -41,7 +41,7 @@ function physical(ctx: BenchContext, queue: string): string {
  * drains its input and publishes to the next logical queue through the tenant root exchange.
  * Timed from the first delivery of the first hop until the last hop has acknowledged `n`.
  */
-async function baselineRound(ctx: BenchContext, hops: Array<[string, string]>, n: number, what: string): Promise<Round> {
+export async function baselineRound(ctx: BenchContext, hops: Array<[string, string]>, n: number, what: string): Promise<Round> {
   const connection = await connect(ctx.opts.url, 'bench-baseline');
   const relays = hops.map(([input, output]) => new RawRelay(connection, physical(ctx, input), ctx.names.root, output, ctx.opts.prefetch));
   try {
@@ -62,7 +62,7 @@ async function baselineRound(ctx: BenchContext, hops: Array<[string, string]>, n
  * Timed from the first handle() of the first stage until the last stage has completed `n`
  * (completed = every emit confirmed and the input acknowledged).
  */
-async function stagecoachRound(ctx: BenchContext, stageNames: string[], n: number, what: string): Promise<Round> {
+export async function stagecoachRound(ctx: BenchContext, stageNames: string[], n: number, what: string): Promise<Round> {
   probe.reset();
   // Last stage first (StageGroup starts its runners in order, each declaring its topology):
   // every stage consumes before the first one starts draining the backlog.

@@ -3,9 +3,9 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
-import { trackingStream } from '../topology/build-topology.js';
+import { trackingExchange, trackingStream } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
-import { parseRecord, stamp, type MarkReport, type TrackingRecord } from './tracking-report.js';
+import { parseRecords, stamp, type MarkReport, type TrackingRecord } from './tracking-report.js';
 import { publishRecord } from './tracking-stream.js';
 
 /** Deliveries the broker may send ahead on the stream (a stream consumer needs a prefetch). */
@@ -13,22 +13,27 @@ export const TRACKING_PREFETCH = 1000;
 
 /**
  * Declares the tracking stream unless it exists: checked passively first, so a stream declared
- * with another `x-max-age` (the setting changed since) is read, not refused.
+ * with another `x-max-age` (the setting changed since) is read, not refused. Its exchange and
+ * binding are declared either way (idempotent): records are written through them.
  */
 export async function ensureTrackingStream(connection: AmqpConnection, config: CompiledConfig): Promise<void> {
   const spec = trackingStream(config);
+  const exchange = trackingExchange(config);
   const probe = await connection.createChannel();
   probe.on('error', () => undefined);
+  let exists = false;
   try {
     await probe.checkQueue(spec.name);
     await probe.close();
-    return;
+    exists = true;
   } catch {
     // 404: the channel is closed by the broker; declare it on a fresh one.
   }
   const channel = await connection.createChannel();
   try {
-    await channel.assertQueue(spec.name, { durable: true, arguments: spec.arguments });
+    if (!exists) await channel.assertQueue(spec.name, { durable: true, arguments: spec.arguments });
+    await channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable });
+    await channel.bindQueue(spec.name, exchange.name, '');
   } finally {
     await channel.close().catch(() => undefined);
   }
@@ -99,19 +104,21 @@ export class TrackingReader {
     }
     // Stream acks are credit, not deletion: acknowledging keeps the deliveries flowing.
     this.channel.ack(message);
-    const record = parseRecord(message.content);
-    if (record === undefined) {
-      this.log.debug('skipping a record that is not a tracking record', { stream: this.stream });
+    const records = parseRecords(message.content);
+    if (records.length === 0) {
+      this.log.debug('skipping a message that holds no tracking record', { stream: this.stream });
       return;
     }
-    if (record.kind === 'mark') {
-      const resolve = this.waiting.get(record.id);
-      if (resolve !== undefined) {
-        this.waiting.delete(record.id);
-        resolve();
+    for (const record of records) {
+      if (record.kind === 'mark') {
+        const resolve = this.waiting.get(record.id);
+        if (resolve !== undefined) {
+          this.waiting.delete(record.id);
+          resolve();
+        }
+        continue;
       }
-      return;
+      this.onRecord(record);
     }
-    this.onRecord(record);
   }
 }

@@ -89,6 +89,26 @@ export function parseRecord(content: Buffer): TrackingRecord | undefined {
   } catch {
     return undefined;
   }
+  return recordOf(body);
+}
+
+/**
+ * The records of one stream message: one record (a JSON object), or the settlement reports of one
+ * stage's event-loop turn published together (a JSON array, see publishRecords). What is not a
+ * record is skipped, never fatal.
+ */
+export function parseRecords(content: Buffer): TrackingRecord[] {
+  let body: unknown;
+  try {
+    body = JSON.parse(content.toString('utf8'));
+  } catch {
+    return [];
+  }
+  const records = Array.isArray(body) ? body.map(recordOf) : [recordOf(body)];
+  return records.filter((record): record is TrackingRecord => record !== undefined);
+}
+
+function recordOf(body: unknown): TrackingRecord | undefined {
   if (typeof body !== 'object' || body === null) return undefined;
   const record = body as Partial<TrackingRecord> & Record<string, unknown>;
   if (typeof record.id !== 'string') return undefined;

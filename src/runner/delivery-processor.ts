@@ -69,7 +69,8 @@ export class DeliveryProcessor {
         // Not a job of ours: what it claims (its tenant, its retry policy, a dead_letter_queue to
         // follow into the claimed tenant's queues) is not trusted. It goes to this queue's own
         // dead letters as it came, byte for byte, never retried, never run.
-        if (refusal !== undefined) return { kind: 'failed', job: undefined, error: refusal };
+        // Its claim rides along (`refused`) only for its batch's report, made with this queue's tenant.
+        if (refusal !== undefined) return { kind: 'failed', job: undefined, error: refusal, refused: job };
       }
       if (tenant !== undefined && job.tenant !== tenant) {
         // The broker routed it here by its routing header; a body naming another tenant must

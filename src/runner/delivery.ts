@@ -27,10 +27,12 @@ export interface Delivery {
  * - `completed`: the handler returned; its emits are settled before the ack.
  * - `failed`: refused at admission (`job` undefined when the body is not a job) or the handler
  *   threw; the retry policy decides. `seconds` is the handler's run time, when it ran.
+ *   `refused`: a job refused for its publisher (TENANT_MISMATCH; `job` undefined, it is not
+ *   trusted), only so that its batch learns it is dead (its id, batch and type; never its tenant).
  * - `crashed`: redelivered from `main` or `due`: its process died while it was in hand, maybe
  *   only prefetched. Moved to the suspect queue, not judged.
  */
 export type Outcome =
   | { kind: 'completed'; job: Job; ctx: JobContext; seconds: number }
-  | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number }
+  | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number; refused?: Job }
   | { kind: 'crashed'; job: Job };

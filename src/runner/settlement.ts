@@ -1,6 +1,13 @@
 import type { Message } from 'amqplib';
 import type { SettledReport, SettlementOutcome } from '../batch/tracking-report.js';
-import { batchOf, publishRecord, settledReport, type ReportDetails, type SettlementPlace } from '../batch/tracking-stream.js';
+import {
+  batchOf,
+  publishRecord,
+  publishRecords,
+  settledReport,
+  type ReportDetails,
+  type SettlementPlace,
+} from '../batch/tracking-stream.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { routeFor } from '../broker/job-router.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
@@ -66,6 +73,8 @@ export type Settled = 'acked' | 'rejected' | 'abandoned';
 export class Settlement {
   private readonly names: BrokerNames;
   private readonly place: SettlementPlace;
+  /** The completed reports of this turn, waiting to go out together (see report()). */
+  private reports: { records: SettledReport[]; sent: Promise<void> } | undefined;
 
   constructor(private readonly options: SettlementOptions) {
     this.names = new BrokerNames(options.config.prefix);
@@ -100,6 +109,7 @@ export class Settlement {
       }
       if (outcome.kind === 'failed') {
         outcome.ctx?.close();
+        if (outcome.job === undefined && outcome.refused !== undefined) return await this.refuse(delivery, outcome.refused, outcome.error);
         return await this.fail(delivery, outcome.job, outcome.error, outcome.seconds);
       }
       return await this.suspect(delivery, outcome.job);
@@ -109,9 +119,62 @@ export class Settlement {
         job_id: delivery.message.properties.messageId,
         err: (err as Error).message,
       });
+      await this.reportRejected(delivery, outcome, err);
       delivery.source.reject(delivery.message);
       return 'rejected';
     }
+  }
+
+  /**
+   * The catch-all's report: the broker dead-letters the delivery, so a batched job is reported
+   * `dead`, before the reject (a crash in between repeats the settlement, not loses the report).
+   * Best effort: only on a publisher at hand and while the delivery's channel lives (waiting for
+   * a healed one here could hold the delivery forever); a failure is logged and the reject goes
+   * on. What it cannot know: whether a `completed` report of this settlement was already
+   * confirmed; if so the tracker keeps the first final report and counts a conflict.
+   */
+  private async reportRejected(delivery: Delivery, outcome: Outcome, err: unknown): Promise<void> {
+    const job = outcome.job ?? (outcome.kind === 'failed' ? outcome.refused : undefined);
+    const batch = batchOf(job);
+    const publisher = this.options.publishers.current;
+    if (batch === undefined || job === undefined) return;
+    if (publisher === undefined || delivery.source.closed) {
+      this.options.log.warn('batched job rejected without its dead report: no publisher at hand', { job_id: job.id, batch });
+      return;
+    }
+    // A job refused for its publisher is not trusted: only this queue's tenant is reported.
+    const reported = outcome.job === undefined ? { ...job, tenant: this.place.tenant } : job;
+    const error = toJobError(err);
+    const report = settledReport(reported, batch, this.place, 'dead', {
+      error: { type: 'SETTLEMENT_FAILED', message: `settlement failed (${error.message}); rejected to the dead-letter route` },
+    });
+    await publishRecord(publisher, this.names.tracking, report).catch((failed: unknown) =>
+      this.options.log.warn('batched job rejected without its dead report: the report failed', {
+        job_id: job.id,
+        batch,
+        err: (failed as Error).message,
+      }),
+    );
+  }
+
+  /**
+   * A job refused at admission for its publisher (TENANT_MISMATCH): dead-lettered byte for byte
+   * to this queue's dead letters, never run, never retried (as any job whose body is not
+   * trusted). When it claims a batch, that batch is told it is dead, or it would wait for it
+   * forever: the report names the claimed job id, batch and type, and the tenant of the queue it
+   * was found in (on a shared queue: none), never the tenant it claims. A report the claimed
+   * batch's tenant does not match is refused by the tracker.
+   */
+  private async refuse(delivery: Delivery, claim: Job, thrown: unknown): Promise<Settled> {
+    const error = toJobError(thrown);
+    const batch = batchOf(claim);
+    const report =
+      batch === undefined
+        ? undefined
+        : settledReport({ ...claim, tenant: this.place.tenant }, batch, this.place, 'dead', {
+            error: { type: error.type, message: error.message },
+          });
+    return this.deadLetterHere(delivery, undefined, error, false, report);
   }
 
   /**
@@ -146,11 +209,32 @@ export class Settlement {
     return 'acked';
   }
 
-  /** Publishes a report on the current publisher channel (the completed path; see publishThenAck for the others). */
-  private async report(delivery: Delivery, report: SettledReport): Promise<void> {
-    if (delivery.source.closed) throw new PublishError("the delivery's channel closed before its report", '', this.names.tracking, true);
-    const publisher = await this.options.publishers.ready();
-    await publishRecord(publisher, this.names.tracking, report);
+  /**
+   * Publishes a `completed` report on the current publisher channel (see publishThenAck for the
+   * other outcomes). The completed reports of one event-loop turn (a burst of confirms completes
+   * many jobs at once) go out together in one stream message, flushed on the next turn: one
+   * publish, one confirm and one stream entry for all of them instead of one each, which is
+   * most of what tracking costs a relay (bench: `--only tracking`). Each settlement still waits
+   * for the confirm of the message that holds its report, before its ack; when it fails, every
+   * settlement in it fails as its own would have.
+   */
+  private report(delivery: Delivery, report: SettledReport): Promise<void> {
+    if (delivery.source.closed) {
+      return Promise.reject(new PublishError("the delivery's channel closed before its report", this.names.tracking, '', true));
+    }
+    let group = this.reports;
+    if (group === undefined) {
+      const records: SettledReport[] = [];
+      const sent = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+        // Closed to newcomers before the first await: a report made from here on starts the next group.
+        this.reports = undefined;
+        const publisher = await this.options.publishers.ready();
+        await publishRecords(publisher, this.names.tracking, records);
+      });
+      group = this.reports = { records, sent };
+    }
+    group.records.push(report);
+    return group.sent;
   }
 
   /** The report of a settlement, when the job is in a batch. */
@@ -189,9 +273,9 @@ export class Settlement {
     const error = toJobError(thrown);
     if (seconds !== undefined) this.options.metrics.failed(seconds, error.type);
     if (job === undefined) return this.deadLetter(delivery, undefined, error, false);
-    // A job refused for its publisher or tenant is not trusted: its batch claim is not reported.
-    if (error.type === 'TENANT_MISMATCH') details = undefined;
-    else details = { ...details, error: { type: error.type, message: error.message } };
+    // A job here passed admission (a refused one goes by refuse()): whatever failed it, a
+    // TENANT_MISMATCH of one of its emits included, its batch is told.
+    details = { ...details, error: { type: error.type, message: error.message } };
     if (thrown instanceof StagecoachError && thrown.code === 'POISON') this.options.stats.poisonRedeliveries++;
     const policy = resolveRetryPolicy(this.options.input, job.retry);
     const decision = decideFailure(policy, job.attempt, error, thrown);

@@ -66,6 +66,11 @@ const SERVER_NAMED = 'amq\\.gen-.*';
  * The broker validates `user_id` on the way into the ladder and keeps it through it, so a job
  * scheduled into a shared due queue meets the same user_id check as one sent by `direct`.
  *
+ * Both may write `tracking`, the exchange into the batch-tracking stream (Publisher's `created`
+ * reports, a stage's settlement reports); the same pattern matches the stream itself, where write
+ * only allows binding it as a destination, which also needs read on the source exchange: none.
+ * Not the default exchange: write on `amq.default` would reach every queue by name.
+ *
  * Both may also write `events` with the keys of the events a producer or a stage emits
  * (`queue.full`; topic permission): the administration events (`tenant.retired`...) are the
  * operator's. Events are information, so what a tenant user can claim there is no more than
@@ -82,7 +87,11 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
   if (role === 'producer') {
     return {
       user,
-      permissions: { configure: '', write: anyOf(...entries, literal(names.retry), literal(names.events)), read: '' },
+      permissions: {
+        configure: '',
+        write: anyOf(...entries, literal(names.retry), literal(names.events), literal(names.tracking)),
+        read: '',
+      },
       topics: [retryTopic(names, `(${ownQueue('due')}|${sharedDue})`), eventsTopic(names)],
     };
   }
@@ -90,7 +99,7 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
     user,
     permissions: {
       configure: anyOf(SERVER_NAMED),
-      write: anyOf(...entries, literal(names.retry), literal(names.dlx), literal(names.events), SERVER_NAMED),
+      write: anyOf(...entries, literal(names.retry), literal(names.dlx), literal(names.events), literal(names.tracking), SERVER_NAMED),
       read: anyOf(ownQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
     },
     topics: [retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`), eventsTopic(names)],
@@ -100,7 +109,7 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
 /**
  * The internal user of shared-queue stages, which serve every tenant: read the shared queues
  * (`<prefix>.queue.<queue>`, one segment after the kind) and control; write `root` (a job for
- * any tenant, which lands in `unroutable` when the tenant is not provisioned), `direct`, `retry`
+ * any tenant, which lands in `unroutable` when the tenant is not provisioned), `direct`, `tracking`, `retry`
  * (keys ending in shared due or suspect queues, or in any tenant's due queue: a scheduled emit
  * goes where `root` would have sent it), `dlx`, and `events` with the keys a stage emits.
  */
@@ -118,6 +127,7 @@ export function internalUserGrant(config: CompiledConfig): UserGrant {
         literal(names.retry),
         literal(names.dlx),
         literal(names.events),
+        literal(names.tracking),
         SERVER_NAMED,
       ),
       read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),

@@ -53,16 +53,21 @@ function entryTopology(config: CompiledConfig): Topology {
       { name: names.dlx, type: 'direct', durable },
       { name: names.control, type: 'fanout', durable },
       { name: names.events, type: 'topic', durable },
+      trackingExchange(config),
     ],
     queues: [{ name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) }, trackingStream(config)],
-    bindings: [{ source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' }],
+    bindings: [
+      { source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' },
+      { source: names.tracking, destination: names.tracking, destinationType: 'queue', routingKey: '' },
+    ],
   };
 }
 
 /**
  * The batch-tracking stream (docs/batches.md): in the core, because every stage reports batched
- * settlements to it through the default exchange, where a missing queue would drop the report
- * silently (and confirm it). Always durable: RabbitMQ streams cannot be anything else.
+ * settlements to it, through the fanout exchange of the same name (trackingExchange), where a
+ * missing stream would drop the report silently (and confirm it). Always durable: RabbitMQ
+ * streams cannot be anything else.
  */
 export function trackingStream(config: CompiledConfig): QueueSpec {
   return {
@@ -70,6 +75,16 @@ export function trackingStream(config: CompiledConfig): QueueSpec {
     durable: true,
     arguments: { 'x-queue-type': 'stream', 'x-max-age': `${config.tracking.maxAgeSeconds}s` },
   };
+}
+
+/**
+ * The way into the tracking stream: a fanout exchange named like it, bound to it. Not the default
+ * exchange: publishing there needs write on `amq.default`, which reaches every queue by name, so
+ * a tenant user (security.tenantUsers) may not have it; write on `<prefix>.tracking` opens
+ * nothing but the stream. Durable, like the stream it feeds.
+ */
+export function trackingExchange(config: CompiledConfig): ExchangeSpec {
+  return { name: new BrokerNames(config.prefix).tracking, type: 'fanout', durable: true };
 }
 
 /** The tenant's exchange and its binding from the root exchange. */

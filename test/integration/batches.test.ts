@@ -10,6 +10,7 @@ import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { withTestConfig } from '../../src/testing/test-config.js';
 import { EventTap } from '../helpers/event-tap.js';
+import { sinkGate } from '../fixtures/batch-stages.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
 import amqplib from 'amqplib';
@@ -148,6 +149,47 @@ describe('batches (tracking stream, tracker, status)', function () {
     expect(again.completed).to.deep.equal([]);
     expect(completions('scan-dup')).to.equal(1);
     expect(parseRecord(records[0].content)?.kind).to.equal('settled');
+  });
+
+  it('a tracker stopped mid-batch and restarted ends with the same counts and announces the batch once', async () => {
+    const first = await track();
+    sinkGate.close();
+    try {
+      await running!.publisher.publish('scans', { type: 'scan', args: [3, null, 'hold'], tenant: 'acme', batch: 'scan-restart' });
+      // Every job known (1 scan + 3 files + 6 parts) and the sink holding parts: mid-batch.
+      await waitFor('the batch known and in flight', async () => {
+        await first.tracker.sync();
+        const counts = first.tracker.batch('scan-restart')?.counts;
+        return counts?.known === 10 && counts.in_flight > 0 && sinkGate.held.length > 0;
+      });
+      const inFlight = first.tracker.batch('scan-restart')!.counts.in_flight;
+      trackers.splice(trackers.indexOf(first.tracker), 1);
+      await first.tracker.close();
+      // Progress while no tracker runs: one held part settles.
+      const sink = running!.group.runners.find((runner) => runner.name === 'sink/acme')!;
+      const settled = (): number => sink.stats.completed;
+      const before = settled();
+      sinkGate.releaseOne();
+      await waitFor('one part settled while no tracker ran', () => settled() > before);
+      // Restarted while the batch is still in flight: the replay resumes it, nothing announced.
+      const second = await track();
+      const resumed = second.tracker.batch('scan-restart')!.counts;
+      expect(resumed.known).to.equal(10);
+      expect(resumed.in_flight).to.be.greaterThan(0).and.lessThan(inFlight);
+      expect(second.completed).to.deep.equal([]);
+      expect(completions('scan-restart')).to.equal(0);
+      sinkGate.releaseAll();
+      await waitFor('scan-restart completed', () => second.completed.some((batch) => batch.id === 'scan-restart'), 30_000);
+      const expected = { known: 10, completed: 10, failed: 0, dead: 0, discarded: 0, cancelled: 0, in_flight: 0 };
+      expect(second.tracker.batch('scan-restart')?.counts).to.deep.equal(expected);
+      // The log says the same to a reader that never stopped, and the event went out once.
+      expect((await readTracking(running!.config, log)).batches.get('scan-restart')?.counts).to.deep.equal(expected);
+      await waitFor('the event', () => completions('scan-restart') === 1);
+      await second.tracker.sync();
+      expect(completions('scan-restart')).to.equal(1);
+    } finally {
+      sinkGate.releaseAll();
+    }
   });
 
   it('refuses a batch id reused for another tenant', async () => {

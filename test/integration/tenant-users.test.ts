@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import amqplib, { type Channel, type ChannelModel, type GetMessage, type Options } from 'amqplib';
 import { retryDeadLetters } from '../../src/admin/dead-letters-admin.js';
 import { replayUnroutable } from '../../src/admin/unroutable.js';
+import { readTracking } from '../../src/batch/tracker.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
@@ -488,6 +489,78 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
       expect(dead.properties.headers).to.include({ 'x-ojs-error-type': 'TENANT_MISMATCH' });
     } finally {
       await as.close();
+    }
+  });
+
+  it("reports batched jobs to the tracking stream as the producer, stage and internal users; a refused one as dead, with the queue's tenant", async () => {
+    const publisher = await Publisher.connect(asUser(url.producerAcme), { log });
+    const rogue = `${config.prefix}.rogue-batch`;
+    users.push(rogue);
+    await api.putUser(rogue, 'rogue-password');
+    await api.putPermissions('/', rogue, { configure: '', write: `^${config.prefix}\\.tenant\\.acme$`, read: '' });
+    const rogueUrl = new URL(config.broker.url);
+    rogueUrl.username = rogue;
+    rogueUrl.password = 'rogue-password';
+    const as = await AsUser.connect(rogueUrl.toString());
+    try {
+      // The producer's `created` report, the internal user's (shared fanout) and acme's stage
+      // user's (relay) settlement reports: each was refused by the broker before the tracking
+      // exchange (reports went through the default exchange, which these users may not write).
+      const root = await publisher.publish('jobs', { type: 'fan', args: ['batched'], tenant: 'acme', batch: 'tu-batch' });
+      const output = await relayed('batched');
+      const relayedJob = JSON.parse(output.content.toString()) as Job;
+      expect(relayedJob.meta.batch).to.equal('tu-batch');
+      // A rogue user's batched job on acme's queue: refused (TENANT_MISMATCH), and reported dead
+      // so that its batch does not wait for it, under acme (the queue's tenant), not its claim.
+      const claim = createJob({ type: 'relay.me', args: ['rogue'], meta: { batch: 'tu-rogue' } }, { queue: 'in', tenant: 'acme' });
+      const wire = toWire(claim, { tenantHeader: config.tenantHeader });
+      expect(await as.publish(names.tenantExchange('acme'), 'in', wire.content, { ...wire.options, userId: rogue })).to.equal('confirmed');
+      await arrival(names.deadQueue('in', 'acme'), claim.id);
+      const fold = await waitFor(
+        'every report on the stream',
+        async () => {
+          const read = await readTracking(config, log);
+          const fanned = read.job(root);
+          const done = fanned?.cls === 'completed' && [...fanned.children].every((child) => read.job(child)?.cls === 'completed');
+          return done && read.job(claim.id)?.cls === 'dead' ? read : undefined;
+          // Each probe reads the whole stream on a connection of its own: not every 50 ms.
+        },
+        15_000,
+        250,
+      );
+      const fanned = fold.job(root)!;
+      expect(fanned).to.deep.include({ created: true, tenant: 'acme' });
+      expect(fanned.reports.map((r) => [r.stage, r.outcome])).to.deep.equal([['fanout', 'completed']]);
+      const [child] = [...fanned.children];
+      expect(fold.job(child)!.reports.map((r) => [r.stage, r.outcome, r.tenant])).to.deep.equal([['relay', 'completed', 'acme']]);
+      expect(fold.job(child)!.children.has(relayedJob.id)).to.equal(true);
+      const refused = fold.job(claim.id)!;
+      expect(refused.reports.map((r) => [r.outcome, r.tenant, r.error?.type])).to.deep.equal([['dead', 'acme', 'TENANT_MISMATCH']]);
+    } finally {
+      await as.close();
+      await publisher.close();
+    }
+  });
+
+  it('gives tenant users the tracking exchange, never the default exchange (which reaches every queue by name)', async () => {
+    const producer = await AsUser.connect(url.producerAcme);
+    const stage = await AsUser.connect(url.stageAcme);
+    try {
+      const job = envelope('in', 'globex', ['by-name']);
+      for (const as of [producer, stage]) {
+        expect(await as.publish('', names.queue('in', 'globex'), job.content, job.options)).to.match(
+          /^refused: .*ACCESS_REFUSED.*amq\.default/,
+        );
+        expect(await as.publish('', names.tracking, Buffer.from('{}'))).to.match(/^refused: .*ACCESS_REFUSED/);
+        // The stream, through its exchange: the one way in. (Binding it elsewhere needs read on a source: none.)
+        expect(await as.attempt((ch) => ch.bindQueue(names.tracking, names.tenantExchange('acme'), 'x'))).to.match(
+          /^refused: .*ACCESS_REFUSED/,
+        );
+      }
+      expectGlobexUntouched(await globexCounts());
+    } finally {
+      await producer.close();
+      await stage.close();
     }
   });
 

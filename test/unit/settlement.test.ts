@@ -5,7 +5,8 @@ import type { JobSink } from '../../src/broker/job-router.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
-import { NonRetryableError, PublishError, StagecoachError } from '../../src/errors/errors.js';
+import { NonRetryableError, PublishError, StagecoachError, TenantMismatchError } from '../../src/errors/errors.js';
+import { parseRecords } from '../../src/batch/tracking-report.js';
 import { OJS_HEADERS, toWire } from '../../src/job/amqp-mapping.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
@@ -190,7 +191,7 @@ const TRACEPARENT = '00-0af7651916cd43dd8445eb211c80319c-b7ad6b7169203331-01';
  * counters. `deliver()` makes a delivery of a job (as the broker would hand it over, with an
  * `x-death` header from the delay ladder) on that channel.
  */
-function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher('p1')) {
+function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher('p1'), tenant?: string) {
   const channel = new RecordingChannel();
   const source = new ConsumerSource(channel as unknown as Channel);
   const publishers = new FakePublishers(publisher);
@@ -203,7 +204,7 @@ function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher(
     input: queueFor(config, input),
     stage: 'converter',
     queues: { due: queues.due, suspect: queues.suspect, dead: queues.dead },
-    origin: { queue: queues.main, tenant: undefined, variant: undefined },
+    origin: { queue: queues.main, tenant, variant: undefined },
     publishers: publishers.asSupervisor(),
     log: silent,
     stats,
@@ -706,6 +707,302 @@ describe('Settlement', () => {
       expect(healed.published.map((p) => p.routingKey)).to.deep.equal(['graveyard']);
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.stats.deadLettered).to.equal(1);
+    });
+  });
+
+  describe('batch reports (docs/batches.md)', () => {
+    const BATCH = 'scan-1';
+    /** The records published to the tracking stream (through its exchange), in order. */
+    const reportsOf = (publisher: FakePublisher) => publisher.published.filter((p) => p.exchange === names.tracking);
+    const othersOf = (publisher: FakePublisher) => publisher.published.filter((p) => p.exchange !== names.tracking);
+
+    it('completed: the report names every emitted id, goes out beside the emits, and the ack waits for both', async () => {
+      const t = setup('incoming', new FakePublisher('p1', 'manual'));
+      const job = t.newJob({ meta: { batch: BATCH } });
+      const delivery = t.deliver(job);
+      const sink = new ControlledSink();
+      const ctx = t.context(job, sink);
+      void ctx.emit('converted', { type: 'doc.converted' });
+      void ctx.emit('converted', { type: 'doc.converted' });
+      const settled = t.settlement.settle(delivery, { kind: 'completed', job, ctx, seconds: 0.1 });
+      await nextTurn();
+      const publisher = t.publishers.current as FakePublisher;
+      // Published while both emits are still unconfirmed: one confirm wait, not two in a row.
+      expect(reportsOf(publisher)).to.have.length(1);
+      const [report] = reportsOf(publisher);
+      expect(report.routingKey).to.equal('');
+      expect(report.options.messageId).to.equal(report.body.id);
+      expect(report.body).to.deep.include({
+        kind: 'settled',
+        job: job.id,
+        batch: BATCH,
+        outcome: 'completed',
+        stage: 'converter',
+        attempt: 1,
+      });
+      expect(report.body.emitted).to.deep.equal(sink.sent.map((s) => s.job.id));
+      expect(
+        sink.sent.map((s) => s.job.meta.batch),
+        'the children join the batch',
+      ).to.deep.equal([BATCH, BATCH]);
+      sink.sent[0].confirm();
+      sink.sent[1].confirm();
+      expect(await state(settled)).to.equal('pending');
+      expect(t.channel.calls, 'no ack before the report is confirmed').to.deep.equal([]);
+      publisher.confirms[0].confirm();
+      expect(await settled).to.equal('acked');
+      expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
+      expect(t.stats).to.include({ completed: 1, emitted: 2 });
+    });
+
+    it("completed: the reports of one turn's settlements go out in one message, and each ack waits for its confirm", async () => {
+      const t = setup('incoming', new FakePublisher('p1', 'manual'));
+      const jobs = [t.newJob({ meta: { batch: BATCH } }), t.newJob({ meta: { batch: BATCH } })];
+      const settled = jobs.map((job) => t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: t.context(job), seconds: 0 }));
+      await nextTurn();
+      await nextTurn();
+      const publisher = t.publishers.current as FakePublisher;
+      expect(reportsOf(publisher)).to.have.length(1);
+      const [message] = reportsOf(publisher);
+      expect(message.options.type).to.equal('tracking.records');
+      expect(parseRecords(message.content).map((r) => [r.kind, 'job' in r ? r.job : undefined])).to.deep.equal(
+        jobs.map((job) => ['settled', job.id]),
+      );
+      expect(t.channel.calls).to.deep.equal([]);
+      publisher.confirms[0].confirm();
+      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      // A later settlement starts a message of its own.
+      const late = t.newJob({ meta: { batch: BATCH } });
+      const lateSettled = t.settlement.settle(t.deliver(late), { kind: 'completed', job: late, ctx: t.context(late), seconds: 0 });
+      await nextTurn();
+      await nextTurn();
+      expect(reportsOf(publisher)).to.have.length(2);
+      expect(reportsOf(publisher)[1].body).to.deep.include({ job: late.id, outcome: 'completed' });
+      publisher.confirms[1].confirm();
+      expect(await lateSettled).to.equal('acked');
+    });
+
+    it('completed: a lost report message hands back every job whose report it held', async () => {
+      const t = setup('incoming', new FakePublisher('p1', 'lost'));
+      const jobs = [t.newJob({ meta: { batch: BATCH } }), t.newJob({ meta: { batch: BATCH } })];
+      const settled = jobs.map((job) => t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: t.context(job), seconds: 0 }));
+      await nextTurn();
+      await nextTurn();
+      // The hand-backs wait for a healed publisher, and report there (no retraction: nothing was confirmed).
+      const healed = new FakePublisher('p2');
+      t.publishers.heal(healed);
+      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      expect(reportsOf(healed).map((r) => [r.body.outcome, r.body.retracts])).to.deep.equal([
+        ['retrying', undefined],
+        ['retrying', undefined],
+      ]);
+      expect(t.stats).to.include({ givenBack: 2, completed: 0 });
+    });
+
+    it('completed: a confirmed report does not ack while an emit is unconfirmed', async () => {
+      const t = setup();
+      const job = t.newJob({ meta: { batch: BATCH } });
+      const sink = new ControlledSink();
+      const ctx = t.context(job, sink);
+      void ctx.emit('converted', { type: 'doc.converted' });
+      const settled = t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0.1 });
+      expect(await state(settled)).to.equal('pending');
+      expect(reportsOf(t.publishers.current as FakePublisher)).to.have.length(1);
+      expect(t.channel.calls).to.deep.equal([]);
+      sink.sent[0].confirm();
+      expect(await settled).to.equal('acked');
+    });
+
+    for (const [what, outcome, input, make] of [
+      ['retry', 'retrying', 'incoming', (job: Job): Outcome => ({ kind: 'failed', job, error: new Error('flaky') })],
+      ['suspect', 'suspect', 'incoming', (job: Job): Outcome => ({ kind: 'crashed', job })],
+      ['dead letter', 'dead', 'incoming', (job: Job): Outcome => ({ kind: 'failed', job, error: new NonRetryableError('broken') })],
+      [
+        'dead letter to dead_letter_queue',
+        'dead',
+        'guarded',
+        (job: Job): Outcome => ({ kind: 'failed', job, error: new NonRetryableError('x') }),
+      ],
+    ] as const) {
+      it(`${what}: the "${outcome}" report and the replacement in one confirm wait; the ack only after both`, async () => {
+        const t = setup(input, new FakePublisher('p1', 'manual'));
+        const job = t.newJob({ meta: { batch: BATCH } });
+        const settled = t.settlement.settle(t.deliver(job), make(job));
+        await nextTurn();
+        const publisher = t.publishers.current as FakePublisher;
+        expect(publisher.published, 'both out before either is confirmed').to.have.length(2);
+        expect(othersOf(publisher)).to.have.length(1);
+        const [report] = reportsOf(publisher);
+        expect(report.body).to.deep.include({ kind: 'settled', job: job.id, batch: BATCH, outcome });
+        if (outcome !== 'dead') expect(report.body.next_attempt).to.equal(2);
+        expect(report.body.error).to.have.property('type');
+        // Confirm the replacement alone: still no ack.
+        publisher.confirms[publisher.published.indexOf(othersOf(publisher)[0])].confirm();
+        expect(await state(settled)).to.equal('pending');
+        expect(t.channel.calls).to.deep.equal([]);
+        publisher.confirms[publisher.published.indexOf(report)].confirm();
+        expect(await settled).to.equal('acked');
+        expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
+      });
+    }
+
+    it('discard: nothing replaces the job, but the ack waits for the "discarded" report', async () => {
+      const t = setup('careless', new FakePublisher('p1', 'manual'));
+      const job = t.newJob({ meta: { batch: BATCH } });
+      const settled = t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('once is enough') });
+      await nextTurn();
+      const publisher = t.publishers.current as FakePublisher;
+      expect(othersOf(publisher)).to.deep.equal([]);
+      expect(reportsOf(publisher).map((r) => r.body.outcome)).to.deep.equal(['discarded']);
+      expect(t.channel.calls).to.deep.equal([]);
+      publisher.confirms[0].confirm();
+      expect(await settled).to.equal('acked');
+      expect(t.stats.discarded).to.equal(1);
+    });
+
+    it('a job without a batch publishes no report, whatever its outcome', async () => {
+      const outcomes: Array<[string, (job: Job, ctx: JobContext) => Outcome]> = [
+        ['incoming', (job, ctx) => ({ kind: 'completed', job, ctx, seconds: 0 })],
+        ['incoming', (job, ctx) => ({ kind: 'failed', job, error: new Error('retry me'), ctx })],
+        ['incoming', (job, ctx) => ({ kind: 'failed', job, error: new NonRetryableError('dead'), ctx })],
+        ['careless', (job, ctx) => ({ kind: 'failed', job, error: new Error('discard me'), ctx })],
+        ['incoming', (job) => ({ kind: 'crashed', job })],
+      ];
+      for (const [input, outcome] of outcomes) {
+        const t = setup(input);
+        const job = t.newJob();
+        expect(await t.settlement.settle(t.deliver(job), outcome(job, t.context(job)))).to.equal('acked');
+        expect(reportsOf(t.publishers.current as FakePublisher)).to.deep.equal([]);
+      }
+    });
+
+    it('an emit refused after the completed report went: the retry report retracts it and lists the unsent child', async () => {
+      const t = setup();
+      const job = t.newJob({ meta: { batch: BATCH } });
+      const sink = new ControlledSink();
+      const ctx = t.context(job, sink);
+      void ctx.emit('converted', { type: 'doc.converted' });
+      void ctx.emit('converted', { type: 'doc.converted' }).catch(() => undefined);
+      const settled = t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0.1 });
+      sink.sent[0].confirm();
+      sink.sent[1].refuse(new PublishError('message nacked (queue full)', 'ojs.direct', 'converted', false));
+      expect(await settled).to.equal('acked');
+      const publisher = t.publishers.current as FakePublisher;
+      const [completed, retrying] = reportsOf(publisher);
+      expect(completed.body.outcome).to.equal('completed');
+      expect(retrying.body).to.deep.include({ outcome: 'retrying', retracts: completed.body.id, next_attempt: 2 });
+      expect(retrying.body.unsent).to.deep.equal([sink.sent[1].job.id]);
+      expect(othersOf(publisher).map((p) => p.exchange)).to.deep.equal([names.retry]);
+      expect(t.stats).to.include({ retried: 1, completed: 0 });
+    });
+
+    it('an emit lost with the publisher channel after the completed report went: the hand-back report retracts it', async () => {
+      const t = setup();
+      const job = t.newJob({ meta: { batch: BATCH } });
+      const sink = new ControlledSink();
+      const ctx = t.context(job, sink);
+      void ctx.emit('converted', { type: 'doc.converted' });
+      const settled = t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0.1 });
+      sink.sent[0].refuse(new PublishError('channel closed', 'ojs.direct', 'converted', true));
+      expect(await settled).to.equal('acked');
+      const [completed, handBack] = reportsOf(t.publishers.current as FakePublisher);
+      // Not an attempt: it runs again at the same one.
+      expect(handBack.body).to.deep.include({ outcome: 'retrying', retracts: completed.body.id, next_attempt: 1 });
+      expect(t.stats.givenBack).to.equal(1);
+    });
+
+    it('a replacement refused after its report was confirmed: a "dead" report retracts it, then the reject', async () => {
+      const publisher = new FakePublisher('p1');
+      publisher.plan = ['refuse', 'ok', 'ok'];
+      const t = setup('incoming', publisher);
+      const job = t.newJob({ meta: { batch: BATCH } });
+      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('flaky') })).to.equal('rejected');
+      const [retrying, dead] = reportsOf(publisher);
+      expect(retrying.body.outcome).to.equal('retrying');
+      expect(dead.body).to.deep.include({ outcome: 'dead', retracts: retrying.body.id, id: `${retrying.body.id as string}.refused` });
+      expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
+    });
+
+    it("a job refused for its publisher (TENANT_MISMATCH) is reported dead with the queue's tenant, never its claim", async () => {
+      const t = setup('incoming', new FakePublisher('p1', 'manual'), 'acme');
+      const claim = t.newJob({ tenant: 'globex', meta: { batch: BATCH } });
+      const delivery = t.deliver(claim);
+      const error = new TenantMismatchError('acme', 'ojs.producer.globex', 'a job for tenant "acme" published by globex');
+      const settled = t.settlement.settle(delivery, { kind: 'failed', job: undefined, error, refused: claim });
+      await nextTurn();
+      const publisher = t.publishers.current as FakePublisher;
+      const [dead] = othersOf(publisher);
+      // Dead-lettered here, byte for byte, as before: the report changes nothing of that.
+      expect(dead.exchange).to.equal(names.dlx);
+      expect(dead.routingKey).to.equal(t.queues.dead);
+      expect(dead.content.equals(delivery.message.content)).to.equal(true);
+      const [report] = reportsOf(publisher);
+      expect(report.body).to.deep.include({ job: claim.id, batch: BATCH, tenant: 'acme', outcome: 'dead' });
+      expect(report.body.error).to.deep.include({ type: 'TENANT_MISMATCH' });
+      expect(t.channel.calls).to.deep.equal([]);
+      for (const c of publisher.confirms) c.confirm();
+      expect(await settled).to.equal('acked');
+      expect(t.stats.deadLettered).to.equal(1);
+    });
+
+    it('a job refused for its publisher on a shared queue is reported without a tenant (its claim is not one)', async () => {
+      const t = setup();
+      const claim = t.newJob({ tenant: 'globex', meta: { batch: BATCH } });
+      const error = new TenantMismatchError('globex', 'ojs.producer.acme', 'not acme');
+      expect(await t.settlement.settle(t.deliver(claim), { kind: 'failed', job: undefined, error, refused: claim })).to.equal('acked');
+      const [report] = reportsOf(t.publishers.current as FakePublisher);
+      expect(report.body).to.not.have.property('tenant');
+      expect(report.body).to.deep.include({ job: claim.id, outcome: 'dead' });
+    });
+
+    it('a job failed by a TENANT_MISMATCH of its own (an emit refused) is reported like any failure', async () => {
+      const t = setup();
+      const job = t.newJob({ meta: { batch: BATCH } });
+      const error = new TenantMismatchError('globex', 'ojs.stage.acme', 'may not emit for globex');
+      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error })).to.equal('acked');
+      const [report] = reportsOf(t.publishers.current as FakePublisher);
+      expect(report.body).to.deep.include({ job: job.id, outcome: 'dead' });
+    });
+
+    it('the catch-all (settling itself failed) reports the batched job dead before rejecting it', async () => {
+      const t = setup();
+      const job = t.newJob({ meta: { batch: BATCH } });
+      // A context whose settle() throws: a bug in the settlement's own path.
+      const broken = {
+        children: [],
+        unsent: [],
+        settle: () => {
+          throw new Error('bug');
+        },
+      } as unknown as JobContext;
+      expect(await t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).to.equal('rejected');
+      const [report] = reportsOf(t.publishers.current as FakePublisher);
+      expect(report.body).to.deep.include({ job: job.id, batch: BATCH, outcome: 'dead' });
+      expect(report.body.error).to.deep.include({ type: 'SETTLEMENT_FAILED' });
+      expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
+    });
+
+    it('the catch-all still rejects when its report is refused, and without one when no publisher is at hand', async () => {
+      const broken = {
+        children: [],
+        unsent: [],
+        settle: () => {
+          throw new Error('bug');
+        },
+      } as unknown as JobContext;
+      const refusing = setup('incoming', new FakePublisher('p1', 'refuse'));
+      const job = refusing.newJob({ meta: { batch: BATCH } });
+      expect(await refusing.settlement.settle(refusing.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).to.equal(
+        'rejected',
+      );
+      expect(reportsOf(refusing.publishers.current as FakePublisher)).to.have.length(1);
+      expect(await settledOps(refusing.channel)).to.deep.equal([reject(1)]);
+      // No publisher now: the reject does not wait for one to heal.
+      const none = setup();
+      none.publishers.current = undefined;
+      expect(await none.settlement.settle(none.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).to.equal('rejected');
+      expect(none.publishers.readyCalls).to.deep.equal([]);
+      expect(await settledOps(none.channel)).to.deep.equal([reject(1)]);
     });
   });
 

@@ -36,6 +36,8 @@ describe('topology', () => {
       { name: 'ojs.dlx', type: 'direct', durable: true },
       { name: 'ojs.control', type: 'fanout', durable: true },
       { name: 'ojs.events', type: 'topic', durable: true },
+      // The way into the tracking stream: not the default exchange, which tenant users may not write.
+      { name: 'ojs.tracking', type: 'fanout', durable: true },
       { name: 'ojs.tenant.acme', type: 'direct', durable: true, alternateExchange: 'ojs.unroutable' },
       { name: 'ojs.general.conversions.acme', type: 'fanout', durable: true },
       { name: 'ojs.variants.conversions.acme', type: 'headers', durable: true, alternateExchange: 'ojs.general.conversions.acme' },
@@ -58,6 +60,7 @@ describe('topology', () => {
     ]);
     expect(topology.bindings).to.deep.equal([
       { source: 'ojs.unroutable', destination: 'ojs.unroutable', destinationType: 'queue', routingKey: '' },
+      { source: 'ojs.tracking', destination: 'ojs.tracking', destinationType: 'queue', routingKey: '' },
       {
         source: 'ojs.root',
         destination: 'ojs.tenant.acme',
