@@ -223,7 +223,10 @@ export class StageGroup {
       if (this.pooled?.follow === true && runner.tenant !== undefined) {
         // Its queue went away and did not come back (a tenant retired under it): the others go on.
         this.log.error('tenant released: its queue cannot be consumed', { tenant: runner.tenant, err: err.message });
-        void this.removeTenant(runner.tenant);
+        const tenant = runner.tenant;
+        this.removeTenant(tenant).catch((removal: unknown) =>
+          this.log.error('tenant not released', { tenant, err: (removal as Error).message }),
+        );
         return;
       }
       this.fail(err);
