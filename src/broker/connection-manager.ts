@@ -1,3 +1,4 @@
+import { closeWithin, CLOSE_TIMEOUT_MS } from './close-within.js';
 import { EventEmitter } from 'node:events';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
@@ -70,7 +71,9 @@ export class ConnectionManager extends EventEmitter {
     this.wake?.();
     const connection = this.current;
     this.current = undefined;
-    await connection?.close().catch(() => undefined);
+    if (connection !== undefined && !(await closeWithin(connection))) {
+      this.log.warn('the broker did not answer the connection close in time; its socket was destroyed', { timeout_ms: CLOSE_TIMEOUT_MS });
+    }
   }
 
   private async connect(): Promise<AmqpConnection> {
