@@ -197,7 +197,9 @@ describe('the web dashboard, in a headless browser', function () {
     await page.click('.details [data-action="retry"]');
     await page.type('.dialog input[name="token"]', 'not-the-token');
     await page.click('.dialog button[name="confirm"]');
-    expect(await waitForText(page, '[data-field="notice"]', /^Refused/)).to.contain('not valid');
+    // Waits for this refusal's own notice: the previous one ("Refused: ... changes state") is
+    // still shown until the answer arrives, and matching /^Refused/ alone could read it.
+    expect(await waitForText(page, '[data-field="notice"]', /^Refused.*not valid/)).to.contain('not valid');
     expect(await raw.count(names.deadQueue('in', 'acme'))).to.equal(1);
     await page.click('button[name="forget-token"]');
     expect(await page.evaluate(() => sessionStorage.length)).to.equal(0);
