@@ -42,7 +42,18 @@ export interface SettlementOptions {
   metrics: InstanceMetrics;
   /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
   onSuspected(): void;
+  /**
+   * Waits before trying again a suspect copy the broker refused. The suspect queue is unbounded,
+   * so a refusal there means the queue is unavailable for a moment (a quorum queue electing a new
+   * leader after its node went down), not full: the copy is published again after each wait, and
+   * only when every wait is spent is the delivery rejected to its dead-letter route.
+   * @defaultValue SUSPECT_REFUSAL_WAITS_MS (about 12 s in all)
+   */
+  suspectRefusalWaitsMs?: readonly number[];
 }
+
+/** See SettlementOptions.suspectRefusalWaitsMs: longer than a quorum queue's leader election. */
+export const SUSPECT_REFUSAL_WAITS_MS: readonly number[] = [250, 500, 1000, 2000, 2000, 2000, 2000, 2000];
 
 /** Where a delivery ended: acknowledged, refused to its queue's dead-letter route, or left to the broker. */
 export type Settled = 'acked' | 'rejected' | 'abandoned';
@@ -485,7 +496,13 @@ export class Settlement {
         reported ||= side.status === 'fulfilled';
         if (main.status === 'rejected') {
           // Refused (not lost) after the report went: the job ends in the broker's dead letters.
-          if (reported && !(main.reason instanceof PublishError && main.reason.transient) && onRefused === undefined) {
+          // Not for a suspect copy: a refusal there is tried again (see suspectRefusalWaitsMs).
+          if (
+            reported &&
+            !(main.reason instanceof PublishError && main.reason.transient) &&
+            onRefused === undefined &&
+            what !== 'suspect'
+          ) {
             const dead = { ...report, outcome: 'dead' as const, retracts: report.id, id: `${report.id}.refused` };
             await publishRecord(publisher, this.names.tracking, dead).catch(() => undefined);
           }
@@ -495,6 +512,7 @@ export class Settlement {
       };
     }
     let stale: ConfirmPublisher | undefined;
+    let refusals = 0;
     for (;;) {
       if (delivery.source.closed) return this.abandoned(delivery, what);
       let publisher: ConfirmPublisher;
@@ -519,6 +537,16 @@ export class Settlement {
             err: err.message,
           });
           stale = publisher;
+          continue;
+        }
+        const waits = this.options.suspectRefusalWaitsMs ?? SUSPECT_REFUSAL_WAITS_MS;
+        if (what === 'suspect' && refusals < waits.length) {
+          this.options.log.warn('suspect copy refused by the broker (its queue unavailable for now); trying again', {
+            queue: delivery.queue,
+            job_id: delivery.message.properties.messageId,
+            err: (err as Error).message,
+          });
+          await new Promise((resolve) => setTimeout(resolve, waits[refusals++]));
           continue;
         }
         if (onRefused) return onRefused();

@@ -210,6 +210,8 @@ function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher(
     stats,
     metrics,
     onSuspected: () => suspected++,
+    // Refused suspect copies are tried again after waits in production; here at once.
+    suspectRefusalWaitsMs: [],
   });
   let tag = 0;
   const deliver = (job: Job, kind: InputKind = 'main'): Delivery => {
