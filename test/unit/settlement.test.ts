@@ -191,7 +191,12 @@ const TRACEPARENT = '00-0af7651916cd43dd8445eb211c80319c-b7ad6b7169203331-01';
  * counters. `deliver()` makes a delivery of a job (as the broker would hand it over, with an
  * `x-death` header from the delay ladder) on that channel.
  */
-function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher('p1'), tenant?: string) {
+function setup(
+  input = 'incoming',
+  publisher: FakePublisher = new FakePublisher('p1'),
+  tenant?: string,
+  suspectRefusalWaitsMs: number[] = [],
+) {
   const channel = new RecordingChannel();
   const source = new ConsumerSource(channel as unknown as Channel);
   const publishers = new FakePublishers(publisher);
@@ -210,8 +215,8 @@ function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher(
     stats,
     metrics,
     onSuspected: () => suspected++,
-    // Refused suspect copies are tried again after waits in production; here at once.
-    suspectRefusalWaitsMs: [],
+    // Refused suspect copies are tried again after waits in production; here not, unless asked.
+    suspectRefusalWaitsMs,
   });
   let tag = 0;
   const deliver = (job: Job, kind: InputKind = 'main'): Delivery => {
@@ -557,6 +562,24 @@ describe('Settlement', () => {
       expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('rejected');
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
       expect(t.suspected()).to.equal(0);
+    });
+
+    it('a suspect copy refused while its queue is unavailable is published again after a wait, then acked', async () => {
+      const publisher = new FakePublisher('p1');
+      publisher.plan = ['refuse', 'refuse'];
+      const t = setup('incoming', publisher, undefined, [1, 1, 1]);
+      const job = t.newJob();
+      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      expect(publisher.published, 'published three times: refused twice, then confirmed').to.have.length(3);
+      expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
+      expect(t.suspected()).to.equal(1);
+    });
+
+    it('a suspect copy refused past every wait rejects the delivery', async () => {
+      const t = setup('incoming', new FakePublisher('p1', 'refuse'), undefined, [1, 1]);
+      const job = t.newJob();
+      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('rejected');
+      expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
     });
 
     it('a refused hand-back rejects the delivery and is not counted as given back', async () => {
