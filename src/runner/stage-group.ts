@@ -532,7 +532,7 @@ export class StageGroup {
     this.log.info('tenants consuming', { tenants: runners.length, channels: pool.channels });
   }
 
-  private async reattach(connection: AmqpConnection): Promise<void> {
+  private async reattach(connection: AmqpConnection, attempt = 1): Promise<void> {
     if (this.stopped) return;
     try {
       await this.attachAll(connection);
@@ -540,6 +540,18 @@ export class StageGroup {
       if (!isOpen(connection)) {
         // The connection dropped again mid-way: the next 'connected' starts over.
         this.log.warn('re-attaching after reconnect failed; the connection went again', { err: (err as Error).message });
+        return;
+      }
+      if (attempt < REATTACH_ATTEMPTS) {
+        // A broker just restarted may refuse for a moment what it holds (a stream whose home
+        // node "is down or inaccessible" until it has started): a few tries before giving up.
+        this.log.warn('re-attaching after reconnect failed on a live connection; trying again', {
+          attempt,
+          err: (err as Error).message,
+        });
+        setTimeout(() => {
+          if (this.manager.connection === connection) void this.reattach(connection, attempt + 1);
+        }, REATTACH_RETRY_MS);
         return;
       }
       // Refused by a live broker (a queue declared elsewhere with other arguments): it will not
@@ -584,6 +596,10 @@ export class StageGroup {
     }
   }
 }
+
+/** Tries of a re-attach refused on a live connection, a second apart, before the group fails. */
+const REATTACH_ATTEMPTS = 5;
+const REATTACH_RETRY_MS = 1000;
 
 /** Names of runners not consuming that readiness spells out. */
 const READINESS_NAMES = 5;
