@@ -1,7 +1,7 @@
 import { FINAL_OUTCOMES, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
 
 /** Where a job of a batch stands, derived from every report about it (see {@link BatchFold}). */
-export type JobClass = 'in_flight' | 'completed' | 'dead' | 'discarded' | 'withdrawn';
+export type JobClass = 'in_flight' | 'completed' | 'dead' | 'discarded' | 'cancelled' | 'withdrawn';
 
 /** What the fold knows of one job. */
 export interface TrackedJob {
@@ -38,7 +38,7 @@ export interface BatchCounts {
   failed: number;
   dead: number;
   discarded: number;
-  /** Phase 2 (`batch cancel`): always 0 for now. */
+  /** Jobs a stage met after `batch cancel` and discarded unrun (not failures). */
   cancelled: number;
   in_flight: number;
 }
@@ -50,6 +50,10 @@ export interface TrackedBatch {
   counts: BatchCounts;
   /** A tracker announced `batch.completed` for it (an `announced` record was read). */
   announced: boolean;
+  /** `batch cancel` was recorded: it completes as `cancelled` once nothing of it is in flight. */
+  cancelled: boolean;
+  /** `batch pause` was recorded and no `resume` since: its jobs are parked where stages meet them. */
+  paused: boolean;
   /** Reports refused because they named another tenant than the batch's. */
   refused: number;
   /** Jobs with two different final outcomes (the first stands; see docs/batches.md). */
@@ -91,6 +95,17 @@ export class BatchFold {
     switch (record.kind) {
       case 'mark':
         return {};
+      case 'directive': {
+        // A tenant's directives are for stages only; a batch's show in its state.
+        if (record.batch === undefined) return {};
+        const batch = this.batchOf(record.batch, record.tenant, record.at);
+        batch.last_seen = record.at;
+        if (record.action === 'cancel') {
+          batch.cancelled = true;
+          batch.paused = false;
+        } else batch.paused = record.action === 'pause' && !batch.cancelled;
+        return {};
+      }
       case 'announced': {
         const batch = this.batches.get(record.batch);
         if (batch !== undefined) batch.announced = true;
@@ -152,6 +167,8 @@ export class BatchFold {
         ...(tenant === undefined ? {} : { tenant }),
         counts: { known: 0, completed: 0, failed: 0, dead: 0, discarded: 0, cancelled: 0, in_flight: 0 },
         announced: false,
+        cancelled: false,
+        paused: false,
         refused: 0,
         conflicts: 0,
         first_seen: at,
@@ -218,7 +235,7 @@ export function classify(job: TrackedJob): void {
   const exists = job.created || job.reports.length > 0 || !job.unsent;
   if (!exists) job.cls = 'withdrawn';
   else if (final === undefined || promised > settledAttempt) job.cls = 'in_flight';
-  else job.cls = final.outcome as 'completed' | 'dead' | 'discarded';
+  else job.cls = final.outcome as 'completed' | 'dead' | 'discarded' | 'cancelled';
 }
 
 function count(counts: BatchCounts, cls: JobClass, delta: number): void {
@@ -228,15 +245,20 @@ function count(counts: BatchCounts, cls: JobClass, delta: number): void {
   if (cls === 'dead' || cls === 'discarded') counts.failed += delta;
 }
 
-/** The state word of a batch (DESIGN.md): `completed` once every known job settled. */
-export function batchState(batch: TrackedBatch): 'running' | 'completed' {
-  return isComplete(batch) ? 'completed' : 'running';
+/**
+ * The state word of a batch (DESIGN.md): `running` while a job of it is in flight, then
+ * `completed`, or `cancelled` when `batch cancel` was recorded. A cancelled batch whose every job
+ * had settled before the cancel reached a stage is still `cancelled`: that is what was asked.
+ */
+export function batchState(batch: TrackedBatch): 'running' | 'completed' | 'cancelled' {
+  if (!isComplete(batch)) return 'running';
+  return batch.cancelled ? 'cancelled' : 'completed';
 }
 
 /** The state of one job for `job status`: its class, or `retrying` / `suspect` when a further attempt is promised. */
-export function jobState(job: TrackedJob): JobClass | 'pending' | Exclude<SettlementOutcome, 'completed' | 'dead' | 'discarded'> {
+export function jobState(job: TrackedJob): JobClass | 'pending' | Exclude<SettlementOutcome, 'completed' | 'dead' | 'discarded' | 'cancelled'> {
   if (job.cls !== 'in_flight') return job.cls;
   const last = job.reports.filter((report) => !job.retracted.has(report.id)).at(-1);
   if (last === undefined) return 'pending';
-  return last.outcome === 'retrying' || last.outcome === 'suspect' ? last.outcome : 'pending';
+  return last.outcome === 'retrying' || last.outcome === 'suspect' || last.outcome === 'parked' ? last.outcome : 'pending';
 }

@@ -7,11 +7,14 @@ import { uuidv7 } from '../job/uuid-v7.js';
  *   channel was lost under an emit, at the same attempt);
  * - `suspect`: redelivered after a crash, moved to run alone at `next_attempt`;
  * - `dead`: dead-lettered (final, a failure);
- * - `discarded`: dropped by its retry policy (`on_exhaustion: discard`; final, a failure).
+ * - `discarded`: dropped by its retry policy (`on_exhaustion: discard`; final, a failure);
+ * - `cancelled`: its batch was cancelled and a stage met it before it ran (final, not a failure);
+ * - `parked`: its batch or tenant is paused; it waits unrun in the parked queue and runs at
+ *   `next_attempt` (the same attempt) once resumed.
  */
-export type SettlementOutcome = 'completed' | 'retrying' | 'suspect' | 'dead' | 'discarded';
+export type SettlementOutcome = 'completed' | 'retrying' | 'suspect' | 'dead' | 'discarded' | 'cancelled' | 'parked';
 
-export const FINAL_OUTCOMES: ReadonlySet<SettlementOutcome> = new Set(['completed', 'dead', 'discarded']);
+export const FINAL_OUTCOMES: ReadonlySet<SettlementOutcome> = new Set(['completed', 'dead', 'discarded', 'cancelled']);
 
 /** One settlement of one batched job, as a stage reports it before acknowledging the delivery. */
 export interface SettledReport {
@@ -64,6 +67,21 @@ export interface AnnouncedReport {
   at: string;
 }
 
+/**
+ * An operator's directive about a batch (`batch cancel|pause|resume`) or a tenant (`tenant
+ * pause|resume`), recorded after its marker was set (src/batch/batch-directives.ts): status shows
+ * it, and a cancelled batch completes as `cancelled`. The markers, not these records, are what
+ * stages obey.
+ */
+export interface DirectiveRecord {
+  kind: 'directive';
+  id: string;
+  action: 'cancel' | 'pause' | 'resume';
+  batch?: string;
+  tenant?: string;
+  at: string;
+}
+
 /** Written by a reader to know when it has read everything before it (replay to the present). */
 export interface MarkReport {
   kind: 'mark';
@@ -71,7 +89,7 @@ export interface MarkReport {
   at: string;
 }
 
-export type TrackingRecord = SettledReport | CreatedReport | AnnouncedReport | MarkReport;
+export type TrackingRecord = SettledReport | CreatedReport | AnnouncedReport | DirectiveRecord | MarkReport;
 
 /** AMQP `content_type` of every record on the tracking stream. */
 export const TRACKING_CONTENT_TYPE = 'application/json';
@@ -124,6 +142,11 @@ function recordOf(body: unknown): TrackingRecord | undefined {
       return typeof record.job === 'string' && typeof record.batch === 'string' ? (record as CreatedReport) : undefined;
     case 'announced':
       return typeof record.batch === 'string' ? (record as AnnouncedReport) : undefined;
+    case 'directive':
+      return (record.action === 'cancel' || record.action === 'pause' || record.action === 'resume') &&
+        (typeof record.batch === 'string' || typeof record.tenant === 'string')
+        ? (record as DirectiveRecord)
+        : undefined;
     case 'mark':
       return record as MarkReport;
     default:

@@ -11,6 +11,7 @@ import { queues } from './commands/queues.js';
 import { admin } from './commands/admin.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
 import { batchList, batchStatus, jobStatus, tracker } from './commands/batch.js';
+import { batchDirective, tenantDirective } from './commands/directives.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { packageVersion } from './package-version.js';
 
@@ -210,6 +211,19 @@ export function buildProgram(): Command {
     .action(async (name: string, opts: { strategy: string; target?: string; json?: boolean; config?: string }) => {
       process.exitCode = await tenantRetire(name, opts);
     });
+  for (const [action, description] of [
+    ['pause', "park every job of the tenant where a stage meets it (every stage, shared queues too) until `tenant resume`"],
+    ['resume', 'end the pause and send the parked jobs of the tenant back where they were going'],
+  ] as const) {
+    tenant
+      .command(`${action} <tenant>`)
+      .description(description)
+      .option('--json', 'machine-readable output')
+      .addOption(configOption())
+      .action(async (name: string, opts: { json?: boolean; config?: string }) => {
+        process.exitCode = await tenantDirective(action, name, opts);
+      });
+  }
   const queue = program.command('queue').description('logical queues on the broker');
   queue
     .command('delete <queue>')
@@ -264,6 +278,20 @@ export function buildProgram(): Command {
     .action(async (opts: { tenant?: string; json?: boolean; config?: string }) => {
       process.exitCode = await batchList(opts);
     });
+  for (const [action, description] of [
+    ['cancel', 'discard every job of the batch not yet started, where a stage meets it; the batch completes as cancelled'],
+    ['pause', 'park every job of the batch where a stage meets it until `batch resume`'],
+    ['resume', 'end the pause and send the parked jobs of the batch back where they were going'],
+  ] as const) {
+    batch
+      .command(`${action} <batch>`)
+      .description(description)
+      .option('--json', 'machine-readable output')
+      .addOption(configOption())
+      .action(async (id: string, opts: { json?: boolean; config?: string }) => {
+        process.exitCode = await batchDirective(action, id, opts);
+      });
+  }
   const job = program.command('job').description('one job of a batch');
   job
     .command('status <id>')

@@ -4,8 +4,12 @@
  * `control-listener.ts`.
  */
 
-/** Queue states (seeds/001 section 5) and worker states (seeds/003) sent to running stages. */
-export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate';
+/**
+ * Queue states (seeds/001 section 5) and worker states (seeds/003) sent to running stages, and
+ * `directive`: a batch's or a tenant's directive markers changed (cancel, pause, resume; see
+ * src/batch/batch-directives.ts), so stages read them again.
+ */
+export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive';
 
 export interface ControlMessage {
   command: ControlCommand;
@@ -15,16 +19,18 @@ export interface ControlMessage {
   tenant?: string;
   /** Only instances of this stage, for quiet and terminate; all when absent. */
   stage?: string;
+  /** The batch a `directive` is about (else `tenant` names the tenant it is about). */
+  batch?: string;
 }
 
-const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate'];
+const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive'];
 
 /** Parses a control message body; undefined for anything else (ignored, never fatal). */
 export function parseControlMessage(content: Buffer): ControlMessage | undefined {
   try {
     const value = JSON.parse(content.toString('utf8')) as Record<string, unknown>;
     if (typeof value !== 'object' || value === null || !COMMANDS.includes(value.command as string)) return undefined;
-    for (const key of ['queue', 'tenant', 'stage']) if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
+    for (const key of ['queue', 'tenant', 'stage', 'batch']) if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
     return value as unknown as ControlMessage;
   } catch {
     return undefined;

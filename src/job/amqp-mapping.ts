@@ -21,6 +21,9 @@ export const OJS_HEADERS = {
   originQueue: 'x-ojs-origin-queue',
   originTenant: 'x-ojs-origin-tenant',
   originVariant: 'x-ojs-origin-variant',
+  /** On a parked job (docs/batches.md): what parked it (`batch` or `tenant`) and the queue `resume` sends it back to. */
+  parkedBy: 'x-ojs-parked-by',
+  parkedReturn: 'x-ojs-parked-return',
 } as const;
 
 /** Headers the broker adds on dead-lettering and redelivery: a republished job starts without them. */

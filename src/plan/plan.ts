@@ -1,5 +1,5 @@
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
-import { parseBrokerName } from '../topology/names.js';
+import { isDirectiveName, parseBrokerName } from '../topology/names.js';
 import { isStateMarker, QueueStates } from '../state/queue-state.js';
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
 import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue } from '../security/management-api.js';
@@ -60,12 +60,13 @@ export interface Plan {
  * prefix. Pure: `readInventory` and `desiredState` gather the two sides.
  *
  * A draining queue's entry binding is missing on purpose (new jobs go to `unroutable`): it is not
- * planned back while its drain marker exists. The markers themselves are state, not topology.
+ * planned back while its drain marker exists. The markers themselves are state, not topology,
+ * and so are batch and tenant directives and the parked queues they make (batch-directives.ts).
  */
 export function planChanges(desired: DesiredState, inventory: BrokerInventory): Plan {
   const prefix = desired.prefix;
   const configured = new Set(desired.tenants);
-  const ignored = (name: string): boolean => desired.ignored.has(name) || isStateMarker(prefix, name);
+  const ignored = (name: string): boolean => desired.ignored.has(name) || isStateMarker(prefix, name) || isDirectiveName(prefix, name);
   const tenantOf = (name: string): string | undefined => parseBrokerName(prefix, name)?.tenant;
   const userTenant = (user: string): string | undefined => {
     for (const role of ['producer', 'stage']) if (user.startsWith(`${prefix}.${role}.`)) return user.slice(prefix.length + role.length + 2);

@@ -10,6 +10,7 @@ import { invokeHandler } from '../stage/handler-invoker.js';
 import { JobContext } from '../stage/job-context.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { Delivery, Outcome } from './delivery.js';
+import type { DirectiveGate } from './directive-gate.js';
 
 export interface DeliveryProcessorOptions {
   stage: StageMetadata;
@@ -28,12 +29,14 @@ export interface DeliveryProcessorOptions {
   forgive?: (messageId: unknown) => boolean;
   /** With `security.tenantUsers`: who may publish jobs for the job's tenant. */
   publisherCheck?: PublisherCheck;
+  /** Batch and tenant directives (cancel, pause): consulted after admission, before the handler. */
+  directives?: DirectiveGate;
 }
 
 /**
  * Takes one delivery from the wire to an {@link Outcome}: decodes it, admits it (its validated
  * publisher may act for its tenant, its tenant is the queue's, its type is the stage's, it is
- * not a crash redelivery), runs the handler under
+ * not a crash redelivery), asks its batch's and tenant's directives (cancelled, paused), runs the handler under
  * its timeout and trace span. It never settles anything and never rejects: what happens to the
  * delivery on the broker is the settlement's alone.
  */
@@ -44,7 +47,16 @@ export class DeliveryProcessor {
     const admitted = this.admit(delivery);
     if ('kind' in admitted) return admitted;
     const { job, headers } = admitted;
-    const { stage, log, sink, onPublished, handler } = this.options;
+    const { stage, log, sink, onPublished, handler, directives } = this.options;
+    if (directives !== undefined) {
+      const asked = directives.verdict(job);
+      const verdict = typeof asked === 'string' ? asked : await asked;
+      if (verdict === 'cancel') return { kind: 'cancelled', job };
+      // Resumed since the verdict was remembered: it runs.
+      if (verdict !== 'run' && (await directives.stillParked(job, verdict))) {
+        return { kind: 'parked', job, by: verdict === 'park-tenant' ? 'tenant' : 'batch' };
+      }
+    }
     const ctx = new JobContext(stage.name, stage.outputs, job, headers, sink, log, undefined, onPublished);
     const began = performance.now();
     try {

@@ -31,8 +31,12 @@ export interface Delivery {
  *   trusted), only so that its batch learns it is dead (its id, batch and type; never its tenant).
  * - `crashed`: redelivered from `main` or `due`: its process died while it was in hand, maybe
  *   only prefetched. Moved to the suspect queue, not judged.
+ * - `cancelled`: its batch was cancelled (DirectiveGate): discarded unrun, reported `cancelled`.
+ * - `parked`: its tenant or batch is paused: moved unrun to the parked queue until `resume`.
  */
 export type Outcome =
   | { kind: 'completed'; job: Job; ctx: JobContext; seconds: number }
   | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number; refused?: Job }
-  | { kind: 'crashed'; job: Job };
+  | { kind: 'crashed'; job: Job }
+  | { kind: 'cancelled'; job: Job }
+  | { kind: 'parked'; job: Job; by: 'tenant' | 'batch' };

@@ -21,7 +21,7 @@ import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { decideFailure } from '../retry/failure-decision.js';
 import { resolveRetryPolicy } from '../retry/retry-policy.js';
 import { delayRoutingKey } from '../topology/delay-topology.js';
-import { BrokerNames } from '../topology/names.js';
+import { BrokerNames, parkKey } from '../topology/names.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import { deadLetterMessage, originHeaders, type DeadLetterOrigin } from './dead-letters.js';
 import type { Delivery, Outcome } from './delivery.js';
@@ -123,6 +123,8 @@ export class Settlement {
         if (outcome.job === undefined && outcome.refused !== undefined) return await this.refuse(delivery, outcome.refused, outcome.error);
         return await this.fail(delivery, outcome.job, outcome.error, outcome.seconds);
       }
+      if (outcome.kind === 'cancelled') return await this.cancel(delivery, outcome.job);
+      if (outcome.kind === 'parked') return await this.park(delivery, outcome.job, outcome.by);
       return await this.suspect(delivery, outcome.job);
     } catch (err) {
       this.options.log.error('settlement failed; rejecting the delivery to its dead-letter route', {
@@ -313,6 +315,47 @@ export class Settlement {
         return 'acked';
       }
     }
+  }
+
+  /**
+   * A job of a cancelled batch, met before it ran: discarded, its `cancelled` report confirmed
+   * before the ack (nothing replaces it). Only batched jobs are cancelled (DirectiveGate).
+   */
+  private async cancel(delivery: Delivery, job: Job): Promise<Settled> {
+    const report = this.reportOf(job, 'cancelled', {
+      error: { type: 'CANCELLED', message: `its batch "${String(job.meta.batch)}" was cancelled before it ran` },
+    });
+    let settled: Settled = 'acked';
+    if (report !== undefined) settled = await this.publishThenAck(delivery, 'cancel report', () => Promise.resolve(), undefined, report);
+    else this.ack(delivery);
+    if (settled === 'acked') this.options.log.info('job cancelled with its batch', fields(job, delivery.message));
+    return settled;
+  }
+
+  /**
+   * A job of a paused tenant or batch, met before it ran: moved unrun, byte for byte, to the
+   * parked queue (through `<prefix>.park`, routing key its tenant), with the queue `resume` sends
+   * it back to: this instance's `due` (or `suspect`), as a hand-back would. Same attempt: parking
+   * is not a try. Its `parked` report says the batch still waits for it.
+   */
+  private async park(delivery: Delivery, job: Job, by: 'tenant' | 'batch'): Promise<Settled> {
+    const { message } = delivery;
+    const returnQueue = this.returnQueue(delivery);
+    const headers = {
+      ...withoutBrokerHeaders(message.properties.headers),
+      [OJS_HEADERS.parkedBy]: by,
+      [OJS_HEADERS.parkedReturn]: returnQueue,
+    };
+    const options = { ...message.properties, headers };
+    const settled = await this.publishThenAck(
+      delivery,
+      'park',
+      (publisher) => publisher.publish(this.names.park, parkKey(job.tenant), message.content, options),
+      undefined,
+      this.reportOf(job, 'parked', { next_attempt: job.attempt }),
+    );
+    if (settled === 'acked') this.options.log.info(`job parked: its ${by} is paused`, { ...fields(job, message), return_queue: returnQueue });
+    return settled;
   }
 
   /**

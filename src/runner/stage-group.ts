@@ -17,6 +17,7 @@ import { QueueLimits } from '../observability/queue-limits.js';
 import { EventPublisher } from '../events/event-publisher.js';
 import { QueueFullReporter } from '../events/queue-full-reporter.js';
 import { ControlListener } from '../control/control-listener.js';
+import { DirectiveGate } from './directive-gate.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import { EventLoopWatch } from './event-loop-watch.js';
@@ -135,6 +136,8 @@ export class StageGroup {
   /** One per process: what it lost with a channel while healthy is not a crash when it returns. */
   private readonly watch = new EventLoopWatch();
   private readonly ledger: LossLedger;
+  /** One per process: batch and tenant directives (cancel, pause) its runners obey. */
+  private readonly directives: DirectiveGate;
 
   /** Prometheus metrics of every instance in the group, and of its connection. */
   readonly metrics: StageMetrics;
@@ -158,9 +161,14 @@ export class StageGroup {
       config,
       log,
       (message) => this.onControl(message),
-      () => this.syncStates(this.runners),
+      () => {
+        // Directive messages may have been missed too: markers are read again when next needed.
+        this.directives.forgetAll();
+        return this.syncStates(this.runners);
+      },
     );
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
+    this.directives = new DirectiveGate(config.prefix, log);
     this.events = new EventPublisher(config, { source: `stagecoach/${names}`, log, connection: () => this.manager.connection });
     this.limits = new QueueLimits(config, log);
     this.queueFull = new QueueFullReporter(config, this.events, {
@@ -209,6 +217,7 @@ export class StageGroup {
       ...(instance.variant === undefined ? {} : { variant: instance.variant }),
       gate: this.gate,
       ledger: this.ledger,
+      directives: this.directives,
       onQueueFull: this.queueFull.observe,
       ...(pooled === undefined
         ? {}
@@ -370,6 +379,7 @@ export class StageGroup {
       // A runner already stopping (terminate) hands back its own stop promise: waited for too.
       const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
       await this.pool?.close();
+      await this.directives.close();
       await this.events.close();
       await this.manager.close();
       this.watch.close();
@@ -499,6 +509,7 @@ export class StageGroup {
   }
 
   private async attachAll(connection: AmqpConnection): Promise<void> {
+    this.directives.attach(connection);
     await this.declare(connection);
     if (this.pool !== undefined) await this.attachPooled(this.pool, connection);
     else for (const runner of this.runners) await runner.attach(connection);
@@ -580,6 +591,13 @@ export class StageGroup {
         break;
       case 'quiet':
         await Promise.all(matching.map((r) => r.quiet()));
+        break;
+      case 'directive':
+        // The markers on the broker are the truth (batch-directives.ts set them before sending this).
+        this.directives.forget({
+          ...(message.batch === undefined ? {} : { batch: message.batch }),
+          ...(message.tenant === undefined ? {} : { tenant: message.tenant }),
+        });
         break;
       case 'terminate':
         if (this.pool !== undefined && message.tenant !== undefined) {

@@ -23,6 +23,7 @@ import { checkTenantSlug } from '../util/tenant-slug.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
 import type { Delivery, InputKind } from './delivery.js';
 import { DeliveryProcessor, isRedelivery } from './delivery-processor.js';
+import { DirectiveGate } from './directive-gate.js';
 import { Dispatcher } from './dispatcher.js';
 import { IsolationGate, type Isolatable } from './isolation-gate.js';
 import type { FairShare } from './fair-share.js';
@@ -67,6 +68,11 @@ export interface StageRunnerOptions {
   onQueueFull?: QueueFullObserver;
   /** One tenant of a pooled process (TenantPool): channels, slots and threads shared with the others. */
   pooled?: PooledResources;
+  /**
+   * Shared by every runner of a process (StageGroup passes one, attached to its connection):
+   * batch and tenant directives. A runner alone gets its own and attaches it itself.
+   */
+  directives?: DirectiveGate;
 }
 
 /**
@@ -145,6 +151,9 @@ export class StageRunner extends EventEmitter implements Isolatable {
   readonly topology: Topology;
   private readonly lifecycle: Lifecycle;
   private readonly gate: IsolationGate;
+  private readonly directives: DirectiveGate;
+  /** Set when no group shares one: attached and closed by this runner. */
+  private readonly ownDirectives: DirectiveGate | undefined;
   private readonly ledger: LossLedger;
   private readonly ownWatch: EventLoopWatch | undefined;
   private readonly publishers: ChannelSupervisor<ConfirmPublisher>;
@@ -203,6 +212,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
       this.emit('state', state);
     });
     this.gate = options.gate ?? new IsolationGate();
+    if (options.directives === undefined) this.ownDirectives = new DirectiveGate(config.prefix, log);
+    this.directives = options.directives ?? (this.ownDirectives as DirectiveGate);
     if (options.ledger === undefined) this.ownWatch = new EventLoopWatch();
     this.ledger = options.ledger ?? new LossLedger(this.ownWatch as EventLoopWatch, stallWindowMs(config));
 
@@ -369,6 +380,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onPublished: (output) => this.metrics.published(output),
       forgive: (messageId) => this.ledger.forgive(messageId),
       ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
+      directives: this.directives,
     });
     if (!this.lifecycle.to('running')) return;
     this.dispatcher.openUp();
@@ -381,6 +393,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   async attach(connection: AmqpConnection, hints: AttachHints = {}): Promise<void> {
     if (this.lifecycle.stopping) return;
+    this.ownDirectives?.attach(connection);
     if (hints.declared !== true) await this.declare(connection);
     // Before the consumers open: a paused queue is not consumed for a moment after a restart.
     if (hints.state === undefined) await this.syncState(connection);
@@ -474,6 +487,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       await this.suspects.close();
       await this.work.close();
       this.ownWatch?.close();
+      await this.ownDirectives?.close();
       this.options.log.info('stage stopped', { queue: this.queue, drained, ...this.stats });
       return drained;
     });

@@ -71,6 +71,9 @@ const SERVER_NAMED = 'amq\\.gen-.*';
  * only allows binding it as a destination, which also needs read on the source exchange: none.
  * Not the default exchange: write on `amq.default` would reach every queue by name.
  *
+ * A stage user may also write `park` with its tenant as the only key (a topic permission): it
+ * parks the jobs of a paused batch or tenant into its own tenant's parked queue, nobody else's.
+ *
  * Both may also write `events` with the keys of the events a producer or a stage emits
  * (`queue.full`; topic permission): the administration events (`tenant.retired`...) are the
  * operator's. Events are information, so what a tenant user can claim there is no more than
@@ -99,10 +102,23 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
     user,
     permissions: {
       configure: anyOf(SERVER_NAMED),
-      write: anyOf(...entries, literal(names.retry), literal(names.dlx), literal(names.events), literal(names.tracking), SERVER_NAMED),
+      write: anyOf(
+        ...entries,
+        literal(names.retry),
+        literal(names.dlx),
+        literal(names.events),
+        literal(names.tracking),
+        literal(names.park),
+        SERVER_NAMED,
+      ),
       read: anyOf(ownQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
     },
-    topics: [retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`), eventsTopic(names)],
+    topics: [
+      retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`),
+      eventsTopic(names),
+      // Parks only into its own tenant's parked queue: `batch resume` sends parked jobs on as the operator.
+      { exchange: names.park, write: anyOf(t), read: '' },
+    ],
   };
 }
 
@@ -111,7 +127,8 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
  * (`<prefix>.queue.<queue>`, one segment after the kind) and control; write `root` (a job for
  * any tenant, which lands in `unroutable` when the tenant is not provisioned), `direct`, `tracking`, `retry`
  * (keys ending in shared due or suspect queues, or in any tenant's due queue: a scheduled emit
- * goes where `root` would have sent it), `dlx`, and `events` with the keys a stage emits.
+ * goes where `root` would have sent it), `dlx`, `park` (any tenant's key: it serves them all), and
+ * `events` with the keys a stage emits.
  */
 export function internalUserGrant(config: CompiledConfig): UserGrant {
   const names = new BrokerNames(config.prefix);
@@ -128,6 +145,7 @@ export function internalUserGrant(config: CompiledConfig): UserGrant {
         literal(names.dlx),
         literal(names.events),
         literal(names.tracking),
+        literal(names.park),
         SERVER_NAMED,
       ),
       read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),

@@ -152,7 +152,7 @@ function physicalVariants(queue: ResolvedQueueConfig, variant: string | undefine
 }
 
 /** A state for a tenant nobody provisioned would name queues nobody declared. */
-async function checkKnownTenant(config: CompiledConfig, connection: AmqpConnection, tenant: string): Promise<void> {
+export async function checkKnownTenant(config: CompiledConfig, connection: AmqpConnection, tenant: string): Promise<void> {
   if (config.tenants.includes(tenant)) return;
   if (await exchangeExists(connection, new BrokerNames(config.prefix).tenantExchange(tenant))) return;
   throw new TenantError(

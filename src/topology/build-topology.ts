@@ -53,11 +53,19 @@ function entryTopology(config: CompiledConfig): Topology {
       { name: names.dlx, type: 'direct', durable },
       { name: names.control, type: 'fanout', durable },
       { name: names.events, type: 'topic', durable },
+      // Parked jobs of paused batches and tenants; where no parked queue is bound, kept in unroutable.
+      { name: names.park, type: 'topic', durable, alternateExchange: names.unroutable },
       trackingExchange(config),
     ],
-    queues: [{ name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) }, trackingStream(config)],
+    queues: [
+      { name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) },
+      { name: names.parked, durable, arguments: queueTypeArguments(sharedQueueType(config)) },
+      trackingStream(config),
+    ],
     bindings: [
       { source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' },
+      // Every tenant's parked jobs in one queue: `resume` picks its own out (batch-directives.ts).
+      { source: names.park, destination: names.parked, destinationType: 'queue', routingKey: '#' },
       { source: names.tracking, destination: names.tracking, destinationType: 'queue', routingKey: '' },
     ],
   };

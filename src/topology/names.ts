@@ -87,6 +87,43 @@ export class BrokerNames {
   get tracking(): string {
     return `${this.prefix}.tracking`;
   }
+  /**
+   * Topic exchange where stages park the jobs of a paused batch or tenant (docs/batches.md),
+   * routing key = the job's tenant (`_` for none). Its alternate exchange is `unroutable`: a job
+   * parked where no parked queue is bound is kept, never dropped.
+   */
+  get park(): string {
+    return `${this.prefix}.park`;
+  }
+  /**
+   * Where parked jobs wait for `resume`, every tenant's (bound to `park` with `#`): made on
+   * demand rarely enough that one queue, scanned by `resume`, beats one per tenant or batch, which
+   * would have to be declared before a stage may park into it and deleted without racing one.
+   */
+  get parked(): string {
+    return `${this.prefix}.parked`;
+  }
+  /**
+   * Marker exchange of a batch directive (src/batch/batch-directives.ts): its existence says the
+   * batch is cancelled, or paused. Batch ids may hold dots: the name is read back by its head.
+   */
+  batchMarker(directive: 'cancelled' | 'paused', batch: string): string {
+    return `${this.prefix}.batch-${directive}.${batch}`;
+  }
+  /** Marker exchange of a paused tenant: every job of the tenant is parked at every stage. */
+  tenantPauseMarker(tenant: string): string {
+    return `${this.prefix}.tenant-paused.${tenant}`;
+  }
+}
+
+/** The park exchange's routing key for a job's tenant: tenants are slugs, so `_` names none. */
+export function parkKey(tenant: string | undefined): string {
+  return tenant ?? '_';
+}
+
+/** Whether a name is a batch or tenant directive marker: state made on demand, not topology. */
+export function isDirectiveName(prefix: string, name: string): boolean {
+  return ['batch-cancelled.', 'batch-paused.', 'tenant-paused.'].some((head) => name.startsWith(`${prefix}.${head}`));
 }
 
 /** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */

@@ -31,6 +31,8 @@ export function batchView(batch: TrackedBatch): Record<string, unknown> {
     state: batchState(batch),
     jobs: { ...batch.counts },
     announced: batch.announced,
+    cancelled: batch.cancelled,
+    paused: batch.paused,
     refused: batch.refused,
     conflicts: batch.conflicts,
     first_seen: batch.first_seen,
@@ -50,7 +52,7 @@ export async function batchStatus(id: string, opts: { json?: boolean; config?: s
     const c = batch.counts;
     process.stdout.write(
       `batch ${batch.id} (tenant ${batch.tenant ?? '-'}): ${view.state as string}\n` +
-        `  known ${c.known}, completed ${c.completed}, failed ${c.failed} (dead ${c.dead}, discarded ${c.discarded}), in flight ${c.in_flight}\n`,
+        `  known ${c.known}, completed ${c.completed}, failed ${c.failed} (dead ${c.dead}, discarded ${c.discarded}), cancelled ${c.cancelled}, in flight ${c.in_flight}${batch.paused ? ' (paused)' : ''}\n`,
     );
   }
   return EXIT_OK;

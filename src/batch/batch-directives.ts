@@ -1,0 +1,277 @@
+import type { Channel, GetMessage } from 'amqplib';
+import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
+import { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import { declareTopology } from '../broker/declare-topology.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import { publishControl } from '../control/send-control.js';
+import { StagecoachError } from '../errors/errors.js';
+import { fromWire, OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
+import type { Job } from '../job/job.types.js';
+import type { Logger } from '../logging/logger.js';
+import { checkKnownTenant } from '../state/set-queue-state.js';
+import { coreTopology } from '../topology/build-topology.js';
+import { delayRoutingKey } from '../topology/delay-topology.js';
+import { BrokerNames, parseBrokerName, parkKey } from '../topology/names.js';
+import { checkBatchId } from '../util/batch-id.js';
+import { checkTenantSlug } from '../util/tenant-slug.js';
+import { batchState } from './batch-fold.js';
+import { readTracking } from './tracker.js';
+import { publishRecord } from './tracking-stream.js';
+import { stamp, type DirectiveRecord } from './tracking-report.js';
+
+/** What a directive did. */
+export interface DirectiveResult {
+  action: DirectiveRecord['action'];
+  batch?: string;
+  tenant?: string;
+  /** Parked jobs sent back to their queues (`resume`, and `cancel`, which lets stages discard them). */
+  moved: number;
+  /** Parked jobs left in the parked queue because they could not be sent back (logged with the reason). */
+  kept: number;
+}
+
+/**
+ * Between the two passes of `resume` over the parked queue: a stage that read the pause marker
+ * just before it went parks its job right after; the second pass sends that one on too.
+ */
+export const RESUME_GRACE_MS = 1000;
+
+/**
+ * `batch cancel <B>` (docs/batches.md): every job of the batch that a stage meets from now on is
+ * discarded unrun and reported `cancelled`; jobs running now finish. The batch completes as
+ * `cancelled` once nothing of it is in flight. Jobs of it parked by a pause are sent on, so that
+ * stages discard them too, and its pause ends.
+ * @throws StagecoachError NOT_FOUND when no report names the batch; INVALID_REQUEST when it is
+ * already complete (nothing left to cancel).
+ */
+export async function cancelBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
+  checkBatchId(batch, 'batch');
+  const fold = await readTracking(config, log);
+  const known = fold.batches.get(batch);
+  if (known === undefined) throw new StagecoachError('NOT_FOUND', `no batch "${batch}" in the tracking stream`);
+  if (batchState(known) !== 'running') throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is already ${batchState(known)}`);
+  return withConnection(config, log, async (connection, names) => {
+    await mark(connection, names.batchMarker('cancelled', batch), true, config);
+    await mark(connection, names.batchMarker('paused', batch), false, config);
+    await record(connection, names, { action: 'cancel', batch, ...(known.tenant === undefined ? {} : { tenant: known.tenant }) });
+    await publishControl(connection, config, { command: 'directive', batch });
+    return { action: 'cancel', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch)) };
+  });
+}
+
+/** `batch pause <B>`: jobs of the batch that reach any stage from now on are parked, not run; running ones finish. */
+export async function pauseBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
+  checkBatchId(batch, 'batch');
+  return withConnection(config, log, async (connection, names) => {
+    if (await exists(connection, names.batchMarker('cancelled', batch))) {
+      throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is cancelled: there is nothing to pause`);
+    }
+    await mark(connection, names.batchMarker('paused', batch), true, config);
+    await record(connection, names, { action: 'pause', batch });
+    await publishControl(connection, config, { command: 'directive', batch });
+    return { action: 'pause', batch, moved: 0, kept: 0 };
+  });
+}
+
+/** `batch resume <B>`: the pause ends and the jobs it parked go back where they were going. */
+export async function resumeBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
+  checkBatchId(batch, 'batch');
+  return withConnection(config, log, async (connection, names) => {
+    await mark(connection, names.batchMarker('paused', batch), false, config);
+    await record(connection, names, { action: 'resume', batch });
+    await publishControl(connection, config, { command: 'directive', batch });
+    return { action: 'resume', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch && p.by === 'batch')) };
+  });
+}
+
+/** `tenant pause <T>`: every job of the tenant that reaches any stage (shared ones too) is parked. */
+export async function pauseTenant(config: CompiledConfig, tenant: string, log: Logger): Promise<DirectiveResult> {
+  checkTenantSlug(tenant, 'tenant');
+  return withConnection(config, log, async (connection, names) => {
+    await checkKnownTenant(config, connection, tenant);
+    await mark(connection, names.tenantPauseMarker(tenant), true, config);
+    await record(connection, names, { action: 'pause', tenant });
+    await publishControl(connection, config, { command: 'directive', tenant });
+    return { action: 'pause', tenant, moved: 0, kept: 0 };
+  });
+}
+
+/** `tenant resume <T>`: the tenant's pause ends and the jobs it parked go back. */
+export async function resumeTenant(config: CompiledConfig, tenant: string, log: Logger): Promise<DirectiveResult> {
+  checkTenantSlug(tenant, 'tenant');
+  return withConnection(config, log, async (connection, names) => {
+    await mark(connection, names.tenantPauseMarker(tenant), false, config);
+    await record(connection, names, { action: 'resume', tenant });
+    await publishControl(connection, config, { command: 'directive', tenant });
+    const key = parkKey(tenant);
+    return { action: 'resume', tenant, ...(await resumeParked(connection, config, log, (p) => p.key === key && p.by === 'tenant')) };
+  });
+}
+
+/** What `resume` reads of a parked message to choose it. */
+export interface ParkedJob {
+  /** The routing key it was parked with: its tenant (`_` for none). */
+  key: string;
+  by: string | undefined;
+  batch: string | undefined;
+}
+
+/**
+ * Two passes over the parked queue a grace apart (see RESUME_GRACE_MS), each sending on what
+ * `pick` chooses, through the delay ladder with no delay to the queue recorded at parking (the
+ * instance's `due`, or `suspect`): as a hand-back, the same attempt, never refused for
+ * `max_size`. Messages not chosen stay, in their order (unacknowledged, then handed back with the
+ * channel). A parked message whose return queue is not of the tenant it was parked for (its
+ * routing key, which a tenant user's topic permission fixes to its own tenant) is not sent on:
+ * `resume` republishes as the operator, whom every stage trusts.
+ */
+async function resumeParked(
+  connection: AmqpConnection,
+  config: CompiledConfig,
+  log: Logger,
+  pick: (parked: ParkedJob) => boolean,
+): Promise<{ moved: number; kept: number }> {
+  const first = await movePass(connection, config, log, pick);
+  await new Promise((resolve) => setTimeout(resolve, RESUME_GRACE_MS));
+  const second = await movePass(connection, config, log, pick);
+  return { moved: first.moved + second.moved, kept: second.kept };
+}
+
+async function movePass(
+  connection: AmqpConnection,
+  config: CompiledConfig,
+  log: Logger,
+  pick: (parked: ParkedJob) => boolean,
+): Promise<{ moved: number; kept: number }> {
+  const names = new BrokerNames(config.prefix);
+  const channel = await connection.createChannel();
+  const publisher = await ConfirmPublisher.open(connection);
+  let moved = 0;
+  let kept = 0;
+  try {
+    // Only what is there now: jobs parked meanwhile (this pass sends on nothing that parks again at once).
+    const { messageCount } = await channel.checkQueue(names.parked);
+    for (let i = 0; i < messageCount; i++) {
+      const message = await channel.get(names.parked, { noAck: false });
+      if (message === false) break;
+      const job = decoded(config, message);
+      const parked = parkedJob(message, job);
+      if (!pick(parked)) continue; // handed back when the channel closes
+      const back = returnQueueOf(config, message, parked.key, job);
+      if (typeof back !== 'string') {
+        log.warn(`parked job kept: ${back.reason}`, { job_id: message.properties.messageId, key: parked.key });
+        kept++;
+        continue;
+      }
+      const headers = withoutBrokerHeaders(message.properties.headers, [OJS_HEADERS.parkedBy, OJS_HEADERS.parkedReturn]);
+      // The operator's own user_id is stamped instead of the parking stage's (the broker checks it).
+      const { userId: _parker, ...properties } = message.properties;
+      void _parker;
+      await publisher.publish(names.retry, delayRoutingKey(0, back), message.content, { ...properties, headers });
+      channel.ack(message);
+      moved++;
+    }
+  } finally {
+    await publisher.close();
+    await channel.close().catch(() => undefined);
+  }
+  if (moved > 0 || kept > 0) log.info('parked jobs sent on', { moved, kept });
+  return { moved, kept };
+}
+
+/** Read as a stage reads it (the batch in `meta.batch`, the tenant from its header or body); undefined when it is not a job. */
+function decoded(config: CompiledConfig, message: GetMessage): Job | undefined {
+  try {
+    return fromWire(message, config.tenantHeader).job;
+  } catch {
+    return undefined;
+  }
+}
+
+function parkedJob(message: GetMessage, job: Job | undefined): ParkedJob {
+  const by: unknown = message.properties.headers?.[OJS_HEADERS.parkedBy];
+  const batch: unknown = job?.meta.batch;
+  return {
+    key: message.fields.routingKey,
+    by: typeof by === 'string' ? by : undefined,
+    batch: typeof batch === 'string' ? batch : undefined,
+  };
+}
+
+/**
+ * The `due` or `suspect` queue a parked message goes back to, when it is one of the tenant it was
+ * parked for (or a shared one for `_`), else why not.
+ */
+function returnQueueOf(config: CompiledConfig, message: GetMessage, key: string, job: Job | undefined): string | { reason: string } {
+  const back: unknown = message.properties.headers?.[OJS_HEADERS.parkedReturn];
+  if (typeof back !== 'string') return { reason: `it has no ${OJS_HEADERS.parkedReturn} header` };
+  const parsed = parseBrokerName(config.prefix, back);
+  if (parsed === undefined || (parsed.kind !== 'due' && parsed.kind !== 'suspect') || parsed.queue === undefined) {
+    return { reason: `its return queue "${back}" is not a due or suspect queue under prefix "${config.prefix}"` };
+  }
+  if (parsed.tenant !== undefined && parsed.tenant !== key) {
+    return { reason: `its return queue "${back}" is not of tenant "${key}", whose job it was parked as` };
+  }
+  // A shared queue's stage trusts the operator's jobs for any tenant they claim: the claim must be
+  // the tenant that parked it.
+  if (job === undefined) return { reason: 'it is not a job' };
+  const claim = job.tenant;
+  if (parkKey(claim) !== key) return { reason: `it claims tenant "${claim ?? '(none)'}" but was parked as a job of "${key}"` };
+  return back;
+}
+
+async function withConnection<T>(
+  config: CompiledConfig,
+  log: Logger,
+  action: (connection: AmqpConnection, names: BrokerNames) => Promise<T>,
+): Promise<T> {
+  const connection = await openConnection(config, log, 'stagecoach-directive');
+  try {
+    // The park exchange, the parked queue and the tracking stream, on a broker older than them.
+    await declareTopology(connection, coreTopology(config), log);
+    return await action(connection, new BrokerNames(config.prefix));
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+/** Sets (a durable fanout exchange, like the queue-state markers) or removes a marker. */
+async function mark(connection: AmqpConnection, marker: string, on: boolean, config: CompiledConfig): Promise<void> {
+  await onChannel(connection, (channel) =>
+    on ? channel.assertExchange(marker, 'fanout', { durable: config.durable }) : channel.deleteExchange(marker),
+  );
+}
+
+async function exists(connection: AmqpConnection, marker: string): Promise<boolean> {
+  try {
+    await onChannel(connection, (channel) => channel.checkExchange(marker));
+    return true;
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 404) return false;
+    throw err;
+  }
+}
+
+async function onChannel<T>(connection: AmqpConnection, action: (channel: Channel) => Promise<T>): Promise<T> {
+  const channel = await connection.createChannel();
+  channel.on('error', () => undefined);
+  try {
+    return await action(channel);
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
+}
+
+/** The directive goes on the tracking stream after its marker, for status and history. */
+async function record(
+  connection: AmqpConnection,
+  names: BrokerNames,
+  directive: Omit<DirectiveRecord, 'kind' | 'id' | 'at'>,
+): Promise<void> {
+  const publisher = await ConfirmPublisher.open(connection);
+  try {
+    await publishRecord(publisher, names.tracking, stamp<DirectiveRecord>({ kind: 'directive', ...directive }));
+  } finally {
+    await publisher.close();
+  }
+}
