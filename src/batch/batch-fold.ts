@@ -256,7 +256,9 @@ export function batchState(batch: TrackedBatch): 'running' | 'completed' | 'canc
 }
 
 /** The state of one job for `job status`: its class, or `retrying` / `suspect` when a further attempt is promised. */
-export function jobState(job: TrackedJob): JobClass | 'pending' | Exclude<SettlementOutcome, 'completed' | 'dead' | 'discarded' | 'cancelled'> {
+export function jobState(
+  job: TrackedJob,
+): JobClass | 'pending' | Exclude<SettlementOutcome, 'completed' | 'dead' | 'discarded' | 'cancelled'> {
   if (job.cls !== 'in_flight') return job.cls;
   const last = job.reports.filter((report) => !job.retracted.has(report.id)).at(-1);
   if (last === undefined) return 'pending';

@@ -212,7 +212,7 @@ export function buildProgram(): Command {
       process.exitCode = await tenantRetire(name, opts);
     });
   for (const [action, description] of [
-    ['pause', "park every job of the tenant where a stage meets it (every stage, shared queues too) until `tenant resume`"],
+    ['pause', 'park every job of the tenant where a stage meets it (every stage, shared queues too) until `tenant resume`'],
     ['resume', 'end the pause and send the parked jobs of the tenant back where they were going'],
   ] as const) {
     tenant

@@ -30,7 +30,8 @@ export function parseControlMessage(content: Buffer): ControlMessage | undefined
   try {
     const value = JSON.parse(content.toString('utf8')) as Record<string, unknown>;
     if (typeof value !== 'object' || value === null || !COMMANDS.includes(value.command as string)) return undefined;
-    for (const key of ['queue', 'tenant', 'stage', 'batch']) if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
+    for (const key of ['queue', 'tenant', 'stage', 'batch'])
+      if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
     return value as unknown as ControlMessage;
   } catch {
     return undefined;

@@ -354,7 +354,8 @@ export class Settlement {
       undefined,
       this.reportOf(job, 'parked', { next_attempt: job.attempt }),
     );
-    if (settled === 'acked') this.options.log.info(`job parked: its ${by} is paused`, { ...fields(job, message), return_queue: returnQueue });
+    if (settled === 'acked')
+      this.options.log.info(`job parked: its ${by} is paused`, { ...fields(job, message), return_queue: returnQueue });
     return settled;
   }
 

@@ -136,8 +136,11 @@ export class StageGroup {
   /** One per process: what it lost with a channel while healthy is not a crash when it returns. */
   private readonly watch = new EventLoopWatch();
   private readonly ledger: LossLedger;
-  /** One per process: batch and tenant directives (cancel, pause) its runners obey. */
-  private readonly directives: DirectiveGate;
+  /**
+   * One per process: batch and tenant directives (cancel, pause) its runners obey. Public so that
+   * a caller can ask what the process would do with a job now (tests wait on it after a directive).
+   */
+  readonly directives: DirectiveGate;
 
   /** Prometheus metrics of every instance in the group, and of its connection. */
   readonly metrics: StageMetrics;

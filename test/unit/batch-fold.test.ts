@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { BatchFold, batchState } from '../../src/batch/batch-fold.js';
-import type { CreatedReport, SettledReport } from '../../src/batch/tracking-report.js';
+import { BatchFold, batchState, jobState } from '../../src/batch/batch-fold.js';
+import type { CreatedReport, DirectiveRecord, SettledReport } from '../../src/batch/tracking-report.js';
 
 let n = 0;
 const at = '2026-01-01T00:00:00.000Z';
@@ -97,4 +97,36 @@ describe('batch fold', () => {
     expect(fold.batches.get('b1')).to.deep.include({ refused: 1, tenant: 'acme' });
     expect(fold.batches.get('b1')?.counts.known).to.equal(1);
   });
+
+  it('keeps a parked job in flight until it runs after the resume, at the same attempt', () => {
+    const fold = new BatchFold();
+    fold.apply(created('root'));
+    fold.apply(directive('pause'));
+    expect(fold.batches.get('b1')?.paused).to.equal(true);
+    fold.apply(settled('root', 'parked', { next_attempt: 1 }));
+    expect(jobState(fold.job('root')!)).to.equal('parked');
+    expect(fold.batches.get('b1')?.counts).to.include({ known: 1, in_flight: 1 });
+    fold.apply(directive('resume'));
+    expect(fold.batches.get('b1')?.paused).to.equal(false);
+    expect(fold.apply(settled('root', 'completed')).completed?.counts).to.include({ known: 1, completed: 1, in_flight: 0 });
+  });
+
+  it('counts cancelled jobs apart from failures and completes a cancelled batch as cancelled', () => {
+    const fold = new BatchFold();
+    fold.apply(created('root'));
+    fold.apply(settled('root', 'completed', { emitted: ['a', 'b'] }));
+    fold.apply(directive('cancel'));
+    expect(batchState(fold.batches.get('b1')!)).to.equal('running');
+    fold.apply(settled('a', 'completed'));
+    const done = fold.apply(settled('b', 'cancelled', { error: { type: 'CANCELLED', message: 'x' } })).completed;
+    expect(done?.counts).to.deep.equal({ known: 3, completed: 2, failed: 0, dead: 0, discarded: 0, cancelled: 1, in_flight: 0 });
+    expect(batchState(done!)).to.equal('cancelled');
+    // A pause after the cancel changes nothing: there is nothing left to hold.
+    fold.apply(directive('pause'));
+    expect(fold.batches.get('b1')?.paused).to.equal(false);
+  });
 });
+
+function directive(action: DirectiveRecord['action']): DirectiveRecord {
+  return { kind: 'directive', id: `d${++n}`, action, batch: 'b1', at };
+}

@@ -36,6 +36,8 @@ describe('topology', () => {
       { name: 'ojs.dlx', type: 'direct', durable: true },
       { name: 'ojs.control', type: 'fanout', durable: true },
       { name: 'ojs.events', type: 'topic', durable: true },
+      // Parked jobs of paused batches and tenants; unbound keys are kept in unroutable.
+      { name: 'ojs.park', type: 'topic', durable: true, alternateExchange: 'ojs.unroutable' },
       // The way into the tracking stream: not the default exchange, which tenant users may not write.
       { name: 'ojs.tracking', type: 'fanout', durable: true },
       { name: 'ojs.tenant.acme', type: 'direct', durable: true, alternateExchange: 'ojs.unroutable' },
@@ -48,6 +50,7 @@ describe('topology', () => {
     const companion = { 'x-dead-letter-exchange': 'ojs.dlx', 'x-dead-letter-routing-key': 'ojs.dead.conversions.acme' };
     expect(topology.queues).to.deep.equal([
       { name: 'ojs.unroutable', durable: true, arguments: {} },
+      { name: 'ojs.parked', durable: true, arguments: {} },
       // Batch tracking: always durable (a stream cannot be otherwise), retention 7 days by default.
       { name: 'ojs.tracking', durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '604800s' } },
       { name: 'ojs.queue.conversions.acme', durable: true, arguments: work },
@@ -60,6 +63,7 @@ describe('topology', () => {
     ]);
     expect(topology.bindings).to.deep.equal([
       { source: 'ojs.unroutable', destination: 'ojs.unroutable', destinationType: 'queue', routingKey: '' },
+      { source: 'ojs.park', destination: 'ojs.parked', destinationType: 'queue', routingKey: '#' },
       { source: 'ojs.tracking', destination: 'ojs.tracking', destinationType: 'queue', routingKey: '' },
       {
         source: 'ojs.root',
@@ -92,6 +96,7 @@ describe('topology', () => {
     const topology = withoutLadder(stageTopology(config, { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }));
     expect(topology.queues.map((q) => q.name)).to.deep.equal([
       'ojs.unroutable',
+      'ojs.parked',
       'ojs.tracking',
       'ojs.queue.scan_specs',
       'ojs.due.scan_specs',
