@@ -52,6 +52,7 @@ function parseJson(text) {
 }
 
 const queuePath = (queue) => `/ojs/v1/queues/${encodeURIComponent(queue)}`;
+const batchPath = (id) => `/ojs/v1/batches/${encodeURIComponent(id)}`;
 
 export const api = {
   matrix: (query) => request('GET', '/ojs/v1/dashboard/matrix', { query }),
@@ -64,4 +65,9 @@ export const api = {
   replayUnroutable: () => request('POST', '/ojs/v1/unroutable/replay', { auth: true }),
   /** `pause`, `resume` or `drain` a queue of a tenant (or a shared queue), through the admin API. */
   setState: (queue, tenant, action) => request('POST', `${queuePath(queue)}/${action}`, { query: { tenant }, auth: true }),
+  /** Batch status, as `stagecoach batch status|list --json` and `job status --json` print it. */
+  batches: (query = {}) => request('GET', '/ojs/v1/batches', { query }),
+  batch: (id) => request('GET', batchPath(id)),
+  batchJobs: (id, query = {}) => request('GET', `${batchPath(id)}/jobs`, { query }),
+  job: (id) => request('GET', `/ojs/v1/jobs/${encodeURIComponent(id)}`),
 };

@@ -4,6 +4,8 @@ import { h, render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
+import { BatchDetails } from './batch-details.js';
+import { BatchesView } from './batches-view.js';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { count } from './format.js';
 import { MatrixView, SharedStrip } from './matrix-view.js';
@@ -58,7 +60,29 @@ function Summary({ matrix, error, at }) {
   </div>`;
 }
 
+/** Queues (the matrix) or batches; the address keeps it (`#batches`), so a reload or a link opens the same view. */
+function ViewTabs({ view, setView }) {
+  const tab = (name, label) =>
+    html`<button
+      type="button"
+      role="tab"
+      class=${view === name ? 'tab current' : 'tab'}
+      aria-selected=${view === name}
+      data-view=${name}
+      onClick=${() => setView(name)}
+    >
+      ${label}
+    </button>`;
+  return html`<nav class="tabs" role="tablist">${tab('queues', 'Queues')}${tab('batches', 'Batches')}</nav>`;
+}
+
 function App() {
+  const [view, setViewState] = useState(location.hash === '#batches' ? 'batches' : 'queues');
+  const [batch, setBatch] = useState(null);
+  const setView = useCallback((name) => {
+    history.replaceState(null, '', name === 'batches' ? '#batches' : location.pathname);
+    setViewState(name);
+  }, []);
   const [query, setQuery] = useState({ filter: '', problems: false, sort: 'name', offset: 0, limit: 50 });
   // Bumped after every action: the matrix and the peeked lists are read again at once.
   const [version, setVersion] = useState(0);
@@ -91,6 +115,7 @@ function App() {
       <${Summary} matrix=${matrix} error=${error} at=${at} />
       <${TokenBar} onChange=${() => setVersion((v) => v + 1)} />
     </header>
+    <${ViewTabs} view=${view} setView=${setView} />
     ${
       notice
         ? html`<p class=${`notice ${notice.kind}`} role="status">
@@ -99,25 +124,32 @@ function App() {
           </p>`
         : null
     }
-    <div class="layout">
-      <div class="main-column">
-        <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
-        <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
-        <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
-      </div>
-      ${
-        selected
-          ? html`<${QueueDetails}
-              key=${`${selected.queue}|${selected.tenant}`}
-              selected=${selected}
-              matrix=${matrix}
-              version=${version}
-              act=${setPending}
-              onClose=${() => setSelected(null)}
-            />`
-          : null
-      }
-    </div>
+    ${
+      view === 'batches'
+        ? html`<div class="layout">
+            <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} /></div>
+            ${batch ? html`<${BatchDetails} key=${batch} id=${batch} onClose=${() => setBatch(null)} />` : null}
+          </div>`
+        : html`<div class="layout">
+            <div class="main-column">
+              <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
+              <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
+              <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
+            </div>
+            ${
+              selected
+                ? html`<${QueueDetails}
+                    key=${`${selected.queue}|${selected.tenant}`}
+                    selected=${selected}
+                    matrix=${matrix}
+                    version=${version}
+                    act=${setPending}
+                    onClose=${() => setSelected(null)}
+                  />`
+                : null
+            }
+          </div>`
+    }
     ${pending ? html`<${ConfirmDialog} pending=${pending} onConfirm=${run} onCancel=${() => setPending(null)} />` : null}
   </main>`;
 }

@@ -117,6 +117,7 @@ export {
 export { createLogger, type Logger } from './logging/logger.js';
 export { BatchFold, batchState, isComplete, jobState, type BatchCounts, type TrackedBatch, type TrackedJob } from './batch/batch-fold.js';
 export { Tracker, readTracking, type TrackerOptions } from './batch/tracker.js';
+export { batchView, jobView, jobSummary, type JobView, type JobSummary } from './batch/batch-views.js';
 export { TrackingReader, ensureTrackingStream } from './batch/tracking-reader.js';
 export type { SettledReport, CreatedReport, AnnouncedReport, TrackingRecord, SettlementOutcome } from './batch/tracking-report.js';
 export { BATCH_ID, isBatchId, checkBatchId } from './util/batch-id.js';

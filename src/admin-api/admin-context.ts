@@ -1,3 +1,4 @@
+import type { BatchFold } from '../batch/batch-fold.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { ManagementApi } from '../security/management-api.js';
@@ -15,6 +16,8 @@ export interface AdminContext {
   serializer: Serializer;
   /** The management API of a configuration (its URL may change with the file). */
   api(config: CompiledConfig): ManagementApi;
+  /** Batch state, followed from the tracking stream by one reader for the server's life (TrackingFollower). */
+  batches: { fold(): Promise<BatchFold> };
 }
 
 export function managementApiOf(config: CompiledConfig): ManagementApi {

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { TrackingFollower } from '../batch/tracking-follower.js';
 import { loadDashboard } from '../dashboard/dashboard.js';
 import type { Logger } from '../logging/logger.js';
 import { loadAllStages } from '../stage/stage-loader.js';
@@ -57,7 +58,10 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // cannot be loaded stops the start (StageNotFoundError) rather than let a used queue be deleted.
   const stages = options.stages ?? (await loadAllStages(config)).map((stage) => stage.metadata);
   const serializer = new Serializer();
-  const ctx: AdminContext = { configFile, stages, log, serializer, api: managementApiOf };
+  // One reader of the tracking stream for the server's life, not a replay per request. It reads
+  // the prefix and broker of the file as it is now: a change to those needs a restart.
+  const batches = new TrackingFollower(config, log);
+  const ctx: AdminContext = { configFile, stages, log, serializer, api: managementApiOf, batches };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
   const router = new Router([...adminRoutes(ctx), ...dashboard.routes]);
@@ -112,6 +116,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     });
   });
   server.on('error', (err) => log.error('admin server error', { error: err.message }));
+  // In the background: the queue endpoints answer without the broker's stream, and a long replay
+  // (or a broker away) must not hold up the start; batch requests wait for it, within a bound.
+  batches.start();
   const port = (server.address() as AddressInfo).port;
   log.info('admin API listening', {
     host,
@@ -134,6 +141,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         timer.unref();
         await closed;
         clearTimeout(timer);
+        await batches.close();
       })();
       return closing;
     },

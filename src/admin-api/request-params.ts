@@ -44,3 +44,22 @@ export function checkScope(config: CompiledConfig, queue: string, tenant: string
     throw new ApiError(400, 'INVALID_REQUEST', `queue "${queue}" is shared (one queue for every tenant): drop ?tenant=`);
   }
 }
+
+/** A whole number in [min, max] from the query, or `fallback` when absent or empty. */
+export function integerParam(query: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
+  const text = query.get(name);
+  if (text === null || text === '') return fallback;
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || value < min || value > max) {
+    throw new ApiError(400, 'INVALID_REQUEST', `?${name}=: "${text}" is not a whole number from ${min} to ${max}`);
+  }
+  return value;
+}
+
+/** A state word for a filter (`?state=running`, `?state=failed`): lower-case letters and `_`; undefined when absent or empty. */
+export function stateParam(query: URLSearchParams): string | undefined {
+  const state = query.get('state');
+  if (state === null || state === '') return undefined;
+  if (!/^[a-z_]{1,32}$/.test(state)) throw new ApiError(400, 'INVALID_REQUEST', `?state=: "${state}" is not a state word`);
+  return state;
+}

@@ -1,4 +1,5 @@
 import type { AdminContext } from './admin-context.js';
+import { batchDetails, batchDirective, batchJobs, jobDetails, listBatches, tenantDirective } from './batch-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
 import { deleteQueue } from './delete-handler.js';
@@ -6,8 +7,9 @@ import { changeState, listQueues, queueDetails } from './queue-handlers.js';
 import type { ApiRequest, ApiResponse, Route } from './router.js';
 
 const BASE = '/ojs/v1/queues';
+const BATCHES = '/ojs/v1/batches';
 
-/** Every endpoint of the admin API (seeds/001 section 9, plus the states of 5.1). */
+/** Every endpoint of the admin API (seeds/001 section 9, plus the states of 5.1, plus batch and job status). */
 export function adminRoutes(ctx: AdminContext): Route[] {
   const bind =
     (handler: (ctx: AdminContext, request: ApiRequest) => Promise<ApiResponse>) =>
@@ -25,5 +27,14 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: `${BASE}/{name}/pause`, mutating: true, handle: bind(changeState('pause')) },
     { method: 'POST', path: `${BASE}/{name}/resume`, mutating: true, handle: bind(changeState('resume')) },
     { method: 'POST', path: `${BASE}/{name}/drain`, mutating: true, handle: bind(changeState('drain')) },
+    { method: 'GET', path: BATCHES, mutating: false, handle: bind(listBatches) },
+    { method: 'GET', path: `${BATCHES}/{id}`, mutating: false, handle: bind(batchDetails) },
+    { method: 'GET', path: `${BATCHES}/{id}/jobs`, mutating: false, handle: bind(batchJobs) },
+    { method: 'POST', path: `${BATCHES}/{id}/cancel`, mutating: true, handle: bind(batchDirective('cancel')) },
+    { method: 'POST', path: `${BATCHES}/{id}/pause`, mutating: true, handle: bind(batchDirective('pause')) },
+    { method: 'POST', path: `${BATCHES}/{id}/resume`, mutating: true, handle: bind(batchDirective('resume')) },
+    { method: 'POST', path: '/ojs/v1/tenants/{tenant}/pause', mutating: true, handle: bind(tenantDirective('pause')) },
+    { method: 'POST', path: '/ojs/v1/tenants/{tenant}/resume', mutating: true, handle: bind(tenantDirective('resume')) },
+    { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, handle: bind(jobDetails) },
   ];
 }

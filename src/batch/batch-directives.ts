@@ -275,3 +275,8 @@ async function record(
     await publisher.close();
   }
 }
+
+/** The batch directives by name: the command line and the admin API take them from here. */
+export const BATCH_DIRECTIVES = { cancel: cancelBatch, pause: pauseBatch, resume: resumeBatch } as const;
+/** The tenant directives by name. */
+export const TENANT_DIRECTIVES = { pause: pauseTenant, resume: resumeTenant } as const;

@@ -12,6 +12,12 @@ export interface TrackerOptions {
   connection?: AmqpConnection;
   /** Told of every batch announced (tests, the CLI's log line). */
   onCompleted?: (batch: TrackedBatch) => void;
+  /**
+   * False for a reader that only shows state (the admin API's TrackingFollower): it publishes no
+   * event and appends no `announced` record, so it may run beside the one announcing tracker.
+   * @defaultValue true
+   */
+  announce?: boolean;
 }
 
 /**
@@ -44,12 +50,14 @@ export class Tracker {
   static async start(config: CompiledConfig, options: TrackerOptions): Promise<Tracker> {
     const tracker = new Tracker(config, options);
     const connection = options.connection ?? (tracker.ownConnection = await openConnection(config, options.log, 'stagecoach-tracker'));
-    tracker.events = new EventPublisher(config, { source: 'stagecoach/tracker', log: options.log, connection: () => connection });
+    if (options.announce !== false) {
+      tracker.events = new EventPublisher(config, { source: 'stagecoach/tracker', log: options.log, connection: () => connection });
+    }
     tracker.reader = await TrackingReader.open(connection, config, options.log, (record) => tracker.onRecord(record));
     await tracker.reader.caughtUp();
-    tracker.live = true;
+    tracker.live = options.announce !== false;
     // Batches that completed while no tracker ran, and were never announced.
-    for (const batch of tracker.fold.batches.values()) if (isComplete(batch)) tracker.announce(batch);
+    if (tracker.live) for (const batch of tracker.fold.batches.values()) if (isComplete(batch)) tracker.announce(batch);
     await tracker.settled();
     options.log.info('tracker caught up', { batches: tracker.fold.batches.size, jobs: tracker.fold.jobs.size });
     return tracker;

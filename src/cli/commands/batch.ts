@@ -1,4 +1,5 @@
-import { batchState, jobState, type BatchFold, type TrackedBatch } from '../../batch/batch-fold.js';
+import { batchState, type BatchFold } from '../../batch/batch-fold.js';
+import { batchView, jobView } from '../../batch/batch-views.js';
 import { readTracking, Tracker } from '../../batch/tracker.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
@@ -21,23 +22,6 @@ export async function tracker(opts: { config?: string }): Promise<number> {
     await running.close();
   }
   return EXIT_OK;
-}
-
-/** The DESIGN.md shape of `batch status --json`, with the phase-1 extras (`announced`, `refused`, `conflicts`). */
-export function batchView(batch: TrackedBatch): Record<string, unknown> {
-  return {
-    id: batch.id,
-    tenant: batch.tenant ?? null,
-    state: batchState(batch),
-    jobs: { ...batch.counts },
-    announced: batch.announced,
-    cancelled: batch.cancelled,
-    paused: batch.paused,
-    refused: batch.refused,
-    conflicts: batch.conflicts,
-    first_seen: batch.first_seen,
-    last_seen: batch.last_seen,
-  };
 }
 
 /** `stagecoach batch status <B> [--json]` (read from the stream: no tracker needed). */
@@ -81,35 +65,13 @@ export async function jobStatus(id: string, opts: { json?: boolean; config?: str
   const fold = await read(opts.config);
   const job = fold.job(id);
   if (job === undefined) throw new StagecoachError('NOT_FOUND', `no tracking report names job "${id}" (only jobs in a batch are tracked)`);
-  const last = job.reports.at(-1);
-  const error = [...job.reports].reverse().find((report) => report.error !== undefined)?.error;
-  const view = {
-    id: job.id,
-    batch: job.batch,
-    tenant: job.tenant ?? null,
-    type: job.type ?? null,
-    queue: job.queue ?? null,
-    state: jobState(job),
-    outcome: job.final?.outcome ?? null,
-    attempts: Math.max(0, ...job.reports.map((report) => report.attempt)),
-    stage: last?.stage ?? null,
-    error: error ?? null,
-    parent: job.parent ?? null,
-    children: [...job.children],
-    conflict: job.conflict,
-    history: job.reports.map((report) => ({
-      at: report.at,
-      stage: report.stage,
-      outcome: report.outcome,
-      attempt: report.attempt,
-      ...(job.retracted.has(report.id) ? { retracted: true } : {}),
-    })),
-  };
+  const view = jobView(job);
+  const { error } = view;
   if (opts.json) process.stdout.write(`${JSON.stringify(view)}\n`);
   else {
     process.stdout.write(
       `job ${view.id} (batch ${view.batch}, tenant ${view.tenant ?? '-'}): ${view.state}, ${view.attempts} attempt(s), last at stage ${view.stage ?? '-'}\n` +
-        (error === undefined ? '' : `  error: ${error.type}: ${error.message}\n`) +
+        (error === null ? '' : `  error: ${error.type}: ${error.message}\n`) +
         `  children: ${view.children.length === 0 ? '-' : view.children.join(', ')}\n`,
     );
   }

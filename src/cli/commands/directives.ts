@@ -1,34 +1,31 @@
-import { cancelBatch, pauseBatch, pauseTenant, resumeBatch, resumeTenant, type DirectiveResult } from '../../batch/batch-directives.js';
+import { BATCH_DIRECTIVES, TENANT_DIRECTIVES, type DirectiveResult } from '../../batch/batch-directives.js';
 import { loadConfig } from '../../config/load-config.js';
 import { createLogger } from '../../logging/logger.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { checkTenantSlug } from '../../util/tenant-slug.js';
 
-const BATCH_ACTIONS = { cancel: cancelBatch, pause: pauseBatch, resume: resumeBatch } as const;
-const TENANT_ACTIONS = { pause: pauseTenant, resume: resumeTenant } as const;
-
 /** `stagecoach batch cancel|pause|resume <B> [--json]` (docs/batches.md). */
 export async function batchDirective(
-  action: keyof typeof BATCH_ACTIONS,
+  action: keyof typeof BATCH_DIRECTIVES,
   id: string,
   opts: { json?: boolean; config?: string },
 ): Promise<number> {
   const config = await loadConfig(opts.config);
   const log = createLogger({ service: 'stagecoach', command: `batch ${action}` });
-  print(await BATCH_ACTIONS[action](config, id, log), opts.json);
+  print(await BATCH_DIRECTIVES[action](config, id, log), opts.json);
   return EXIT_OK;
 }
 
 /** `stagecoach tenant pause|resume <T> [--json]`: every job of the tenant, at every stage. */
 export async function tenantDirective(
-  action: keyof typeof TENANT_ACTIONS,
+  action: keyof typeof TENANT_DIRECTIVES,
   name: string,
   opts: { json?: boolean; config?: string },
 ): Promise<number> {
   const tenant = checkTenantSlug(name, 'tenant');
   const config = await loadConfig(opts.config);
   const log = createLogger({ service: 'stagecoach', command: `tenant ${action}` });
-  print(await TENANT_ACTIONS[action](config, tenant, log), opts.json);
+  print(await TENANT_DIRECTIVES[action](config, tenant, log), opts.json);
   return EXIT_OK;
 }
 
