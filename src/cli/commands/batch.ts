@@ -23,7 +23,7 @@ export async function tracker(opts: { config?: string }): Promise<number> {
   return EXIT_OK;
 }
 
-/** The DESIGN.md shape of `batch status --json`, with the phase-1 extras (`announced`, `refused`, `conflicts`). */
+/** The DESIGN.md shape of `batch status --json`, with the extras (`announced`, `refused`, `conflicts`, `callbacks`). */
 export function batchView(batch: TrackedBatch): Record<string, unknown> {
   return {
     id: batch.id,
@@ -33,6 +33,8 @@ export function batchView(batch: TrackedBatch): Record<string, unknown> {
     announced: batch.announced,
     refused: batch.refused,
     conflicts: batch.conflicts,
+    // The names of the callbacks its roots declared (docs/batches.md, Callbacks).
+    callbacks: Object.keys(batch.callbacks ?? {}),
     first_seen: batch.first_seen,
     last_seen: batch.last_seen,
   };
