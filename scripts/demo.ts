@@ -1,15 +1,27 @@
 /**
  * The example pipeline end to end, in one process: `npm start`.
  *
- * Starts every stage of config/pipeline.json for every tenant (what `stagecoach dev` runs),
- * publishes one scan per tenant, waits for the exporter's results and prints them. Exits 0 when
- * every tenant's scan is complete, 1 on timeout or failure. Env: AMQP_URL, STAGECOACH_CONFIG,
- * LOG_LEVEL (default warn: stdout carries the summary, stderr the logs).
+ * Starts every stage of config/pipeline.json for every tenant (what `stagecoach dev` runs) and a
+ * batch tracker, publishes one scan per tenant as a batch (`<tenant>-scan-<n>`), waits for the
+ * tracker to announce each batch complete (`batch.completed`), and prints each scan's counts and
+ * the exporter's findings. Exits 0 when every tenant's scan completed with no failed job, 1 on
+ * timeout or failure. Env: AMQP_URL, STAGECOACH_CONFIG, LOG_LEVEL (default warn: stdout carries
+ * the summary, stderr the logs).
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createLogger, devInstances, loadAllStages, loadConfig, Publisher, StageGroup } from '../src/index.js';
+import {
+  createLogger,
+  devInstances,
+  loadAllStages,
+  loadConfig,
+  Publisher,
+  StageGroup,
+  Tracker,
+  type BatchCounts,
+  type TrackedBatch,
+} from '../src/index.js';
 import { purge } from '../src/testing/index.js';
 import type { ResultLine } from '../stages/exporter.stage.js';
 import { readScanResults, scanComplete } from '../stages/lib/results.js';
@@ -39,43 +51,81 @@ async function main(): Promise<number> {
   void group.failed.then((err) => (failure = err));
   const stop = () => void group.stop().finally(() => process.exit(130));
   process.once('SIGINT', stop).once('SIGTERM', stop);
+  let tracker: Tracker | undefined;
   try {
     const started = Date.now();
     await group.start(true);
+    // The tracker announces each scan complete: it folds the settlement reports every stage
+    // appends to the tracking stream and publishes `batch.completed` (docs/batches.md).
+    const announced = new Map<string, TrackedBatch>();
+    tracker = await Tracker.start(config, { log, onCompleted: (batch) => announced.set(batch.id, batch) });
     const publisher = await Publisher.connect(config, { log });
-    const scans = new Map<string, string>();
+    // tenant -> its scan: the batch id, and the scan job's id, which is the scan id on every
+    // result line (the results of this run are told apart from any older line by it).
+    const scans = new Map<string, { batch: string; job: string }>();
     try {
-      // The scan job's id becomes the scan id on every result line: the results of this run
-      // are told apart from any older line by it.
       for (const tenant of config.tenants) {
-        scans.set(tenant, await publisher.publish('scan_specs', { type: 'scan.folder', args: [tenant], tenant }));
+        const batch = nextScanBatch(tracker, tenant);
+        scans.set(tenant, { batch, job: await publisher.publish('scan_specs', { type: 'scan.folder', args: [tenant], tenant, batch }) });
       }
     } finally {
       await publisher.close();
     }
 
-    const results = new Map<string, ResultLine[]>();
-    for (;;) {
-      for (const [tenant, scanId] of scans) results.set(tenant, await readScanResults(resultsFile(tenant), scanId));
-      if ([...results.values()].every(scanComplete)) break;
+    while (![...scans.values()].every(({ batch }) => announced.has(batch))) {
       if (failure) throw failure;
       if (Date.now() - started > TIMEOUT_MS) {
-        const progress = [...results].map(([tenant, lines]) => `${tenant} ${lines.length}/${lines[0]?.scan_total ?? '?'}`);
-        console.error(`demo: timed out after ${TIMEOUT_MS / 1000} s waiting for results (${progress.join(', ')} documents).`);
-        console.error(`demo: look for dead letters, e.g. \`stagecoach dead list conversions --tenant acme --config ${CONFIG_FILE}\`.`);
+        const progress = [...scans].map(([tenant, { batch }]) => {
+          const counts = tracker?.batch(batch)?.counts;
+          return `${tenant} ${counts === undefined ? 'nothing reported' : `${counts.completed}/${counts.known} jobs done, ${counts.failed} failed`}`;
+        });
+        console.error(`demo: timed out after ${TIMEOUT_MS / 1000} s waiting for the scans to complete (${progress.join('; ')}).`);
+        console.error(`demo: look at \`stagecoach batch list --config ${CONFIG_FILE}\` and the dead letters, e.g.`);
+        console.error(`demo: \`stagecoach dead list conversions --tenant acme --config ${CONFIG_FILE}\`.`);
         return 1;
       }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     console.log(`Scanned ${config.tenants.length} tenants in ${((Date.now() - started) / 1000).toFixed(1)} s; results in ${resultsDir}\n`);
-    for (const [tenant, lines] of results) console.log(summary(tenant, lines));
+    let ok = true;
+    for (const [tenant, { batch, job }] of scans) {
+      const done = announced.get(batch) as TrackedBatch;
+      // Complete means every job settled, so every document the exporter was sent has its line.
+      const lines = await readScanResults(resultsFile(tenant), job);
+      console.log(`${tenant}: scan ${batch} completed (batch.completed): ${jobCounts(done.counts)}`);
+      console.log(summary(lines));
+      if (done.counts.failed > 0 || !scanComplete(lines)) ok = false;
+    }
+    if (!ok) {
+      console.error(
+        `demo: a scan had failed jobs or missing documents; see \`stagecoach dead list conversions --tenant acme --config ${CONFIG_FILE}\`.`,
+      );
+      return 1;
+    }
     return 0;
   } finally {
+    await tracker?.close();
     await group.stop();
   }
 }
 
-function summary(tenant: string, lines: readonly ResultLine[]): string {
+/**
+ * The tenant's next scan batch, `<tenant>-scan-<n>`: one past the highest the tracking stream
+ * remembers (the tracker replayed it at start). A batch id is never reused while the stream keeps
+ * it: a finished batch that gained a root would go back to running and never be announced again.
+ */
+function nextScanBatch(tracker: Tracker, tenant: string): string {
+  const pattern = new RegExp(`^${tenant}-scan-(\\d+)$`);
+  let highest = 0;
+  for (const id of tracker.fold.batches.keys()) highest = Math.max(highest, Number(pattern.exec(id)?.[1] ?? 0));
+  return `${tenant}-scan-${highest + 1}`;
+}
+
+function jobCounts(counts: BatchCounts): string {
+  return `${counts.known} jobs, ${counts.completed} completed, ${counts.failed} failed`;
+}
+
+function summary(lines: readonly ResultLine[]): string {
   const findings = lines.flatMap((line) => line.findings);
   const kinds = (['email', 'card', 'national_id'] as const)
     .map((kind) => `${kind} ${findings.filter((finding) => finding.kind === kind).length}`)
@@ -85,7 +135,7 @@ function summary(tenant: string, lines: readonly ResultLine[]): string {
     const found = line.findings.map((finding) => `${finding.kind} ${finding.value}`).join(', ') || '(nothing found)';
     return `  ${line.document.padEnd(width)}  ${found}`;
   });
-  return [`${tenant}: ${lines.length} documents, ${findings.length} findings (${kinds})`, ...rows, ''].join('\n');
+  return [`  ${lines.length} documents, ${findings.length} findings (${kinds})`, ...rows.map((row) => `  ${row}`), ''].join('\n');
 }
 
 main().then(

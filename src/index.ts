@@ -118,6 +118,8 @@ export { createLogger, type Logger } from './logging/logger.js';
 export { BatchFold, batchState, isComplete, jobState, type BatchCounts, type TrackedBatch, type TrackedJob } from './batch/batch-fold.js';
 export { Tracker, readTracking, type TrackerOptions } from './batch/tracker.js';
 export { batchView, jobView, jobSummary, type JobView, type JobSummary } from './batch/batch-views.js';
+export { CALLBACK_NAMES, callbackJobId, callbacksToRun, checkCallbacks, type CallbackMeta } from './batch/batch-callbacks.js';
+export type { BatchCallbacks, CallbackName, CallbackSpec } from './job/job.types.js';
 export { TrackingReader, ensureTrackingStream } from './batch/tracking-reader.js';
 export type { SettledReport, CreatedReport, AnnouncedReport, TrackingRecord, SettlementOutcome } from './batch/tracking-report.js';
 export { BATCH_ID, isBatchId, checkBatchId } from './util/batch-id.js';

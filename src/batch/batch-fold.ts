@@ -1,3 +1,4 @@
+import type { BatchCallbacks } from '../job/job.types.js';
 import { FINAL_OUTCOMES, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
 
 /** Where a job of a batch stands, derived from every report about it (see {@link BatchFold}). */
@@ -58,6 +59,11 @@ export interface TrackedBatch {
   refused: number;
   /** Jobs with two different final outcomes (the first stands; see docs/batches.md). */
   conflicts: number;
+  /**
+   * The callbacks its roots declared (in their `created` reports): per name, the first
+   * declaration stands. The tracker publishes them when it announces the batch.
+   */
+  callbacks?: BatchCallbacks;
   /** ISO 8601 of the first and the latest record about it. */
   first_seen: string;
   last_seen: string;
@@ -133,6 +139,8 @@ export class BatchFold {
     job.queue = record.queue;
     if (record.kind === 'created') {
       job.created = true;
+      // Per name the first declaration stands (a second root naming another on_success is ignored).
+      if (record.callbacks !== undefined) batch.callbacks = { ...record.callbacks, ...batch.callbacks };
     } else {
       if (job.reports.some((seen) => seen.id === record.id)) return {};
       job.reports.push(record);

@@ -17,6 +17,8 @@ export function batchView(batch: TrackedBatch): Record<string, unknown> {
     paused: batch.paused,
     refused: batch.refused,
     conflicts: batch.conflicts,
+    // The names of the callbacks its roots declared (docs/batches.md, Callbacks).
+    callbacks: Object.keys(batch.callbacks ?? {}),
     first_seen: batch.first_seen,
     last_seen: batch.last_seen,
   };

@@ -1,9 +1,14 @@
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
+import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { EventPublisher } from '../events/event-publisher.js';
 import type { Logger } from '../logging/logger.js';
-import { BatchFold, isComplete, type TrackedBatch } from './batch-fold.js';
-import { stamp, type AnnouncedReport, type TrackingRecord } from './tracking-report.js';
+import { coreTopology } from '../topology/build-topology.js';
+import { BatchFold, batchState, isComplete, type TrackedBatch } from './batch-fold.js';
+import { identitiesOf } from '../security/broker-users.js';
+import { withTrustedCallbacks, type BatchEnd } from './batch-callbacks.js';
+import { CallbackPublisher } from './callback-publisher.js';
+import { stamp, type AnnouncedReport, type CreatedReport, type TrackingRecord } from './tracking-report.js';
 import { TrackingReader } from './tracking-reader.js';
 
 export interface TrackerOptions {
@@ -22,15 +27,18 @@ export interface TrackerOptions {
 
 /**
  * `stagecoach tracker` as a library class: replays the tracking stream from its first offset
- * into a {@link BatchFold}, then follows it. When a batch completes it publishes
- * `batch.completed` on `<prefix>.events` (routing key `batch.completed`, subject the batch id,
- * data `{ batch, tenant, jobs, failed }`) and appends an `announced` record to the stream.
+ * into a {@link BatchFold}, then follows it. When a batch completes it announces it: publishes
+ * the batch's callback jobs (OJS `on_complete` / `on_success` / `on_failure`, see
+ * CallbackPublisher), then `batch.completed` on `<prefix>.events` (routing key
+ * `batch.completed`, subject the batch id, data `{ batch, tenant, jobs, failed, callbacks? }`),
+ * then appends an `announced` record to the stream.
  *
  * Announcements: at most once per tracker instance, and not again after a restart, because the
  * replay reads the `announced` records; nothing is announced before the replay caught up with
- * the stream as it was at start. The event goes before its record, so a crash between the two
- * announces it again after the restart (at-least-once across crashes), and two trackers running
- * at once may both announce a batch (docs/batches.md).
+ * the stream as it was at start. The callbacks and the event go before the record, so a crash
+ * between them announces the batch again after the restart, callbacks included (at-least-once
+ * across crashes; a callback job keeps its id, so consumers can drop the repeat), and two
+ * trackers running at once may both announce a batch (docs/batches.md).
  */
 export class Tracker {
   readonly fold = new BatchFold();
@@ -39,6 +47,7 @@ export class Tracker {
   private readonly announced = new Set<string>();
   private readonly pending = new Set<Promise<void>>();
   private events: EventPublisher | undefined;
+  private callbacks: CallbackPublisher | undefined;
   private ownConnection: AmqpConnection | undefined;
 
   private constructor(
@@ -52,8 +61,12 @@ export class Tracker {
     const connection = options.connection ?? (tracker.ownConnection = await openConnection(config, options.log, 'stagecoach-tracker'));
     if (options.announce !== false) {
       tracker.events = new EventPublisher(config, { source: 'stagecoach/tracker', log: options.log, connection: () => connection });
+      // Callback jobs enter by the root and direct exchanges, as a Publisher's do (with tenant users
+      // `provision` declared them: the tracker's user may not).
+      if (!config.security.tenantUsers) await declareTopology(connection, coreTopology(config), options.log);
+      tracker.callbacks = new CallbackPublisher(config, connection, options.log);
     }
-    tracker.reader = await TrackingReader.open(connection, config, options.log, (record) => tracker.onRecord(record));
+    tracker.reader = await TrackingReader.open(connection, config, options.log, (record, userId) => tracker.onRecord(record, userId));
     await tracker.reader.caughtUp();
     tracker.live = options.announce !== false;
     // Batches that completed while no tracker ran, and were never announced.
@@ -75,14 +88,18 @@ export class Tracker {
   }
 
   async close(): Promise<void> {
+    // Callbacks waiting to be tried again give up (their batch is announced again by the next
+    // tracker); announcements under way finish.
+    this.callbacks?.stop();
     await this.settled();
+    await this.callbacks?.close();
     await this.reader?.close();
     await this.events?.close();
     if (this.ownConnection !== undefined) await this.ownConnection.close().catch(() => undefined);
   }
 
-  private onRecord(record: TrackingRecord): void {
-    const result = this.fold.apply(record);
+  private onRecord(record: TrackingRecord, userId: string | undefined): void {
+    const result = this.fold.apply(trustedRecord(this.config, record, userId, this.options.log));
     if (result.refused !== undefined) {
       this.options.log.warn('tracking report refused', { reason: result.refused, ...('job' in record ? { job_id: record.job } : {}) });
     }
@@ -92,13 +109,20 @@ export class Tracker {
   private announce(batch: TrackedBatch): void {
     if (batch.announced || this.announced.has(batch.id)) return;
     this.announced.add(batch.id);
-    const { counts } = batch;
+    // The counts and the end as they are now: a late root may change them before the work runs.
+    const counts = { ...batch.counts };
+    // A cancelled batch runs on_complete only.
+    const state = batchState(batch);
+    const end: BatchEnd = { cancelled: state === 'cancelled', failed: counts.failed };
     const work = (async () => {
+      const callbacks = (await this.callbacks?.run(batch, end, counts)) ?? {};
       await this.events?.publish('batch.completed', batch.id, {
         batch: batch.id,
         ...(batch.tenant === undefined ? {} : { tenant: batch.tenant }),
-        jobs: { ...counts },
+        state,
+        jobs: counts,
         failed: counts.failed > 0,
+        ...(Object.keys(callbacks).length === 0 ? {} : { callbacks }),
       });
       await this.reader?.append(stamp<AnnouncedReport>({ kind: 'announced', batch: batch.id }));
       this.options.log.info('batch completed', { batch: batch.id, tenant: batch.tenant, ...counts });
@@ -123,11 +147,36 @@ export async function readTracking(config: CompiledConfig, log: Logger): Promise
   const connection = await openConnection(config, log, 'stagecoach-batch-status');
   try {
     const fold = new BatchFold();
-    const reader = await TrackingReader.open(connection, config, log, (record) => fold.apply(record));
+    const reader = await TrackingReader.open(connection, config, log, (record, userId) =>
+      fold.apply(trustedRecord(config, record, userId, log)),
+    );
     await reader.caughtUp();
     await reader.close();
     return fold;
   } finally {
     await connection.close().catch(() => undefined);
   }
+}
+
+/**
+ * What of a record is taken, with `security.tenantUsers`, by who wrote it (its broker-validated
+ * `user_id`). Callbacks only from a `created` record whose user could write it for the batch's
+ * tenant: the tracker publishes them with its own (trusted) user, so a tenant's producer must not
+ * make it publish jobs for another tenant; the record still counts. A directive record only from
+ * the operator or the internal user (batch-directives.ts): it changes a batch's state word.
+ */
+export function trustedRecord(config: CompiledConfig, record: TrackingRecord, userId: string | undefined, log: Logger): TrackingRecord {
+  if (record.kind === 'directive' && config.security.tenantUsers && !(userId !== undefined && identitiesOf(config).trusted(userId))) {
+    log.warn('batch directive record ignored: not written by the operator or the internal user', { ...record, user_id: userId });
+    return { kind: 'mark', id: record.id, at: record.at };
+  }
+  const trusted = withTrustedCallbacks(config, record, userId);
+  if (trusted !== record) {
+    log.warn('batch callbacks ignored: written by a broker user that may not act for the batch tenant', {
+      batch: (record as CreatedReport).batch,
+      tenant: (record as CreatedReport).tenant,
+      user_id: userId,
+    });
+  }
+  return trusted;
 }

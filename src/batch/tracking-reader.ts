@@ -40,6 +40,13 @@ export async function ensureTrackingStream(connection: AmqpConnection, config: C
 }
 
 /**
+ * Told of every record in stream order, with the `user_id` of the message that held it: the
+ * broker validates it (a publisher cannot claim another user's), so with `security.tenantUsers`
+ * it says who wrote the record.
+ */
+export type RecordHandler = (record: TrackingRecord, userId: string | undefined) => void;
+
+/**
  * Reads the tracking stream from its first offset (a replay) and goes on reading what is
  * appended, handing every record to `onRecord` in stream order. `caughtUp()` publishes a `mark`
  * record and resolves once the reader has read it: everything published before the call has
@@ -53,16 +60,11 @@ export class TrackingReader {
     private readonly channel: Channel,
     private readonly publisher: ConfirmPublisher,
     private readonly stream: string,
-    private readonly onRecord: (record: TrackingRecord) => void,
+    private readonly onRecord: RecordHandler,
     private readonly log: Logger,
   ) {}
 
-  static async open(
-    connection: AmqpConnection,
-    config: CompiledConfig,
-    log: Logger,
-    onRecord: (record: TrackingRecord) => void,
-  ): Promise<TrackingReader> {
+  static async open(connection: AmqpConnection, config: CompiledConfig, log: Logger, onRecord: RecordHandler): Promise<TrackingReader> {
     await ensureTrackingStream(connection, config);
     const stream = new BrokerNames(config.prefix).tracking;
     const channel = await connection.createChannel();
@@ -109,6 +111,7 @@ export class TrackingReader {
       this.log.debug('skipping a message that holds no tracking record', { stream: this.stream });
       return;
     }
+    const userId = typeof message.properties.userId === 'string' ? message.properties.userId : undefined;
     for (const record of records) {
       if (record.kind === 'mark') {
         const resolve = this.waiting.get(record.id);
@@ -118,7 +121,7 @@ export class TrackingReader {
         }
         continue;
       }
-      this.onRecord(record);
+      this.onRecord(record, userId);
     }
   }
 }

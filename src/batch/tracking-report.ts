@@ -1,3 +1,4 @@
+import type { BatchCallbacks } from '../job/job.types.js';
 import { uuidv7 } from '../job/uuid-v7.js';
 
 /**
@@ -56,6 +57,8 @@ export interface CreatedReport {
   tenant?: string;
   queue: string;
   type?: string;
+  /** The batch's callbacks, when this root declares them (checked by the publisher; see batch-callbacks.ts). */
+  callbacks?: BatchCallbacks;
   at: string;
 }
 

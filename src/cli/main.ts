@@ -126,6 +126,12 @@ export function buildProgram(): Command {
     .option('--meta <json>', 'job meta, a JSON object')
     .addOption(tenantOption())
     .option('--batch <id>', 'start the job in this batch: every job emitted downstream of it joins it (docs/batches.md)')
+    .option(
+      '--on-complete <json>',
+      'with --batch: a job the tracker publishes when the batch completes, e.g. {"queue":"q","type":"t","args":[]}',
+    )
+    .option('--on-success <json>', 'with --batch: a job the tracker publishes when the batch completes with no failed job')
+    .option('--on-failure <json>', 'with --batch: a job the tracker publishes when the batch completes with a failed job')
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
     .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
     .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')

@@ -70,4 +70,30 @@ export interface PublishSpec extends JobSpec {
    * stream before publishing it (docs/batches.md). A batch belongs to one tenant.
    */
   batch?: string;
+  /**
+   * Jobs the batch tracker publishes when the batch completes (OJS batch workflow callbacks);
+   * only with `batch`. Recorded in the root's `created` report (docs/batches.md, Callbacks).
+   */
+  callbacks?: BatchCallbacks;
 }
+
+/** The names of the OJS batch callbacks. */
+export type CallbackName = 'on_complete' | 'on_success' | 'on_failure';
+
+/**
+ * A callback job as a batch declares it: where it goes and what it is. It is published with the
+ * batch's tenant (`tenant`, when given, must be that tenant), outside the batch, with an id made
+ * from the batch id and the callback's name (docs/batches.md, Callbacks).
+ */
+export interface CallbackSpec {
+  queue: string;
+  type: string;
+  args?: unknown[];
+  tenant?: string;
+  meta?: Record<string, unknown>;
+  /** AMQP headers, e.g. the variant header. */
+  headers?: Record<string, HeaderValue>;
+}
+
+/** OJS batch callbacks: `on_complete` always, `on_success` when no job failed, `on_failure` when one did. */
+export type BatchCallbacks = Partial<Record<CallbackName, CallbackSpec>>;

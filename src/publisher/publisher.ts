@@ -1,14 +1,14 @@
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
-import { JobRouter } from '../broker/job-router.js';
-import type { CompiledConfig } from '../config/config.types.js';
+import { JobRouter, typeAllowed } from '../broker/job-router.js';
+import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
-import { TenantRequiredError } from '../errors/errors.js';
+import { ConfigError, StagecoachError, TenantRequiredError } from '../errors/errors.js';
 import { EventPublisher } from '../events/event-publisher.js';
 import { QueueFullReporter } from '../events/queue-full-reporter.js';
 import { createJob } from '../job/envelope.js';
-import type { Job, PublishSpec } from '../job/job.types.js';
+import type { BatchCallbacks, Job, PublishSpec } from '../job/job.types.js';
 import { childTraceparent } from '../job/trace-context.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { coreTopology } from '../topology/build-topology.js';
@@ -16,6 +16,7 @@ import { BrokerNames } from '../topology/names.js';
 import { checkBatchId } from '../util/batch-id.js';
 import { stamp, type CreatedReport, type SettledReport } from '../batch/tracking-report.js';
 import { batchOf, publishRecord } from '../batch/tracking-stream.js';
+import { checkCallbacks } from '../batch/batch-callbacks.js';
 
 /**
  * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
@@ -26,7 +27,8 @@ import { batchOf, publishRecord } from '../batch/tracking-stream.js';
  *
  * A job published with a `batch` starts in that batch: the publisher first reports it as
  * created to the tracking stream (confirmed), so a tracker never sees the batch complete before
- * its root job ran (docs/batches.md).
+ * its root job ran (docs/batches.md). Its `callbacks` (OJS batch callbacks) ride in that report:
+ * the tracker publishes them when the batch completes.
  *
  * ```ts
  * const publisher = await Publisher.connect(await loadConfig('config/pipeline.json'));
@@ -90,11 +92,15 @@ export class Publisher {
 
   /**
    * Publishes an envelope as it is (its id and attempt kept). A batched one (`meta.batch`) is
-   * reported as created first; when the job itself then fails to publish, a `discarded` report
-   * follows (best effort), so the batch does not wait for a job that never was.
+   * reported as created first, with the batch's `callbacks` when given; when the job itself then
+   * fails to publish, a `discarded` report follows (best effort), so the batch does not wait for a
+   * job that never was.
+   * @throws StagecoachError `INVALID_REQUEST` for callbacks without a batch or that could not be
+   * published for the batch's tenant (see checkedCallbacks), before anything is sent.
    */
-  async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent'> = {}): Promise<void> {
+  async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'> = {}): Promise<void> {
     const batch = batchOf(job);
+    const callbacks = spec.callbacks === undefined ? undefined : this.checkedCallbacks(spec.callbacks, job, batch);
     const stream = new BrokerNames(this.config.prefix).tracking;
     let created: CreatedReport | undefined;
     if (batch !== undefined) {
@@ -105,6 +111,7 @@ export class Publisher {
         ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
         queue: job.queue,
         type: job.type,
+        ...(callbacks === undefined ? {} : { callbacks }),
       });
       await publishRecord(this.publisher, stream, created);
     }
@@ -131,6 +138,41 @@ export class Publisher {
       }
       throw err;
     }
+  }
+
+  /**
+   * The callbacks of a batch's root, checked as far as they can be before the batch ends: their
+   * shape, and that each could be published then by the tracker for the batch's tenant (the
+   * root's): a configured queue under `strict_queues`, a tenant for a tenant-scoped queue, no
+   * other tenant than the batch's (the tracker must not publish for a tenant the producer may not
+   * act for).
+   */
+  private checkedCallbacks(declared: BatchCallbacks, job: Job, batch: string | undefined): BatchCallbacks {
+    if (batch === undefined) throw new StagecoachError('INVALID_REQUEST', 'callbacks: only a job started in a batch can name callbacks');
+    const callbacks = checkCallbacks(declared, 'callbacks');
+    for (const [name, callback] of Object.entries(callbacks)) {
+      const where = `callbacks.${name}`;
+      if (callback.tenant !== undefined && callback.tenant !== job.tenant) {
+        throw new StagecoachError(
+          'INVALID_REQUEST',
+          `${where}: "tenant" "${callback.tenant}" is not the batch's tenant (${job.tenant === undefined ? 'none' : `"${job.tenant}"`}): a callback runs for its batch's tenant`,
+        );
+      }
+      let queue: ResolvedQueueConfig;
+      try {
+        queue = queueFor(this.config, callback.queue, 'a batch callback');
+      } catch (err) {
+        if (err instanceof ConfigError) throw new StagecoachError('INVALID_REQUEST', `${where}: ${err.message}`, { cause: err });
+        throw err;
+      }
+      if (!typeAllowed(queue.allowed_job_types, callback.type)) {
+        throw new StagecoachError('INVALID_REQUEST', `${where}: queue "${callback.queue}" does not allow job type "${callback.type}"`);
+      }
+      if (queue.scope === 'tenant' && job.tenant === undefined) {
+        throw new StagecoachError('INVALID_REQUEST', `${where}: queue "${callback.queue}" is tenant-scoped and the batch has no tenant`);
+      }
+    }
+    return callbacks;
   }
 
   async close(): Promise<void> {

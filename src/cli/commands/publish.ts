@@ -1,7 +1,8 @@
 import { loadConfig } from '../../config/load-config.js';
 import type { RetryPolicy } from '../../config/config.types.js';
 import { StagecoachError } from '../../errors/errors.js';
-import type { HeaderValue, JobSpec } from '../../job/job.types.js';
+import type { BatchCallbacks, CallbackName, HeaderValue, JobSpec } from '../../job/job.types.js';
+import { checkCallbackSpec } from '../../batch/batch-callbacks.js';
 import { createLogger } from '../../logging/logger.js';
 import { Publisher } from '../../publisher/publisher.js';
 import { validateRetryPolicy } from '../../retry/retry-policy.js';
@@ -20,6 +21,10 @@ export interface PublishOptions {
   tenant?: string;
   /** Start the job in this batch (docs/batches.md). */
   batch?: string;
+  /** The batch's OJS callbacks, JSON job specs (docs/batches.md, Callbacks); only with `batch`. */
+  onComplete?: string;
+  onSuccess?: string;
+  onFailure?: string;
   header: string[];
   priority?: string;
   timeout?: string;
@@ -32,7 +37,8 @@ export interface PublishOptions {
 
 /**
  * `stagecoach publish <queue> --type X [--args JSON] [--meta JSON] [--tenant T] [--header k=v]...
- * [--priority N] [--timeout S] [--retry JSON] [--enqueue-ttl D] [--scheduled-at T | --delay D]`
+ * [--priority N] [--timeout S] [--retry JSON] [--enqueue-ttl D] [--scheduled-at T | --delay D]
+ * [--batch B [--on-complete JSON] [--on-success JSON] [--on-failure JSON]]`
  *
  * Every option is checked before the configuration is read or the broker touched: a mistake
  * exits 2 naming the option and what it takes (`--retry` as OJS `INVALID_RETRY_POLICY`).
@@ -40,6 +46,9 @@ export interface PublishOptions {
 export async function publish(queue: string, opts: PublishOptions): Promise<number> {
   const tenant = resolveTenant(opts.tenant);
   const batch = opts.batch === undefined ? undefined : checkBatchId(opts.batch, '--batch');
+  const callbacks = callbacksOf(opts);
+  if (callbacks !== undefined && batch === undefined)
+    usage("--on-complete, --on-success and --on-failure need --batch: they are the batch's callbacks");
   const spec = jobFields(opts);
   const delayMs = opts.delay === undefined ? undefined : delayOf(opts.delay);
   const config = await loadConfig(opts.config);
@@ -55,6 +64,7 @@ export async function publish(queue: string, opts: PublishOptions): Promise<numb
       ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
       ...(tenant === undefined ? {} : { tenant }),
       ...(batch === undefined ? {} : { batch }),
+      ...(callbacks === undefined ? {} : { callbacks }),
     });
     process.stdout.write(`${id}\n`);
   } finally {
@@ -104,6 +114,25 @@ function jobFields(opts: PublishOptions): JobSpec {
     spec.scheduled_at = opts.scheduledAt;
   }
   return spec;
+}
+
+/**
+ * The batch callbacks of `--on-complete`, `--on-success`, `--on-failure` (each a JSON job spec),
+ * checked in shape before the broker is touched; whether they fit the configuration (queue,
+ * tenant) the publisher checks before it sends anything. Undefined when none is given.
+ */
+function callbacksOf(opts: PublishOptions): BatchCallbacks | undefined {
+  const given: Array<[CallbackName, string, string | undefined]> = [
+    ['on_complete', '--on-complete', opts.onComplete],
+    ['on_success', '--on-success', opts.onSuccess],
+    ['on_failure', '--on-failure', opts.onFailure],
+  ];
+  let callbacks: BatchCallbacks | undefined;
+  for (const [name, option, text] of given) {
+    if (text === undefined) continue;
+    (callbacks ??= {})[name] = checkCallbackSpec(parseJson(text, option), option);
+  }
+  return callbacks;
 }
 
 /** Milliseconds of `--delay`, checked against the delay ladder's reach. */
