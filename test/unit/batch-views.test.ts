@@ -36,7 +36,7 @@ describe('batch and job views (the JSON of `batch status --json` and the admin A
     at,
   });
 
-  it('shows a batch in the DESIGN.md shape, then every other field the fold keeps', () => {
+  it('shows a batch in the DESIGN.md shape, then what else the fold knows of it, and nothing the fold keeps for itself', () => {
     const batch = fold.batches.get('b1') as TrackedBatch;
     expect(batchView(batch)).to.deep.equal({
       id: 'b1',
@@ -44,14 +44,16 @@ describe('batch and job views (the JSON of `batch status --json` and the admin A
       state: 'completed',
       jobs: { known: 2, completed: 1, failed: 1, dead: 1, discarded: 0, cancelled: 0, in_flight: 0 },
       announced: false,
+      cancelled: false,
+      paused: false,
       refused: 0,
       conflicts: 0,
+      callbacks: [],
       first_seen: at,
       last_seen: at,
     });
     expect(Object.keys(batchView(batch)).slice(0, 4)).to.deep.equal(['id', 'tenant', 'state', 'jobs']);
-    // A field the fold gains later (say `paused`) shows without another edit.
-    expect(batchView({ ...batch, paused: true } as TrackedBatch)).to.include({ paused: true });
+    expect(batchView({ ...batch, paused: true, internal: 1 } as TrackedBatch)).to.include({ paused: true }).and.not.have.property('internal');
   });
 
   it('shows a job with its error, stage and history, and a summary without the history', () => {
