@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import amqplib, { type Channel, type ChannelModel, type GetMessage, type Options } from 'amqplib';
 import { retryDeadLetters } from '../../src/admin/dead-letters-admin.js';
 import { replayUnroutable } from '../../src/admin/unroutable.js';
+import { pauseTenant, resumeTenant } from '../../src/batch/batch-directives.js';
 import { readTracking } from '../../src/batch/tracker.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { compileConfig } from '../../src/config/compile-config.js';
@@ -538,6 +539,41 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
       expect(refused.reports.map((r) => [r.outcome, r.tenant, r.error?.type])).to.deep.equal([['dead', 'acme', 'TENANT_MISMATCH']]);
     } finally {
       await as.close();
+      await publisher.close();
+    }
+  });
+
+  it("parks acme's jobs as acme's stage user while acme is paused, only under acme's key; resume sends them on", async () => {
+    const publisher = await Publisher.connect(asUser(url.producerAcme), { log });
+    const stage = await AsUser.connect(url.stageAcme);
+    try {
+      await pauseTenant(config, 'acme', log);
+      await waitFor(
+        'the relay to see the pause',
+        async () => (await relayGroup.directives.verdict({ tenant: 'acme', meta: {} })) === 'park-tenant',
+      );
+      await publisher.publish('in', { type: 'relay.me', args: ['parked'], tenant: 'acme' });
+      const [parked] = await waitFor('the job parked', async () => {
+        const messages = await raw.drain(names.parked);
+        return messages.length > 0 ? messages : undefined;
+      });
+      expect(parked.fields.routingKey).to.equal('acme');
+      expect(parked.properties.userId, 'parked by the stage user').to.equal(asUserName('stage'));
+      // Put back (as the operator: guest may not stamp the stage's user_id) for `resume` to find.
+      const { userId: _stageUser, ...properties } = parked.properties;
+      void _stageUser;
+      await raw.publish(names.park, 'acme', parked.content, properties);
+      // The park exchange's topic permission: acme's key only.
+      const job = envelope('in', 'globex', ['forged-park']);
+      for (const key of ['globex', '_', '#']) {
+        expect(await stage.publish(names.park, key, job.content, job.options), key).to.match(/^refused: .*ACCESS_REFUSED/);
+      }
+      expect(await resumeTenant(config, 'acme', log)).to.include({ moved: 1, kept: 0 });
+      await relayed('parked');
+      expectGlobexUntouched(await globexCounts());
+    } finally {
+      await resumeTenant(config, 'acme', log).catch(() => undefined);
+      await stage.close();
       await publisher.close();
     }
   });
