@@ -163,11 +163,25 @@ export async function readTracking(config: CompiledConfig, log: Logger): Promise
  * `user_id`). Callbacks only from a `created` record whose user could write it for the batch's
  * tenant: the tracker publishes them with its own (trusted) user, so a tenant's producer must not
  * make it publish jobs for another tenant; the record still counts. A directive record only from
- * the operator or the internal user (batch-directives.ts): it changes a batch's state word.
+ * the operator or the internal user (batch-directives.ts): it changes a batch's state word. A
+ * `created` or `settled` record only from a user that may act for the tenant it names (that
+ * tenant's producer or stage user, the internal user, the operator): a tenant user cannot settle,
+ * create or kill jobs in another tenant's batch. Without tenant users every record is taken.
  */
 export function trustedRecord(config: CompiledConfig, record: TrackingRecord, userId: string | undefined, log: Logger): TrackingRecord {
-  if (record.kind === 'directive' && config.security.tenantUsers && !(userId !== undefined && identitiesOf(config).trusted(userId))) {
+  if (!config.security.tenantUsers) return record;
+  const identities = identitiesOf(config);
+  if (record.kind === 'directive' && !(userId !== undefined && identities.trusted(userId))) {
     log.warn('batch directive record ignored: not written by the operator or the internal user', { ...record, user_id: userId });
+    return { kind: 'mark', id: record.id, at: record.at };
+  }
+  if ((record.kind === 'settled' || record.kind === 'created') && !identities.mayActFor(record.tenant, userId)) {
+    log.warn('tracking record ignored: its broker user may not act for the tenant it names', {
+      batch: record.batch,
+      job_id: record.job,
+      tenant: record.tenant,
+      user_id: userId,
+    });
     return { kind: 'mark', id: record.id, at: record.at };
   }
   const trusted = withTrustedCallbacks(config, record, userId);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
@@ -575,6 +576,42 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
       await resumeTenant(config, 'acme', log).catch(() => undefined);
       await stage.close();
       await publisher.close();
+    }
+  });
+
+  it("ignores tracking records a tenant user writes for another tenant's batch, and directives from anyone but the operator", async () => {
+    const stage = await AsUser.connect(url.stageAcme);
+    try {
+      const forged = (record: Record<string, unknown>): Buffer =>
+        Buffer.from(JSON.stringify({ id: randomUUID(), at: new Date().toISOString(), ...record }));
+      const sent = [
+        forged({ kind: 'created', job: 'forged-root', batch: 'tu-globex', tenant: 'globex', queue: 'in' }),
+        forged({
+          kind: 'settled',
+          job: 'forged-root',
+          batch: 'tu-globex',
+          tenant: 'globex',
+          stage: 'relay',
+          queue: 'in',
+          outcome: 'dead',
+          attempt: 1,
+        }),
+        forged({ kind: 'directive', action: 'cancel', batch: 'tu-acme-ok' }),
+        // Its own tenant's record is taken.
+        forged({ kind: 'created', job: 'own-root', batch: 'tu-acme-ok', tenant: 'acme', queue: 'in' }),
+      ];
+      for (const content of sent) {
+        expect(await stage.publish(names.tracking, '', content, { contentType: 'application/json', userId: asUserName('stage') })).to.equal(
+          'confirmed',
+        );
+      }
+      const fold = await readTracking(config, log);
+      expect(fold.batches.get('tu-globex')).to.equal(undefined);
+      expect(fold.job('forged-root')).to.equal(undefined);
+      expect(fold.batches.get('tu-acme-ok')).to.deep.include({ tenant: 'acme', cancelled: false });
+      expect(fold.job('own-root')?.created).to.equal(true);
+    } finally {
+      await stage.close();
     }
   });
 
