@@ -59,6 +59,17 @@ export interface JobSpec {
   headers?: Record<string, HeaderValue>;
 }
 
+/** What a handler emits: `ctx.emit(output, spec)`. */
+export interface EmitSpec extends JobSpec {
+  /**
+   * Starts a new batch with this job as its root (docs/batches.md): it is reported as created
+   * before it is sent, and every job emitted downstream of it joins the new batch, which belongs
+   * to the emitting job's tenant. It leaves the emitting job's own batch: that batch does not wait
+   * for it. Absent (or the emitting job's batch), the job joins its parent's batch, if any.
+   */
+  batch?: string;
+}
+
 /** A job for `Publisher.publish()`: a spec with its tenant (required for tenant-scoped queues). */
 export interface PublishSpec extends JobSpec {
   tenant?: string;

@@ -1,3 +1,4 @@
+import type { TrackingRecord } from '../batch/tracking-report.js';
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
@@ -31,6 +32,8 @@ export interface DeliveryProcessorOptions {
   publisherCheck?: PublisherCheck;
   /** Batch and tenant directives (cancel, pause): consulted after admission, before the handler. */
   directives?: DirectiveGate;
+  /** Appends a record to the tracking stream, confirmed: a handler starting a batch reports its root. */
+  track?: (record: TrackingRecord) => Promise<void>;
 }
 
 /**
@@ -57,7 +60,7 @@ export class DeliveryProcessor {
         return { kind: 'parked', job, by: verdict === 'park-tenant' ? 'tenant' : 'batch' };
       }
     }
-    const ctx = new JobContext(stage.name, stage.outputs, job, headers, sink, log, undefined, onPublished);
+    const ctx = new JobContext(stage.name, stage.outputs, job, headers, sink, log, undefined, onPublished, this.options.track);
     const began = performance.now();
     try {
       const timeout = job.timeout ?? this.options.input.default_timeout;

@@ -18,6 +18,7 @@ import { identitiesOf } from '../security/broker-users.js';
 import { PublisherCheck } from '../security/publisher-check.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
+import { publishRecord } from '../batch/tracking-stream.js';
 import type { Topology } from '../topology/topology.types.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
@@ -369,6 +370,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
         ? await createThreadedHandler({ stage, config, tenant, variant, threads: this.settings.threads, log })
         : await createStageInstance(stage, config, tenant, log, variant);
     }
+    const tracking = new BrokerNames(config.prefix).tracking;
     this.processor = new DeliveryProcessor({
       stage: stage.metadata,
       input: this.input,
@@ -381,6 +383,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       forgive: (messageId) => this.ledger.forgive(messageId),
       ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
       directives: this.directives,
+      track: (record) => publishRecord(this.healingPublisher(), tracking, record),
     });
     if (!this.lifecycle.to('running')) return;
     this.dispatcher.openUp();

@@ -2,7 +2,10 @@ import type { JobSink } from '../broker/job-router.js';
 import { StagecoachError, UnknownOutputError } from '../errors/errors.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { createJob } from '../job/envelope.js';
-import type { Job, JobSpec } from '../job/job.types.js';
+import { stamp, type CreatedReport, type SettledReport, type TrackingRecord } from '../batch/tracking-report.js';
+import { toJobError } from '../job/job-error.js';
+import type { EmitSpec, Job } from '../job/job.types.js';
+import { checkBatchId } from '../util/batch-id.js';
 import { traceIdOf } from '../job/trace-context.js';
 import { traceparentForEmit } from '../observability/tracing.js';
 import type { Logger } from '../logging/logger.js';
@@ -40,6 +43,11 @@ export class JobContext implements StageContext {
     signal: AbortSignal | undefined,
     /** Called when an emitted job is confirmed (metrics). */
     private readonly onPublished?: (output: string) => void,
+    /**
+     * Appends a record to the tracking stream, confirmed: how an emit that starts a new batch
+     * reports its root as created first. Without it, a handler cannot start a batch.
+     */
+    private readonly track?: (record: TrackingRecord) => Promise<void>,
   ) {
     this.abortSignal = signal ?? NEVER_ABORTED;
     const batch = job.meta.batch;
@@ -77,7 +85,7 @@ export class JobContext implements StageContext {
     return this.logger;
   }
 
-  emit(output: string, spec: JobSpec): Promise<string> {
+  emit(output: string, spec: EmitSpec): Promise<string> {
     const sent = this.send(output, spec);
     this.pending.push(sent);
     // settle() reports the failure; this keeps an un-awaited emit from crashing the process.
@@ -109,20 +117,21 @@ export class JobContext implements StageContext {
     this.closed = true;
   }
 
-  private async send(output: string, spec: JobSpec): Promise<string> {
+  private async send(output: string, spec: EmitSpec): Promise<string> {
     if (this.closed) {
       throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}" emitted to "${output}" after its handler returned`);
     }
     if (!this.outputs.includes(output)) throw new UnknownOutputError(this.stage, output, this.outputs);
     const batch = this.batch;
-    // A batch is entered at its root only (phase 1): a handler that names another batch would
-    // start one nobody reported as created, which a tracker could see complete too early.
+    // A batch is entered at its root: `meta.batch` naming another would start one nobody reported
+    // as created, which a tracker could see complete too early. `batch` starts one properly.
     if (spec.meta?.batch !== undefined && spec.meta.batch !== batch) {
       throw new StagecoachError(
         'INVALID_REQUEST',
-        `stage "${this.stage}": an emitted job joins its parent's batch (${batch ?? 'none'}); "meta.batch" cannot name another`,
+        `stage "${this.stage}": an emitted job joins its parent's batch (${batch ?? 'none'}); "meta.batch" cannot name another (to start a new batch, give "batch")`,
       );
     }
+    if (spec.batch !== undefined && spec.batch !== batch) return this.startBatch(output, spec, checkBatchId(spec.batch, 'batch'));
     const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant, batch });
     if (batch === undefined) {
       await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
@@ -135,6 +144,40 @@ export class JobContext implements StageContext {
         this.unsent?.push(job.id);
         throw err;
       }
+    }
+    this.onPublished?.(output);
+    return job.id;
+  }
+
+  /**
+   * An emit that starts a new batch (EmitSpec.batch), as `Publisher` starts one: its root is
+   * reported as created (confirmed) before it is sent, so no tracker sees the batch complete
+   * before it ran; when the send then fails, a `discarded` report follows, best effort. The root
+   * is not listed among this job's children: it belongs to the new batch, not to this job's.
+   */
+  private async startBatch(output: string, spec: EmitSpec, batch: string): Promise<string> {
+    if (this.track === undefined) {
+      throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}": cannot start batch "${batch}" here (no tracking stream)`);
+    }
+    const tenant = this.job.tenant;
+    const job = createJob(spec, { queue: output, parentId: this.job.id, tenant, batch });
+    const where = { job: job.id, batch, queue: output, type: job.type, ...(tenant === undefined ? {} : { tenant }) };
+    await this.track(stamp<CreatedReport>({ kind: 'created', ...where }));
+    try {
+      await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
+    } catch (err) {
+      const error = toJobError(err);
+      await this.track(
+        stamp<SettledReport>({
+          kind: 'settled',
+          ...where,
+          stage: this.stage,
+          outcome: 'discarded',
+          attempt: job.attempt,
+          error: { type: 'PUBLISH_FAILED', message: `the root of a batch started by stage "${this.stage}" was not sent: ${error.message}` },
+        }),
+      ).catch(ignore);
+      throw err;
     }
     this.onPublished?.(output);
     return job.id;

@@ -1,4 +1,4 @@
-import type { Job, JobSpec } from '../job/job.types.js';
+import type { EmitSpec, Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 
 /** What `@Stage()` records about a stage class. */
@@ -34,10 +34,11 @@ export interface StageContext {
   /**
    * Enqueues a job to one of the stage's outputs. The job inherits the tenant, the trace parent
    * and gets `meta.parent_id`. Resolves when the broker has confirmed it; the input is
-   * acknowledged only after every emitted job is confirmed, even ones not awaited.
+   * acknowledged only after every emitted job is confirmed, even ones not awaited. It joins the
+   * handled job's batch, unless `batch` names a new one, which it starts (docs/batches.md).
    * @returns the new job's id.
    */
-  emit(output: string, job: JobSpec): Promise<string>;
+  emit(output: string, job: EmitSpec): Promise<string>;
 }
 
 /** A stage class implements this. A thrown error is a failure of the job. */

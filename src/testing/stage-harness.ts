@@ -71,7 +71,18 @@ export class StageHarness {
         return Promise.resolve();
       },
     };
-    const ctx = new JobContext(this.metadata.name, this.metadata.outputs, job, { ...spec.headers, ...headers }, sink, this.log, undefined);
+    // No tracking stream here: a batch a handler starts shows in the emitted job's `meta.batch`.
+    const ctx = new JobContext(
+      this.metadata.name,
+      this.metadata.outputs,
+      job,
+      { ...spec.headers, ...headers },
+      sink,
+      this.log,
+      undefined,
+      undefined,
+      () => Promise.resolve(),
+    );
     await this.handler.handle(job, ctx);
     await ctx.settle();
     return { emitted };

@@ -192,6 +192,28 @@ describe('batches (tracking stream, tracker, status)', function () {
     }
   });
 
+  it('lets a handler start a new batch: its jobs leave the parent batch, which does not wait for them', async () => {
+    const { tracker, completed } = await track();
+    const root = await running!.publisher.publish('scans', {
+      type: 'scan',
+      args: [2, null, null, 'split'],
+      tenant: 'acme',
+      batch: 'scan-split',
+    });
+    await waitFor(
+      'the three batches completed',
+      () => ['scan-split', 'split-0', 'split-1'].every((id) => completed.some((b) => b.id === id)),
+      30_000,
+    );
+    // The parent holds its root only; each file is the root of its own batch: 1 file + 2 parts.
+    expect(tracker.batch('scan-split')?.counts).to.include({ known: 1, completed: 1, in_flight: 0 });
+    expect(tracker.fold.job(root)?.children.size).to.equal(0);
+    for (const id of ['split-0', 'split-1']) {
+      expect(tracker.batch(id)).to.deep.include({ tenant: 'acme' });
+      expect(tracker.batch(id)?.counts).to.include({ known: 3, completed: 3, in_flight: 0 });
+    }
+  });
+
   it('refuses a batch id reused for another tenant', async () => {
     const { tracker } = await track();
     await running!.publisher.publish('scans', { type: 'scan', args: [0], tenant: 'globex', batch: 'scan-ok' });

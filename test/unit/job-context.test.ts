@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { TrackingRecord } from '../../src/batch/tracking-report.js';
 import type { JobSink } from '../../src/broker/job-router.js';
 import { PublishError, StagecoachError, UnknownOutputError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
@@ -198,5 +199,50 @@ describe('JobContext settlement', () => {
     expect(job.queue).to.equal('converted');
     expect(job.attempt).to.equal(1);
     expect(job.meta.parent_id).to.equal(parent.id);
+  });
+});
+
+describe('JobContext: a handler starting a batch', () => {
+  function batched(): { ctx: JobContext; sink: ControlledSink; tracked: TrackingRecord[]; release: () => void } {
+    const sink = new ControlledSink();
+    const tracked: TrackingRecord[] = [];
+    let release!: () => void;
+    const confirmed = new Promise<void>((resolve) => (release = resolve));
+    const job = createJob({ type: 'scan' }, { queue: 'scans', tenant: 'acme', batch: 'parent' });
+    const ctx = new JobContext('scanner', ['files'], job, {}, sink, log, undefined, undefined, (record) => {
+      tracked.push(record);
+      return confirmed;
+    });
+    return { ctx, sink, tracked, release };
+  }
+
+  it('reports the new root as created, confirmed, before sending it, and keeps it out of its own batch', async () => {
+    const { ctx, sink, tracked, release } = batched();
+    const started = ctx.emit('files', { type: 'file', batch: 'child-1' });
+    const joined = ctx.emit('files', { type: 'file' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(tracked).to.have.length(1);
+    expect(tracked[0]).to.deep.include({ kind: 'created', batch: 'child-1', tenant: 'acme', queue: 'files', type: 'file' });
+    // Only the joining emit went out: the new root waits for its report's confirm.
+    expect(sink.sent.map((s) => s.job.meta.batch)).to.deep.equal(['parent']);
+    release();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sink.sent.map((s) => s.job.meta.batch)).to.deep.equal(['parent', 'child-1']);
+    for (const sent of sink.sent) sent.confirm();
+    const [root, child] = await Promise.all([started, joined]);
+    expect((tracked[0] as { job: string }).job).to.equal(root);
+    expect(ctx.children).to.deep.equal([child]);
+  });
+
+  it('reports a root it could not send as discarded, and refuses a bad batch id or meta.batch naming another', async () => {
+    const { ctx, sink, tracked, release } = batched();
+    release();
+    const started = ctx.emit('files', { type: 'file', batch: 'child-2' });
+    await new Promise((resolve) => setImmediate(resolve));
+    sink.sent[0].refuse(new PublishError('refused', 'x', 'y', false));
+    await rejection(started);
+    expect(tracked.map((r) => (r.kind === 'settled' ? r.outcome : r.kind))).to.deep.equal(['created', 'discarded']);
+    expect(await rejection(ctx.emit('files', { type: 'file', batch: 'bad id' }))).to.be.instanceOf(StagecoachError);
+    expect(((await rejection(ctx.emit('files', { type: 'file', meta: { batch: 'other' } }))) as Error).message).to.match(/give "batch"/);
   });
 });

@@ -6,7 +6,7 @@
  * thread before `done`, so the emit is counted before the input may be acknowledged.
  */
 import type { CompiledConfig } from '../../config/config.types.js';
-import type { Job, JobSpec } from '../../job/job.types.js';
+import type { EmitSpec, Job } from '../../job/job.types.js';
 import type { TransferredError } from './error-transfer.js';
 
 /** `workerData` of a stage worker: enough to build the stage exactly as the main thread would. */
@@ -39,7 +39,7 @@ export type ToWorker =
 export type FromWorker =
   | { kind: 'ready' }
   | { kind: 'startup-failed'; error: TransferredError }
-  | { kind: 'emit'; seq: number; call: number; output: string; spec: JobSpec }
+  | { kind: 'emit'; seq: number; call: number; output: string; spec: EmitSpec }
   | { kind: 'done'; seq: number }
   /** `error`: the instance is dropped, but its disposal threw. */
   | { kind: 'released'; call: number; error?: TransferredError }

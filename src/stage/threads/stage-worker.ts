@@ -14,7 +14,7 @@
  */
 import 'reflect-metadata';
 import { parentPort, workerData } from 'node:worker_threads';
-import type { Job, JobSpec } from '../../job/job.types.js';
+import type { EmitSpec, Job } from '../../job/job.types.js';
 import { createLogger, type Logger } from '../../logging/logger.js';
 import { buildStageInstance, type StageInstance } from '../stage-container.js';
 import { loadStage, type LoadedStage } from '../stage-loader.js';
@@ -167,7 +167,7 @@ class WorkerJobContext implements StageContext {
     return this.logger;
   }
 
-  emit(output: string, spec: JobSpec): Promise<string> {
+  emit(output: string, spec: EmitSpec): Promise<string> {
     const sent = new Promise<string>((resolve, reject) => {
       const call = ++nextCall;
       calls.set(call, { resolve, reject });
