@@ -1,13 +1,14 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError, TenantMismatchError, TenantRequiredError, type QueueFullError } from '../errors/errors.js';
-import { toWire, type WireOptions } from '../job/amqp-mapping.js';
+import { toWire, type WireMessage, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { identitiesOf } from '../security/broker-users.js';
 import { DELAY_LEVELS, delayRoutingKey, MAX_DELAY_SECONDS } from '../topology/delay-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { matchesAny } from '../util/patterns.js';
 import type { PublishChannel } from './confirm-publisher.js';
+import type { PayloadOffloader } from '../payload/payload-offloader.js';
 
 export interface Route {
   exchange: string;
@@ -173,11 +174,15 @@ export interface JobSink {
   send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>): Promise<void>;
 }
 
-/** Publishes envelopes to their route and resolves when the broker confirmed them. */
+/**
+ * Publishes envelopes to their route and resolves when the broker confirmed them. With a
+ * {@link PayloadOffloader}, a job above its queue's `payload_threshold` travels by reference.
+ */
 export class JobRouter implements JobSink {
   constructor(
     private readonly config: CompiledConfig,
     private readonly publisher: PublishChannel,
+    private readonly payloads?: PayloadOffloader,
   ) {}
 
   /**
@@ -187,14 +192,21 @@ export class JobRouter implements JobSink {
   send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
     try {
       const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
-      const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} });
-      // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
-      // broker drops `expiration` when it dead-letters it on): a scheduled job's enqueue_ttl is
-      // not applied.
-      if (route.delaySeconds !== undefined) delete message.options.expiration;
-      return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+      if (this.payloads?.exceeds(job.queue, message.content.length) === true) {
+        return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) => this.publishRouted(job, slim));
+      }
+      return this.publishRouted(job, message);
     } catch (err) {
       return Promise.reject(err as Error);
     }
+  }
+
+  private publishRouted(job: Job, message: WireMessage): Promise<void> {
+    const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} });
+    // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
+    // broker drops `expiration` when it dead-letters it on): a scheduled job's enqueue_ttl is
+    // not applied.
+    if (route.delaySeconds !== undefined) delete message.options.expiration;
+    return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
   }
 }

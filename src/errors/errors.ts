@@ -36,7 +36,10 @@ export type ErrorCode =
   | 'EXPIRED'
   | 'REJECTED'
   | 'DELIVERY_LIMIT'
-  | 'BROKER_DEAD_LETTER';
+  | 'BROKER_DEAD_LETTER'
+  // A job sent by reference (`x-ojs-payload-ref`) whose payload is no longer in the store (CAF's
+  // missing payload): dead-lettered, never retried.
+  | 'PAYLOAD_MISSING';
 
 export class StagecoachError extends Error {
   constructor(
@@ -67,6 +70,17 @@ export class InvalidPayloadError extends StagecoachError {
     readonly queue?: string,
   ) {
     super('INVALID_PAYLOAD', reason);
+  }
+}
+
+/** A job's arguments travelled by reference and the payload store has nothing under it (docs/payloads.md). */
+export class PayloadMissingError extends StagecoachError {
+  constructor(
+    readonly ref: string,
+    readonly tenant?: string,
+    readonly queue?: string,
+  ) {
+    super('PAYLOAD_MISSING', `the payload of this job (${ref}) is not in the payload store: deleted, swept or never stored`);
   }
 }
 

@@ -24,6 +24,9 @@ export const OJS_HEADERS = {
   /** On a parked job (docs/batches.md): what parked it (`batch` or `tenant`) and the queue `resume` sends it back to. */
   parkedBy: 'x-ojs-parked-by',
   parkedReturn: 'x-ojs-parked-return',
+  /** A job whose `args` travel by reference (docs/payloads.md): `<tenant>/<id>` in the payload store, and their size in bytes. */
+  payloadRef: 'x-ojs-payload-ref',
+  payloadSize: 'x-ojs-payload-size',
 } as const;
 
 /** Headers the broker adds on dead-lettering and redelivery: a republished job starts without them. */

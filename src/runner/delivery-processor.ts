@@ -2,7 +2,8 @@ import type { TrackingRecord } from '../batch/tracking-report.js';
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
-import { fromWire, type DecodedJob } from '../job/amqp-mapping.js';
+import { fromWire, OJS_HEADERS, type DecodedJob } from '../job/amqp-mapping.js';
+import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { PublisherCheck } from '../security/publisher-check.js';
@@ -34,6 +35,8 @@ export interface DeliveryProcessorOptions {
   directives?: DirectiveGate;
   /** Appends a record to the tracking stream, confirmed: a handler starting a batch reports its root. */
   track?: (record: TrackingRecord) => Promise<void>;
+  /** Loads arguments that travelled by reference (`x-ojs-payload-ref`) before the handler runs. */
+  payloads?: PayloadOffloader;
 }
 
 /**
@@ -60,12 +63,24 @@ export class DeliveryProcessor {
         return { kind: 'parked', job, by: verdict === 'park-tenant' ? 'tenant' : 'batch' };
       }
     }
-    const ctx = new JobContext(stage.name, stage.outputs, job, headers, sink, log, undefined, onPublished, this.options.track);
+    // The handler sees the arguments; the settlement keeps the job as it travels (by reference):
+    // a retry, a suspect or a dead letter carries the reference, not the arguments.
+    let handled = job;
+    if (headers[OJS_HEADERS.payloadRef] !== undefined) {
+      try {
+        if (this.options.payloads === undefined) throw new StagecoachError('INVALID_REQUEST', 'a job sent by reference, and no payload store');
+        const args = await this.options.payloads.load(headers, this.options.tenant ?? job.tenant, delivery.queue);
+        if (args !== undefined) handled = { ...job, args };
+      } catch (error) {
+        return { kind: 'failed', job, error };
+      }
+    }
+    const ctx = new JobContext(stage.name, stage.outputs, handled, headers, sink, log, undefined, onPublished, this.options.track);
     const began = performance.now();
     try {
       const timeout = job.timeout ?? this.options.input.default_timeout;
-      if (sdkRegistered()) await inJobSpan(stage.name, delivery.queue, job, headers, () => invokeHandler(handler, job, ctx, timeout));
-      else await invokeHandler(handler, job, ctx, timeout);
+      if (sdkRegistered()) await inJobSpan(stage.name, delivery.queue, handled, headers, () => invokeHandler(handler, handled, ctx, timeout));
+      else await invokeHandler(handler, handled, ctx, timeout);
       return { kind: 'completed', job, ctx, seconds: (performance.now() - began) / 1000 };
     } catch (error) {
       return { kind: 'failed', job, error, ctx, seconds: (performance.now() - began) / 1000 };

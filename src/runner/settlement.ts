@@ -25,6 +25,7 @@ import { BrokerNames, parkKey } from '../topology/names.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import { deadLetterMessage, originHeaders, type DeadLetterOrigin } from './dead-letters.js';
 import type { Delivery, Outcome } from './delivery.js';
+import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { StageRunnerStats } from './runner-stats.js';
 
 export interface SettlementOptions {
@@ -50,6 +51,8 @@ export interface SettlementOptions {
    * @defaultValue SUSPECT_REFUSAL_WAITS_MS (about 12 s in all)
    */
   suspectRefusalWaitsMs?: readonly number[];
+  /** Deletes the payload of a job sent by reference once it completed, was discarded or cancelled. */
+  payloads?: PayloadOffloader;
 }
 
 /** See SettlementOptions.suspectRefusalWaitsMs: longer than a quorum queue's leader election. */
@@ -77,6 +80,9 @@ export type Settled = 'acked' | 'rejected' | 'abandoned';
  *   settlement goes unreported (a crash between report and ack repeats it: at-least-once). A
  *   job without a batch costs one property test. A `completed` report goes out beside the
  *   emits; when an emit then fails, the settlement that follows retracts it.
+ * - Payloads (docs/payloads.md): a job sent by reference has its payload deleted after the ack
+ *   of a completion, a discard or a cancel, never before: every other outcome republishes the
+ *   same reference (retry, suspect, hand-back, park, dead letter).
  * - Retries and hand-backs go to the instance's `due` queue (or back to `suspect`), never to
  *   the main queue: a job admitted once is never refused for `max_size`, and the broker never
  *   dead-letters into a full queue (where `reject-publish` drops it silently).
@@ -113,6 +119,7 @@ export class Settlement {
           return await this.fail(delivery, outcome.job, err, outcome.seconds);
         }
         this.ack(delivery);
+        this.options.payloads?.release(delivery.message.properties.headers);
         this.options.stats.emitted += emitted;
         this.options.stats.completed++;
         this.options.metrics.completed(outcome.seconds);
@@ -216,6 +223,7 @@ export class Settlement {
       return await this.fail(delivery, job, err, outcome.seconds, details);
     }
     this.ack(delivery);
+    this.options.payloads?.release(delivery.message.properties.headers);
     this.options.stats.emitted += emitted.value;
     this.options.stats.completed++;
     this.options.metrics.completed(outcome.seconds);
@@ -310,6 +318,7 @@ export class Settlement {
           const settled = await this.publishThenAck(delivery, 'discard report', () => Promise.resolve(), undefined, report);
           if (settled !== 'acked') return settled;
         } else this.ack(delivery);
+        this.options.payloads?.release(delivery.message.properties.headers);
         this.options.stats.discarded++;
         this.options.metrics.discarded();
         return 'acked';
@@ -328,7 +337,10 @@ export class Settlement {
     let settled: Settled = 'acked';
     if (report !== undefined) settled = await this.publishThenAck(delivery, 'cancel report', () => Promise.resolve(), undefined, report);
     else this.ack(delivery);
-    if (settled === 'acked') this.options.log.info('job cancelled with its batch', fields(job, delivery.message));
+    if (settled === 'acked') {
+      this.options.payloads?.release(delivery.message.properties.headers);
+      this.options.log.info('job cancelled with its batch', fields(job, delivery.message));
+    }
     return settled;
   }
 

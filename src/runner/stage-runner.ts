@@ -19,6 +19,7 @@ import { PublisherCheck } from '../security/publisher-check.js';
 import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { publishRecord } from '../batch/tracking-stream.js';
+import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Topology } from '../topology/topology.types.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
@@ -74,6 +75,12 @@ export interface StageRunnerOptions {
    * batch and tenant directives. A runner alone gets its own and attaches it itself.
    */
   directives?: DirectiveGate;
+  /**
+   * Payload offloading (docs/payloads.md), shared by every runner of a process (StageGroup
+   * passes one, with one store). Without it, jobs go inline whatever their size, and a job that
+   * arrives by reference fails.
+   */
+  payloads?: PayloadOffloader;
 }
 
 /**
@@ -290,8 +297,9 @@ export class StageRunner extends EventEmitter implements Isolatable {
       stats: this.stats,
       metrics: this.metrics,
       onSuspected: () => this.suspects.mayWait(0),
+      ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
     });
-    this.sink = new JobRouter(config, this.healingPublisher());
+    this.sink = new JobRouter(config, this.healingPublisher(), options.payloads);
   }
 
   get stageName(): string {
@@ -384,6 +392,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
       directives: this.directives,
       track: (record) => publishRecord(this.healingPublisher(), tracking, record),
+      ...(this.options.payloads === undefined ? {} : { payloads: this.options.payloads }),
     });
     if (!this.lifecycle.to('running')) return;
     this.dispatcher.openUp();
