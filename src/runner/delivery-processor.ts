@@ -68,7 +68,8 @@ export class DeliveryProcessor {
     let handled = job;
     if (headers[OJS_HEADERS.payloadRef] !== undefined) {
       try {
-        if (this.options.payloads === undefined) throw new StagecoachError('INVALID_REQUEST', 'a job sent by reference, and no payload store');
+        if (this.options.payloads === undefined)
+          throw new StagecoachError('INVALID_REQUEST', 'a job sent by reference, and no payload store');
         const args = await this.options.payloads.load(headers, this.options.tenant ?? job.tenant, delivery.queue);
         if (args !== undefined) handled = { ...job, args };
       } catch (error) {
@@ -79,7 +80,8 @@ export class DeliveryProcessor {
     const began = performance.now();
     try {
       const timeout = job.timeout ?? this.options.input.default_timeout;
-      if (sdkRegistered()) await inJobSpan(stage.name, delivery.queue, handled, headers, () => invokeHandler(handler, handled, ctx, timeout));
+      if (sdkRegistered())
+        await inJobSpan(stage.name, delivery.queue, handled, headers, () => invokeHandler(handler, handled, ctx, timeout));
       else await invokeHandler(handler, handled, ctx, timeout);
       return { kind: 'completed', job, ctx, seconds: (performance.now() - began) / 1000 };
     } catch (error) {
