@@ -1,4 +1,4 @@
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
   inject,
@@ -20,8 +20,9 @@ import type { ScanMeta } from './lib/scan-meta.js';
  * Shared: one explorer serves every tenant; the tenant travels in the job and the broker routes
  * each emitted conversion to that tenant's queue, or to its pdf queue by the `mime` header.
  *
- * Job `scan.folder`, args `[folder]` (relative to the samples root). Options: `samplesDir`
- * (relative to the working directory; default the bundled `stages/samples`).
+ * Job `scan.folder`, args `[folder]` (relative to the samples root). Emits `doc.convert`
+ * `[{ base64 }, documentName]` per file: the document's bytes. Options: `samplesDir` (relative to
+ * the working directory; default the bundled `stages/samples`).
  */
 @Stage({ name: 'explorer', input: 'scan_specs', outputs: ['conversions'], types: ['scan.folder'] })
 export class Explorer implements StageHandler {
@@ -57,15 +58,17 @@ export class Explorer implements StageHandler {
     // The scan job's id names the scan: unique, and known to whoever published it.
     const meta: ScanMeta = { scan_id: job.id, scan_total: files.length };
     ctx.log.info('scanning folder', { folder, files: files.length });
-    await Promise.all(
-      files.map((file) =>
-        ctx.emit('conversions', {
-          type: 'doc.convert',
-          args: [file, path.relative(dir, file).split(path.sep).join('/')],
-          meta: { ...meta },
-          headers: { mime: mimeOf(file) },
-        }),
-      ),
-    );
+    // One document at a time: each is read whole into memory to be sent.
+    for (const file of files) {
+      // The document itself travels, so a converter needs no share with the explorer: inline when
+      // small, by reference to the payload store above `payloads.threshold` (docs/payloads.md).
+      const content = { base64: (await readFile(file)).toString('base64') };
+      await ctx.emit('conversions', {
+        type: 'doc.convert',
+        args: [content, path.relative(dir, file).split(path.sep).join('/')],
+        meta: { ...meta },
+        headers: { mime: mimeOf(file) },
+      });
+    }
   }
 }

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -110,6 +110,13 @@ describe('example stages', () => {
       return emitted[0]?.job.args[1] as string;
     };
 
+    it('converts a document sent inline as { base64 }, as the explorer sends it', async () => {
+      const harness = await StageHarness.create(Converter, { tenant: 'acme' });
+      const base64 = Buffer.from('mail me: a@b.dk').toString('base64');
+      const { emitted } = await harness.run({ type: 'doc.convert', args: [{ base64 }, 'note.txt'], headers: { mime: 'text/plain' } });
+      expect(emitted[0]?.job.args).to.deep.equal(['note.txt', 'mail me: a@b.dk']);
+    });
+
     it('strips HTML tags, scripts and styles, and decodes entities', async () => {
       const file = path.join(tmp, 'page.html');
       const html =
@@ -172,7 +179,9 @@ describe('example stages', () => {
         expect(output).to.equal('conversions');
         expect(job).to.include({ type: 'doc.convert', tenant: 'acme' });
         expect(job.meta.scan_total).to.equal(5);
-        expect(existsSync(job.args[0] as string)).to.equal(true);
+        const name = job.args[1] as string;
+        const sent = Buffer.from((job.args[0] as { base64: string }).base64, 'base64');
+        expect(sent.equals(readFileSync(path.join(BUNDLED_SAMPLES_DIR, 'acme', name))), name).to.equal(true);
       }
     });
 
