@@ -21,9 +21,7 @@ export function DirectiveBadge({ batch }) {
     >`;
   }
   if (batch.paused) {
-    return html`<span class="badge paused" data-field="directive" title="jobs of it that reach a stage are parked, not run"
-      >paused</span
-    >`;
+    return html`<span class="badge paused" data-field="directive" title="jobs of it that reach a stage are parked, not run">paused</span>`;
   }
   return null;
 }

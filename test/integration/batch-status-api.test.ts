@@ -350,7 +350,10 @@ describe('batch status in the admin API and the dashboard', function () {
         page.waitForFunction((s: string) => document.querySelector(s) === null, { timeout: 30_000, polling: 100 }, selector);
       const apiBatch = async (): Promise<Json> => (await get('/ojs/v1/batches/scan-dash')).body;
       const stagesSee = (verdict: string): Promise<unknown> =>
-        waitFor(`the stages to see ${verdict}`, async () => (await running.group.directives.verdict({ tenant: 'acme', meta: { batch: 'scan-dash' } })) === verdict);
+        waitFor(
+          `the stages to see ${verdict}`,
+          async () => (await running.group.directives.verdict({ tenant: 'acme', meta: { batch: 'scan-dash' } })) === verdict,
+        );
 
       // A running batch: 1 scan + 1 file done, its 2 parts held by the sink.
       sinkGate.close();
@@ -363,7 +366,9 @@ describe('batch status in the admin API and the dashboard', function () {
       await waitForText(`${details} [data-field="state"]`, 'running');
       expect(await page.$(`${details} [data-field="directive"]`)).to.equal(null);
       expect(await page.$(`${details} button[data-action="resume"]`)).to.equal(null);
-      expect(await page.$eval(`${details} button[data-action="cancel"]`, (b) => (b as unknown as { disabled: boolean }).disabled)).to.equal(false);
+      expect(await page.$eval(`${details} button[data-action="cancel"]`, (b) => (b as unknown as { disabled: boolean }).disabled)).to.equal(
+        false,
+      );
 
       // A wrong token: the confirmation names the batch, the server refuses, the page says so, nothing changes.
       await page.evaluate(() => sessionStorage.clear());
