@@ -70,4 +70,8 @@ export const api = {
   batch: (id) => request('GET', batchPath(id)),
   batchJobs: (id, query = {}) => request('GET', `${batchPath(id)}/jobs`, { query }),
   job: (id) => request('GET', `/ojs/v1/jobs/${encodeURIComponent(id)}`),
+  /** `batch cancel|pause|resume`: `{ action, batch, moved, kept }`. */
+  cancelBatch: (id) => request('POST', `${batchPath(id)}/cancel`, { auth: true }),
+  pauseBatch: (id) => request('POST', `${batchPath(id)}/pause`, { auth: true }),
+  resumeBatch: (id) => request('POST', `${batchPath(id)}/resume`, { auth: true }),
 };

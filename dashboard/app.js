@@ -127,8 +127,12 @@ function App() {
     ${
       view === 'batches'
         ? html`<div class="layout">
-            <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} /></div>
-            ${batch ? html`<${BatchDetails} key=${batch} id=${batch} onClose=${() => setBatch(null)} />` : null}
+            <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} version=${version} /></div>
+            ${
+              batch
+                ? html`<${BatchDetails} key=${batch} id=${batch} version=${version} act=${setPending} onClose=${() => setBatch(null)} />`
+                : null
+            }
           </div>`
         : html`<div class="layout">
             <div class="main-column">

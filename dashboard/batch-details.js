@@ -1,9 +1,11 @@
 // One batch: its counts (every count the tracker keeps), what else it knows of the batch, and
-// its failed jobs with their error, each opening to its `job status`.
+// its failed jobs with their error, each opening to its `job status`; and its directives (pause,
+// resume, cancel), confirmed first.
 import { h } from 'preact';
 import { useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
+import { BatchActions, DirectiveBadge } from './batch-directives.js';
 import { BatchProgress } from './batch-progress.js';
 import { ago, count } from './format.js';
 import { JobStatus } from './job-status.js';
@@ -14,8 +16,8 @@ const html = htm.bind(h);
 const POLL_MS = 3000;
 const FAILED_SHOWN = 100;
 
-/** Fields shown in their own place; every other field of the batch is listed as it comes. */
-const PLACED = new Set(['id', 'tenant', 'state', 'jobs']);
+/** Fields shown in their own place (`paused`, `cancelled`: a badge); every other field of the batch is listed as it comes. */
+const PLACED = new Set(['id', 'tenant', 'state', 'jobs', 'paused', 'cancelled']);
 
 function Counts({ jobs }) {
   return html`<dl class="stats counts">
@@ -82,12 +84,13 @@ function FailedJobs({ id, failed }) {
   </section>`;
 }
 
-export function BatchDetails({ id, onClose }) {
-  const { value: batch, error } = usePolled(() => api.batch(id), id, POLL_MS);
+/** `version` changes after every action: the batch is read again at once. */
+export function BatchDetails({ id, version, act, onClose }) {
+  const { value: batch, error } = usePolled(() => api.batch(id), `${id}|${version}`, POLL_MS);
   return html`<section class="panel details" aria-label="batch details" data-batch=${id}>
     <h2>
       <span>batch <code>${id}</code></span>
-      ${batch ? html`<span class=${`badge ${batch.state}`} data-field="state">${batch.state}</span>` : null}
+      ${batch ? html`<span class=${`badge ${batch.state}`} data-field="state">${batch.state}</span> <${DirectiveBadge} batch=${batch} />` : null}
       <button type="button" class="link close" onClick=${onClose} aria-label="close the details">✕</button>
     </h2>
     ${error !== null ? html`<p class="error">${error}</p>` : null}
@@ -97,6 +100,7 @@ export function BatchDetails({ id, onClose }) {
           ? html`<p class="muted">loading…</p>`
           : null
         : html`<p class="muted">tenant <b data-field="tenant">${batch.tenant ?? '—'}</b></p>
+            <${BatchActions} batch=${batch} act=${act} />
             <${BatchProgress} jobs=${batch.jobs} />
             <${Counts} jobs=${batch.jobs} />
             <${Facts} batch=${batch} />

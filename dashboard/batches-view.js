@@ -4,6 +4,7 @@ import { h } from 'preact';
 import { useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
+import { DirectiveBadge } from './batch-directives.js';
 import { BatchProgress } from './batch-progress.js';
 import { ago, count } from './format.js';
 import { usePolled } from './polled.js';
@@ -14,10 +15,11 @@ const POLL_MS = 3000;
 /** The latest batches the list asks for; `total` says how many there are. */
 const LIMIT = 500;
 
-export function BatchesView({ selected, onSelect }) {
+/** `version` changes after every action: the list is read again at once. */
+export function BatchesView({ selected, onSelect, version }) {
   const [filter, setFilter] = useState('');
   const [state, setState] = useState('');
-  const { value, error, at } = usePolled(() => api.batches({ state, limit: LIMIT }), state, POLL_MS);
+  const { value, error, at } = usePolled(() => api.batches({ state, limit: LIMIT }), `${state}|${version}`, POLL_MS);
   const text = filter.trim().toLowerCase();
   const batches = (value?.batches ?? [])
     .filter((b) => text === '' || b.id.toLowerCase().includes(text) || (b.tenant ?? '').includes(text))
@@ -72,7 +74,7 @@ export function BatchesView({ selected, onSelect }) {
                       </button>
                     </td>
                     <td data-field="tenant">${b.tenant ?? '—'}</td>
-                    <td><span class=${`badge ${b.state}`} data-field="state">${b.state}</span></td>
+                    <td><span class=${`badge ${b.state}`} data-field="state">${b.state}</span> <${DirectiveBadge} batch=${b} /></td>
                     <td><${BatchProgress} jobs=${b.jobs} /></td>
                     <td class="num" data-field="known">${count(b.jobs.known)}</td>
                     <td class="num" data-field="completed">${count(b.jobs.completed)}</td>

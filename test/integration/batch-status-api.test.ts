@@ -36,6 +36,7 @@ interface Answer {
 
 // The page's globals, as the callbacks evaluated in the browser use them (tests compile without the DOM library).
 declare const document: { querySelector(selector: string): { textContent: string | null } | null };
+declare const sessionStorage: { clear(): void };
 
 describe('batch status in the admin API and the dashboard', function () {
   this.timeout(120_000);
@@ -255,7 +256,8 @@ describe('batch status in the admin API and the dashboard', function () {
       await page.setViewport({ width: 1500, height: 1000 });
       page.on('pageerror', (err) => problems.push(String(err)));
       page.on('console', (message) => {
-        if (message.type() === 'error') problems.push(message.text());
+        // The browser logs the refusal a wrong token earns (a 401): the page shows it, it is not a fault.
+        if (message.type() === 'error' && !message.text().includes('401')) problems.push(message.text());
       });
     });
 
@@ -331,6 +333,113 @@ describe('batch status in the admin API and the dashboard', function () {
       sinkGate.releaseAll();
       await waitForText(`${row} [data-field="state"]`, 'completed');
       expect(await text(`${row} [data-field="completed"]`)).to.equal('4');
+      expect(problems, 'errors in the page').to.deep.equal([]);
+    });
+
+    it('pauses, resumes and cancels a running batch from its details, and a wrong token changes nothing', async () => {
+      const waitForMatch = async (selector: string, expected: RegExp): Promise<string> => {
+        await page.waitForFunction(
+          (s: string, source: string) => new RegExp(source).test(document.querySelector(s)?.textContent?.trim() ?? ''),
+          { timeout: 30_000, polling: 100 },
+          selector,
+          expected.source,
+        );
+        return (await text(selector))!;
+      };
+      const waitForGone = (selector: string): Promise<unknown> =>
+        page.waitForFunction((s: string) => document.querySelector(s) === null, { timeout: 30_000, polling: 100 }, selector);
+      const apiBatch = async (): Promise<Json> => (await get('/ojs/v1/batches/scan-dash')).body;
+      const stagesSee = (verdict: string): Promise<unknown> =>
+        waitFor(
+          `the stages to see ${verdict}`,
+          async () => (await running.group.directives.verdict({ tenant: 'acme', meta: { batch: 'scan-dash' } })) === verdict,
+        );
+
+      // A running batch: 1 scan + 1 file done, its 2 parts held by the sink.
+      sinkGate.close();
+      await running.publisher.publish('scans', { type: 'scan', args: [1, null, 'hold'], tenant: 'acme', batch: 'scan-dash' });
+      await waitFor('both parts held', () => sinkGate.held.length === 2, 30_000);
+      const row = 'tr[data-batch="scan-dash"]';
+      await page.waitForSelector(row, { timeout: 30_000 });
+      await page.click(`${row} button`);
+      const details = '.details[data-batch="scan-dash"]';
+      await waitForText(`${details} [data-field="state"]`, 'running');
+      expect(await page.$(`${details} [data-field="directive"]`)).to.equal(null);
+      expect(await page.$(`${details} button[data-action="resume"]`)).to.equal(null);
+      expect(await page.$eval(`${details} button[data-action="cancel"]`, (b) => (b as unknown as { disabled: boolean }).disabled)).to.equal(
+        false,
+      );
+
+      // A wrong token: the confirmation names the batch, the server refuses, the page says so, nothing changes.
+      await page.evaluate(() => sessionStorage.clear());
+      await page.click(`${details} button[data-action="cancel"]`);
+      await page.waitForSelector('.dialog input[name="token"]');
+      expect(await text('#confirm-title')).to.equal('Cancel batch scan-dash?');
+      expect(await text('.dialog p')).to.match(/scan-dash not started yet are discarded/);
+      await page.type('.dialog input[name="token"]', 'not-the-token');
+      await page.click('.dialog button[name="confirm"]');
+      expect(await waitForMatch('[data-field="notice"]', /^Refused/)).to.contain('UNAUTHORIZED');
+      expect(await apiBatch()).to.deep.include({ state: 'running', cancelled: false, paused: false });
+      expect(await text(`${details} [data-field="state"]`)).to.equal('running');
+      expect(await page.$(`${details} [data-field="directive"]`)).to.equal(null);
+      await page.click('button[name="forget-token"]');
+
+      // Pause, with the token typed in the confirmation: the details and the list say paused, and so does the API.
+      await page.click(`${details} button[data-action="pause"]`);
+      await page.waitForSelector('.dialog input[name="token"]');
+      expect(await text('#confirm-title')).to.equal('Pause batch scan-dash?');
+      await page.type('.dialog input[name="token"]', 'batch-status-token');
+      await page.click('.dialog button[name="confirm"]');
+      await waitForText('[data-field="notice"]', 'batch scan-dash: paused');
+      await waitForText(`${details} [data-field="directive"]`, 'paused');
+      await waitForText(`${row} [data-field="directive"]`, 'paused');
+      expect((await apiBatch()).paused).to.equal(true);
+      await page.waitForSelector(`${details} button[data-action="resume"]`);
+      expect(await page.$(`${details} button[data-action="pause"]`)).to.equal(null);
+
+      // A second root arrives while paused: parked at the scanner, unrun.
+      await stagesSee('park-batch');
+      await running.publisher.publish('scans', { type: 'scan', args: [1], tenant: 'acme', batch: 'scan-dash' });
+      await waitFor(
+        'the late root parked',
+        async () =>
+          (await running.raw.count(running.names.parked)) === 1 &&
+          (await get('/ojs/v1/batches/scan-dash/jobs?state=parked')).body.total === 1,
+        30_000,
+      );
+
+      // Resume (the token is kept: no field this time) sends it on, and says so.
+      await page.click(`${details} button[data-action="resume"]`);
+      await page.waitForSelector('.dialog button[name="confirm"]');
+      expect(await page.$('.dialog input[name="token"]')).to.equal(null);
+      await page.click('.dialog button[name="confirm"]');
+      await waitForText('[data-field="notice"]', 'batch scan-dash: resumed, 1 parked job sent on');
+      await waitForGone(`${details} [data-field="directive"]`);
+      await waitForGone(`${row} [data-field="directive"]`);
+      expect((await apiBatch()).paused).to.equal(false);
+      await page.waitForSelector(`${details} button[data-action="pause"]`);
+      // The late root runs: its file and 2 parts complete; the 2 held parts are still in flight.
+      await waitForText(`${details} [data-field="completed"]`, '6');
+      expect(await text(`${details} [data-field="state"]`)).to.equal('running');
+
+      // Cancel, confirmed: cancelled while the held parts finish, then the batch ends cancelled.
+      await page.click(`${details} button[data-action="cancel"]`);
+      await page.waitForSelector('.dialog button[name="confirm"]');
+      await page.click('.dialog button[name="confirm"]');
+      await waitForText('[data-field="notice"]', 'batch scan-dash: cancelled, 0 parked jobs sent on');
+      await waitForText(`${details} [data-field="directive"]`, 'cancelled');
+      expect(await apiBatch()).to.deep.include({ state: 'running', cancelled: true });
+      const disabled = (action: string): Promise<boolean> =>
+        page.$eval(`${details} button[data-action="${action}"]`, (b) => (b as unknown as { disabled: boolean }).disabled);
+      expect(await disabled('cancel')).to.equal(true);
+      expect(await disabled('pause')).to.equal(true);
+      sinkGate.releaseAll();
+      await waitForText(`${details} [data-field="state"]`, 'cancelled');
+      await waitForText(`${row} [data-field="state"]`, 'cancelled');
+      // Its state badge says it: no second badge.
+      expect(await page.$(`${details} [data-field="directive"]`)).to.equal(null);
+      expect((await apiBatch()).state).to.equal('cancelled');
+      expect(await disabled('cancel')).to.equal(true);
       expect(problems, 'errors in the page').to.deep.equal([]);
     });
   });
