@@ -51,7 +51,8 @@ export class FsPayloadStore implements PayloadStore {
   async put(ref: PayloadKey, data: Buffer): Promise<void> {
     const { tenant, id } = checkPayloadKey(ref);
     const folder = path.join(this.dir, tenant);
-    await mkdir(folder, { recursive: true });
+    // A new tenant folder is flushed into the store's directory too, or a crash could lose it.
+    if ((await mkdir(folder, { recursive: true })) !== undefined && this.fsync) await syncDir(this.dir);
     const committed = path.join(folder, id);
     if (await exists(committed)) throw storedAlready(tenant, id);
     const temp = path.join(folder, `.${id}.${randomBytes(6).toString('hex')}.tmp`);
