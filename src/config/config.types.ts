@@ -91,8 +91,8 @@ export interface QueueConfig extends QueueSettings {
    */
   max_priority?: number;
   /**
-   * Jobs sent to this queue whose serialized `args` are longer than this many bytes travel by
-   * reference: the arguments go to the payload store (docs/payloads.md). At most 8 MiB.
+   * A job sent to this queue whose encoded message (the envelope, `args` included) is longer than
+   * this many bytes travels by reference: its `args` go to the payload store (docs/payloads.md). At most 8 MiB.
    * @defaultValue `payloads.threshold` (through `_default`)
    */
   payload_threshold?: number;
@@ -201,8 +201,9 @@ export type CompiledPayloadStoreConfig = { kind: 'fs'; dir: string } | { kind: '
 /** Payload offloading (docs/payloads.md): large job arguments travel by reference. */
 export interface PayloadsConfig {
   /**
-   * Serialized `args` longer than this many bytes go to the store and the job carries a
-   * reference (`x-ojs-payload-ref`). At most 8 MiB, so that a message stays well under
+   * A job whose encoded message (the envelope, `args` included) is longer than this many bytes
+   * travels by reference: its serialized `args` go to the store and the message carries
+   * `x-ojs-payload-ref`. At most 8 MiB, so that a message stays well under
    * RabbitMQ's 16 MiB `max_message_size`; `queues.<name>.payload_threshold` overrides it per queue.
    * @defaultValue 1048576 (1 MiB)
    */
@@ -305,7 +306,7 @@ export interface ResolvedQueueConfig
   name: string;
   scope: 'tenant' | 'shared';
   type: QueueType;
-  /** Bytes of serialized `args` above which a job sent to this queue travels by reference. */
+  /** Bytes of encoded message above which a job sent to this queue travels by reference. */
   payload_threshold: number;
   default_retry: ResolvedRetryPolicy;
   /** False for a queue created implicitly (named by a stage but not by `queues`). */

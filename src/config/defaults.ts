@@ -45,14 +45,15 @@ export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 export const DEFAULT_TRACKING_MAX_AGE = 'P7D';
 export const DEFAULT_HTTP_PORT = 9400;
 /**
- * Serialized `args` above this many bytes travel by reference (docs/payloads.md). RabbitMQ 4
+ * A job whose encoded message is larger than this many bytes travels by reference
+ * (docs/payloads.md). RabbitMQ 4
  * refuses messages above 16 MiB, but large messages cost long before that: a message is sent
  * whole on one channel (it delays every other frame of the connection), is kept in memory by
  * classic queues and written to the Raft log of every replica by quorum queues, and is copied
  * again by each retry and dead letter. 1 MiB keeps ordinary jobs inline and moves documents out.
  */
 export const DEFAULT_PAYLOAD_THRESHOLD = 1024 * 1024;
-/** The largest `payloads.threshold`: half of RabbitMQ's 16 MiB, leaving room for the envelope. */
+/** The largest `payloads.threshold` (the schema's maximum): half of RabbitMQ's 16 MiB, so an inline message stays far from it. */
 export const MAX_PAYLOAD_THRESHOLD = 8 * 1024 * 1024;
 /** The payload store's directory, relative to the configuration file. */
 export const DEFAULT_PAYLOAD_DIR = './payloads';

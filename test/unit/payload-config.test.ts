@@ -4,6 +4,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { compileConfig, SCHEMA_PATH } from '../../src/config/compile-config.js';
 import { loadConfig } from '../../src/config/load-config.js';
+import { MAX_PAYLOAD_THRESHOLD } from '../../src/config/defaults.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
 import { ConfigError } from '../../src/errors/errors.js';
 import { createPayloadStore } from '../../src/payload/create-payload-store.js';
@@ -153,11 +154,13 @@ describe('payloads configuration', () => {
     expect(short.payloads.retentionSeconds).to.equal(8 * 86400);
   });
 
-  it('keeps the schema`s table pattern and the store`s equal', async () => {
+  it('keeps the schema`s table pattern and threshold bound equal to the code`s', async () => {
     const schema = JSON.parse(await readFile(SCHEMA_PATH, 'utf8')) as {
       properties: { payloads: { properties: { store: { then: { properties: { table: { pattern: string } } } } } } };
+      definitions: { payloadThreshold: { maximum: number } };
     };
     expect(schema.properties.payloads.properties.store.then.properties.table.pattern).to.equal(PAYLOAD_TABLE_NAME.source);
+    expect(schema.definitions.payloadThreshold.maximum).to.equal(MAX_PAYLOAD_THRESHOLD);
   });
 
   it('builds the store the configuration names, touching nothing until it is used', async () => {
