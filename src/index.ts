@@ -38,11 +38,19 @@ export type {
   RetryPolicy,
   VariantsConfig,
   QueueType,
+  PayloadsConfig,
+  PayloadStoreConfig,
 } from './config/config.types.js';
 export { settingsFor } from './config/queue-resolver.js';
 export { tenantShare, DEFAULT_TENANT_SHARE } from './config/tenant-share.js';
 export { loadConfig } from './config/load-config.js';
 export { compileConfig, SCHEMA_PATH } from './config/compile-config.js';
+
+export type { PayloadStore, PayloadKey } from './payload/payload-store.js';
+export { FsPayloadStore, type FsPayloadStoreOptions } from './payload/fs-payload-store.js';
+export { PostgresPayloadStore, type PostgresPayloadStoreOptions } from './payload/postgres-payload-store.js';
+export { createPayloadStore } from './payload/create-payload-store.js';
+export { checkPayloadKey } from './payload/payload-key.js';
 
 export { BrokerNames } from './topology/names.js';
 export type { Topology, ExchangeSpec, QueueSpec, BindingSpec } from './topology/topology.types.js';

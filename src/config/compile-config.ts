@@ -4,14 +4,16 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { ConfigError } from '../errors/errors.js';
 import type {
   CompiledConfig,
+  CompiledPayloadStoreConfig,
   CompiledStageConfig,
+  ConfigWithDefaults,
   QueueSettings,
   QueueSettingsLayers,
   RawConfig,
   ResolvedQueueConfig,
   TenantConfig,
 } from './config.types.js';
-import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, withDefaults } from './defaults.js';
+import { DEFAULT_CONCURRENCY, PREFETCH_BUFFER, SYSTEM_QUEUE_SETTINGS, withDefaults } from './defaults.js';
 import { parseDuration } from '../util/duration.js';
 import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
@@ -51,12 +53,12 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   const queues = new Map<string, ResolvedQueueConfig>();
   for (const [name, own] of Object.entries(config.queues)) {
     if (name === '_default') continue;
-    const queue = resolveQueue(name, policy, own);
+    const queue = resolveQueue(name, policy, own, config.payloads.threshold);
     checkQueue(source, queue);
     checkQueueType(source, queue, raw, config.durable);
     queues.set(name, queue);
   }
-  const defaultQueue = resolveQueue('_default', policy, undefined);
+  const defaultQueue = resolveQueue('_default', policy, undefined, config.payloads.threshold);
   checkQueue(source, defaultQueue);
   checkQueueType(source, defaultQueue, raw, config.durable);
   const tenants = tenantNames(source, config.tenants);
@@ -90,6 +92,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     gracePeriod: config.gracePeriod,
     httpPort: config.httpPort,
     tracking: { maxAgeSeconds: trackingMaxAge(source, config.tracking.max_age) },
+    payloads: compilePayloads(source, baseDir, config),
     defaultQueue,
     queues,
     queueSettings,
@@ -238,9 +241,63 @@ function decodePointer(part: string): string {
 
 /** `tracking.max_age` in whole seconds: the stream's `x-max-age` cannot be less than a second. */
 function trackingMaxAge(source: string, value: string): number {
+  return wholeSeconds(source, 'tracking.max_age', value, 'P7D');
+}
+
+/**
+ * `payloads`, checked: durations of at least a second, a retention longer than the orphan delay
+ * and than every dead-letter TTL (a dead letter retried must still find its arguments), the
+ * store's directory absolute (relative to the configuration file).
+ */
+function compilePayloads(source: string, baseDir: string, config: ConfigWithDefaults): CompiledConfig['payloads'] {
+  const { threshold, orphan_after, retention } = config.payloads;
+  const orphanAfterSeconds = wholeSeconds(source, 'payloads.orphan_after', orphan_after, 'PT1H');
+  const retentionSeconds = wholeSeconds(source, 'payloads.retention', retention, 'P50D');
+  if (retentionSeconds <= orphanAfterSeconds) {
+    throw new ConfigError(
+      source,
+      'payloads.retention',
+      `a duration longer than payloads.orphan_after ("${orphan_after}"), got "${retention}"`,
+    );
+  }
+  for (const [key, ttl] of deadLetterTtls(config)) {
+    const ms = parseDuration(ttl);
+    if (ms !== undefined && retentionSeconds * 1000 <= ms) {
+      throw new ConfigError(
+        source,
+        'payloads.retention',
+        `a duration longer than every dead-letter TTL (${key} keeps dead letters "${ttl}": a retried dead letter would miss its payload), got "${retention}"`,
+      );
+    }
+  }
+  const store: CompiledPayloadStoreConfig =
+    config.payloads.store.kind === 'fs' ? { kind: 'fs', dir: path.resolve(baseDir, config.payloads.store.dir) } : config.payloads.store;
+  return { threshold, store, orphanAfterSeconds, retentionSeconds };
+}
+
+/** Every dead-letter TTL the file sets, and the system default when `_default` does not replace it: [key, ISO 8601]. */
+function deadLetterTtls(config: ConfigWithDefaults): Array<[string, string]> {
+  const ttls: Array<[string, string]> = [];
+  if (config.queues._default?.dead_letter_ttl === undefined)
+    ttls.push(['the default dead_letter_ttl', SYSTEM_QUEUE_SETTINGS.dead_letter_ttl]);
+  for (const [name, queue] of Object.entries(config.queues)) {
+    if (typeof queue.dead_letter_ttl === 'string') ttls.push([`queues.${name}.dead_letter_ttl`, queue.dead_letter_ttl]);
+  }
+  config.tenants.forEach((entry, index) => {
+    if (typeof entry === 'string') return;
+    for (const [name, settings] of Object.entries(entry.queues ?? {})) {
+      if (typeof settings.dead_letter_ttl === 'string')
+        ttls.push([`tenants.${index}.queues.${name}.dead_letter_ttl`, settings.dead_letter_ttl]);
+    }
+  });
+  return ttls;
+}
+
+/** An ISO 8601 duration of at least a second, in whole seconds. */
+function wholeSeconds(source: string, key: string, value: string, example: string): number {
   const ms = parseDuration(value);
   if (ms === undefined || ms < 1000) {
-    throw new ConfigError(source, 'tracking.max_age', `an ISO 8601 duration of at least one second, such as "P7D" (got "${value}")`);
+    throw new ConfigError(source, key, `an ISO 8601 duration of at least one second, such as "${example}" (got "${value}")`);
   }
   return Math.round(ms / 1000);
 }

@@ -90,6 +90,12 @@ export interface QueueConfig extends QueueSettings {
    * (no policy can set it): changing it needs the queue recreated. @defaultValue none
    */
   max_priority?: number;
+  /**
+   * A job sent to this queue whose encoded message (the envelope, `args` included) is longer than
+   * this many bytes travels by reference: its `args` go to the payload store (docs/payloads.md). At most 8 MiB.
+   * @defaultValue `payloads.threshold` (through `_default`)
+   */
+  payload_threshold?: number;
 }
 
 /**
@@ -171,6 +177,51 @@ export interface SecurityConfig {
   operatorUser?: string;
 }
 
+/**
+ * Where offloaded job arguments are kept (docs/payloads.md "Stores"): a directory shared by the
+ * stages (`fs`, the default) or a PostgreSQL table (`postgres`).
+ */
+export type PayloadStoreConfig =
+  | {
+      kind: 'fs';
+      /** The shared directory, relative to the configuration file. @defaultValue "./payloads" */
+      dir?: string;
+    }
+  | {
+      kind: 'postgres';
+      /** PostgreSQL connection URL; `PGPASSWORD` and the other libpq variables apply. */
+      url: string;
+      /** The table, created at first use. @defaultValue "stagecoach_payloads" */
+      table?: string;
+    };
+
+/** `payloads.store` compiled: the directory absolute, the table named. */
+export type CompiledPayloadStoreConfig = { kind: 'fs'; dir: string } | { kind: 'postgres'; url: string; table: string };
+
+/** Payload offloading (docs/payloads.md): large job arguments travel by reference. */
+export interface PayloadsConfig {
+  /**
+   * A job whose encoded message (the envelope, `args` included) is longer than this many bytes
+   * travels by reference: its serialized `args` go to the store and the message carries
+   * `x-ojs-payload-ref`. At most 8 MiB, so that a message stays well under
+   * RabbitMQ's 16 MiB `max_message_size`; `queues.<name>.payload_threshold` overrides it per queue.
+   * @defaultValue 1048576 (1 MiB)
+   */
+  threshold?: number;
+  /** @defaultValue `{ "kind": "fs", "dir": "./payloads" }` */
+  store?: PayloadStoreConfig;
+  /**
+   * A payload stored but never committed (its publisher died before the broker confirmed the
+   * job) is an orphan after this long, ISO 8601 duration, and the sweep deletes it. @defaultValue "PT1H"
+   */
+  orphan_after?: string;
+  /**
+   * A committed payload still there after this long, ISO 8601 duration, is deleted by the sweep
+   * whatever its job's state. Must outlast every `dead_letter_ttl`. @defaultValue "P50D"
+   */
+  retention?: string;
+}
+
 /** The configuration file as written. */
 export interface RawConfig {
   $schema?: string;
@@ -232,6 +283,8 @@ export interface RawConfig {
      */
     max_age?: string;
   };
+  /** Payload offloading: large job arguments travel by reference (docs/payloads.md). */
+  payloads?: PayloadsConfig;
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
 }
@@ -249,10 +302,12 @@ export type ResolvedRetryPolicy = Required<RetryPolicy> & {
 
 /** A queue with `_default` and the system defaults merged in. */
 export interface ResolvedQueueConfig
-  extends Omit<QueueConfig, 'default_retry' | 'scope' | 'type' | keyof QueueSettings>, ResolvedQueueSettings {
+  extends Omit<QueueConfig, 'default_retry' | 'scope' | 'type' | 'payload_threshold' | keyof QueueSettings>, ResolvedQueueSettings {
   name: string;
   scope: 'tenant' | 'shared';
   type: QueueType;
+  /** Bytes of encoded message above which a job sent to this queue travels by reference. */
+  payload_threshold: number;
   default_retry: ResolvedRetryPolicy;
   /** False for a queue created implicitly (named by a stage but not by `queues`). */
   configured: boolean;
@@ -316,6 +371,8 @@ export interface ConfigWithDefaults {
   gracePeriod: number;
   httpPort: number;
   tracking: { max_age: string };
+  /** `store` with its `dir` (still relative to the file) or `table` filled in. */
+  payloads: { threshold: number; store: CompiledPayloadStoreConfig; orphan_after: string; retention: string };
   stages: Record<string, StageConfig>;
 }
 
@@ -359,5 +416,15 @@ export interface CompiledConfig {
   tenantShares: ReadonlyMap<string, TenantShare>;
   /** Batch tracking: the report stream's retention, in whole seconds. */
   tracking: { maxAgeSeconds: number };
+  /** Payload offloading (docs/payloads.md). */
+  payloads: {
+    /** Bytes; each queue's own is its `payload_threshold`. */
+    threshold: number;
+    store: CompiledPayloadStoreConfig;
+    /** Whole seconds after which a payload never committed is swept. */
+    orphanAfterSeconds: number;
+    /** Whole seconds after which any payload is swept. */
+    retentionSeconds: number;
+  };
   stages: Map<string, CompiledStageConfig>;
 }

@@ -1,4 +1,12 @@
-import type { ConfigWithDefaults, QueueConfig, QueueSettings, RawConfig, RetryPolicy } from './config.types.js';
+import type {
+  CompiledPayloadStoreConfig,
+  ConfigWithDefaults,
+  PayloadStoreConfig,
+  QueueConfig,
+  QueueSettings,
+  RawConfig,
+  RetryPolicy,
+} from './config.types.js';
 
 /** The system defaults every queue starts from (OJS queue configuration 7.2, layer 1). */
 export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
@@ -36,6 +44,29 @@ export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 /** How long the batch-tracking stream keeps settlement reports (docs/batches.md). */
 export const DEFAULT_TRACKING_MAX_AGE = 'P7D';
 export const DEFAULT_HTTP_PORT = 9400;
+/**
+ * A job whose encoded message is larger than this many bytes travels by reference
+ * (docs/payloads.md). RabbitMQ 4
+ * refuses messages above 16 MiB, but large messages cost long before that: a message is sent
+ * whole on one channel (it delays every other frame of the connection), is kept in memory by
+ * classic queues and written to the Raft log of every replica by quorum queues, and is copied
+ * again by each retry and dead letter. 1 MiB keeps ordinary jobs inline and moves documents out.
+ */
+export const DEFAULT_PAYLOAD_THRESHOLD = 1024 * 1024;
+/** The largest `payloads.threshold` (the schema's maximum): half of RabbitMQ's 16 MiB, so an inline message stays far from it. */
+export const MAX_PAYLOAD_THRESHOLD = 8 * 1024 * 1024;
+/** The payload store's directory, relative to the configuration file. */
+export const DEFAULT_PAYLOAD_DIR = './payloads';
+/** The PostgreSQL payload store's table. */
+export const DEFAULT_PAYLOAD_TABLE = 'stagecoach_payloads';
+/** A payload left pending this long is an orphan: its publisher died before the broker had its job. */
+export const DEFAULT_PAYLOAD_ORPHAN_AFTER = 'PT1H';
+/**
+ * How long a committed payload is kept at most: longer than the longest a dead letter can be kept
+ * (`dead_letter_ttl`, at most 49.7 days: RabbitMQ's largest message TTL), so that by default a
+ * dead letter retried on its last day still finds its arguments.
+ */
+export const DEFAULT_PAYLOAD_RETENTION = 'P50D';
 export const DEFAULT_RECONNECT = { initialDelay: 1, maxDelay: 30 };
 /** Deliveries prefetched beyond the concurrency, so the handler never waits on a round trip. */
 export const PREFETCH_BUFFER = 10;
@@ -87,6 +118,18 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
     gracePeriod: raw.gracePeriod ?? DEFAULT_GRACE_PERIOD_SECONDS,
     httpPort: raw.httpPort ?? DEFAULT_HTTP_PORT,
     tracking: { max_age: raw.tracking?.max_age ?? DEFAULT_TRACKING_MAX_AGE },
+    payloads: {
+      threshold: raw.payloads?.threshold ?? DEFAULT_PAYLOAD_THRESHOLD,
+      store: payloadStore(raw.payloads?.store),
+      orphan_after: raw.payloads?.orphan_after ?? DEFAULT_PAYLOAD_ORPHAN_AFTER,
+      retention: raw.payloads?.retention ?? DEFAULT_PAYLOAD_RETENTION,
+    },
     stages: raw.stages ?? {},
   };
+}
+
+/** `payloads.store` with its defaults: the filesystem store in `./payloads`, or the default table. */
+function payloadStore(store: PayloadStoreConfig | undefined): CompiledPayloadStoreConfig {
+  if (store?.kind === 'postgres') return { kind: 'postgres', url: store.url, table: store.table ?? DEFAULT_PAYLOAD_TABLE };
+  return { kind: 'fs', dir: store?.dir ?? DEFAULT_PAYLOAD_DIR };
 }

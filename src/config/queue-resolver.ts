@@ -18,8 +18,15 @@ export const SETTING_KEYS = ['max_size', 'max_size_bytes', 'overflow_policy', 'd
  * Layers one queue's configuration (OJS queue configuration 7.2): system defaults, then the
  * `_default` policy, then the queue's own fields. `default_retry` merges field by field so that
  * a queue that only changes `max_attempts` keeps the inherited intervals.
+ *
+ * @param payloadThreshold `payloads.threshold`: the system layer of `payload_threshold`.
  */
-export function resolveQueue(name: string, policy: QueueConfig | undefined, own: QueueConfig | undefined): ResolvedQueueConfig {
+export function resolveQueue(
+  name: string,
+  policy: QueueConfig | undefined,
+  own: QueueConfig | undefined,
+  payloadThreshold: number,
+): ResolvedQueueConfig {
   // The settings come from layerSettings alone: a `null` written in a layer is no value here.
   const merged: QueueConfig = { ...SYSTEM_QUEUE_DEFAULTS, ...policy, ...own };
   for (const key of SETTING_KEYS) delete merged[key];
@@ -29,6 +36,7 @@ export function resolveQueue(name: string, policy: QueueConfig | undefined, own:
     name,
     scope: own?.scope ?? policy?.scope ?? SYSTEM_QUEUE_DEFAULTS.scope,
     type: own?.type ?? policy?.type ?? SYSTEM_QUEUE_DEFAULTS.type,
+    payload_threshold: own?.payload_threshold ?? policy?.payload_threshold ?? payloadThreshold,
     default_retry: compileRetryPolicy({ ...SYSTEM_RETRY_DEFAULTS, ...policy?.default_retry, ...own?.default_retry }),
     configured: own !== undefined,
   };
