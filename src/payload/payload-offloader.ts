@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { CompiledConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
 import { InvalidPayloadError, PayloadMissingError } from '../errors/errors.js';
 import { OJS_HEADERS, toWire, type WireMessage, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { formatPayloadRef, parsePayloadRef, payloadTenant } from './payload-ref.js';
+import { createPayloadStore } from './create-payload-store.js';
 import type { PayloadKey, PayloadStore } from './payload-store.js';
 
 export interface PayloadOffloaderOptions {
@@ -135,4 +138,16 @@ export class PayloadOffloader {
       }
     }
   }
+}
+
+/**
+ * The offloading a configuration asks for: its store (`payloads.store`, which the caller closes
+ * with the offloader's `store.close()`) and each queue's `payload_threshold`.
+ */
+export function payloadOffloaderFor(
+  config: CompiledConfig,
+  log: Logger,
+  store: PayloadStore = createPayloadStore(config),
+): PayloadOffloader {
+  return new PayloadOffloader({ store, thresholdFor: (queue) => queueFor(config, queue).payload_threshold, log });
 }

@@ -2,6 +2,7 @@ import { openConnection, type AmqpConnection } from '../broker/amqp-connection.j
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import { JobRouter, typeAllowed } from '../broker/job-router.js';
+import { payloadOffloaderFor, type PayloadOffloader } from '../payload/payload-offloader.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { ConfigError, StagecoachError, TenantRequiredError } from '../errors/errors.js';
@@ -45,8 +46,10 @@ export class Publisher {
     private readonly publisher: ConfirmPublisher,
     private readonly ownsConnection: boolean,
     private readonly events: EventPublisher,
+    private readonly payloads: PayloadOffloader,
+    private readonly ownsPayloads: boolean,
   ) {
-    this.router = new JobRouter(config, publisher);
+    this.router = new JobRouter(config, publisher, payloads);
   }
 
   /**
@@ -56,17 +59,20 @@ export class Publisher {
    * of the connection's user (see `routeFor` for where they enter).
    * @param connection an open connection to share; by default the publisher opens its own.
    * @param source the `source` of its events (`stagecoach/publisher` by default).
+   * @param payloads where arguments above `payloads.threshold` go (docs/payloads.md); by default
+   *   the configured store, which `close()` closes.
    */
   static async connect(
     config: CompiledConfig,
-    options: { connection?: AmqpConnection; log?: Logger; source?: string } = {},
+    options: { connection?: AmqpConnection; log?: Logger; source?: string; payloads?: PayloadOffloader } = {},
   ): Promise<Publisher> {
     const log = options.log ?? createLogger({ component: 'publisher' });
     const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
     if (!config.security.tenantUsers) await declareTopology(connection, coreTopology(config), log);
     const events = new EventPublisher(config, { source: options.source ?? 'stagecoach/publisher', log, connection: () => connection });
     const publisher = await ConfirmPublisher.open(connection, undefined, new QueueFullReporter(config, events).observe);
-    return new Publisher(config, connection, publisher, options.connection === undefined, events);
+    const payloads = options.payloads ?? payloadOffloaderFor(config, log);
+    return new Publisher(config, connection, publisher, options.connection === undefined, events, payloads, options.payloads === undefined);
   }
 
   /** Builds the envelope (UUIDv7 id, attempt 1) and publishes it; resolves with the job id. */
@@ -179,6 +185,7 @@ export class Publisher {
     // Its events first: a `queue.full` of the last refusal is still on its way.
     await this.events.close();
     await this.publisher.close();
+    if (this.ownsPayloads) await this.payloads.store.close();
     if (this.ownsConnection) await this.connection.close().catch(() => undefined);
   }
 }

@@ -18,6 +18,7 @@ import { EventPublisher } from '../events/event-publisher.js';
 import { QueueFullReporter } from '../events/queue-full-reporter.js';
 import { ControlListener } from '../control/control-listener.js';
 import { DirectiveGate } from './directive-gate.js';
+import { payloadOffloaderFor, type PayloadOffloader } from '../payload/payload-offloader.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import { EventLoopWatch } from './event-loop-watch.js';
@@ -72,6 +73,8 @@ export interface StageGroupOptions {
    * `concurrency` slots by weight (TenantPool). Tenants can be added and removed while it runs.
    */
   pooled?: PooledGroupOptions;
+  /** Payload offloading to share (tests); by default the configured store, which `stop()` closes. */
+  payloads?: PayloadOffloader;
 }
 
 export interface PooledGroupOptions {
@@ -141,6 +144,9 @@ export class StageGroup {
    * a caller can ask what the process would do with a job now (tests wait on it after a directive).
    */
   readonly directives: DirectiveGate;
+  /** One per process: payload offloading and its store (docs/payloads.md), closed with the group. */
+  private readonly payloads: PayloadOffloader;
+  private readonly ownsPayloads: boolean;
 
   /** Prometheus metrics of every instance in the group, and of its connection. */
   readonly metrics: StageMetrics;
@@ -172,6 +178,8 @@ export class StageGroup {
     );
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
     this.directives = new DirectiveGate(config.prefix, log);
+    this.payloads = options.payloads ?? payloadOffloaderFor(config, log);
+    this.ownsPayloads = options.payloads === undefined;
     this.events = new EventPublisher(config, { source: `stagecoach/${names}`, log, connection: () => this.manager.connection });
     this.limits = new QueueLimits(config, log);
     this.queueFull = new QueueFullReporter(config, this.events, {
@@ -221,6 +229,7 @@ export class StageGroup {
       gate: this.gate,
       ledger: this.ledger,
       directives: this.directives,
+      payloads: this.payloads,
       onQueueFull: this.queueFull.observe,
       ...(pooled === undefined
         ? {}
@@ -383,6 +392,7 @@ export class StageGroup {
       const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
       await this.pool?.close();
       await this.directives.close();
+      if (this.ownsPayloads) await this.payloads.store.close();
       await this.events.close();
       await this.manager.close();
       this.watch.close();
