@@ -24,6 +24,9 @@ import type { ScanMeta } from './lib/scan-meta.js';
  * `[{ base64 }, documentName]` per file: the document's bytes. Options: `samplesDir` (relative to
  * the working directory; default the bundled `stages/samples`).
  */
+/** Documents read and on their way at once. */
+const IN_FLIGHT = 32;
+
 @Stage({ name: 'explorer', input: 'scan_specs', outputs: ['conversions'], types: ['scan.folder'] })
 export class Explorer implements StageHandler {
   private readonly root: string;
@@ -58,17 +61,24 @@ export class Explorer implements StageHandler {
     // The scan job's id names the scan: unique, and known to whoever published it.
     const meta: ScanMeta = { scan_id: job.id, scan_total: files.length };
     ctx.log.info('scanning folder', { folder, files: files.length });
-    // One document at a time: each is read whole into memory to be sent.
+    // The document itself travels, so a converter needs no share with the explorer: inline when
+    // small, by reference to the payload store above `payloads.threshold` (docs/payloads.md).
+    // A few at a time: each is read whole into memory to be sent, and waiting for each confirm
+    // in turn would trickle a large folder out one round trip per file.
+    const sending = new Set<Promise<unknown>>();
     for (const file of files) {
-      // The document itself travels, so a converter needs no share with the explorer: inline when
-      // small, by reference to the payload store above `payloads.threshold` (docs/payloads.md).
+      if (sending.size >= IN_FLIGHT) await Promise.race(sending);
       const content = { base64: (await readFile(file)).toString('base64') };
-      await ctx.emit('conversions', {
-        type: 'doc.convert',
-        args: [content, path.relative(dir, file).split(path.sep).join('/')],
-        meta: { ...meta },
-        headers: { mime: mimeOf(file) },
-      });
+      const sent: Promise<unknown> = ctx
+        .emit('conversions', {
+          type: 'doc.convert',
+          args: [content, path.relative(dir, file).split(path.sep).join('/')],
+          meta: { ...meta },
+          headers: { mime: mimeOf(file) },
+        })
+        .finally(() => sending.delete(sent));
+      sending.add(sent);
     }
+    await Promise.all(sending);
   }
 }

@@ -64,9 +64,17 @@ export class DirectiveGate {
   /** The verdict for a job: synchronous when every marker it needs is remembered. */
   verdict(job: Pick<Job, 'tenant' | 'meta'>): Verdict | Promise<Verdict> {
     const batch = typeof job.meta?.batch === 'string' ? job.meta.batch : undefined;
+    // The hot path of unbatched jobs: one remembered answer, no arrays.
+    if (batch === undefined) {
+      if (job.tenant === undefined) return 'run';
+      const marker = this.tenantMarker(job.tenant);
+      const paused = this.remembered(marker);
+      if (paused !== undefined) return paused ? 'park-tenant' : 'run';
+      return this.ask(marker).then((on) => (on ? 'park-tenant' : 'run'));
+    }
     const markers: string[] = [];
     if (batch !== undefined) markers.push(this.names.batchMarker('cancelled', batch));
-    if (job.tenant !== undefined) markers.push(this.names.tenantPauseMarker(job.tenant));
+    if (job.tenant !== undefined) markers.push(this.tenantMarker(job.tenant));
     if (batch !== undefined) markers.push(this.names.batchMarker('paused', batch));
     if (markers.length === 0) return 'run';
     const known = markers.map((marker) => this.remembered(marker));
@@ -89,6 +97,18 @@ export class DirectiveGate {
     if (marker === undefined) return false;
     this.answers.delete(marker);
     return this.ask(marker);
+  }
+
+  /** Marker names of the tenants seen, made once: a tenant's jobs ask for it one by one. */
+  private readonly tenantMarkers = new Map<string, string>();
+
+  private tenantMarker(tenant: string): string {
+    let marker = this.tenantMarkers.get(tenant);
+    if (marker === undefined) {
+      if (this.tenantMarkers.size >= MAX_ENTRIES) this.tenantMarkers.clear();
+      this.tenantMarkers.set(tenant, (marker = this.names.tenantPauseMarker(tenant)));
+    }
+    return marker;
   }
 
   /** A control message named a batch or a tenant: its markers are read again when next needed. */
