@@ -103,7 +103,10 @@ export function buildProgram(): Command {
     .description('the OJS queue admin HTTP API (docs/admin-api.md); changes need STAGECOACH_ADMIN_TOKEN as a bearer token')
     .option('--port <port>', 'TCP port (default: admin.port in the configuration, else 9500)')
     .option('--host <host>', 'address to listen on (default: admin.host in the configuration, else 127.0.0.1)')
-    .option('--no-payload-sweep', 'do not sweep the payload store (every orphan_after/4, at most hourly); something else runs `payloads sweep`')
+    .option(
+      '--no-payload-sweep',
+      'do not sweep the payload store (every orphan_after/4, at most hourly); something else runs `payloads sweep`',
+    )
     .addOption(configOption())
     .action(async (opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean }) => {
       process.exitCode = await admin(opts);

@@ -90,7 +90,10 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const tenant = tenantOf(query);
         const deadQueues = deadQueuesOf(config, queue, tenant);
         if (deadQueues.length !== 1) throw new DashboardRequestError('?tenant=', `queue "${queue}" is tenant-scoped: name the tenant`);
-        return { status: 200, body: await orQueueMissing(() => peekMessage(config, ctx.log, deadQueues[0], params.ref ?? '', ctx.payloads)) };
+        return {
+          status: 200,
+          body: await orQueueMissing(() => peekMessage(config, ctx.log, deadQueues[0], params.ref ?? '', ctx.payloads)),
+        };
       },
     },
     {

@@ -170,7 +170,10 @@ describe('payload administration: sweep, dead letters and the admin API', functi
 
       const table = (await cli('dead', 'list', 'in', '--tenant', 'acme')).stdout.split('\n');
       expect(table[0]).to.contain(jobs.small).and.to.contain(`payload ${small.payload.ref} ${small.payload.size} B stored`);
-      expect(table[2]).to.contain(jobs.gone).and.to.contain(`payload ${gone.payload.ref}`).and.to.match(/ missing$/);
+      expect(table[2])
+        .to.contain(jobs.gone)
+        .and.to.contain(`payload ${gone.payload.ref}`)
+        .and.to.match(/ missing$/);
     });
 
     it('the admin API sweeps at start, lists dead letters with their payload and peeks at one with its arguments loaded back', async () => {
@@ -179,7 +182,9 @@ describe('payload administration: sweep, dead letters and the admin API', functi
       await waitFor('the sweep at start', () => !existsSync(fileOf(orphan, true)));
       const base = `http://127.0.0.1:${server.port}/ojs/v1/queues/in/dead-letters`;
 
-      const list = (await (await fetch(`${base}?tenant=acme`)).json()) as { dead_letters: Array<{ id: string; payload: PayloadView | null }> };
+      const list = (await (await fetch(`${base}?tenant=acme`)).json()) as {
+        dead_letters: Array<{ id: string; payload: PayloadView | null }>;
+      };
       expect(list.dead_letters.map((d) => [d.id, d.payload?.stored])).to.deep.equal([
         [jobs.small, true],
         [jobs.large, true],

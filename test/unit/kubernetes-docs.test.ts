@@ -199,7 +199,9 @@ describe('Kubernetes docs against the image', () => {
         .filter((o) => o.kind === 'PersistentVolumeClaim')
         .map((o) => [o.metadata?.name, (o.spec?.accessModes ?? []) as string[]] as const),
     );
-    const users = mountedConfigs(objects).filter(({ container }) => ['run', 'dev', 'admin', 'payloads'].includes(container.args?.[0] ?? ''));
+    const users = mountedConfigs(objects).filter(({ container }) =>
+      ['run', 'dev', 'admin', 'payloads'].includes(container.args?.[0] ?? ''),
+    );
     expect(users.length, 'workloads that use the payload store').to.be.at.least(3);
     for (const { workload, container, pod, configPath, config } of users) {
       const store = config.payloads?.store;
@@ -210,7 +212,9 @@ describe('Kubernetes docs against the image', () => {
       const claim = pod.volumes?.find((v) => v.name === mount?.name)?.persistentVolumeClaim?.claimName;
       expect(claims.get(claim), `${workload}: ${dir} is the claim ${claim}, ReadWriteMany`).to.include('ReadWriteMany');
     }
-    const sweeps = objects.filter((o) => o.kind === 'CronJob' && podSpecOf(o)?.containers.some((c) => c.args?.join(' ') === 'payloads sweep'));
+    const sweeps = objects.filter(
+      (o) => o.kind === 'CronJob' && podSpecOf(o)?.containers.some((c) => c.args?.join(' ') === 'payloads sweep'),
+    );
     expect(sweeps, 'a CronJob running `payloads sweep`').to.have.length(1);
   });
 

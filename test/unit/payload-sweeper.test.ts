@@ -98,7 +98,11 @@ describe('payload sweep', () => {
     });
 
     it('takes its interval from orphan_after by default', () => {
-      const sweeper = new PayloadSweeper({ store: new MemoryPayloadStore(), payloads: { orphanAfterSeconds: 600, retentionSeconds: 3600 }, log });
+      const sweeper = new PayloadSweeper({
+        store: new MemoryPayloadStore(),
+        payloads: { orphanAfterSeconds: 600, retentionSeconds: 3600 },
+        log,
+      });
       expect(sweeper.intervalMs).to.equal(150_000);
     });
 
@@ -202,7 +206,9 @@ describe('payload info (dead list, dashboard)', () => {
       truncated: true,
     });
     expect(await loadPayloadInfo(headers(`acme/${big.id}`), store, 100)).to.include({ stored: true, truncated: true });
-    expect(await loadPayloadInfo(headers(`acme/${broken.id}`), store, 100)).to.include({ stored: true }).and.to.have.property('error');
+    expect(await loadPayloadInfo(headers(`acme/${broken.id}`), store, 100))
+      .to.include({ stored: true })
+      .and.to.have.property('error');
     const gone = `acme/${randomUUID()}`;
     expect(await loadPayloadInfo(headers(gone, 10), store, 100)).to.deep.equal({ ref: gone, size: 10, stored: false });
   });
