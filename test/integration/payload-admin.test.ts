@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { utimes } from 'node:fs/promises';
+import { mkdtemp, rm, utimes } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import puppeteer from 'puppeteer-core';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import { MAX_BODY_BYTES } from '../../src/dashboard/peek-message.js';
 import { createLogger } from '../../src/logging/logger.js';
@@ -20,6 +22,9 @@ const STAGES = [{ name: 'relay', input: 'in', outputs: ['out'] }] as unknown as 
 const THRESHOLD = 1024;
 const log = createLogger({ test: 'payload-admin' }, 'error');
 const HOUR = 3600;
+
+// The page's globals, as the callbacks evaluated in the browser use them (tests compile without the DOM library).
+declare const document: { querySelectorAll(selector: string): { length: number } };
 const DAY = 24 * HOUR;
 
 interface PayloadView {
@@ -207,6 +212,36 @@ describe('payload administration: sweep, dead letters and the admin API', functi
       const gone = (await (await fetch(`${base}/${jobs.gone}?tenant=acme`)).json()) as { payload: PayloadView };
       expect(gone.payload).to.deep.include({ stored: false });
       expect(gone.payload).not.to.have.property('args');
+    });
+
+    it("the dashboard shows a dead job's arguments loaded from the store, or that they are gone", async () => {
+      expect(server, 'the admin server of the previous test').not.to.equal(undefined);
+      const profile = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-chromium-'));
+      const browser = await puppeteer.launch({
+        executablePath: '/usr/bin/chromium', // Debian's, as .ci/run installs it (see dashboard.test.ts)
+        headless: true,
+        userDataDir: profile,
+        args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'],
+      });
+      try {
+        const page = await browser.newPage();
+        await page.goto(`http://127.0.0.1:${server!.port}/`, { waitUntil: 'domcontentloaded' });
+        await page.waitForSelector('td[data-tenant="acme"][data-queue="in"] button', { timeout: 40_000 });
+        await page.click('td[data-tenant="acme"][data-queue="in"] button');
+        await page.waitForFunction(() => document.querySelectorAll('#dead-letters .body-toggle button').length === 3, { timeout: 40_000 });
+        const toggles = await page.$$('#dead-letters .body-toggle button');
+        await toggles[0]!.click();
+        await toggles[2]!.click();
+        await page.waitForFunction(() => document.querySelectorAll('#dead-letters [data-field="payload"]').length === 2, {
+          timeout: 20_000,
+        });
+        const shown = await page.$$eval('#dead-letters [data-field="payload"]', (els) => els.map((el) => el.textContent ?? ''));
+        expect(shown[0]).to.contain('arguments sent by reference').and.to.contain('"doomed"').and.to.contain('xxxx');
+        expect(shown[1]).to.contain('no longer has it');
+      } finally {
+        await browser.close();
+        await rm(profile, { recursive: true, force: true });
+      }
     });
   });
 });
