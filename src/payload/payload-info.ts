@@ -37,7 +37,7 @@ function referenceOf(headers: Readonly<Record<string, unknown>>): { ref: string;
 }
 
 /** Whether `store` has the payload, with `has` where the store offers it, else by reading it. */
-export async function payloadStored(store: PayloadStore, key: PayloadKey): Promise<boolean> {
+async function payloadStored(store: PayloadStore, key: PayloadKey): Promise<boolean> {
   return store.has !== undefined ? store.has(key) : (await store.get(key)) !== undefined;
 }
 
