@@ -34,6 +34,9 @@ COPY schema ./schema
 COPY config ./config
 COPY stages/samples ./stages/samples
 ENV STAGECOACH_CONFIG=/app/config/pipeline.json
+# The payload store's folder (config/pipeline.json: payloads.store.dir "../payloads"), the `node`
+# user's: a volume mounted here (docker-compose.yml) is created with this owner.
+RUN mkdir -p /app/payloads && chown node:node /app/payloads
 USER node
 ENTRYPOINT ["node", "/app/bin/stagecoach.js"]
 CMD ["--help"]

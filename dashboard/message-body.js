@@ -35,6 +35,7 @@ export function MessageBody({ load }) {
                       bytes${state.message.truncated ? ' (cut: only the first 256 KiB shown)' : ''}
                     </p>
                     <pre>${'body_json' in state.message ? JSON.stringify(state.message.body_json, null, 2) : state.message.body}</pre>
+                    ${state.message.payload ? html`<${Payload} payload=${state.message.payload} />` : null}
                     <details>
                       <summary>headers</summary>
                       <pre>${JSON.stringify(state.message.headers, null, 2)}</pre>
@@ -45,4 +46,18 @@ export function MessageBody({ load }) {
         : null
     }
   </span>`;
+}
+
+/** The arguments of a job sent by reference, loaded from the payload store by the server. */
+function Payload({ payload }) {
+  const size = payload.size === null ? '' : `, ${payload.size} bytes`;
+  let shown;
+  if (!payload.stored) shown = html`<p class="error">the payload store no longer has it (deleted or swept)</p>`;
+  else if (payload.truncated) shown = html`<p class="muted">stored; too large to show here (over 256 KiB)</p>`;
+  else if (payload.error) shown = html`<p class="error">${payload.error}</p>`;
+  else shown = html`<pre>${JSON.stringify(payload.args, null, 2)}</pre>`;
+  return html`<div class="payload" data-field="payload">
+    <p class="muted">arguments sent by reference: <code>${payload.ref}</code>${size}</p>
+    ${shown}
+  </div>`;
 }

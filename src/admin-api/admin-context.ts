@@ -1,6 +1,7 @@
 import type { BatchFold } from '../batch/batch-fold.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
+import type { PayloadStore } from '../payload/payload-store.js';
 import { ManagementApi } from '../security/management-api.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import type { ConfigFile, Serializer } from './config-file.js';
@@ -18,6 +19,11 @@ export interface AdminContext {
   api(config: CompiledConfig): ManagementApi;
   /** Batch state, followed from the tracking stream by one reader for the server's life (TrackingFollower). */
   batches: { fold(): Promise<BatchFold> };
+  /**
+   * The payload store of the configuration as it was at start (a change of `payloads.store` needs
+   * a restart): dead letters and unroutable jobs sent by reference are shown with their arguments.
+   */
+  payloads: PayloadStore;
 }
 
 export function managementApiOf(config: CompiledConfig): ManagementApi {

@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { TrackingFollower } from '../batch/tracking-follower.js';
 import { loadDashboard } from '../dashboard/dashboard.js';
 import type { Logger } from '../logging/logger.js';
+import { createPayloadStore } from '../payload/create-payload-store.js';
+import { PayloadSweeper } from '../payload/payload-sweeper.js';
 import { loadAllStages } from '../stage/stage-loader.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import { managementApiOf, type AdminContext } from './admin-context.js';
@@ -31,6 +33,12 @@ export interface AdminServerOptions {
   stages?: readonly StageEndpoints[];
   /** Environment overrides applied to the file as `loadConfig` applies them. @defaultValue process.env */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Sweep the payload store periodically (orphans after `payloads.orphan_after`, everything after
+   * `payloads.retention`; docs/payloads.md). Off where something else sweeps (a CronJob running
+   * `stagecoach payloads sweep`). @defaultValue true
+   */
+  payloadSweep?: boolean;
 }
 
 export interface AdminServer {
@@ -61,7 +69,11 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // One reader of the tracking stream for the server's life, not a replay per request. It reads
   // the prefix and broker of the file as it is now: a change to those needs a restart.
   const batches = new TrackingFollower(config, log);
-  const ctx: AdminContext = { configFile, stages, log, serializer, api: managementApiOf, batches };
+  // One payload store for the server's life, of the file as it is now (a change needs a restart):
+  // the dashboard loads the arguments of jobs sent by reference from it, and the sweeper cleans it.
+  const payloads = createPayloadStore(config);
+  const sweeper = options.payloadSweep === false ? undefined : new PayloadSweeper({ store: payloads, payloads: config.payloads, log });
+  const ctx: AdminContext = { configFile, stages, log, serializer, api: managementApiOf, batches, payloads };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
   const router = new Router([...adminRoutes(ctx), ...dashboard.routes]);
@@ -119,6 +131,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // In the background: the queue endpoints answer without the broker's stream, and a long replay
   // (or a broker away) must not hold up the start; batch requests wait for it, within a bound.
   batches.start();
+  sweeper?.start();
   const port = (server.address() as AddressInfo).port;
   log.info('admin API listening', {
     host,
@@ -142,6 +155,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         await closed;
         clearTimeout(timer);
         await batches.close();
+        await sweeper?.stop();
+        await payloads.close();
       })();
       return closing;
     },

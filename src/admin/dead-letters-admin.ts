@@ -12,6 +12,9 @@ import { BrokerNames } from '../topology/names.js';
 import { brokerDeath } from './broker-death.js';
 import { peek } from './peek.js';
 import { identitiesOf } from '../security/broker-users.js';
+import { createPayloadStore } from '../payload/create-payload-store.js';
+import { payloadInfo, type PayloadInfo } from '../payload/payload-info.js';
+import type { PayloadStore } from '../payload/payload-store.js';
 
 export interface DeadLetterEntry {
   /** The dead-letter queue it sits in. */
@@ -25,6 +28,11 @@ export interface DeadLetterEntry {
   deadLetteredAt: string | undefined;
   /** False for a message that is not a job (dead-lettered as INVALID_PAYLOAD): it cannot be retried. */
   isJob: boolean;
+  /**
+   * For a job whose arguments travel by reference (`x-ojs-payload-ref`): the reference, its size
+   * and whether the payload store still has it. Absent for a job with its arguments inline.
+   */
+  payload?: PayloadInfo;
 }
 
 export interface DeadRetryResult {
@@ -56,21 +64,39 @@ function deadQueueOrigins(config: CompiledConfig, queue: string, tenant?: string
   return tenants.map((t) => ({ deadQueue: names.deadQueue(queue, t), tenant: t }));
 }
 
-/** Reads dead letters without consuming them: every message is handed back. */
+/**
+ * Reads dead letters without consuming them: every message is handed back. A job sent by
+ * reference is shown with its payload reference and whether `payloads` (by default the
+ * configured store, opened and closed here) still has it; that is asked after the messages
+ * were handed back.
+ */
 export async function listDeadLetters(
   config: CompiledConfig,
   queue: string,
   tenant: string | undefined,
   log: Logger,
   limit = 100,
+  payloads?: PayloadStore,
 ): Promise<DeadLetterEntry[]> {
-  return withConfirmChannel(config, log, async (channel) => {
-    const entries: DeadLetterEntry[] = [];
+  const read = await withConfirmChannel(config, log, async (channel) => {
+    const found: Array<{ entry: DeadLetterEntry; headers: Record<string, unknown> }> = [];
     for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
-      for (const message of await peek(channel, deadQueue, limit - entries.length)) entries.push(describe(config, deadQueue, message));
+      for (const message of await peek(channel, deadQueue, limit - found.length)) {
+        found.push({ entry: describe(config, deadQueue, message), headers: message.properties.headers ?? {} });
+      }
     }
-    return entries;
+    return found;
   });
+  const store = payloads ?? createPayloadStore(config);
+  try {
+    for (const { entry, headers } of read) {
+      const payload = await payloadInfo(headers, store);
+      if (payload !== undefined) entry.payload = payload;
+    }
+  } finally {
+    if (payloads === undefined) await store.close();
+  }
+  return read.map(({ entry }) => entry);
 }
 
 /**
@@ -175,7 +201,11 @@ export function keptBecause(config: CompiledConfig, originTenant: string | undef
   return undefined;
 }
 
-/** Empties the dead-letter queue(s); returns how many messages were dropped. */
+/**
+ * Empties the dead-letter queue(s) on the broker (one `queue.purge` each, no message read);
+ * returns how many messages were dropped. The payloads of jobs sent by reference stay in the
+ * store until the sweep takes them after `payloads.retention` (docs/payloads.md).
+ */
 export async function purgeDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger): Promise<number> {
   return withConfirmChannel(config, log, async (channel) => {
     let purged = 0;

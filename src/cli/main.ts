@@ -9,6 +9,7 @@ import { dead } from './commands/dead.js';
 import { publish, type PublishOptions } from './commands/publish.js';
 import { queues } from './commands/queues.js';
 import { admin } from './commands/admin.js';
+import { payloadsCount, payloadsSweep } from './commands/payloads.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
 import { batchList, batchStatus, jobStatus, tracker } from './commands/batch.js';
 import { batchDirective, tenantDirective } from './commands/directives.js';
@@ -102,9 +103,32 @@ export function buildProgram(): Command {
     .description('the OJS queue admin HTTP API (docs/admin-api.md); changes need STAGECOACH_ADMIN_TOKEN as a bearer token')
     .option('--port <port>', 'TCP port (default: admin.port in the configuration, else 9500)')
     .option('--host <host>', 'address to listen on (default: admin.host in the configuration, else 127.0.0.1)')
+    .option(
+      '--no-payload-sweep',
+      'do not sweep the payload store (every orphan_after/4, at most hourly); something else runs `payloads sweep`',
+    )
     .addOption(configOption())
-    .action(async (opts: { port?: string; host?: string; config?: string }) => {
+    .action(async (opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean }) => {
       process.exitCode = await admin(opts);
+    });
+
+  const payloads = program.command('payloads').description('the payload store of jobs sent by reference (docs/payloads.md)');
+  payloads
+    .command('sweep')
+    .description('delete payloads still pending after payloads.orphan_after and any older than payloads.retention; print how many')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await payloadsSweep(opts);
+    });
+  payloads
+    .command('count')
+    .description('how many payloads the store holds (of one tenant, or all)')
+    .option('-t, --tenant <tenant>', 'only this tenant\'s payloads (a tenant slug, or "_" for jobs without a tenant)')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { tenant?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await payloadsCount(opts);
     });
 
   program

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
+import type { PayloadStore } from '../payload/payload-store.js';
 import type { ManagementApi } from '../security/management-api.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 
@@ -16,6 +17,8 @@ export interface DashboardContext {
   stages: readonly StageEndpoints[];
   log: Logger;
   api(config: CompiledConfig): ManagementApi;
+  /** The payload store of the configuration at start: jobs sent by reference are shown with their arguments. */
+  payloads: PayloadStore;
 }
 
 /** One request as a route sees it (the admin API's router hands these over). */

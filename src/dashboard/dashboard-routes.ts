@@ -20,7 +20,7 @@ const DEFAULT_LIST = 100;
  * | --- | --- | --- |
  * | `GET /ojs/v1/dashboard/matrix?filter=&problems=&sort=&offset=&limit=` | | one page of the tenants x queues matrix (tenant-matrix.ts) |
  * | `GET /ojs/v1/queues/{name}/dead-letters?tenant=&limit=` | | dead letters, each with its error and attempt, without bodies |
- * | `GET /ojs/v1/queues/{name}/dead-letters/{ref}?tenant=` | | one dead letter with its headers and body |
+ * | `GET /ojs/v1/queues/{name}/dead-letters/{ref}?tenant=` | | one dead letter with its headers and body (and its payload's arguments, sent by reference) |
  * | `POST /ojs/v1/queues/{name}/dead-letters/retry?tenant=` | yes | sends them back to their queue (`stagecoach dead retry`) |
  * | `DELETE /ojs/v1/queues/{name}/dead-letters?tenant=` | yes | purges them (`stagecoach dead purge`) |
  * | `GET /ojs/v1/unroutable?queue=&tenant=&limit=` | | what no queue took, without bodies |
@@ -73,7 +73,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const queue = queueOf(config, params);
         const tenant = tenantOf(query);
         const limit = integerOf(query, 'limit', DEFAULT_LIST, 1, MAX_SCAN);
-        const entries = await orQueueMissing(() => listDeadLetters(config, queue, tenant, ctx.log, limit));
+        const entries = await orQueueMissing(() => listDeadLetters(config, queue, tenant, ctx.log, limit, ctx.payloads));
         return {
           status: 200,
           body: { queue, ...(tenant === undefined ? {} : { tenant }), limit, dead_letters: withPositions(entries).map(deadLetterView) },
@@ -90,7 +90,10 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
         const tenant = tenantOf(query);
         const deadQueues = deadQueuesOf(config, queue, tenant);
         if (deadQueues.length !== 1) throw new DashboardRequestError('?tenant=', `queue "${queue}" is tenant-scoped: name the tenant`);
-        return { status: 200, body: await orQueueMissing(() => peekMessage(config, ctx.log, deadQueues[0], params.ref ?? '')) };
+        return {
+          status: 200,
+          body: await orQueueMissing(() => peekMessage(config, ctx.log, deadQueues[0], params.ref ?? '', ctx.payloads)),
+        };
       },
     },
     {
@@ -146,7 +149,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
       handle: async ({ params }: DashboardRequest) => {
         const config = await ctx.configFile.load();
         const unroutable = new BrokerNames(config.prefix).unroutable;
-        return { status: 200, body: await orQueueMissing(() => peekMessage(config, ctx.log, unroutable, params.ref ?? '')) };
+        return { status: 200, body: await orQueueMissing(() => peekMessage(config, ctx.log, unroutable, params.ref ?? '', ctx.payloads)) };
       },
     },
     {
@@ -194,6 +197,7 @@ function deadLetterView(entry: DeadLetterEntry & { position: number }): Record<s
     error: entry.errorType === undefined ? null : { type: entry.errorType, message: entry.errorMessage ?? '' },
     dead_lettered_at: entry.deadLetteredAt ?? null,
     is_job: entry.isJob,
+    payload: entry.payload ?? null,
   };
 }
 

@@ -3,6 +3,8 @@ import { peek } from '../admin/peek.js';
 import { openConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
+import { loadPayloadInfo, type LoadedPayloadInfo } from '../payload/payload-info.js';
+import type { PayloadStore } from '../payload/payload-store.js';
 import { MessageNotFoundError } from './dashboard-errors.js';
 import { messageRef, positionOf } from './message-ref.js';
 
@@ -30,16 +32,35 @@ export interface PeekedMessage {
   body_json?: unknown;
   size: number;
   truncated: boolean;
+  /**
+   * A job sent by reference (`x-ojs-payload-ref`): its payload loaded back from the store, so the
+   * operator sees the arguments the body lacks. `args` when stored and at most
+   * {@link MAX_BODY_BYTES}; `truncated` when larger; `stored: false` when the store has it no more.
+   */
+  payload?: LoadedPayloadInfo;
 }
 
 /**
  * Finds one message of `queue` by reference (see message-ref.ts) among its first
  * {@link MAX_SCAN} and returns a copy; every message read is handed back, in order, when the
- * channel closes, so looking never consumes.
+ * channel closes, so looking never consumes. A job sent by reference gets its arguments from
+ * `payloads`, looked up once the message was handed back.
  *
  * @throws MessageNotFoundError when it is not there (any more).
  */
-export async function peekMessage(config: CompiledConfig, log: Logger, queue: string, ref: string): Promise<PeekedMessage> {
+export async function peekMessage(
+  config: CompiledConfig,
+  log: Logger,
+  queue: string,
+  ref: string,
+  payloads: PayloadStore,
+): Promise<PeekedMessage> {
+  const shown = await peekOne(config, log, queue, ref);
+  const payload = await loadPayloadInfo(shown.headers, payloads, MAX_BODY_BYTES);
+  return payload === undefined ? shown : { ...shown, payload };
+}
+
+async function peekOne(config: CompiledConfig, log: Logger, queue: string, ref: string): Promise<PeekedMessage> {
   const position = positionOf(ref);
   const connection = await openConnection(config, log, 'stagecoach-dashboard');
   try {

@@ -95,6 +95,12 @@ export class FsPayloadStore implements PayloadStore {
     return (await readIfThere(file)) ?? (await readIfThere(file + PENDING)) ?? (await readIfThere(file));
   }
 
+  async has(ref: PayloadKey): Promise<boolean> {
+    const file = this.fileOf(ref);
+    // In get's order, for the same reason: a commit may rename it between the first two looks.
+    return (await exists(file)) || (await exists(file + PENDING)) || (await exists(file));
+  }
+
   async delete(ref: PayloadKey): Promise<void> {
     const file = this.fileOf(ref);
     // Pending first: a commit racing with this delete either finds no pending file, or has renamed

@@ -24,6 +24,10 @@ export class MemoryPayloadStore implements PayloadStore {
     return Promise.resolve(this.entries.get(name(key))?.data);
   }
 
+  has(key: PayloadKey): Promise<boolean> {
+    return Promise.resolve(this.entries.has(name(key)));
+  }
+
   delete(key: PayloadKey): Promise<void> {
     this.entries.delete(name(key));
     return Promise.resolve();

@@ -23,6 +23,11 @@ export interface PayloadStore {
   commit(ref: PayloadKey): Promise<void>;
   /** The bytes, or undefined when no payload is stored under `ref` (never throws for a missing one). */
   get(ref: PayloadKey): Promise<Buffer | undefined>;
+  /**
+   * Whether a payload is stored under `ref`, pending or committed, without reading it (`dead list`
+   * and the dashboard ask this of every dead letter). Optional: a store without it is asked `get`.
+   */
+  has?(ref: PayloadKey): Promise<boolean>;
   /** Deletes it; no-op when it is gone already. */
   delete(ref: PayloadKey): Promise<void>;
   /**

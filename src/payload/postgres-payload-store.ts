@@ -84,6 +84,12 @@ export class PostgresPayloadStore implements PayloadStore {
     return result.rows[0]?.data;
   }
 
+  async has(ref: PayloadKey): Promise<boolean> {
+    const { tenant, id } = checkPayloadKey(ref);
+    const result = await this.query(`SELECT 1 FROM ${this.quoted} WHERE tenant = $1 AND id = $2`, [tenant, id]);
+    return result.rows.length > 0;
+  }
+
   async delete(ref: PayloadKey): Promise<void> {
     const { tenant, id } = checkPayloadKey(ref);
     await this.query(`DELETE FROM ${this.quoted} WHERE tenant = $1 AND id = $2`, [tenant, id]);

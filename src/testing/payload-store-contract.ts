@@ -107,6 +107,19 @@ export function describeStoreContract(
       assert.equal(await store.count(), 0);
     });
 
+    it('answers has() (when the store has it) for pending, committed and missing payloads', async () => {
+      if (store.has === undefined) return; // optional: callers fall back to get()
+      const ref = key();
+      assert.equal(await store.has(ref), false);
+      await store.put(ref, Buffer.from('[1]'));
+      assert.equal(await store.has(ref), true, 'pending');
+      await store.commit(ref);
+      assert.equal(await store.has(ref), true, 'committed');
+      assert.equal(await store.has({ tenant: 'globex', id: ref.id }), false, "another tenant's");
+      await store.delete(ref);
+      assert.equal(await store.has(ref), false, 'deleted');
+    });
+
     it('deletes a pending payload (a publish that failed)', async () => {
       const ref = key();
       await store.put(ref, Buffer.from('[]'));
@@ -155,6 +168,7 @@ export function describeStoreContract(
         await assert.rejects(store.get(ref), invalid, `get ${JSON.stringify(ref)}`);
         await assert.rejects(store.commit(ref), invalid, `commit ${JSON.stringify(ref)}`);
         await assert.rejects(store.delete(ref), invalid, `delete ${JSON.stringify(ref)}`);
+        if (store.has !== undefined) await assert.rejects(store.has(ref), invalid, `has ${JSON.stringify(ref)}`);
       }
       await assert.rejects(store.count('../acme'), (err: unknown) => (err as { code?: string }).code === 'INVALID_PAYLOAD');
       assert.equal(await store.count(), 0);

@@ -77,6 +77,7 @@ function repoPathOf(imagePath: string): string | undefined {
 interface ConfigFile {
   prefix?: string;
   stages?: Record<string, { module: string }>;
+  payloads?: { store?: { kind: string; dir?: string } };
 }
 
 /** Each stage module of `config`, loaded from `configPath` in the image: where it resolves, and its file here. */
@@ -117,7 +118,7 @@ interface Container {
 }
 interface PodSpec {
   containers: Container[];
-  volumes?: Array<{ name: string; configMap?: { name: string } }>;
+  volumes?: Array<{ name: string; configMap?: { name: string }; persistentVolumeClaim?: { claimName: string } }>;
 }
 
 /** Every YAML document of every ```yaml block of a Markdown file that is a Kubernetes object. */
@@ -131,14 +132,17 @@ function yamlObjects(markdown: string): K8sObject[] {
   return objects;
 }
 
-/** The pod spec of a workload (Deployment, Job, StatefulSet...), if it has one. */
+/** The pod spec of a workload (Deployment, Job, StatefulSet..., and a CronJob's job), if it has one. */
 function podSpecOf(object: K8sObject): PodSpec | undefined {
-  const template = object.spec?.template as { spec?: PodSpec } | undefined;
+  const jobTemplate = object.spec?.jobTemplate as { spec?: { template?: { spec?: PodSpec } } } | undefined;
+  const template = (object.spec?.template ?? jobTemplate?.spec?.template) as { spec?: PodSpec } | undefined;
   return template?.spec;
 }
 
 /** Each container that loads a configuration (STAGECOACH_CONFIG), with the file it reads from a mounted ConfigMap. */
-function mountedConfigs(objects: K8sObject[]): Array<{ workload: string; container: Container; configPath: string; config: ConfigFile }> {
+function mountedConfigs(
+  objects: K8sObject[],
+): Array<{ workload: string; container: Container; pod: PodSpec; configPath: string; config: ConfigFile }> {
   const configMaps = new Map(objects.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata?.name, o.data ?? {}]));
   const found = [];
   for (const object of objects) {
@@ -154,7 +158,7 @@ function mountedConfigs(objects: K8sObject[]): Array<{ workload: string; contain
       const data = configMaps.get(mapName);
       const text = data?.[path.posix.basename(configPath as string)];
       expect(text, `${workload}: ConfigMap ${mapName} holds ${path.posix.basename(configPath as string)}`).to.be.a('string');
-      found.push({ workload, container, configPath: configPath as string, config: JSON.parse(text as string) as ConfigFile });
+      found.push({ workload, container, pod, configPath: configPath as string, config: JSON.parse(text as string) as ConfigFile });
     }
   }
   return found;
@@ -188,10 +192,79 @@ describe('Kubernetes docs against the image', () => {
     }
   });
 
+  it('every pod that runs stages or sweeps payloads mounts a ReadWriteMany claim at the fs payload store, and a CronJob sweeps', () => {
+    const objects = yamlObjects(read(KUBERNETES_DOC));
+    const claims = new Map(
+      objects
+        .filter((o) => o.kind === 'PersistentVolumeClaim')
+        .map((o) => [o.metadata?.name, (o.spec?.accessModes ?? []) as string[]] as const),
+    );
+    const users = mountedConfigs(objects).filter(({ container }) =>
+      ['run', 'dev', 'admin', 'payloads'].includes(container.args?.[0] ?? ''),
+    );
+    expect(users.length, 'workloads that use the payload store').to.be.at.least(3);
+    for (const { workload, container, pod, configPath, config } of users) {
+      const store = config.payloads?.store;
+      expect(store?.kind, `${workload}: payloads.store`).to.equal('fs');
+      const dir = path.posix.resolve(path.posix.dirname(configPath), store?.dir ?? './payloads');
+      const mount = container.volumeMounts?.find((m) => path.posix.normalize(m.mountPath) === dir);
+      expect(mount, `${workload}: ${dir} (payloads.store.dir) is a mounted volume`).not.to.equal(undefined);
+      const claim = pod.volumes?.find((v) => v.name === mount?.name)?.persistentVolumeClaim?.claimName;
+      expect(claims.get(claim), `${workload}: ${dir} is the claim ${claim}, ReadWriteMany`).to.include('ReadWriteMany');
+    }
+    const sweeps = objects.filter(
+      (o) => o.kind === 'CronJob' && podSpecOf(o)?.containers.some((c) => c.args?.join(' ') === 'payloads sweep'),
+    );
+    expect(sweeps, 'a CronJob running `payloads sweep`').to.have.length(1);
+  });
+
   it('a module path relative to the image layout, from a ConfigMap mounted at /config, does not resolve (the reported bug)', () => {
     const [old] = stageModules({ stages: { converter: { module: '../dist/stages/converter.stage.js' } } }, '/config/pipeline.json');
     expect(old?.imagePath).to.equal('/dist/stages/converter.stage.js');
     expect(old?.repoPath).to.equal(undefined);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// docker-compose.yml: the payload store is a named volume that every stage shares.
+
+interface ComposeService {
+  command?: string[];
+  environment?: Record<string, string>;
+  volumes?: string[];
+  '<<'?: ComposeService;
+}
+
+/** A service with its `<<: *anchor` merged in, as compose does it (js-yaml reads YAML 1.2: no merge keys). */
+function merged(service: ComposeService): ComposeService {
+  const { '<<': base, ...own } = service;
+  return { ...base, ...own };
+}
+
+describe('docker-compose.yml and the payload store', () => {
+  const compose = loadAll(read('docker-compose.yml'))[0] as { services: Record<string, ComposeService>; volumes?: Record<string, unknown> };
+
+  it('mounts one named volume at payloads.store.dir in every service that runs stages or admin, and the image makes it for its user', () => {
+    const users = Object.entries(compose.services)
+      .map(([name, service]) => [name, merged(service)] as const)
+      .filter(([, service]) => ['run', 'admin'].includes(service.command?.[0] ?? ''));
+    expect(users.map(([name]) => name)).to.include.members(['explorer', 'converter-acme', 'matcher-globex', 'exporter', 'admin']);
+    const dirs = new Set<string>();
+    for (const [name, service] of users) {
+      const configPath = service.environment?.STAGECOACH_CONFIG ?? (IMAGE.env.get('STAGECOACH_CONFIG') as string);
+      const config = JSON.parse(readFileSync(repoPathOf(configPath) as string, 'utf8')) as ConfigFile;
+      expect(config.payloads?.store?.kind, `${name}: payloads.store in ${configPath}`).to.equal('fs');
+      const dir = path.posix.resolve(path.posix.dirname(configPath), config.payloads?.store?.dir ?? './payloads');
+      dirs.add(dir);
+      const mount = service.volumes?.find((volume) => volume.split(':')[1] === dir);
+      expect(mount, `${name}: ${dir} (payloads.store.dir) is a mounted volume`).to.be.a('string');
+      const source = (mount as string).split(':')[0] as string;
+      expect(compose.volumes ?? {}, `${name}: ${source} is a named volume, shared by every service`).to.have.property(source);
+    }
+    expect([...dirs], 'one directory for all').to.have.length(1);
+    // A new named volume takes the owner of the image's folder: the stages run as `node`.
+    const [dir] = [...dirs];
+    expect(read('Dockerfile')).to.match(new RegExp(`mkdir -p ${dir} && chown node:node ${dir}`));
   });
 });
 

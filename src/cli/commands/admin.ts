@@ -10,12 +10,13 @@ import { EXIT_OK } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 
 /**
- * `stagecoach admin [--port P] [--host H] [--config F]`: the queue admin HTTP API until
- * SIGTERM/SIGINT, then the requests under way finish and it exits 0. Port and host: the flags,
+ * `stagecoach admin [--port P] [--host H] [--no-payload-sweep] [--config F]`: the queue admin
+ * HTTP API until SIGTERM/SIGINT, then the requests under way finish and it exits 0. It also
+ * sweeps the payload store periodically (PayloadSweeper) unless `--no-payload-sweep`. Port and host: the flags,
  * else `admin.port` / `admin.host` in the configuration, else 9500 on 127.0.0.1. The token comes
  * from the environment only (`STAGECOACH_ADMIN_TOKEN`): a file gets copied, logged and committed.
  */
-export async function admin(opts: { port?: string; host?: string; config?: string }): Promise<number> {
+export async function admin(opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean }): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port);
   if (opts.host !== undefined && opts.host.trim() === '') throw new StagecoachError('INVALID_REQUEST', '--host must not be empty');
   const file = path.resolve(opts.config ?? process.env.STAGECOACH_CONFIG ?? DEFAULT_CONFIG_PATH);
@@ -31,6 +32,7 @@ export async function admin(opts: { port?: string; host?: string; config?: strin
     host: opts.host ?? settings.host ?? DEFAULT_ADMIN_HOST,
     token,
     log,
+    payloadSweep: opts.payloadSweep !== false,
   });
   process.stdout.write(`stagecoach admin API on http://${server.host}:${server.port}/ojs/v1/queues\n`);
   process.stdout.write(`stagecoach dashboard on http://${server.host}:${server.port}/\n`);

@@ -4,6 +4,7 @@ import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
+import type { PayloadInfo } from '../../payload/payload-info.js';
 
 export interface DeadOptions {
   tenant?: string;
@@ -28,7 +29,7 @@ export async function dead(action: string, queue: string, opts: DeadOptions): Pr
       const entries = await listDeadLetters(config, queue, tenant, log, limit);
       const lines = entries.map(
         (e) =>
-          `${e.id ?? '-'}\t${e.tenant ?? '-'}\t${e.type ?? '-'}\tattempt ${e.attempt ?? '-'}\t${e.errorType ?? '-'}: ${e.errorMessage ?? ''}\n`,
+          `${e.id ?? '-'}\t${e.tenant ?? '-'}\t${e.type ?? '-'}\tattempt ${e.attempt ?? '-'}\t${e.errorType ?? '-'}: ${e.errorMessage ?? ''}${payloadColumn(e.payload)}\n`,
       );
       print(`${lines.join('')}${entries.length} dead\n`, entries);
       return EXIT_OK;
@@ -46,4 +47,11 @@ export async function dead(action: string, queue: string, opts: DeadOptions): Pr
     default:
       throw new StagecoachError('INVALID_REQUEST', `dead: unknown action "${action}" (list, retry or purge)`);
   }
+}
+
+/** The table's last column for a job sent by reference: its payload, and whether it is still stored. */
+function payloadColumn(payload: PayloadInfo | undefined): string {
+  if (payload === undefined) return '';
+  const size = payload.size === null ? '' : ` ${payload.size} B`;
+  return `\tpayload ${payload.ref}${size} ${payload.stored ? 'stored' : 'missing'}`;
 }
