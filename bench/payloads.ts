@@ -137,6 +137,7 @@ export async function benchPayloads(ctx: BenchContext): Promise<PayloadsResult> 
         forwards ? { [pair[0]]: 0, [pair[1]]: n } : { [pair[0]]: n, [pair[1]]: 0 };
       const runInline = async (): Promise<void> => {
         const what = `payloads round ${r} (inline)`;
+        progress(`    inline:`);
         const round = await stagecoachRound(ctx, [forwards ? 'pl_inline_ab' : 'pl_inline_ba'], n, what);
         await expectCounts(ctx.opts.url, held(inl), what);
         const queue = await probe.queue(forwards ? inl[1] : inl[0]);
@@ -149,6 +150,7 @@ export async function benchPayloads(ctx: BenchContext): Promise<PayloadsResult> 
       };
       const runOffloaded = async (): Promise<void> => {
         const what = `payloads round ${r} (offloaded)`;
+        progress(`    offloaded:`);
         const round = await stagecoachRound(ctx, [forwards ? 'pl_off_ab' : 'pl_off_ba'], n, what);
         await expectCounts(ctx.opts.url, held(off), what);
         // The consumed payloads are deleted after each ack, in the background: only the new backlog's stay.
@@ -192,6 +194,7 @@ export async function benchPayloads(ctx: BenchContext): Promise<PayloadsResult> 
         // The first side of a round moves relay_a -> relay_b, the second moves it back.
         const there = i === 0;
         const what = `payloads round ${r} (small jobs, ${side === 'with' ? 'store configured' : 'no offloader'})`;
+        progress(`    ${side === 'with' ? 'store configured' : 'no offloader'}:`);
         const round = await stagecoachRound(
           ctx,
           [there ? 'relay_ab' : 'relay_ba'],
