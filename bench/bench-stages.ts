@@ -120,6 +120,57 @@ export class TrackedRelayBA implements StageHandler {
   }
 }
 
+/** Large jobs (scenario `payloads`), sent inline (their queues' threshold is above them): pl_inline_a -> pl_inline_b. */
+@Stage({ name: 'pl_inline_ab', input: 'pl_inline_a', outputs: ['pl_inline_b'] })
+export class InlineRelayAB implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('pl_inline_ab');
+    await ctx.emit('pl_inline_b', { type: job.type, args: job.args });
+  }
+}
+
+/** Large jobs inline, backwards: pl_inline_b -> pl_inline_a. */
+@Stage({ name: 'pl_inline_ba', input: 'pl_inline_b', outputs: ['pl_inline_a'] })
+export class InlineRelayBA implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('pl_inline_ba');
+    await ctx.emit('pl_inline_a', { type: job.type, args: job.args });
+  }
+}
+
+/** Large jobs offloaded (the default threshold, below them): pl_off_a -> pl_off_b, the arguments loaded and stored again. */
+@Stage({ name: 'pl_off_ab', input: 'pl_off_a', outputs: ['pl_off_b'] })
+export class OffloadedRelayAB implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('pl_off_ab');
+    await ctx.emit('pl_off_b', { type: job.type, args: job.args });
+  }
+}
+
+/** Large jobs offloaded, backwards: pl_off_b -> pl_off_a. */
+@Stage({ name: 'pl_off_ba', input: 'pl_off_b', outputs: ['pl_off_a'] })
+export class OffloadedRelayBA implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('pl_off_ba');
+    await ctx.emit('pl_off_a', { type: job.type, args: job.args });
+  }
+}
+
+/** The end of the offloaded backlog (scenario `payloads`): completes every job, emits nothing; its payloads must go. */
+@Stage({ name: 'pl_drain_a', input: 'pl_off_a', outputs: [] })
+export class DrainA implements StageHandler {
+  async handle(): Promise<void> {
+    mark('pl_drain_a');
+  }
+}
+
+@Stage({ name: 'pl_drain_b', input: 'pl_off_b', outputs: [] })
+export class DrainB implements StageHandler {
+  async handle(): Promise<void> {
+    mark('pl_drain_b');
+  }
+}
+
 /**
  * Pipeline of the example's shape: three tenant-scoped hops through the root exchange. The six
  * queues p_0 .. p_5 form a ring: the hand-written pipeline moves the backlog p_0 -> p_3, these

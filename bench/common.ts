@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -14,11 +15,23 @@ import {
   type Logger,
   type RawConfig,
 } from '../src/index.js';
+import { MAX_PAYLOAD_THRESHOLD } from '../src/config/defaults.js';
 
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const TENANT = 'bench';
 export const JOB_TYPE = 'bench.job';
-export const SCENARIOS = ['publish', 'relay', 'pipeline', 'memory', 'quorum', 'tenants', 'pooled', 'fairness', 'tracking'] as const;
+export const SCENARIOS = [
+  'publish',
+  'relay',
+  'pipeline',
+  'memory',
+  'quorum',
+  'tenants',
+  'pooled',
+  'fairness',
+  'tracking',
+  'payloads',
+] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -45,6 +58,13 @@ export interface BenchOptions {
   busyTenants: number;
   /** Jobs of the flooding tenant in the `fairness` scenario. */
   flood: number;
+  /** `payloads`: large jobs per round (each side), their args' size in bytes, the store, prefetch = concurrency of their stages. */
+  payloadJobs: number;
+  payloadSize: number;
+  payloadStore: 'fs' | 'postgres';
+  payloadPrefetch: number;
+  /** `payloads`: the PostgreSQL store's database. */
+  postgresUrl: string;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -55,13 +75,19 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,payloads (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
                        memory child (default 1000)
   --busy-tenants <n>   pooled: tenants sharing the relay's --jobs (default 100)
   --flood <n>          fairness: the flooding tenant's jobs (default 50000; the 3:1 tenants get a tenth each)
+  --payload-jobs <n>   payloads: large jobs per round, kept waiting on the broker (default 300; mind its memory)
+  --payload-size <b>   payloads: bytes of a large job's args (default 1048576: the message is above the 1 MiB threshold)
+  --payload-store <k>  payloads: fs (a temporary directory, default) or postgres (a table of its own, dropped at the end)
+  --payload-prefetch <n>  payloads: prefetch = concurrency of the large jobs' stages (default 16)
+  --postgres <url>     payloads: the database of the postgres store (default env PAYLOADS_POSTGRES_URL or
+                       postgres://postgres@127.0.0.1:5432/test)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 
@@ -82,6 +108,11 @@ export function parseOptions(argv: string[]): BenchOptions {
       tenants: { type: 'string' },
       'busy-tenants': { type: 'string' },
       flood: { type: 'string' },
+      'payload-jobs': { type: 'string' },
+      'payload-size': { type: 'string' },
+      'payload-store': { type: 'string' },
+      'payload-prefetch': { type: 'string' },
+      postgres: { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -109,6 +140,9 @@ export function parseOptions(argv: string[]): BenchOptions {
       throw new UsageError(`--only: unknown scenario "${part}" (known: ${SCENARIOS.join(', ')})`);
     only.add(part as Scenario);
   }
+  const payloadStore = values['payload-store'] ?? 'fs';
+  if (payloadStore !== 'fs' && payloadStore !== 'postgres')
+    throw new UsageError(`--payload-store must be fs or postgres, got "${payloadStore}"`);
   const pipelineJobs = int('pipeline-jobs', values['pipeline-jobs'], Math.max(1, Math.round(jobs / 4)));
   return {
     url: values.url ?? process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672/',
@@ -127,6 +161,11 @@ export function parseOptions(argv: string[]): BenchOptions {
     tenants: int('tenants', values.tenants, 1000),
     busyTenants: int('busy-tenants', values['busy-tenants'], 100),
     flood: int('flood', values.flood, 50_000),
+    payloadJobs: int('payload-jobs', values['payload-jobs'], 300),
+    payloadSize: int('payload-size', values['payload-size'], 1024 * 1024),
+    payloadStore,
+    payloadPrefetch: int('payload-prefetch', values['payload-prefetch'], 16),
+    postgresUrl: values.postgres ?? process.env.PAYLOADS_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
   };
 }
 
@@ -146,8 +185,9 @@ export interface BenchContext {
 /** Durable queues and persistent messages, like the baseline; a prefix of its own. */
 export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: string; config: CompiledConfig } {
   const stage = { module: './bench-stages.js', concurrency: opts.prefetch, prefetch: opts.prefetch };
+  const id = randomBytes(4).toString('hex');
   const raw: RawConfig = {
-    prefix: `bench-${randomBytes(4).toString('hex')}`,
+    prefix: `bench-${id}`,
     broker: { url: opts.url },
     tenants: [TENANT],
     httpPort: 0,
@@ -172,6 +212,23 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
   // Scenario `tracking`: a second relay pair whose backlog is batched (bench/tracking.ts).
   for (const q of ['trk_a', 'trk_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant' };
   Object.assign(raw.stages as Record<string, object>, { trk_ab: stage, trk_ba: stage });
+  // Scenario `payloads` (bench/payloads.ts): large jobs relayed inline (a threshold above them) and
+  // offloaded (the default 1 MiB threshold), in a store of their own (deleted at the end).
+  const large = { module: './bench-stages.js', concurrency: opts.payloadPrefetch, prefetch: opts.payloadPrefetch };
+  Object.assign(raw.queues as Record<string, object>, {
+    pl_inline_a: { scope: 'tenant', payload_threshold: MAX_PAYLOAD_THRESHOLD },
+    pl_inline_b: { scope: 'tenant', payload_threshold: MAX_PAYLOAD_THRESHOLD },
+    pl_off_a: { scope: 'tenant' },
+    pl_off_b: { scope: 'tenant' },
+  });
+  for (const name of ['pl_inline_ab', 'pl_inline_ba', 'pl_off_ab', 'pl_off_ba', 'pl_drain_a', 'pl_drain_b'])
+    (raw.stages as Record<string, object>)[name] = large;
+  raw.payloads = {
+    store:
+      opts.payloadStore === 'postgres'
+        ? { kind: 'postgres', url: opts.postgresUrl, table: `bench_payloads_${id}` }
+        : { kind: 'fs', dir: path.join(os.tmpdir(), `bench-${id}-payloads`) },
+  };
   // Stage modules resolve beside this (virtual) file: dist/bench/bench-stages.js.
   const source = path.join(HERE, 'bench.config.json');
   return { raw, source, config: compileConfig(raw, source) };

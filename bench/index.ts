@@ -36,6 +36,7 @@ import { benchFairness, fairnessTargets, type FairnessResult } from './fairness.
 import { cleanupSubConfigs } from './sub-prefix.js';
 import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './throughput.js';
 import { benchTracking } from './tracking.js';
+import { benchPayloads, cleanupPayloadStore, type PayloadsResult } from './payloads.js';
 
 let cleanup: (() => Promise<void>) | undefined;
 let interrupted = false;
@@ -76,6 +77,9 @@ async function main(): Promise<number> {
       await withTimeout(cleanupSubConfigs(ctx), 300_000, 'pooled/fairness teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
       );
+      await withTimeout(cleanupPayloadStore(ctx), 60_000, 'payload store teardown').catch((err: Error) =>
+        progress(`bench: cleanup failed (${err.message}); delete the payload store ${JSON.stringify(config.payloads.store)} by hand`),
+      );
     })());
 
   const size = bodySize(opts.size);
@@ -101,6 +105,10 @@ async function main(): Promise<number> {
     }
     if (opts.only.has('fairness')) results.fairness = await benchFairness(ctx);
     if (opts.only.has('tracking')) results.throughput.push(...(await benchTracking(ctx)));
+    if (opts.only.has('payloads')) {
+      results.payloads = await benchPayloads(ctx);
+      results.throughput.push(results.payloads.large, results.payloads.small);
+    }
   } catch (err) {
     if (!interrupted) progress(`bench: FAILED: ${(err as Error).message}`);
     await cleanup();
@@ -130,6 +138,7 @@ interface Results {
   tenants?: TenantsResult;
   pooled?: PooledResult;
   fairness?: FairnessResult;
+  payloads?: PayloadsResult;
 }
 
 function renderTable(results: Results, opts: BenchOptions, config: CompiledConfig, size: number): string {
@@ -257,6 +266,42 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         `window = while every tenant had work; the flood alone afterwards ${fmt(f.jobsPerSecondFloodAlone)} jobs/s)`,
     );
   }
+  if (results.payloads) {
+    const p = results.payloads;
+    const mib = (bytes: number | undefined): string => (bytes === undefined ? '-' : (bytes / (1024 * 1024)).toFixed(1));
+    const delta = (to: number | undefined, from: number | undefined): string =>
+      to === undefined || from === undefined ? '-' : `${to >= from ? '+' : ''}${mib(to - from)}`;
+    const { empty, offloaded, inline, after } = p.node;
+    const rows = [
+      ['broker memory', 'backlog', 'bodies MiB', 'in RAM MiB', 'node mem_used MiB', 'Erlang VM MiB', 'binary MiB'],
+      [
+        'offloaded',
+        `${fmt(p.jobs)} jobs`,
+        mib(p.queues.offloadedMedian.messageBytes),
+        mib(p.queues.offloadedMedian.messageBytesRam),
+        delta(offloaded.memUsed, empty.memUsed),
+        delta(offloaded.erlang, empty.erlang),
+        delta(offloaded.binary, empty.binary),
+      ],
+      [
+        'inline',
+        `${fmt(p.jobs)} jobs`,
+        mib(p.queues.inlineMedian.messageBytes),
+        mib(p.queues.inlineMedian.messageBytesRam),
+        delta(inline.memUsed, offloaded.memUsed),
+        delta(inline.erlang, offloaded.erlang),
+        delta(inline.binary, offloaded.binary),
+      ],
+      ['(nothing waiting, start)', '', '', '', mib(empty.memUsed), mib(empty.erlang), mib(empty.binary)],
+      ['(nothing waiting, end)', '', '', '', mib(after.memUsed), mib(after.erlang), mib(after.binary)],
+    ];
+    lines.push('');
+    lines.push(...grid(rows, [false, true, true, true, true, true, true]));
+    lines.push(
+      `(bodies and in RAM: the backlog's queue after each round, median; node columns: what the backlog added, read before the rounds, offloaded first; ` +
+        `${fmt(p.messageBytes)} B messages inline; store ${p.store}: ${p.storeAfterRounds.join(', ')} payloads after the offloaded rounds, ${p.storeAfterDrain} after the drain)`,
+    );
+  }
   const targets = [
     ...(results.pooled ? pooledTargets(results.pooled) : []),
     ...(results.fairness ? fairnessTargets(results.fairness) : []),
@@ -266,7 +311,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     for (const [what, met, value] of targets) lines.push(`${met ? 'target met    ' : 'target MISSED '} ${what}: ${value}`);
   }
   lines.push(
-    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
+    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking, offloaded / inline and configured / none for payloads; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
   );
   lines.push('');
   return `${lines.join('\n')}\n`;

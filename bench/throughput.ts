@@ -60,9 +60,16 @@ export async function baselineRound(ctx: BenchContext, hops: Array<[string, stri
 /**
  * The same hops as stagecoach stages, in one `StageGroup` (one connection, like `dev`).
  * Timed from the first handle() of the first stage until the last stage has completed `n`
- * (completed = every emit confirmed and the input acknowledged).
+ * (completed = every emit confirmed and the input acknowledged). `prepare` may change the group
+ * before it starts (bench/payloads.ts takes its payload offloader away).
  */
-export async function stagecoachRound(ctx: BenchContext, stageNames: string[], n: number, what: string): Promise<Round> {
+export async function stagecoachRound(
+  ctx: BenchContext,
+  stageNames: string[],
+  n: number,
+  what: string,
+  prepare?: (group: StageGroup) => void,
+): Promise<Round> {
   probe.reset();
   // Last stage first (StageGroup starts its runners in order, each declaring its topology):
   // every stage consumes before the first one starts draining the backlog.
@@ -72,6 +79,7 @@ export async function stagecoachRound(ctx: BenchContext, stageNames: string[], n
     return { stage, tenant: TENANT };
   });
   const group = new StageGroup(ctx.config, instances, ctx.log);
+  prepare?.(group);
   try {
     await withTimeout(group.start(false), 60_000, `${what}: starting the stages`);
     const last = group.runners[0];
