@@ -1,5 +1,5 @@
 import type { ConfirmChannel } from 'amqplib';
-import { Publisher, StageGroup } from '../src/index.js';
+import { Publisher, StageGroup, type StageGroupOptions } from '../src/index.js';
 import { probe } from './bench-stages.js';
 import {
   bodySize,
@@ -68,7 +68,7 @@ export async function stagecoachRound(
   stageNames: string[],
   n: number,
   what: string,
-  prepare?: (group: StageGroup) => void,
+  options: StageGroupOptions = {},
 ): Promise<Round> {
   probe.reset();
   // Last stage first (StageGroup starts its runners in order, each declaring its topology):
@@ -78,8 +78,7 @@ export async function stagecoachRound(
     if (!stage) throw new Error(`bench stage ${name} not loaded`);
     return { stage, tenant: TENANT };
   });
-  const group = new StageGroup(ctx.config, instances, ctx.log);
-  prepare?.(group);
+  const group = new StageGroup(ctx.config, instances, ctx.log, options);
   try {
     await withTimeout(group.start(false), 60_000, `${what}: starting the stages`);
     const last = group.runners[0];

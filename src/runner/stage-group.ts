@@ -73,8 +73,11 @@ export interface StageGroupOptions {
    * `concurrency` slots by weight (TenantPool). Tenants can be added and removed while it runs.
    */
   pooled?: PooledGroupOptions;
-  /** Payload offloading to share (tests); by default the configured store, which `stop()` closes. */
-  payloads?: PayloadOffloader;
+  /**
+   * Payload offloading to share; by default the configured store, which `stop()` closes. `false`
+   * turns it off: jobs go inline whatever their size, and a job sent by reference fails (benches).
+   */
+  payloads?: PayloadOffloader | false;
 }
 
 export interface PooledGroupOptions {
@@ -145,7 +148,7 @@ export class StageGroup {
    */
   readonly directives: DirectiveGate;
   /** One per process: payload offloading and its store (docs/payloads.md), closed with the group. */
-  private readonly payloads: PayloadOffloader;
+  private readonly payloads: PayloadOffloader | undefined;
   private readonly ownsPayloads: boolean;
 
   /** Prometheus metrics of every instance in the group, and of its connection. */
@@ -178,7 +181,7 @@ export class StageGroup {
     );
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
     this.directives = new DirectiveGate(config.prefix, log);
-    this.payloads = options.payloads ?? payloadOffloaderFor(config, log);
+    this.payloads = options.payloads === false ? undefined : (options.payloads ?? payloadOffloaderFor(config, log));
     this.ownsPayloads = options.payloads === undefined;
     this.events = new EventPublisher(config, { source: `stagecoach/${names}`, log, connection: () => this.manager.connection });
     this.limits = new QueueLimits(config, log);
@@ -229,7 +232,7 @@ export class StageGroup {
       gate: this.gate,
       ledger: this.ledger,
       directives: this.directives,
-      payloads: this.payloads,
+      ...(this.payloads === undefined ? {} : { payloads: this.payloads }),
       onQueueFull: this.queueFull.observe,
       ...(pooled === undefined
         ? {}
@@ -392,7 +395,7 @@ export class StageGroup {
       const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
       await this.pool?.close();
       await this.directives.close();
-      if (this.ownsPayloads) await this.payloads.store.close();
+      if (this.ownsPayloads) await this.payloads?.store.close();
       await this.events.close();
       await this.manager.close();
       this.watch.close();
