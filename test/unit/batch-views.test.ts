@@ -53,7 +53,9 @@ describe('batch and job views (the JSON of `batch status --json` and the admin A
       last_seen: at,
     });
     expect(Object.keys(batchView(batch)).slice(0, 4)).to.deep.equal(['id', 'tenant', 'state', 'jobs']);
-    expect(batchView({ ...batch, paused: true, internal: 1 } as TrackedBatch)).to.include({ paused: true }).and.not.have.property('internal');
+    expect(batchView({ ...batch, paused: true, internal: 1 } as TrackedBatch))
+      .to.include({ paused: true })
+      .and.not.have.property('internal');
   });
 
   it('shows a job with its error, stage and history, and a summary without the history', () => {
