@@ -7,8 +7,11 @@ import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
 
 const place: SettlementPlace = { stage: 'reader', queue: 'files', tenant: 'acme' };
-const job = (more: { batch?: string; type?: string; attempt?: number } = {}): Job => {
-  const made = createJob({ type: more.type ?? 'file.read', args: [] }, { queue: 'files', tenant: 'acme', batch: more.batch ?? 'b1' });
+const job = (more: { batch?: string; type?: string; attempt?: number; tenant?: string } = {}): Job => {
+  const made = createJob(
+    { type: more.type ?? 'file.read', args: [] },
+    { queue: 'files', tenant: more.tenant ?? 'acme', batch: more.batch ?? 'b1' },
+  );
   if (more.attempt !== undefined) made.attempt = more.attempt;
   return made;
 };
@@ -30,9 +33,9 @@ function published(group: ReportGroup): { content: Buffer; type: unknown; messag
 describe('tracking records (the stream format)', () => {
   it('a group of reports is one compact message that reads back as the reports themselves, in order', () => {
     const group = new ReportGroup();
-    const jobs = [job(), job(), job()];
+    const jobs = Array.from({ length: 10 }, () => job());
     const reports = jobs.map((j, i) => group.add(j, 'b1', place, 'completed', { emitted: [`child-${i}`, `child-${i}b`] }));
-    expect(reports.map((r) => r.id)).to.deep.equal([0, 1, 2].map((i) => `${group.id}:${i}`));
+    expect(reports.map((r) => r.id)).to.deep.equal(jobs.map((_, i) => `${group.id}:${i}`));
     expect(reports.every((r) => r.at === group.at)).to.equal(true);
     const message = published(group);
     expect(message.type).to.equal('tracking.settled-group');
@@ -40,7 +43,15 @@ describe('tracking records (the stream format)', () => {
     expect(parseRecords(message.content)).to.deep.equal(reports);
     // Shared fields are written once; each report carries its job and its children only.
     const body = JSON.parse(message.content.toString('utf8')) as { common: object; reports: object[] };
-    expect(body.common).to.deep.equal({ batch: 'b1', tenant: 'acme', stage: 'reader', queue: 'files', type: 'file.read', outcome: 'completed', attempt: 1 });
+    expect(body.common).to.deep.equal({
+      batch: 'b1',
+      tenant: 'acme',
+      stage: 'reader',
+      queue: 'files',
+      type: 'file.read',
+      outcome: 'completed',
+      attempt: 1,
+    });
     expect(body.reports[1]).to.deep.equal({ job: jobs[1]!.id, emitted: ['child-1', 'child-1b'] });
     const oneByOne = reports.reduce((bytes, report) => bytes + JSON.stringify(report).length, 0);
     expect(message.content.length, 'well under the reports one by one').to.be.below(oneByOne / 2);
@@ -50,7 +61,7 @@ describe('tracking records (the stream format)', () => {
     const group = new ReportGroup();
     const reports = [
       group.add(job({ type: 'a', attempt: 2 }), 'b1', place, 'completed', { emitted: [] }),
-      group.add(job({ type: 'b', batch: 'b2' }), 'b2', { ...place, tenant: undefined }, 'completed', { emitted: ['x'] }),
+      group.add(job({ type: 'b', batch: 'b2', tenant: 'globex' }), 'b2', { ...place, tenant: undefined }, 'completed', { emitted: ['x'] }),
     ];
     const body = compact(group);
     expect(body.common).to.deep.equal({ stage: 'reader', queue: 'files', outcome: 'completed' });
@@ -73,12 +84,18 @@ describe('tracking records (the stream format)', () => {
       { kind: 'directive', id: 'd1', action: 'cancel', batch: 'b1', at: 'x' },
     ];
     expect(parseRecords(Buffer.from(JSON.stringify([...records, { kind: 'nonsense', id: 'n' }, 7])))).to.deep.equal(records);
-    const group = { kind: 'settled-group', id: 'g', at: 'x', common: { batch: 'b1', stage: 's', queue: 'q', outcome: 'dead' }, reports: [
-      { job: 'j1', attempt: 3 },
-      'not an object',
-      { job: 'j2' }, // no attempt: not a settled record
-      { job: 'j3', attempt: 1, id: 'own', at: 'y', kind: 'created' },
-    ] };
+    const group = {
+      kind: 'settled-group',
+      id: 'g',
+      at: 'x',
+      common: { batch: 'b1', stage: 's', queue: 'q', outcome: 'dead' },
+      reports: [
+        { job: 'j1', attempt: 3 },
+        'not an object',
+        { job: 'j2' }, // no attempt: not a settled record
+        { job: 'j3', attempt: 1, id: 'own', at: 'y', kind: 'created' },
+      ],
+    };
     expect(parseRecords(Buffer.from(JSON.stringify(group)))).to.deep.equal([
       { kind: 'settled', id: 'g:0', at: 'x', batch: 'b1', stage: 's', queue: 'q', outcome: 'dead', job: 'j1', attempt: 3 },
       { kind: 'settled', id: 'own', at: 'y', batch: 'b1', stage: 's', queue: 'q', outcome: 'dead', job: 'j3', attempt: 1 },
