@@ -1,4 +1,5 @@
 import { Stage, type Job, type StageContext, type StageHandler } from '../src/index.js';
+import { brokerCpuNow } from './broker-cpu.js';
 
 /**
  * The stages the benchmark runs: trivial handlers, so that what is measured is the framework's
@@ -17,7 +18,7 @@ let fairGate = new Promise<void>((resolve) => (openFair = resolve));
 
 export const probe = {
   /** performance.now() and process CPU time (µs) at each stage's first handle() since the last reset. */
-  first: new Map<string, { at: number; cpu: number }>(),
+  first: new Map<string, { at: number; cpu: number; broker: number | undefined }>(),
   /** Jobs the `hold` stage has in hand (started, not finished). */
   held: 0,
   /**
@@ -60,7 +61,7 @@ export const probe = {
 function mark(stage: string): void {
   if (!probe.first.has(stage)) {
     const cpu = process.cpuUsage();
-    probe.first.set(stage, { at: performance.now(), cpu: cpu.user + cpu.system });
+    probe.first.set(stage, { at: performance.now(), cpu: cpu.user + cpu.system, broker: brokerCpuNow() });
   }
 }
 

@@ -16,6 +16,7 @@ import {
   type RawConfig,
 } from '../src/index.js';
 import { MAX_PAYLOAD_THRESHOLD } from '../src/config/defaults.js';
+import { brokerCpuNow } from './broker-cpu.js';
 
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const TENANT = 'bench';
@@ -455,6 +456,13 @@ export interface Mark {
   at: number;
   /** cpuNow() */
   cpu: number;
+  /** brokerCpuNow(), when the broker runs on this machine. */
+  broker?: number | undefined;
+}
+
+/** The time, the client's CPU and the broker's CPU now. */
+export function markNow(): Mark {
+  return { at: performance.now(), cpu: cpuNow(), broker: brokerCpuNow() };
 }
 
 /**
@@ -468,6 +476,7 @@ export async function waitDone(ctx: BenchContext, what: string, n: number, done:
     const ok = await poll(() => done() >= n, ctx.opts.roundTimeoutMs, 5);
     end.at = performance.now();
     end.cpu = cpuNow();
+    end.broker = brokerCpuNow();
     if (!ok) {
       throw new Error(
         `${what} stalled: ${fmt(done())}/${fmt(n)} jobs done after ${(ctx.opts.roundTimeoutMs / 1000).toFixed(0)} s (raise --timeout if the machine is just slow)`,
@@ -502,6 +511,11 @@ export interface Round {
   jobsPerSecond: number;
   /** CPU time of this (Node) process per job, µs: the client's cost, whatever the broker does. */
   cpuUsPerJob: number;
+  /**
+   * CPU time of the broker's processes per job, µs, when the broker runs on this machine
+   * (broker-cpu.ts): includes what it did for other clients meanwhile.
+   */
+  brokerCpuUsPerJob?: number;
   /** The round on the clock of V8 CPU profiles (µs), for bench/profile.ts. */
   windowUs: [number, number];
 }
@@ -517,12 +531,16 @@ export interface ThroughputResult {
   /** Median client CPU µs per job. */
   baselineCpuUsPerJob: number;
   stagecoachCpuUsPerJob: number;
+  /** Median broker CPU µs per job, when measured. */
+  baselineBrokerCpuUsPerJob?: number;
+  stagecoachBrokerCpuUsPerJob?: number;
   rounds: Round[];
 }
 
 export function summarise(scenario: string, detail: string, rounds: Round[]): ThroughputResult {
-  const of = (side: Round['side'], key: 'jobsPerSecond' | 'cpuUsPerJob'): number =>
-    median(rounds.filter((r) => r.side === side).map((r) => r[key]));
+  const of = (side: Round['side'], key: 'jobsPerSecond' | 'cpuUsPerJob' | 'brokerCpuUsPerJob'): number =>
+    median(rounds.filter((r) => r.side === side).map((r) => r[key] ?? Number.NaN));
+  const broker = rounds.every((r) => r.brokerCpuUsPerJob !== undefined);
   const baseline = of('baseline', 'jobsPerSecond');
   const stagecoach = of('stagecoach', 'jobsPerSecond');
   return {
@@ -533,6 +551,12 @@ export function summarise(scenario: string, detail: string, rounds: Round[]): Th
     ratio: stagecoach / baseline,
     baselineCpuUsPerJob: of('baseline', 'cpuUsPerJob'),
     stagecoachCpuUsPerJob: of('stagecoach', 'cpuUsPerJob'),
+    ...(broker
+      ? {
+          baselineBrokerCpuUsPerJob: of('baseline', 'brokerCpuUsPerJob'),
+          stagecoachBrokerCpuUsPerJob: of('stagecoach', 'brokerCpuUsPerJob'),
+        }
+      : {}),
     rounds,
   };
 }
@@ -547,9 +571,11 @@ export function round(side: Round['side'], jobs: number, start: Mark, end: Mark)
     cpuUsPerJob: (end.cpu - start.cpu) / jobs,
     windowUs: [toHrUs(start.at), toHrUs(end.at)],
   };
+  if (start.broker !== undefined && end.broker !== undefined) result.brokerCpuUsPerJob = (end.broker - start.broker) / jobs;
+  const broker = result.brokerCpuUsPerJob === undefined ? '' : `, broker CPU ${result.brokerCpuUsPerJob.toFixed(0)} µs/job`;
   progress(
     `    ${side.padEnd(10)} ${fmt(jobs)} jobs in ${seconds.toFixed(2)} s = ${fmt(result.jobsPerSecond).padStart(6)} jobs/s, ` +
-      `client CPU ${result.cpuUsPerJob.toFixed(0)} µs/job (${((100 * (end.cpu - start.cpu)) / 1e6 / seconds).toFixed(0)}% of a core)`,
+      `client CPU ${result.cpuUsPerJob.toFixed(0)} µs/job (${((100 * (end.cpu - start.cpu)) / 1e6 / seconds).toFixed(0)}% of a core)${broker}`,
   );
   return result;
 }

@@ -151,7 +151,9 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     );
   }
   if (results.throughput.length > 0) {
-    const rows = [['scenario', 'detail', 'baseline jobs/s', 'stagecoach jobs/s', 'ratio', 'client CPU µs/job base / sc']];
+    const rows = [
+      ['scenario', 'detail', 'baseline jobs/s', 'stagecoach jobs/s', 'ratio', 'client CPU µs/job base / sc', 'broker CPU µs/job base / sc'],
+    ];
     for (const r of results.throughput) {
       rows.push([
         r.scenario,
@@ -160,9 +162,12 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         fmt(r.stagecoach),
         r.ratio.toFixed(2),
         `${r.baselineCpuUsPerJob.toFixed(0)} / ${r.stagecoachCpuUsPerJob.toFixed(0)}`,
+        r.baselineBrokerCpuUsPerJob === undefined || r.stagecoachBrokerCpuUsPerJob === undefined
+          ? '-'
+          : `${r.baselineBrokerCpuUsPerJob.toFixed(0)} / ${r.stagecoachBrokerCpuUsPerJob.toFixed(0)}`,
       ]);
     }
-    lines.push(...grid(rows, [false, false, true, true, true, true]));
+    lines.push(...grid(rows, [false, false, true, true, true, true, true]));
   }
   if (results.memory) {
     const m = results.memory;

@@ -1,4 +1,5 @@
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from 'amqplib';
+import { brokerCpuNow } from './broker-cpu.js';
 import { cpuNow, rawJob, rawOptions, rawTraceparent } from './common.js';
 
 /**
@@ -17,6 +18,7 @@ export class RawRelay {
   first = 0;
   /** Process CPU time (µs) at the first delivery. */
   firstCpu = 0;
+  firstBroker: number | undefined;
   /** Inputs acknowledged (their output confirmed). */
   acked = 0;
   readonly failed: Promise<Error>;
@@ -58,6 +60,7 @@ export class RawRelay {
     if (this.first === 0) {
       this.first = performance.now();
       this.firstCpu = cpuNow();
+      this.firstBroker = brokerCpuNow();
     }
     const job = JSON.parse(message.content.toString('utf8')) as { id: string; type: string; args: unknown[] };
     const output = rawJob(this.outputQueue, job.type, job.args, job.id);

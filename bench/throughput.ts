@@ -5,7 +5,7 @@ import {
   bodySize,
   closeQuietly,
   connect,
-  cpuNow,
+  markNow,
   expectCounts,
   fill,
   fmt,
@@ -50,7 +50,7 @@ export async function baselineRound(ctx: BenchContext, hops: Array<[string, stri
     const last = relays[relays.length - 1] as RawRelay;
     const end = await waitDone(ctx, what, n, () => last.acked, Promise.race(relays.map((r) => r.failed)));
     const first = relays[0] as RawRelay;
-    return round('baseline', n, { at: first.first, cpu: first.firstCpu }, end);
+    return round('baseline', n, { at: first.first, cpu: first.firstCpu, broker: first.firstBroker }, end);
   } finally {
     for (const relay of relays) await withTimeout(relay.stop(), 30_000, `${what}: stopping`).catch(() => undefined);
     await closeQuietly(connection);
@@ -197,7 +197,7 @@ async function baselinePublish(ctx: BenchContext, n: number, window: number, wha
     channel = await connection.createConfirmChannel();
     const ch = channel;
     const args = [padFor(ctx.opts.size, 'pub_sink', false)];
-    const start = { at: performance.now(), cpu: cpuNow() };
+    const start = markNow();
     await withTimeout(
       new Promise<void>((resolve, reject) => {
         let sent = 0;
@@ -223,7 +223,7 @@ async function baselinePublish(ctx: BenchContext, n: number, window: number, wha
       ctx.opts.roundTimeoutMs,
       `${what} stalled`,
     );
-    return round('baseline', n, start, { at: performance.now(), cpu: cpuNow() });
+    return round('baseline', n, start, markNow());
   } finally {
     await closeQuietly(connection, channel);
   }
@@ -234,7 +234,7 @@ async function stagecoachPublish(ctx: BenchContext, n: number, window: number, w
   try {
     const args = [padFor(ctx.opts.size, 'pub_sink', false)];
     let next = 0;
-    const start = { at: performance.now(), cpu: cpuNow() };
+    const start = markNow();
     const worker = async (): Promise<void> => {
       while (next < n) {
         next++;
@@ -242,7 +242,7 @@ async function stagecoachPublish(ctx: BenchContext, n: number, window: number, w
       }
     };
     await withTimeout(Promise.all(Array.from({ length: window }, worker)), ctx.opts.roundTimeoutMs, `${what} stalled`);
-    return round('stagecoach', n, start, { at: performance.now(), cpu: cpuNow() });
+    return round('stagecoach', n, start, markNow());
   } finally {
     await publisher.close().catch(() => undefined);
   }

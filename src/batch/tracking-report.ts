@@ -94,6 +94,29 @@ export interface MarkReport {
 
 export type TrackingRecord = SettledReport | CreatedReport | AnnouncedReport | DirectiveRecord | MarkReport;
 
+/**
+ * Several settlement reports of one stage in one stream message (AMQP `type`
+ * `tracking.settled-group`), written compactly: not a record of its own but a container,
+ * expanded by parseRecords into one `settled` record per entry of `reports`, in order. Entry
+ * `i` is `{ id: '<id>:<i>', at, ...common, ...reports[i], kind: 'settled' }`: the fields every
+ * report of the group shares are written once in `common`, and a report's own `id` and `at`
+ * only when they are not the derived ones. `<id>` is a UUIDv7 per group, so `<id>:<i>` is
+ * unique per settlement as a report id must be.
+ */
+export interface SettledGroup {
+  kind: 'settled-group';
+  id: string;
+  /** ISO 8601: when the group was started (its reports were made within one event-loop turn). */
+  at: string;
+  common: Partial<SettledReport>;
+  reports: Array<Partial<SettledReport>>;
+}
+
+/** The id of the `index`-th report of the group `group` (see SettledGroup). */
+export function groupReportId(group: string, index: number): string {
+  return `${group}:${index}`;
+}
+
 /** AMQP `content_type` of every record on the tracking stream. */
 export const TRACKING_CONTENT_TYPE = 'application/json';
 
@@ -114,9 +137,9 @@ export function parseRecord(content: Buffer): TrackingRecord | undefined {
 }
 
 /**
- * The records of one stream message: one record (a JSON object), or the settlement reports of one
- * stage's event-loop turn published together (a JSON array, see publishRecords). What is not a
- * record is skipped, never fatal.
+ * The records of one stream message: one record (a JSON object), the settlement reports of one
+ * stage's event-loop turn published together (a SettledGroup), or, as earlier versions wrote
+ * them, several records in a JSON array. What is not a record is skipped, never fatal.
  */
 export function parseRecords(content: Buffer): TrackingRecord[] {
   let body: unknown;
@@ -125,8 +148,31 @@ export function parseRecords(content: Buffer): TrackingRecord[] {
   } catch {
     return [];
   }
-  const records = Array.isArray(body) ? body.map(recordOf) : [recordOf(body)];
+  const records = Array.isArray(body) ? body.map(recordOf) : isGroup(body) ? expandGroup(body) : [recordOf(body)];
   return records.filter((record): record is TrackingRecord => record !== undefined);
+}
+
+function isGroup(body: unknown): body is SettledGroup {
+  if (typeof body !== 'object' || body === null) return false;
+  const group = body as Partial<SettledGroup>;
+  return (
+    group.kind === 'settled-group' &&
+    typeof group.id === 'string' &&
+    typeof group.at === 'string' &&
+    typeof group.common === 'object' &&
+    group.common !== null &&
+    Array.isArray(group.reports)
+  );
+}
+
+/** The group's reports as records (see SettledGroup); an entry that is not an object is skipped. */
+function expandGroup(group: SettledGroup): Array<TrackingRecord | undefined> {
+  const { id, at, common } = group;
+  return group.reports.map((report, index) =>
+    typeof report === 'object' && report !== null && !Array.isArray(report)
+      ? recordOf({ id: groupReportId(id, index), at, ...common, ...report, kind: 'settled' })
+      : undefined,
+  );
 }
 
 function recordOf(body: unknown): TrackingRecord | undefined {

@@ -1,7 +1,14 @@
 import type { PublishChannel } from '../broker/confirm-publisher.js';
 import type { Job } from '../job/job.types.js';
 import { uuidv7 } from '../job/uuid-v7.js';
-import { TRACKING_CONTENT_TYPE, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
+import {
+  groupReportId,
+  TRACKING_CONTENT_TYPE,
+  type SettledGroup,
+  type SettledReport,
+  type SettlementOutcome,
+  type TrackingRecord,
+} from './tracking-report.js';
 
 /**
  * Appends one record to the tracking stream (`<prefix>.tracking`) through the fanout exchange of
@@ -19,18 +26,75 @@ export function publishRecord(publisher: PublishChannel, stream: string, record:
 }
 
 /**
- * Appends several records in one stream message (a JSON array; one record alone is published as
- * itself): one publish and one confirm for the settlement reports of a stage's event-loop turn.
- * Readers take them in array order (parseRecords).
+ * Settlement reports made together (a stage's event-loop turn), to be published in one stream
+ * message: `id` and `at` are the group's, and each report's own are derived from them
+ * (`groupReportId(id, index)`, `at`) as it joins, so that they are known before the publish.
  */
-export function publishRecords(publisher: PublishChannel, stream: string, records: TrackingRecord[]): Promise<void> {
-  if (records.length === 1) return publishRecord(publisher, stream, records[0] as TrackingRecord);
-  return publisher.publish(stream, '', Buffer.from(JSON.stringify(records)), {
+export class ReportGroup {
+  readonly id = uuidv7();
+  readonly at = new Date().toISOString();
+  readonly reports: SettledReport[] = [];
+
+  /** The settlement report of a batched job (see settledReport), added to the group. */
+  add(job: Job, batch: string, place: SettlementPlace, outcome: SettlementOutcome, details?: ReportDetails): SettledReport {
+    const report = settledReport(job, batch, place, outcome, details, groupReportId(this.id, this.reports.length), this.at);
+    this.reports.push(report);
+    return report;
+  }
+}
+
+/** Fields a group writes once when every report shares them (see SettledGroup). */
+const SHARED_FIELDS = ['batch', 'tenant', 'stage', 'queue', 'type', 'outcome', 'attempt'] as const;
+
+/**
+ * Appends the reports of a group in one stream message, a SettledGroup (one report alone is
+ * published as itself): one publish, one confirm and one stream entry for all of them, and the
+ * fields they share written once (about a third of the bytes of the reports one by one).
+ * Readers expand it in order (parseRecords).
+ */
+export function publishGroup(publisher: PublishChannel, stream: string, group: ReportGroup): Promise<void> {
+  const { reports } = group;
+  if (reports.length === 1) return publishRecord(publisher, stream, reports[0] as SettledReport);
+  return publisher.publish(stream, '', Buffer.from(JSON.stringify(compact(group))), {
     contentType: TRACKING_CONTENT_TYPE,
-    messageId: (records[0] as TrackingRecord).id,
-    type: 'tracking.records',
+    messageId: group.id,
+    type: 'tracking.settled-group',
     persistent: true,
   });
+}
+
+/** The group as written to the stream (see SettledGroup). */
+export function compact(group: ReportGroup): SettledGroup {
+  const { reports } = group;
+  const first = reports[0] as SettledReport;
+  const common: Record<string, unknown> = {};
+  for (const field of SHARED_FIELDS) {
+    const value = first[field];
+    if (value === undefined) continue;
+    let shared = true;
+    for (const report of reports) {
+      if (report[field] !== value) {
+        shared = false;
+        break;
+      }
+    }
+    if (shared) common[field] = value;
+  }
+  const own: Array<Partial<SettledReport>> = new Array<Partial<SettledReport>>(reports.length);
+  for (let index = 0; index < reports.length; index++) {
+    const report = reports[index] as SettledReport;
+    const entry: Record<string, unknown> = {};
+    for (const field in report) {
+      if (field === 'kind' || field in common) continue;
+      const value = report[field as keyof SettledReport];
+      if (value === undefined) continue;
+      if (field === 'id' && value === groupReportId(group.id, index)) continue;
+      if (field === 'at' && value === group.at) continue;
+      entry[field] = value;
+    }
+    own[index] = entry;
+  }
+  return { kind: 'settled-group', id: group.id, at: group.at, common: common as Partial<SettledReport>, reports: own };
 }
 
 /** Where a settlement happened: the stage, the logical queue, the tenant of the physical queue. */
@@ -61,11 +125,13 @@ export function settledReport(
   place: SettlementPlace,
   outcome: SettlementOutcome,
   details?: ReportDetails,
+  id: string = uuidv7(),
+  at: string = new Date().toISOString(),
 ): SettledReport {
   const tenant = place.tenant ?? job.tenant;
   const report: SettledReport = {
     kind: 'settled',
-    id: uuidv7(),
+    id,
     job: job.id,
     batch,
     stage: place.stage,
@@ -73,7 +139,7 @@ export function settledReport(
     type: job.type,
     outcome,
     attempt: job.attempt,
-    at: new Date().toISOString(),
+    at,
   };
   if (tenant !== undefined) report.tenant = tenant;
   return details === undefined ? report : Object.assign(report, details);

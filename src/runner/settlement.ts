@@ -2,8 +2,9 @@ import type { Message } from 'amqplib';
 import type { SettledReport, SettlementOutcome } from '../batch/tracking-report.js';
 import {
   batchOf,
+  publishGroup,
   publishRecord,
-  publishRecords,
+  ReportGroup,
   settledReport,
   type ReportDetails,
   type SettlementPlace,
@@ -91,7 +92,7 @@ export class Settlement {
   private readonly names: BrokerNames;
   private readonly place: SettlementPlace;
   /** The completed reports of this turn, waiting to go out together (see report()). */
-  private reports: { records: SettledReport[]; sent: Promise<void> } | undefined;
+  private reports: { group: ReportGroup; sent: Promise<void> } | undefined;
 
   constructor(private readonly options: SettlementOptions) {
     this.names = new BrokerNames(options.config.prefix);
@@ -205,57 +206,83 @@ export class Settlement {
    */
   private async completeBatched(delivery: Delivery, outcome: Extract<Outcome, { kind: 'completed' }>, batch: string): Promise<Settled> {
     const { job, ctx } = outcome;
-    // settle() closes the context at once: the children listed below are all there will be.
+    // settle() closes the context at once: the children listed below are all there will be
+    // (a closed context adds none), so the report can name the context's own list.
     const emits = ctx.settle();
-    const report = settledReport(job, batch, this.place, 'completed', { emitted: [...(ctx.children ?? [])] });
-    const [emitted, reported] = await Promise.allSettled([emits, this.report(delivery, report)]);
-    if (emitted.status === 'rejected' || reported.status === 'rejected') {
-      const err: unknown = emitted.status === 'rejected' ? emitted.reason : (reported as PromiseRejectedResult).reason;
+    const { report, sent } = this.report(delivery, job, batch, ctx.children ?? []);
+    // Both awaited, neither left unobserved: the report's confirm usually comes after the emits'.
+    let failure: { err: unknown; emitted: boolean } | undefined;
+    let emitted = 0;
+    try {
+      emitted = await emits;
+    } catch (err) {
+      failure = { err, emitted: false };
+    }
+    let reported = report !== undefined;
+    try {
+      await sent;
+    } catch (err) {
+      reported = false;
+      failure ??= { err, emitted: true };
+    }
+    if (failure !== undefined) {
+      const { err } = failure;
       const details: ReportDetails = {
-        ...(reported.status === 'fulfilled' ? { retracts: report.id } : {}),
+        ...(reported ? { retracts: (report as SettledReport).id } : {}),
         ...(ctx.unsent !== undefined && ctx.unsent.length > 0 ? { unsent: [...ctx.unsent] } : {}),
       };
       // As on the hot path: a lost channel is not the job's fault; a refused emit is a failure.
       if (err instanceof PublishError && err.transient) {
         return await this.giveBack(delivery, settledReport(job, batch, this.place, 'retrying', { ...details, next_attempt: job.attempt }));
       }
-      if (emitted.status === 'fulfilled') throw err;
+      if (failure.emitted) throw err;
       return await this.fail(delivery, job, err, outcome.seconds, details);
     }
     this.ack(delivery);
     this.options.payloads?.release(delivery.message.properties.headers);
-    this.options.stats.emitted += emitted.value;
+    this.options.stats.emitted += emitted;
     this.options.stats.completed++;
     this.options.metrics.completed(outcome.seconds);
     return 'acked';
   }
 
   /**
-   * Publishes a `completed` report on the current publisher channel (see publishThenAck for the
-   * other outcomes). The completed reports of one event-loop turn (a burst of confirms completes
-   * many jobs at once) go out together in one stream message, flushed on the next turn: one
-   * publish, one confirm and one stream entry for all of them instead of one each, which is
-   * most of what tracking costs a relay (bench: `--only tracking`). Each settlement still waits
-   * for the confirm of the message that holds its report, before its ack; when it fails, every
+   * Adds a `completed` report to the group of this turn and returns the group's confirm (see
+   * publishThenAck for the other outcomes). The completed reports of one event-loop turn (a
+   * burst of confirms completes many jobs at once) go out together in one stream message,
+   * flushed on the next turn: one publish, one confirm and one stream entry for all of them,
+   * their shared fields written once (publishGroup), instead of one each, which is most of what
+   * tracking costs a relay (bench: `--only tracking`). Each settlement still waits for the
+   * confirm of the message that holds its report, before its ack; when it fails, every
    * settlement in it fails as its own would have.
+   * @returns no report when the delivery's channel is already closed (then `sent` rejects).
    */
-  private report(delivery: Delivery, report: SettledReport): Promise<void> {
+  private report(
+    delivery: Delivery,
+    job: Job,
+    batch: string,
+    emitted: string[],
+  ): { report: SettledReport | undefined; sent: Promise<void> } {
     if (delivery.source.closed) {
-      return Promise.reject(new PublishError("the delivery's channel closed before its report", this.names.tracking, '', true));
+      return {
+        report: undefined,
+        sent: Promise.reject(new PublishError("the delivery's channel closed before its report", this.names.tracking, '', true)),
+      };
     }
-    let group = this.reports;
-    if (group === undefined) {
-      const records: SettledReport[] = [];
+    let pending = this.reports;
+    if (pending === undefined) {
+      const group = new ReportGroup();
       const sent = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
         // Closed to newcomers before the first await: a report made from here on starts the next group.
         this.reports = undefined;
         const publisher = await this.options.publishers.ready();
-        await publishRecords(publisher, this.names.tracking, records);
+        await publishGroup(publisher, this.names.tracking, group);
       });
-      group = this.reports = { records, sent };
+      // Observed here: every settlement of the group awaits it, but only after its emits.
+      sent.catch(ignore);
+      pending = this.reports = { group, sent };
     }
-    group.records.push(report);
-    return group.sent;
+    return { report: pending.group.add(job, batch, this.place, 'completed', { emitted }), sent: pending.sent };
   }
 
   /** The report of a settlement, when the job is in a batch. */
@@ -649,6 +676,8 @@ export class Settlement {
     return wire;
   }
 }
+
+function ignore(): void {}
 
 /** Error types of jobs refused before their handler ran: their content is not to be trusted. */
 const REFUSED_AT_ADMISSION = new Set(['INVALID_PAYLOAD', 'TENANT_MISMATCH']);

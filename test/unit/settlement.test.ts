@@ -789,7 +789,7 @@ describe('Settlement', () => {
       const publisher = t.publishers.current as FakePublisher;
       expect(reportsOf(publisher)).to.have.length(1);
       const [message] = reportsOf(publisher);
-      expect(message.options.type).to.equal('tracking.records');
+      expect(message.options.type).to.equal('tracking.settled-group');
       expect(parseRecords(message.content).map((r) => [r.kind, 'job' in r ? r.job : undefined])).to.deep.equal(
         jobs.map((job) => ['settled', job.id]),
       );
