@@ -1,5 +1,3 @@
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { callbackJobId } from '../../src/batch/batch-callbacks.js';
 import type { TrackedBatch } from '../../src/batch/batch-fold.js';
@@ -8,14 +6,13 @@ import type { CompiledConfig } from '../../src/config/config.types.js';
 import { StagecoachError } from '../../src/errors/errors.js';
 import type { BatchCallbacks, CallbackName, Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { withTestConfig } from '../../src/testing/test-config.js';
 import { notes } from '../fixtures/callback-stages.js';
 import { runCli } from '../helpers/cli.js';
 import { EventTap } from '../helpers/event-tap.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
+import { batchPipelineConfig } from '../helpers/batch-pipeline.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'batch-callbacks' }, 'error');
 
 const note = (type: string, args: unknown[] = []) => ({ queue: 'notes', type, args });
@@ -29,19 +26,7 @@ describe('batch callbacks (OJS on_complete / on_success / on_failure)', function
   const completed: TrackedBatch[] = [];
 
   before(async () => {
-    const config = withTestConfig(
-      {
-        tenants: ['acme', 'globex'],
-        queues: { _default: { default_retry: { max_attempts: 3, initial_interval: 'PT1S' } }, scans: { scope: 'shared' } },
-        stages: {
-          scanner: { module: './batch-stages.js', concurrency: 4 },
-          reader: { module: './batch-stages.js', concurrency: 4 },
-          sink: { module: './batch-stages.js', concurrency: 4 },
-          notes: { module: './callback-stages.js', concurrency: 4 },
-        },
-      },
-      path.join(here, '../fixtures/config.json'),
-    );
+    const config = batchPipelineConfig({ notes: { module: './callback-stages.js', concurrency: 4 } });
     tap = await EventTap.open(config.broker.url, `${config.prefix}.events`);
     const group = await startGroup(
       config,

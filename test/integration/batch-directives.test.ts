@@ -1,18 +1,15 @@
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { cancelBatch, pauseBatch, pauseTenant, resumeBatch, resumeTenant } from '../../src/batch/batch-directives.js';
 import { batchState, jobState, type TrackedBatch } from '../../src/batch/batch-fold.js';
 import { Tracker } from '../../src/batch/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { withTestConfig } from '../../src/testing/test-config.js';
 import { sinkGate } from '../fixtures/batch-stages.js';
 import { EventTap } from '../helpers/event-tap.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
+import { batchPipelineConfig } from '../helpers/batch-pipeline.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'batch-directives' }, 'error');
 
 /**
@@ -28,18 +25,7 @@ describe('batch and tenant directives (cancel, pause, resume)', function () {
   const completed: TrackedBatch[] = [];
 
   before(async () => {
-    const config = withTestConfig(
-      {
-        tenants: ['acme', 'globex'],
-        queues: { scans: { scope: 'shared' } },
-        stages: {
-          scanner: { module: './batch-stages.js', concurrency: 4 },
-          reader: { module: './batch-stages.js', concurrency: 4 },
-          sink: { module: './batch-stages.js', concurrency: 4 },
-        },
-      },
-      path.join(here, '../fixtures/config.json'),
-    );
+    const config = batchPipelineConfig();
     tap = await EventTap.open(config.broker.url, `${config.prefix}.events`);
     const group = await startGroup(
       config,

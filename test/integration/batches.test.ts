@@ -1,5 +1,3 @@
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { readTracking, Tracker } from '../../src/batch/tracker.js';
 import type { TrackedBatch } from '../../src/batch/batch-fold.js';
@@ -8,14 +6,13 @@ import { TrackingReader } from '../../src/batch/tracking-reader.js';
 import { batchView } from '../../src/batch/batch-views.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { withTestConfig } from '../../src/testing/test-config.js';
 import { EventTap } from '../helpers/event-tap.js';
 import { sinkGate } from '../fixtures/batch-stages.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
+import { batchPipelineConfig } from '../helpers/batch-pipeline.js';
 import { waitFor } from '../helpers/wait-for.js';
 import amqplib from 'amqplib';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const log = createLogger({ test: 'batches' }, 'error');
 
 /** Every record on the stream so far, read by a reader of its own up to a mark it writes. */
@@ -41,18 +38,7 @@ describe('batches (tracking stream, tracker, status)', function () {
   const trackers: Tracker[] = [];
 
   before(async () => {
-    const config = withTestConfig(
-      {
-        tenants: ['acme', 'globex'],
-        queues: { _default: { default_retry: { max_attempts: 3, initial_interval: 'PT1S' } }, scans: { scope: 'shared' } },
-        stages: {
-          scanner: { module: './batch-stages.js', concurrency: 4 },
-          reader: { module: './batch-stages.js', concurrency: 4 },
-          sink: { module: './batch-stages.js', concurrency: 4 },
-        },
-      },
-      path.join(here, '../fixtures/config.json'),
-    );
+    const config = batchPipelineConfig();
     tap = await EventTap.open(config.broker.url, `${config.prefix}.events`);
     const group = await startGroup(
       config,
