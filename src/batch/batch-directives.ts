@@ -51,10 +51,8 @@ export async function cancelBatch(config: CompiledConfig, batch: string, log: Lo
   if (known === undefined) throw new StagecoachError('NOT_FOUND', `no batch "${batch}" in the tracking stream`);
   if (batchState(known) !== 'running') throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is already ${batchState(known)}`);
   return withConnection(config, log, async (connection, names) => {
-    await mark(connection, names.batchMarker('cancelled', batch), true, config);
     await mark(connection, names.batchMarker('paused', batch), false, config);
-    await record(connection, names, { action: 'cancel', batch, ...(known.tenant === undefined ? {} : { tenant: known.tenant }) });
-    await publishControl(connection, config, { command: 'directive', batch });
+    await direct(connection, config, names.batchMarker('cancelled', batch), true, 'cancel', { batch }, known.tenant);
     return { action: 'cancel', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch)) };
   });
 }
@@ -66,9 +64,7 @@ export async function pauseBatch(config: CompiledConfig, batch: string, log: Log
     if (await exists(connection, names.batchMarker('cancelled', batch))) {
       throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is cancelled: there is nothing to pause`);
     }
-    await mark(connection, names.batchMarker('paused', batch), true, config);
-    await record(connection, names, { action: 'pause', batch });
-    await publishControl(connection, config, { command: 'directive', batch });
+    await direct(connection, config, names.batchMarker('paused', batch), true, 'pause', { batch });
     return { action: 'pause', batch, moved: 0, kept: 0 };
   });
 }
@@ -77,9 +73,7 @@ export async function pauseBatch(config: CompiledConfig, batch: string, log: Log
 export async function resumeBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
   checkBatchId(batch, 'batch');
   return withConnection(config, log, async (connection, names) => {
-    await mark(connection, names.batchMarker('paused', batch), false, config);
-    await record(connection, names, { action: 'resume', batch });
-    await publishControl(connection, config, { command: 'directive', batch });
+    await direct(connection, config, names.batchMarker('paused', batch), false, 'resume', { batch });
     return { action: 'resume', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch && p.by === 'batch')) };
   });
 }
@@ -89,9 +83,7 @@ export async function pauseTenant(config: CompiledConfig, tenant: string, log: L
   checkTenantSlug(tenant, 'tenant');
   return withConnection(config, log, async (connection, names) => {
     await checkKnownTenant(config, connection, tenant);
-    await mark(connection, names.tenantPauseMarker(tenant), true, config);
-    await record(connection, names, { action: 'pause', tenant });
-    await publishControl(connection, config, { command: 'directive', tenant });
+    await direct(connection, config, names.tenantPauseMarker(tenant), true, 'pause', { tenant });
     return { action: 'pause', tenant, moved: 0, kept: 0 };
   });
 }
@@ -100,9 +92,7 @@ export async function pauseTenant(config: CompiledConfig, tenant: string, log: L
 export async function resumeTenant(config: CompiledConfig, tenant: string, log: Logger): Promise<DirectiveResult> {
   checkTenantSlug(tenant, 'tenant');
   return withConnection(config, log, async (connection, names) => {
-    await mark(connection, names.tenantPauseMarker(tenant), false, config);
-    await record(connection, names, { action: 'resume', tenant });
-    await publishControl(connection, config, { command: 'directive', tenant });
+    await direct(connection, config, names.tenantPauseMarker(tenant), false, 'resume', { tenant });
     const key = parkKey(tenant);
     return { action: 'resume', tenant, ...(await resumeParked(connection, config, log, (p) => p.key === key && p.by === 'tenant')) };
   });
@@ -262,18 +252,29 @@ async function onChannel<T>(connection: AmqpConnection, action: (channel: Channe
   }
 }
 
-/** The directive goes on the tracking stream after its marker, for status and history. */
-async function record(
+/**
+ * One directive, in order: its marker set or removed (what stages obey), then a `directive` record
+ * on the tracking stream (status and history; with the batch's tenant when known), then the
+ * control message that makes running stages read the marker again now.
+ */
+async function direct(
   connection: AmqpConnection,
-  names: BrokerNames,
-  directive: Omit<DirectiveRecord, 'kind' | 'id' | 'at'>,
+  config: CompiledConfig,
+  marker: string,
+  on: boolean,
+  action: DirectiveRecord['action'],
+  target: { batch: string } | { tenant: string },
+  tenant?: string,
 ): Promise<void> {
+  await mark(connection, marker, on, config);
   const publisher = await ConfirmPublisher.open(connection);
   try {
-    await publishRecord(publisher, names.tracking, stamp<DirectiveRecord>({ kind: 'directive', ...directive }));
+    const record = stamp<DirectiveRecord>({ kind: 'directive', action, ...(tenant === undefined ? {} : { tenant }), ...target });
+    await publishRecord(publisher, new BrokerNames(config.prefix).tracking, record);
   } finally {
     await publisher.close();
   }
+  await publishControl(connection, config, { command: 'directive', ...target });
 }
 
 /** The batch directives by name: the command line and the admin API take them from here. */
