@@ -10,7 +10,7 @@ import type { Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
 import { brokerDeath } from './broker-death.js';
-import { peek } from './peek.js';
+import { exclusiveRead, peek } from './peek.js';
 import { identitiesOf } from '../security/broker-users.js';
 import { createPayloadStore } from '../payload/create-payload-store.js';
 import { payloadInfo, type PayloadInfo } from '../payload/payload-info.js';
@@ -70,7 +70,7 @@ function deadQueueOrigins(config: CompiledConfig, queue: string, tenant?: string
  * configured store, opened and closed here) still has it; that is asked after the messages
  * were handed back.
  */
-export async function listDeadLetters(
+async function listDeadLettersNow(
   config: CompiledConfig,
   queue: string,
   tenant: string | undefined,
@@ -110,7 +110,7 @@ export async function listDeadLetters(
  * queue it sits in (it was refused for that) stays where it is: no retry may move a job into
  * another tenant's queues.
  */
-export async function retryDeadLetters(
+async function retryDeadLettersNow(
   config: CompiledConfig,
   queue: string,
   tenant: string | undefined,
@@ -289,4 +289,21 @@ async function withConfirmChannel<T>(
   } finally {
     await connection.close().catch(() => undefined);
   }
+}
+
+/** {@link retryDeadLettersNow}, never beside another read of this process that holds messages (see exclusiveRead). */
+export function retryDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger): Promise<DeadRetryResult> {
+  return exclusiveRead(() => retryDeadLettersNow(config, queue, tenant, log));
+}
+
+/** {@link listDeadLettersNow}, never beside another read of this process that holds messages (see exclusiveRead). */
+export function listDeadLetters(
+  config: CompiledConfig,
+  queue: string,
+  tenant: string | undefined,
+  log: Logger,
+  limit = 100,
+  payloads?: PayloadStore,
+): Promise<DeadLetterEntry[]> {
+  return exclusiveRead(() => listDeadLettersNow(config, queue, tenant, log, limit, payloads));
 }

@@ -6,7 +6,7 @@ import { OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import { DELAY_LEVELS, delayRoutingKey } from '../topology/delay-topology.js';
 import type { Logger } from '../logging/logger.js';
 import { identitiesOf } from '../security/broker-users.js';
-import { peek } from './peek.js';
+import { exclusiveRead, peek } from './peek.js';
 import { BrokerNames } from '../topology/names.js';
 
 export interface UnroutableEntry {
@@ -27,7 +27,7 @@ export interface ReplayResult {
 }
 
 /** Reads the unroutable queue without consuming it: every message is handed back. */
-export async function listUnroutable(config: CompiledConfig, log: Logger, limit = 100): Promise<UnroutableEntry[]> {
+async function listUnroutableNow(config: CompiledConfig, log: Logger, limit = 100): Promise<UnroutableEntry[]> {
   const names = new BrokerNames(config.prefix);
   const connection = await openConnection(config, log, 'stagecoach-unroutable');
   try {
@@ -53,7 +53,7 @@ export async function listUnroutable(config: CompiledConfig, log: Logger, limit 
  * validated `user_id` may not act for its tenant (a producer that claimed another tenant's
  * header) is kept, never replayed into that tenant.
  */
-export async function replayUnroutable(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
+async function replayUnroutableNow(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
   const names = new BrokerNames(config.prefix);
   const connection = await openConnection(config, log, 'stagecoach-unroutable');
   const result: ReplayResult = { replayed: 0, kept: 0 };
@@ -165,4 +165,14 @@ async function destinationExists(
   }
   cache.set(key, found);
   return found;
+}
+
+/** {@link replayUnroutableNow}, never beside another read of this process that holds messages (see exclusiveRead). */
+export function replayUnroutable(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
+  return exclusiveRead(() => replayUnroutableNow(config, log));
+}
+
+/** {@link listUnroutableNow}, never beside another read of this process that holds messages (see exclusiveRead). */
+export function listUnroutable(config: CompiledConfig, log: Logger, limit = 100): Promise<UnroutableEntry[]> {
+  return exclusiveRead(() => listUnroutableNow(config, log, limit));
 }

@@ -1,4 +1,5 @@
 import type { Channel, GetMessage } from 'amqplib';
+import { exclusiveRead } from '../admin/peek.js';
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
@@ -121,9 +122,10 @@ async function resumeParked(
   log: Logger,
   pick: (parked: ParkedJob) => boolean,
 ): Promise<{ moved: number; kept: number }> {
-  const first = await movePass(connection, config, log, pick);
+  // Never beside another read of this process that holds parked messages (see exclusiveRead).
+  const first = await exclusiveRead(() => movePass(connection, config, log, pick));
   await new Promise((resolve) => setTimeout(resolve, RESUME_GRACE_MS));
-  const second = await movePass(connection, config, log, pick);
+  const second = await exclusiveRead(() => movePass(connection, config, log, pick));
   return { moved: first.moved + second.moved, kept: second.kept };
 }
 

@@ -1,5 +1,5 @@
 import type { GetMessage } from 'amqplib';
-import { peek } from '../admin/peek.js';
+import { exclusiveRead, peek } from '../admin/peek.js';
 import { openConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
@@ -55,7 +55,7 @@ export async function peekMessage(
   ref: string,
   payloads: PayloadStore,
 ): Promise<PeekedMessage> {
-  const shown = await peekOne(config, log, queue, ref);
+  const shown = await exclusiveRead(() => peekOne(config, log, queue, ref));
   const payload = await loadPayloadInfo(shown.headers, payloads, MAX_BODY_BYTES);
   return payload === undefined ? shown : { ...shown, payload };
 }
