@@ -70,7 +70,7 @@ function deadQueueOrigins(config: CompiledConfig, queue: string, tenant?: string
  * configured store, opened and closed here) still has it; that is asked after the messages
  * were handed back.
  */
-async function listDeadLettersNow(
+export async function listDeadLetters(
   config: CompiledConfig,
   queue: string,
   tenant: string | undefined,
@@ -78,15 +78,18 @@ async function listDeadLettersNow(
   limit = 100,
   payloads?: PayloadStore,
 ): Promise<DeadLetterEntry[]> {
-  const read = await withConfirmChannel(config, log, async (channel) => {
-    const found: Array<{ entry: DeadLetterEntry; headers: Record<string, unknown> }> = [];
-    for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
-      for (const message of await peek(channel, deadQueue, limit - found.length)) {
-        found.push({ entry: describe(config, deadQueue, message), headers: message.properties.headers ?? {} });
+  // Never beside another read of this process that holds messages (see exclusiveRead).
+  const read = await exclusiveRead(() =>
+    withConfirmChannel(config, log, async (channel) => {
+      const found: Array<{ entry: DeadLetterEntry; headers: Record<string, unknown> }> = [];
+      for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
+        for (const message of await peek(channel, deadQueue, limit - found.length)) {
+          found.push({ entry: describe(config, deadQueue, message), headers: message.properties.headers ?? {} });
+        }
       }
-    }
-    return found;
-  });
+      return found;
+    }),
+  );
   const store = payloads ?? createPayloadStore(config);
   try {
     for (const { entry, headers } of read) {
@@ -110,7 +113,7 @@ async function listDeadLettersNow(
  * queue it sits in (it was refused for that) stays where it is: no retry may move a job into
  * another tenant's queues.
  */
-async function retryDeadLettersNow(
+export async function retryDeadLetters(
   config: CompiledConfig,
   queue: string,
   tenant: string | undefined,
@@ -118,67 +121,70 @@ async function retryDeadLettersNow(
 ): Promise<DeadRetryResult> {
   const result: DeadRetryResult = { retried: 0, kept: 0 };
   const names = new BrokerNames(config.prefix);
-  await withConfirmChannel(config, log, async (channel, publisher) => {
-    for (const origin of deadQueueOrigins(config, queue, tenant)) {
-      const { messageCount } = await channel.checkQueue(origin.deadQueue);
-      for (let i = 0; i < messageCount; i++) {
-        const message = await channel.get(origin.deadQueue, { noAck: false });
-        if (message === false) break;
-        const job = asJob(config, message);
-        if (!job) {
-          result.kept++;
-          continue; // handed back when the channel closes
-        }
-        const refused = keptBecause(config, origin.tenant, job, message);
-        if (refused !== undefined) {
-          log.warn(`dead letter kept: ${refused}`, { dead_queue: origin.deadQueue, job_id: job.id, tenant: origin.tenant });
-          result.kept++;
-          continue;
-        }
-        if (origin.tenant !== undefined && job.tenant !== origin.tenant) {
-          log.warn('dead letter kept: it names another tenant than the queue it was found in', {
-            dead_queue: origin.deadQueue,
-            job_id: job.id,
-            claimed_tenant: job.tenant,
-            tenant: origin.tenant,
+  // Never beside another read of this process that holds messages (see exclusiveRead).
+  await exclusiveRead(() =>
+    withConfirmChannel(config, log, async (channel, publisher) => {
+      for (const origin of deadQueueOrigins(config, queue, tenant)) {
+        const { messageCount } = await channel.checkQueue(origin.deadQueue);
+        for (let i = 0; i < messageCount; i++) {
+          const message = await channel.get(origin.deadQueue, { noAck: false });
+          if (message === false) break;
+          const job = asJob(config, message);
+          if (!job) {
+            result.kept++;
+            continue; // handed back when the channel closes
+          }
+          const refused = keptBecause(config, origin.tenant, job, message);
+          if (refused !== undefined) {
+            log.warn(`dead letter kept: ${refused}`, { dead_queue: origin.deadQueue, job_id: job.id, tenant: origin.tenant });
+            result.kept++;
+            continue;
+          }
+          if (origin.tenant !== undefined && job.tenant !== origin.tenant) {
+            log.warn('dead letter kept: it names another tenant than the queue it was found in', {
+              dead_queue: origin.deadQueue,
+              job_id: job.id,
+              claimed_tenant: job.tenant,
+              tenant: origin.tenant,
+            });
+            result.kept++;
+            continue;
+          }
+          const { error, deadLetteredAt } = causeOfDeath(message.properties.headers ?? {}, job);
+          const history = Array.isArray(job.meta.errors) ? (job.meta.errors as unknown[]) : [];
+          const revived: Job = {
+            ...job,
+            queue: typeof job.meta.original_queue === 'string' ? job.meta.original_queue : job.queue,
+            attempt: 1,
+            meta: { ...job.meta, errors: [...history, { ...error, attempt: job.attempt, dead_lettered_at: deadLetteredAt }] },
+          };
+          delete revived.error;
+          delete revived.meta.dead_lettered_at;
+          delete revived.meta.original_queue;
+          const headers = withoutBrokerHeaders(message.properties.headers, [
+            OJS_HEADERS.errorType,
+            OJS_HEADERS.errorMessage,
+            OJS_HEADERS.originQueue,
+            OJS_HEADERS.originTenant,
+            OJS_HEADERS.originVariant,
+          ]);
+          const traceparent = headers[OJS_HEADERS.traceparent];
+          const wire = toWire(revived, {
+            tenantHeader: config.tenantHeader,
+            headers,
+            ...(typeof traceparent === 'string' ? { traceparent } : {}),
           });
-          result.kept++;
-          continue;
+          // The entry of the queue for the tenant the letter belongs to (its type still checked).
+          const route = routeFor(config, revived);
+          const exchange =
+            origin.tenant !== undefined && route.exchange === names.root ? names.tenantExchange(origin.tenant) : route.exchange;
+          await publisher.publish(exchange, route.routingKey, wire.content, wire.options);
+          channel.ack(message);
+          result.retried++;
         }
-        const { error, deadLetteredAt } = causeOfDeath(message.properties.headers ?? {}, job);
-        const history = Array.isArray(job.meta.errors) ? (job.meta.errors as unknown[]) : [];
-        const revived: Job = {
-          ...job,
-          queue: typeof job.meta.original_queue === 'string' ? job.meta.original_queue : job.queue,
-          attempt: 1,
-          meta: { ...job.meta, errors: [...history, { ...error, attempt: job.attempt, dead_lettered_at: deadLetteredAt }] },
-        };
-        delete revived.error;
-        delete revived.meta.dead_lettered_at;
-        delete revived.meta.original_queue;
-        const headers = withoutBrokerHeaders(message.properties.headers, [
-          OJS_HEADERS.errorType,
-          OJS_HEADERS.errorMessage,
-          OJS_HEADERS.originQueue,
-          OJS_HEADERS.originTenant,
-          OJS_HEADERS.originVariant,
-        ]);
-        const traceparent = headers[OJS_HEADERS.traceparent];
-        const wire = toWire(revived, {
-          tenantHeader: config.tenantHeader,
-          headers,
-          ...(typeof traceparent === 'string' ? { traceparent } : {}),
-        });
-        // The entry of the queue for the tenant the letter belongs to (its type still checked).
-        const route = routeFor(config, revived);
-        const exchange =
-          origin.tenant !== undefined && route.exchange === names.root ? names.tenantExchange(origin.tenant) : route.exchange;
-        await publisher.publish(exchange, route.routingKey, wire.content, wire.options);
-        channel.ack(message);
-        result.retried++;
       }
-    }
-  });
+    }),
+  );
   log.info('dead letters retried', { queue, tenant, ...result });
   return result;
 }
@@ -289,21 +295,4 @@ async function withConfirmChannel<T>(
   } finally {
     await connection.close().catch(() => undefined);
   }
-}
-
-/** {@link retryDeadLettersNow}, never beside another read of this process that holds messages (see exclusiveRead). */
-export function retryDeadLetters(config: CompiledConfig, queue: string, tenant: string | undefined, log: Logger): Promise<DeadRetryResult> {
-  return exclusiveRead(() => retryDeadLettersNow(config, queue, tenant, log));
-}
-
-/** {@link listDeadLettersNow}, never beside another read of this process that holds messages (see exclusiveRead). */
-export function listDeadLetters(
-  config: CompiledConfig,
-  queue: string,
-  tenant: string | undefined,
-  log: Logger,
-  limit = 100,
-  payloads?: PayloadStore,
-): Promise<DeadLetterEntry[]> {
-  return exclusiveRead(() => listDeadLettersNow(config, queue, tenant, log, limit, payloads));
 }

@@ -27,17 +27,20 @@ export interface ReplayResult {
 }
 
 /** Reads the unroutable queue without consuming it: every message is handed back. */
-async function listUnroutableNow(config: CompiledConfig, log: Logger, limit = 100): Promise<UnroutableEntry[]> {
-  const names = new BrokerNames(config.prefix);
-  const connection = await openConnection(config, log, 'stagecoach-unroutable');
-  try {
-    const channel = await connection.createChannel();
-    const entries = (await peek(channel, names.unroutable, limit)).map((message) => describe(config, message));
-    await channel.close();
-    return entries;
-  } finally {
-    await connection.close().catch(() => undefined);
-  }
+export async function listUnroutable(config: CompiledConfig, log: Logger, limit = 100): Promise<UnroutableEntry[]> {
+  // Never beside another read of this process that holds messages (see exclusiveRead).
+  return exclusiveRead(async () => {
+    const names = new BrokerNames(config.prefix);
+    const connection = await openConnection(config, log, 'stagecoach-unroutable');
+    try {
+      const channel = await connection.createChannel();
+      const entries = (await peek(channel, names.unroutable, limit)).map((message) => describe(config, message));
+      await channel.close();
+      return entries;
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+  });
 }
 
 /**
@@ -53,47 +56,50 @@ async function listUnroutableNow(config: CompiledConfig, log: Logger, limit = 10
  * validated `user_id` may not act for its tenant (a producer that claimed another tenant's
  * header) is kept, never replayed into that tenant.
  */
-async function replayUnroutableNow(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
-  const names = new BrokerNames(config.prefix);
-  const connection = await openConnection(config, log, 'stagecoach-unroutable');
-  const result: ReplayResult = { replayed: 0, kept: 0 };
-  try {
-    const channel = await connection.createChannel();
-    const publisher = await ConfirmPublisher.open(connection);
-    const exists = new Map<string, boolean>();
-    const { messageCount } = await channel.checkQueue(names.unroutable);
-    for (let i = 0; i < messageCount; i++) {
-      const message = await channel.get(names.unroutable, { noAck: false });
-      if (message === false) break;
-      const entry = describe(config, message);
-      const target = targetOf(config, entry, message.fields.routingKey);
-      if (!target || !(await destinationExists(connection, target.check, exists))) {
-        result.kept++;
-        continue; // stays unacknowledged: handed back when the channel closes
-      }
-      if (config.security.tenantUsers && !identitiesOf(config).mayActFor(entry.tenant, message.properties.userId)) {
-        log.warn('unroutable job kept: its publisher may not act for its tenant', {
-          job_id: entry.messageId,
-          tenant: entry.tenant,
-          publisher: message.properties.userId as unknown,
+export async function replayUnroutable(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
+  // Never beside another read of this process that holds messages (see exclusiveRead).
+  return exclusiveRead(async () => {
+    const names = new BrokerNames(config.prefix);
+    const connection = await openConnection(config, log, 'stagecoach-unroutable');
+    const result: ReplayResult = { replayed: 0, kept: 0 };
+    try {
+      const channel = await connection.createChannel();
+      const publisher = await ConfirmPublisher.open(connection);
+      const exists = new Map<string, boolean>();
+      const { messageCount } = await channel.checkQueue(names.unroutable);
+      for (let i = 0; i < messageCount; i++) {
+        const message = await channel.get(names.unroutable, { noAck: false });
+        if (message === false) break;
+        const entry = describe(config, message);
+        const target = targetOf(config, entry, message.fields.routingKey);
+        if (!target || !(await destinationExists(connection, target.check, exists))) {
+          result.kept++;
+          continue; // stays unacknowledged: handed back when the channel closes
+        }
+        if (config.security.tenantUsers && !identitiesOf(config).mayActFor(entry.tenant, message.properties.userId)) {
+          log.warn('unroutable job kept: its publisher may not act for its tenant', {
+            job_id: entry.messageId,
+            tenant: entry.tenant,
+            publisher: message.properties.userId as unknown,
+          });
+          result.kept++;
+          continue;
+        }
+        await publisher.publish(target.exchange, target.routingKey, message.content, {
+          ...message.properties,
+          headers: withoutBrokerHeaders(message.properties.headers),
         });
-        result.kept++;
-        continue;
+        channel.ack(message);
+        result.replayed++;
       }
-      await publisher.publish(target.exchange, target.routingKey, message.content, {
-        ...message.properties,
-        headers: withoutBrokerHeaders(message.properties.headers),
-      });
-      channel.ack(message);
-      result.replayed++;
+      await publisher.close();
+      await channel.close();
+      log.info('unroutable replayed', { ...result });
+      return result;
+    } finally {
+      await connection.close().catch(() => undefined);
     }
-    await publisher.close();
-    await channel.close();
-    log.info('unroutable replayed', { ...result });
-    return result;
-  } finally {
-    await connection.close().catch(() => undefined);
-  }
+  });
 }
 
 function describe(config: CompiledConfig, message: GetMessage): UnroutableEntry {
@@ -165,14 +171,4 @@ async function destinationExists(
   }
   cache.set(key, found);
   return found;
-}
-
-/** {@link replayUnroutableNow}, never beside another read of this process that holds messages (see exclusiveRead). */
-export function replayUnroutable(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
-  return exclusiveRead(() => replayUnroutableNow(config, log));
-}
-
-/** {@link listUnroutableNow}, never beside another read of this process that holds messages (see exclusiveRead). */
-export function listUnroutable(config: CompiledConfig, log: Logger, limit = 100): Promise<UnroutableEntry[]> {
-  return exclusiveRead(() => listUnroutableNow(config, log, limit));
 }
