@@ -1,8 +1,9 @@
-import type { Channel, GetMessage } from 'amqplib';
+import type { GetMessage } from 'amqplib';
 import { exclusiveRead } from '../admin/peek.js';
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
+import { exchangeExists } from '../broker/exchange-exists.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { publishControl } from '../control/send-control.js';
 import { StagecoachError } from '../errors/errors.js';
@@ -62,7 +63,7 @@ export async function cancelBatch(config: CompiledConfig, batch: string, log: Lo
 export async function pauseBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
   checkBatchId(batch, 'batch');
   return withConnection(config, log, async (connection, names) => {
-    if (await exists(connection, names.batchMarker('cancelled', batch))) {
+    if (await exchangeExists(connection, names.batchMarker('cancelled', batch))) {
       throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is cancelled: there is nothing to pause`);
     }
     await direct(connection, config, names.batchMarker('paused', batch), true, 'pause', { batch });
@@ -229,26 +230,12 @@ async function withConnection<T>(
 
 /** Sets (a durable fanout exchange, like the queue-state markers) or removes a marker. */
 async function mark(connection: AmqpConnection, marker: string, on: boolean, config: CompiledConfig): Promise<void> {
-  await onChannel(connection, (channel) =>
-    on ? channel.assertExchange(marker, 'fanout', { durable: config.durable }) : channel.deleteExchange(marker),
-  );
-}
-
-async function exists(connection: AmqpConnection, marker: string): Promise<boolean> {
-  try {
-    await onChannel(connection, (channel) => channel.checkExchange(marker));
-    return true;
-  } catch (err) {
-    if ((err as { code?: unknown }).code === 404) return false;
-    throw err;
-  }
-}
-
-async function onChannel<T>(connection: AmqpConnection, action: (channel: Channel) => Promise<T>): Promise<T> {
   const channel = await connection.createChannel();
+  // A refusal closes the channel with an 'error' event: no listener would crash the process.
   channel.on('error', () => undefined);
   try {
-    return await action(channel);
+    if (on) await channel.assertExchange(marker, 'fanout', { durable: config.durable });
+    else await channel.deleteExchange(marker);
   } finally {
     await channel.close().catch(() => undefined);
   }
