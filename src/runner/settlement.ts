@@ -339,13 +339,12 @@ export class Settlement {
           error: error.message,
           exhausted: decision.exhausted,
         });
-        const report = details === undefined ? undefined : this.reportOf(job, 'discarded', details);
-        // Nothing replaces a discarded job: a batched one still waits for its report's confirm.
-        if (report !== undefined) {
-          const settled = await this.publishThenAck(delivery, 'discard report', () => Promise.resolve(), undefined, report);
-          if (settled !== 'acked') return settled;
-        } else this.ack(delivery);
-        this.options.payloads?.release(delivery.message.properties.headers);
+        const settled = await this.endHere(
+          delivery,
+          'discard report',
+          details === undefined ? undefined : this.reportOf(job, 'discarded', details),
+        );
+        if (settled !== 'acked') return settled;
         this.options.stats.discarded++;
         this.options.metrics.discarded();
         return 'acked';
@@ -361,14 +360,22 @@ export class Settlement {
     const report = this.reportOf(job, 'cancelled', {
       error: { type: 'CANCELLED', message: `its batch "${String(job.meta.batch)}" was cancelled before it ran` },
     });
-    let settled: Settled = 'acked';
-    if (report !== undefined) settled = await this.publishThenAck(delivery, 'cancel report', () => Promise.resolve(), undefined, report);
-    else this.ack(delivery);
-    if (settled === 'acked') {
-      this.options.payloads?.release(delivery.message.properties.headers);
-      this.options.log.info('job cancelled with its batch', fields(job, delivery.message));
-    }
+    const settled = await this.endHere(delivery, 'cancel report', report);
+    if (settled === 'acked') this.options.log.info('job cancelled with its batch', fields(job, delivery.message));
     return settled;
+  }
+
+  /**
+   * A job that ends here, replaced by nothing (discarded, cancelled): acknowledged, a batched one
+   * once its report is confirmed; then its payload, if it travelled by reference, is deleted.
+   */
+  private async endHere(delivery: Delivery, what: string, report: SettledReport | undefined): Promise<Settled> {
+    if (report !== undefined) {
+      const settled = await this.publishThenAck(delivery, what, () => Promise.resolve(), undefined, report);
+      if (settled !== 'acked') return settled;
+    } else this.ack(delivery);
+    this.options.payloads?.release(delivery.message.properties.headers);
+    return 'acked';
   }
 
   /**
