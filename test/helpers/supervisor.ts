@@ -90,6 +90,20 @@ export class Supervisor {
   }
 
   /**
+   * Freezes the current run (SIGSTOP): it holds what it has in hand and takes nothing more, so a
+   * test can act at a point it chose instead of racing the process. Short stops only: the
+   * process answers no AMQP heartbeat while frozen.
+   */
+  freeze(name: string): void {
+    this.entry(name).child.kill('SIGSTOP');
+  }
+
+  /** Lets a frozen run go on (SIGCONT); harmless on a running one. */
+  thaw(name: string): void {
+    this.entry(name).child.kill('SIGCONT');
+  }
+
+  /**
    * Stops restarting, sends SIGTERM to every process and waits up to `graceMs` for each to
    * exit; SIGKILLs what is left.
    */
@@ -100,6 +114,7 @@ export class Supervisor {
         if (child.exitCode !== null || child.signalCode !== null) return;
         const exited = new Promise((resolve) => child.once('exit', resolve));
         child.kill('SIGTERM');
+        child.kill('SIGCONT'); // a frozen run would otherwise sit on its SIGTERM until the SIGKILL
         const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
         await exited;
         clearTimeout(timer);

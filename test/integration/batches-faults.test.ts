@@ -29,8 +29,9 @@ import { waitFor } from '../helpers/wait-for.js';
  * (c) the tracker process SIGKILLed mid-scan and started again: the same end state as (a), and
  *     one announcement across both tracker processes.
  *
- * "Mid-scan" is checked, not hoped for: a kill happens only while the converter's queue still
- * holds conversions, so the converter has a full prefetch window in hand.
+ * "Mid-scan" is made, not hoped for: the converter is frozen (SIGSTOP) while the scan's
+ * conversions are published, let run down to a chosen number waiting, and frozen again for the
+ * kill, so conversions still wait and the converter has a full prefetch window in hand.
  */
 
 const DOCS = 1_200;
@@ -146,21 +147,20 @@ describe('batches under faults: the example pipeline as stage processes', functi
   const waiting = async (): Promise<number> => (await project!.raw.count(conversionsQueue())) ?? 0;
 
   /**
-   * Waits until the explorer's root settled (all DOCS conversions published) and the converter
-   * has brought the waiting conversions down to `below`; fails when they are all gone by then
-   * (no longer mid-scan: the scan is too small for this machine).
+   * Brings the scan to a point mid-scan, chosen rather than raced: waits until the explorer's root
+   * settled (every conversion of the scan published), lets the converter run until it has brought
+   * the waiting conversions down to `below`, and freezes it there (SIGSTOP), with conversions
+   * still waiting and a prefetch window in hand. The caller freezes the converter before
+   * publishing the scan (or it runs from a restart) and thaws or kills it after acting. Resolves
+   * with the conversions left waiting.
    */
-  async function convertedDownTo(what: string, readBatch: () => Promise<BatchCounts | undefined>, below: number): Promise<number> {
+  async function converterHeldAt(what: string, readBatch: () => Promise<BatchCounts | undefined>, below: number): Promise<number> {
     await waitFor(`${what}: every conversion of the scan published`, async () => ((await readBatch())?.known ?? 0) >= 1 + DOCS, 60_000);
-    const left = await waitFor(
-      `${what}: the converter down to ${below} waiting conversions`,
-      async () => {
-        const n = await waiting();
-        return n <= below && n;
-      },
-      60_000,
-    );
-    expect(left, `${what}: the conversions must not all be gone before the fault (mid-scan)`).to.be.greaterThan(0);
+    supervisor!.thaw('converter');
+    await waitFor(`${what}: the converter down to ${below} waiting conversions`, async () => (await waiting()) <= below, 60_000, 5);
+    supervisor!.freeze('converter');
+    const left = await waiting();
+    expect(left, `${what}: the conversions must not all be gone when the converter is held (mid-scan)`).to.be.greaterThan(0);
     return left;
   }
 
@@ -196,13 +196,14 @@ describe('batches under faults: the example pipeline as stage processes', functi
       await tracker.sync();
       return tracker.batch('scan-b')?.counts;
     };
+    supervisor!.freeze('converter');
     const scanId = await scan('scan-b');
     for (const [kill, below] of [
       [1, Math.floor((DOCS * 3) / 4)],
       [2, Math.floor(DOCS / 3)],
     ] as const) {
       const run = supervisor!.run('converter');
-      await convertedDownTo(`kill ${kill}`, counts, below);
+      await converterHeldAt(`kill ${kill}`, counts, below);
       supervisor!.kill('converter', 'SIGKILL');
       await waitFor(
         `the converter restarted after kill ${kill}`,
@@ -245,14 +246,16 @@ describe('batches under faults: the example pipeline as stage processes', functi
     let second: ReturnType<typeof spawnCli> | undefined;
     try {
       await waitFor('the first tracker caught up', () => first.err.includes('"tracker caught up"'), 60_000);
+      supervisor!.freeze('converter');
       await scan('scan-c');
-      const left = await convertedDownTo(
+      const left = await converterHeldAt(
         'tracker kill',
         async () => (await readTracking(config, log)).batches.get('scan-c')?.counts,
         Math.floor(DOCS / 2),
       );
       first.kill('SIGKILL');
       await finished(first, 10_000, 'tracker (killed)');
+      supervisor!.thaw('converter');
       // The scan goes on while no tracker runs.
       await waitFor('progress while no tracker runs', async () => (await waiting()) < left, 60_000);
       expect(announcements('scan-c'), 'announced before the scan ended').to.equal(0);
@@ -266,6 +269,7 @@ describe('batches under faults: the example pipeline as stage processes', functi
       expect((await finished(second, 15_000, 'tracker')).code).to.equal(0);
       expect(second.err.split('\n').filter((line) => line.includes('"batch completed"') && line.includes('scan-c'))).to.have.length(1);
     } finally {
+      supervisor!.thaw('converter');
       if (first.exitCode === null && first.signalCode === null) first.kill('SIGKILL');
       if (second && second.exitCode === null && second.signalCode === null) second.kill('SIGKILL');
     }
