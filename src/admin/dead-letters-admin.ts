@@ -78,8 +78,8 @@ export async function listDeadLetters(
   limit = 100,
   payloads?: PayloadStore,
 ): Promise<DeadLetterEntry[]> {
-  // Never beside another read of this process that holds messages (see exclusiveRead).
-  const read = await exclusiveRead(() =>
+  // Never beside another read that holds messages, in this process or another (see exclusiveRead).
+  const read = await exclusiveRead(config, log, () =>
     withConfirmChannel(config, log, async (channel) => {
       const found: Array<{ entry: DeadLetterEntry; headers: Record<string, unknown> }> = [];
       for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
@@ -121,8 +121,8 @@ export async function retryDeadLetters(
 ): Promise<DeadRetryResult> {
   const result: DeadRetryResult = { retried: 0, kept: 0 };
   const names = new BrokerNames(config.prefix);
-  // Never beside another read of this process that holds messages (see exclusiveRead).
-  await exclusiveRead(() =>
+  // Never beside another read that holds messages, in this process or another (see exclusiveRead).
+  await exclusiveRead(config, log, () =>
     withConfirmChannel(config, log, async (channel, publisher) => {
       for (const origin of deadQueueOrigins(config, queue, tenant)) {
         const { messageCount } = await channel.checkQueue(origin.deadQueue);

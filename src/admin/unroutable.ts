@@ -28,8 +28,8 @@ export interface ReplayResult {
 
 /** Reads the unroutable queue without consuming it: every message is handed back. */
 export async function listUnroutable(config: CompiledConfig, log: Logger, limit = 100): Promise<UnroutableEntry[]> {
-  // Never beside another read of this process that holds messages (see exclusiveRead).
-  return exclusiveRead(async () => {
+  // Never beside another read that holds messages, in this process or another (see exclusiveRead).
+  return exclusiveRead(config, log, async () => {
     const names = new BrokerNames(config.prefix);
     const connection = await openConnection(config, log, 'stagecoach-unroutable');
     try {
@@ -57,8 +57,8 @@ export async function listUnroutable(config: CompiledConfig, log: Logger, limit 
  * header) is kept, never replayed into that tenant.
  */
 export async function replayUnroutable(config: CompiledConfig, log: Logger): Promise<ReplayResult> {
-  // Never beside another read of this process that holds messages (see exclusiveRead).
-  return exclusiveRead(async () => {
+  // Never beside another read that holds messages, in this process or another (see exclusiveRead).
+  return exclusiveRead(config, log, async () => {
     const names = new BrokerNames(config.prefix);
     const connection = await openConnection(config, log, 'stagecoach-unroutable');
     const result: ReplayResult = { replayed: 0, kept: 0 };

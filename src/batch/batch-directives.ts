@@ -123,10 +123,10 @@ async function resumeParked(
   log: Logger,
   pick: (parked: ParkedJob) => boolean,
 ): Promise<{ moved: number; kept: number }> {
-  // Never beside another read of this process that holds parked messages (see exclusiveRead).
-  const first = await exclusiveRead(() => movePass(connection, config, log, pick));
+  // Never beside another read that holds messages, in this process or another (see exclusiveRead).
+  const first = await exclusiveRead(config, log, () => movePass(connection, config, log, pick));
   await new Promise((resolve) => setTimeout(resolve, RESUME_GRACE_MS));
-  const second = await exclusiveRead(() => movePass(connection, config, log, pick));
+  const second = await exclusiveRead(config, log, () => movePass(connection, config, log, pick));
   return { moved: first.moved + second.moved, kept: second.kept };
 }
 

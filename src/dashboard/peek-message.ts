@@ -55,7 +55,7 @@ export async function peekMessage(
   ref: string,
   payloads: PayloadStore,
 ): Promise<PeekedMessage> {
-  const shown = await exclusiveRead(() => peekOne(config, log, queue, ref));
+  const shown = await exclusiveRead(config, log, () => peekOne(config, log, queue, ref));
   const payload = await loadPayloadInfo(shown.headers, payloads, MAX_BODY_BYTES);
   return payload === undefined ? shown : { ...shown, payload };
 }

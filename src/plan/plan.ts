@@ -1,5 +1,5 @@
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
-import { isDirectiveName, parseBrokerName } from '../topology/names.js';
+import { BrokerNames, isDirectiveName, parseBrokerName } from '../topology/names.js';
 import { isStateMarker, QueueStates } from '../state/queue-state.js';
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
 import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue } from '../security/management-api.js';
@@ -66,7 +66,10 @@ export interface Plan {
 export function planChanges(desired: DesiredState, inventory: BrokerInventory): Plan {
   const prefix = desired.prefix;
   const configured = new Set(desired.tenants);
-  const ignored = (name: string): boolean => desired.ignored.has(name) || isStateMarker(prefix, name) || isDirectiveName(prefix, name);
+  // The read lock (admin/read-lock.ts) exists only while a read holds it: state, not topology.
+  const readLock = new BrokerNames(prefix).readLock;
+  const ignored = (name: string): boolean =>
+    desired.ignored.has(name) || isStateMarker(prefix, name) || isDirectiveName(prefix, name) || name === readLock;
   const tenantOf = (name: string): string | undefined => parseBrokerName(prefix, name)?.tenant;
   const userTenant = (user: string): string | undefined => {
     for (const role of ['producer', 'stage']) if (user.startsWith(`${prefix}.${role}.`)) return user.slice(prefix.length + role.length + 2);

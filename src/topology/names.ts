@@ -110,6 +110,13 @@ export class BrokerNames {
   batchMarker(directive: 'cancelled' | 'paused', batch: string): string {
     return `${this.prefix}.batch-${directive}.${batch}`;
   }
+  /**
+   * Exclusive queue whose existence is the lock of the administrative reads
+   * that hold messages (src/admin/read-lock.ts): held by one connection at a time, gone with it.
+   */
+  get readLock(): string {
+    return `${this.prefix}.read-lock`;
+  }
   /** Marker exchange of a paused tenant: every job of the tenant is parked at every stage. */
   tenantPauseMarker(tenant: string): string {
     return `${this.prefix}.tenant-paused.${tenant}`;

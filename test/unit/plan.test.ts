@@ -209,6 +209,16 @@ describe('plan', () => {
     expect(formatPlan(draining)).to.contain('ojs.queue.scan_specs draining');
   });
 
+  it('leaves what exists only while in use alone: the read lock of an administrative read, batch and tenant directives', () => {
+    const desired = desiredState(compileConfig(raw), stages);
+    const inventory = inventoryOf(desired);
+    inventory.queues.push({ name: 'ojs.read-lock', durable: false, auto_delete: false, exclusive: true, arguments: {}, type: 'classic' });
+    for (const name of ['ojs.batch-paused.scan-1', 'ojs.batch-cancelled.scan-2', 'ojs.tenant-paused.acme']) {
+      inventory.exchanges.push({ name, type: 'fanout', durable: true, auto_delete: false, internal: false, arguments: {} });
+    }
+    expect(planChanges(desired, inventory).changes).to.deep.equal([]);
+  });
+
   it('adds missing tenant users with tenantUsers', () => {
     const secured = desiredState(compileConfig({ ...raw, security: { tenantUsers: true } }), stages);
     const inventory = inventoryOf(secured);
