@@ -193,10 +193,15 @@ export type PayloadStoreConfig =
       url: string;
       /** The table, created at first use. @defaultValue "stagecoach_payloads" */
       table?: string;
+      /**
+       * Most connections each process opens to the database, 1 to 100: the payloads of this
+       * many jobs are read or written at once. @defaultValue 4
+       */
+      pool_size?: number;
     };
 
 /** `payloads.store` compiled: the directory absolute, the table named. */
-export type CompiledPayloadStoreConfig = { kind: 'fs'; dir: string } | { kind: 'postgres'; url: string; table: string };
+export type CompiledPayloadStoreConfig = { kind: 'fs'; dir: string } | { kind: 'postgres'; url: string; table: string; pool_size: number };
 
 /** Payload offloading (docs/payloads.md): large job arguments travel by reference. */
 export interface PayloadsConfig {

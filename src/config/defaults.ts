@@ -59,6 +59,8 @@ export const MAX_PAYLOAD_THRESHOLD = 8 * 1024 * 1024;
 export const DEFAULT_PAYLOAD_DIR = './payloads';
 /** The PostgreSQL payload store's table. */
 export const DEFAULT_PAYLOAD_TABLE = 'stagecoach_payloads';
+/** `payloads.store.pool_size` of the PostgreSQL store: connections per process. */
+export const DEFAULT_PAYLOAD_POOL_SIZE = 4;
 /** A payload left pending this long is an orphan: its publisher died before the broker had its job. */
 export const DEFAULT_PAYLOAD_ORPHAN_AFTER = 'PT1H';
 /**
@@ -130,6 +132,13 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
 
 /** `payloads.store` with its defaults: the filesystem store in `./payloads`, or the default table. */
 function payloadStore(store: PayloadStoreConfig | undefined): CompiledPayloadStoreConfig {
-  if (store?.kind === 'postgres') return { kind: 'postgres', url: store.url, table: store.table ?? DEFAULT_PAYLOAD_TABLE };
+  if (store?.kind === 'postgres') {
+    return {
+      kind: 'postgres',
+      url: store.url,
+      table: store.table ?? DEFAULT_PAYLOAD_TABLE,
+      pool_size: store.pool_size ?? DEFAULT_PAYLOAD_POOL_SIZE,
+    };
+  }
   return { kind: 'fs', dir: store?.dir ?? DEFAULT_PAYLOAD_DIR };
 }

@@ -16,6 +16,6 @@ export function createPayloadStore(config: CompiledConfig | CompiledPayloadStore
     case 'fs':
       return new FsPayloadStore(store.dir);
     case 'postgres':
-      return new PostgresPayloadStore(store.url, { table: store.table });
+      return new PostgresPayloadStore(store.url, { table: store.table, max: store.pool_size });
   }
 }

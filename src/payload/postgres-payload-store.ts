@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { DEFAULT_PAYLOAD_TABLE } from '../config/defaults.js';
+import { DEFAULT_PAYLOAD_POOL_SIZE, DEFAULT_PAYLOAD_TABLE } from '../config/defaults.js';
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { checkPayloadKey, checkPayloadTenant } from './payload-key.js';
 import type { PayloadKey, PayloadStore } from './payload-store.js';
@@ -14,7 +14,7 @@ export const PAYLOAD_TABLE_NAME = /^[a-z_][a-z0-9_]{0,49}$/;
 export interface PostgresPayloadStoreOptions {
   /** The table; created at first use when missing. @defaultValue "stagecoach_payloads" */
   table?: string;
-  /** Most connections the pool opens. @defaultValue 4 */
+  /** Most connections the pool opens (`payloads.store.pool_size`). @defaultValue 4 */
   max?: number;
 }
 
@@ -45,6 +45,8 @@ const UNIQUE_VIOLATION = '23505';
  */
 export class PostgresPayloadStore implements PayloadStore {
   readonly table: string;
+  /** Most connections the pool opens. */
+  readonly poolSize: number;
   private readonly pool: pg.Pool;
   private ready: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
@@ -55,7 +57,8 @@ export class PostgresPayloadStore implements PayloadStore {
     if (!PAYLOAD_TABLE_NAME.test(this.table)) {
       throw new StagecoachError('INVALID_CONFIG', `payload table "${this.table}" is not a table name (${PAYLOAD_TABLE_NAME.source})`);
     }
-    this.pool = new pg.Pool({ connectionString: url, max: options.max ?? 4, idleTimeoutMillis: 30_000, allowExitOnIdle: true });
+    this.poolSize = options.max ?? DEFAULT_PAYLOAD_POOL_SIZE;
+    this.pool = new pg.Pool({ connectionString: url, max: this.poolSize, idleTimeoutMillis: 30_000, allowExitOnIdle: true });
     // An idle connection dropped by the server (a restart) is replaced by the pool; the next
     // query reports a server that stays away. Without a listener the process would crash.
     this.pool.on('error', () => undefined);

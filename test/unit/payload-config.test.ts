@@ -48,15 +48,17 @@ describe('payloads configuration', () => {
     });
   });
 
-  it('takes a PostgreSQL store, with the default table unless one is named', () => {
+  it('takes a PostgreSQL store, with the default table and pool size unless they are given', () => {
     const url = 'postgres://stagecoach@db:5432/pipeline';
     expect(compileConfig({ payloads: { store: { kind: 'postgres', url } } }).payloads.store).to.deep.equal({
       kind: 'postgres',
       url,
       table: 'stagecoach_payloads',
+      pool_size: 4,
     });
-    expect(compileConfig({ payloads: { store: { kind: 'postgres', url, table: 'payloads' } } }).payloads.store).to.include({
+    expect(compileConfig({ payloads: { store: { kind: 'postgres', url, table: 'payloads', pool_size: 16 } } }).payloads.store).to.include({
       table: 'payloads',
+      pool_size: 16,
     });
   });
 
@@ -116,6 +118,12 @@ describe('payloads configuration', () => {
     expect(configError({ payloads: { store: { kind: 'postgres', url: 'postgres://db/x', table: 'x; DROP TABLE y' } } }).key).to.equal(
       'payloads.store.table',
     );
+    for (const pool_size of [0, 101, 2.5]) {
+      expect(configError({ payloads: { store: { kind: 'postgres', url: 'postgres://db/x', pool_size } } }).key).to.equal(
+        'payloads.store.pool_size',
+      );
+    }
+    expect(configError({ payloads: { store: { kind: 'fs', pool_size: 4 } } }).key).to.equal('payloads.store.pool_size');
     expect(configError({ payloads: { bucket: 'x' } })).to.deep.equal({ key: 'payloads.bucket', expected: 'no such key (unknown setting)' });
   });
 
@@ -172,9 +180,9 @@ describe('payloads configuration', () => {
       expect(store).to.be.instanceOf(FsPayloadStore);
       expect((store as FsPayloadStore).dir).to.equal(path.join(dir, 'shared/payloads'));
       await store.close();
-      const postgres = createPayloadStore({ kind: 'postgres', url: 'postgres://nobody@127.0.0.1:1/none', table: 'payloads' });
+      const postgres = createPayloadStore({ kind: 'postgres', url: 'postgres://nobody@127.0.0.1:1/none', table: 'payloads', pool_size: 7 });
       expect(postgres).to.be.instanceOf(PostgresPayloadStore);
-      expect((postgres as PostgresPayloadStore).table).to.equal('payloads');
+      expect(postgres).to.include({ table: 'payloads', poolSize: 7 });
       await postgres.close();
     } finally {
       await rm(dir, { recursive: true, force: true });
