@@ -64,8 +64,9 @@ export interface BenchOptions {
   payloadSize: number;
   payloadStore: 'fs' | 'postgres';
   payloadPrefetch: number;
-  /** `payloads`: the PostgreSQL store's database. */
+  /** `payloads`: the PostgreSQL store's database, and its pool size (undefined: the store's default). */
   postgresUrl: string;
+  payloadPool: number | undefined;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -87,6 +88,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --payload-size <b>   payloads: bytes of a large job's args (default 1048576: the message is above the 1 MiB threshold)
   --payload-store <k>  payloads: fs (a temporary directory, default) or postgres (a table of its own, dropped at the end)
   --payload-prefetch <n>  payloads: prefetch = concurrency of the large jobs' stages (default 16)
+  --payload-pool <n>   payloads: pool_size of the postgres store (default the store's, 4)
   --postgres <url>     payloads: the database of the postgres store (default env PAYLOADS_POSTGRES_URL or
                        postgres://postgres@127.0.0.1:5432/test)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
@@ -112,6 +114,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       'payload-jobs': { type: 'string' },
       'payload-size': { type: 'string' },
       'payload-store': { type: 'string' },
+      'payload-pool': { type: 'string' },
       'payload-prefetch': { type: 'string' },
       postgres: { type: 'string' },
       url: { type: 'string' },
@@ -167,6 +170,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     payloadStore,
     payloadPrefetch: int('payload-prefetch', values['payload-prefetch'], 16),
     postgresUrl: values.postgres ?? process.env.PAYLOADS_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+    payloadPool: values['payload-pool'] === undefined ? undefined : int('payload-pool', values['payload-pool'], 4),
   };
 }
 
@@ -227,7 +231,12 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
   raw.payloads = {
     store:
       opts.payloadStore === 'postgres'
-        ? { kind: 'postgres', url: opts.postgresUrl, table: `bench_payloads_${id}` }
+        ? {
+            kind: 'postgres',
+            url: opts.postgresUrl,
+            table: `bench_payloads_${id}`,
+            ...(opts.payloadPool === undefined ? {} : { pool_size: opts.payloadPool }),
+          }
         : { kind: 'fs', dir: path.join(os.tmpdir(), `bench-${id}-payloads`) },
   };
   // Stage modules resolve beside this (virtual) file: dist/bench/bench-stages.js.

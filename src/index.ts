@@ -81,7 +81,7 @@ export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } fro
 export { retireTenant, type Retirement, type RemovalOptions } from './admin/retire-tenant.js';
 export { deleteLogicalQueue } from './admin/delete-queue.js';
 export type { RemovalStrategy } from './admin/remove-queues.js';
-export type { AdminEvent, AdminEventSink } from './admin/admin-events.js';
+export type { AdminEvent, AdminEventSink } from './events/admin-events.js';
 export { EventPublisher, type EventPublisherOptions } from './events/event-publisher.js';
 export { createEvent, EVENT_TYPES, EVENT_SPEC_VERSION, EVENT_CONTENT_TYPE, type EventType, type OjsEvent } from './events/ojs-event.js';
 export {

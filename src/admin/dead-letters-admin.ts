@@ -10,7 +10,7 @@ import type { Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
 import { brokerDeath } from './broker-death.js';
-import { exclusiveRead, peek } from './peek.js';
+import { exclusiveRead, peek } from '../broker/peek.js';
 import { identitiesOf } from '../security/broker-users.js';
 import { createPayloadStore } from '../payload/create-payload-store.js';
 import { payloadInfo, type PayloadInfo } from '../payload/payload-info.js';

@@ -10,7 +10,7 @@ import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import type { BrokerBinding, ManagementApi } from '../security/management-api.js';
 import { BrokerNames, parseBrokerName, type ParsedBrokerName } from '../topology/names.js';
 import { keptBecause } from './dead-letters-admin.js';
-import { peek } from './peek.js';
+import { peek } from '../broker/peek.js';
 import { deleteIfEmpty } from './delete-if-empty.js';
 
 /**

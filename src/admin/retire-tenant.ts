@@ -1,3 +1,5 @@
+import { resumeTenant } from '../batch/batch-directives.js';
+import { tenantParked } from '../batch/tenant-parked.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
@@ -6,7 +8,7 @@ import { tenantUserName, TENANT_ROLES, vhostOfAmqpUrl } from '../security/broker
 import { ManagementApi } from '../security/management-api.js';
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
 import { BrokerNames } from '../topology/names.js';
-import type { AdminEventSink } from './admin-events.js';
+import type { AdminEventSink } from '../events/admin-events.js';
 import { findRemoval, removeQueues, type RemovalOutcome, type RemovalStrategy } from './remove-queues.js';
 
 export interface RemovalOptions {
@@ -14,7 +16,7 @@ export interface RemovalOptions {
   /** The target logical queue of `move`. */
   target?: string;
   api?: ManagementApi;
-  /** Where `tenant.retired` / `queue.deleted` go (see admin-events.ts); the command line publishes them on `<prefix>.events`. */
+  /** Where `tenant.retired` / `queue.deleted` go (see events/admin-events.ts); the command line publishes them on `<prefix>.events`. */
   onEvent?: AdminEventSink;
 }
 
@@ -25,6 +27,8 @@ export interface Retirement extends RemovalOutcome {
   users: string[];
   /** The tenant's own policies deleted. */
   policies: string[];
+  /** `tenant retire`: its `tenant pause` was lifted (marker removed, stages told), so that nothing parks its jobs any more. */
+  unpaused?: boolean;
 }
 
 /**
@@ -37,12 +41,26 @@ export interface Retirement extends RemovalOutcome {
  * Afterwards `run --tenant T` refuses it (neither configured nor provisioned) and producers'
  * jobs for it land in `unroutable`. A tenant still in the configuration is refused: `provision`
  * and `run` would declare it again.
+ *
+ * Parked jobs (docs/batches.md) live outside the tenant's queues: a tenant with any is refused
+ * (`CONFLICT`) until a resume sends them back to its queues, where the strategy applies. A
+ * `tenant pause` without parked jobs is lifted with the retirement, so that shared stages stop
+ * parking its jobs (a late one goes back to its removed queue, that is to `unroutable`).
  */
 export async function retireTenant(config: CompiledConfig, tenant: string, log: Logger, options: RemovalOptions): Promise<Retirement> {
   if (config.tenants.includes(tenant)) {
     throw new StagecoachError(
       'INVALID_REQUEST',
       `tenant "${tenant}" is configured (tenants in ${config.source}): remove it there first, or provision and run would declare it again`,
+    );
+  }
+  const directives = await tenantParked(config, tenant, log);
+  if (directives.parked > 0) {
+    throw new StagecoachError(
+      'CONFLICT',
+      `tenant "${tenant}" has ${directives.parked} parked job${directives.parked === 1 ? '' : 's'} (held by a tenant or batch pause), ` +
+        `outside its queues: stagecoach tenant resume ${tenant} (or batch resume of its paused batches) first, ` +
+        'so that they return to its queues, where the strategy applies',
     );
   }
   const names = new BrokerNames(config.prefix);
@@ -88,6 +106,10 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
       await api.deletePolicy(vhost, policy.name);
       result.policies.push(policy.name);
     }
+  }
+  if (directives.paused) {
+    await resumeTenant(config, tenant, log);
+    result.unpaused = true;
   }
   log.info('tenant retired', { tenant, strategy: options.strategy, queues: outcome.queues.length, users });
   await options.onEvent?.({

@@ -6,7 +6,7 @@ import { OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import { DELAY_LEVELS, delayRoutingKey } from '../topology/delay-topology.js';
 import type { Logger } from '../logging/logger.js';
 import { identitiesOf } from '../security/broker-users.js';
-import { exclusiveRead, peek } from './peek.js';
+import { exclusiveRead, peek } from '../broker/peek.js';
 import { BrokerNames } from '../topology/names.js';
 
 export interface UnroutableEntry {

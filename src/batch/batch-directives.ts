@@ -1,5 +1,5 @@
 import type { GetMessage } from 'amqplib';
-import { exclusiveRead } from '../admin/peek.js';
+import { exclusiveRead } from '../broker/peek.js';
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';

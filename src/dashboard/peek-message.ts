@@ -1,5 +1,5 @@
 import type { GetMessage } from 'amqplib';
-import { exclusiveRead, peek } from '../admin/peek.js';
+import { exclusiveRead, peek } from '../broker/peek.js';
 import { openConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';

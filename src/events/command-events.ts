@@ -1,4 +1,4 @@
-import type { AdminEventSink } from '../admin/admin-events.js';
+import type { AdminEventSink } from './admin-events.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { EventPublisher } from './event-publisher.js';

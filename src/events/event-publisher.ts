@@ -1,4 +1,4 @@
-import type { AdminEvent, AdminEventSink } from '../admin/admin-events.js';
+import type { AdminEvent, AdminEventSink } from './admin-events.js';
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
@@ -72,7 +72,7 @@ export class EventPublisher {
   }
 
   /**
-   * The sink administration takes (`onEvent`, see admin/admin-events.ts): the subject is the
+   * The sink administration takes (`onEvent`, see admin-events.ts): the subject is the
    * event's logical queue, or its tenant for `tenant.*` events.
    */
   readonly sink: AdminEventSink = async (event: AdminEvent): Promise<void> => {

@@ -5,7 +5,7 @@ import type { Logger } from '../logging/logger.js';
 import type { ManagementApi } from '../security/management-api.js';
 import { provisionBrokerUsers } from '../security/tenant-users.js';
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
-import type { AdminEventSink } from '../admin/admin-events.js';
+import type { AdminEventSink } from '../events/admin-events.js';
 import { APPLIED, type Plan, type PlanChange } from './plan.js';
 import { settingsEventTarget, toBrokerPolicy } from './queue-settings.js';
 import { parseBrokerName } from '../topology/names.js';

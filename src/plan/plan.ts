@@ -66,7 +66,7 @@ export interface Plan {
 export function planChanges(desired: DesiredState, inventory: BrokerInventory): Plan {
   const prefix = desired.prefix;
   const configured = new Set(desired.tenants);
-  // The read lock (admin/read-lock.ts) exists only while a read holds it: state, not topology.
+  // The read lock (broker/read-lock.ts) exists only while a read holds it: state, not topology.
   const readLock = new BrokerNames(prefix).readLock;
   const ignored = (name: string): boolean =>
     desired.ignored.has(name) || isStateMarker(prefix, name) || isDirectiveName(prefix, name) || name === readLock;

@@ -1,4 +1,4 @@
-import type { AdminEventSink } from '../admin/admin-events.js';
+import type { AdminEventSink } from '../events/admin-events.js';
 import { openConnection } from '../broker/amqp-connection.js';
 import { declareTopology, PROVISION_LANES } from '../broker/declare-topology.js';
 import { ListedDrainMarkers } from '../broker/drain-markers.js';

@@ -112,7 +112,7 @@ export class BrokerNames {
   }
   /**
    * Exclusive queue whose existence is the lock of the administrative reads
-   * that hold messages (src/admin/read-lock.ts): held by one connection at a time, gone with it.
+   * that hold messages (src/broker/read-lock.ts): held by one connection at a time, gone with it.
    */
   get readLock(): string {
     return `${this.prefix}.read-lock`;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import type { AdminEvent } from '../../src/admin/admin-events.js';
+import type { AdminEvent } from '../../src/events/admin-events.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
 import { declareTopology, PROVISION_LANES } from '../../src/broker/declare-topology.js';
 import { ListedDrainMarkers, type DrainMarkers } from '../../src/broker/drain-markers.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { expect } from 'chai';
-import { withReadLock } from '../../src/admin/read-lock.js';
-import { exclusiveRead, peek } from '../../src/admin/peek.js';
+import { withReadLock } from '../../src/broker/read-lock.js';
+import { exclusiveRead, peek } from '../../src/broker/peek.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
 import { StagecoachError } from '../../src/errors/errors.js';
 import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
@@ -159,7 +159,7 @@ describe('reads of one queue from two processes (the read lock)', function () {
         '--input-type=module',
         '-e',
         `import { loadConfig } from './dist/src/config/load-config.js';
-         import { withReadLock } from './dist/src/admin/read-lock.js';
+         import { withReadLock } from './dist/src/broker/read-lock.js';
          import { createLogger } from './dist/src/logging/logger.js';
          const config = await loadConfig(process.argv[1], process.env);
          await withReadLock(config, createLogger({}, 'error'), () => { console.log('held'); return new Promise(() => {}); });`,
