@@ -8,6 +8,7 @@ import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { ManagementApi } from '../../src/security/management-api.js';
+import { pauseTenant } from '../../src/batch/batch-directives.js';
 import { setQueueState } from '../../src/state/set-queue-state.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
@@ -36,7 +37,7 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
   this.timeout(60_000);
   let project: ConfigFile;
   let publisher: Publisher;
-  const tenants = ['acme', 'globex', 'initech', 'hooli'];
+  const tenants = ['acme', 'globex', 'initech', 'hooli', 'wayne'];
 
   before(async () => {
     project = await writeConfigFile(
@@ -183,6 +184,40 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
     expect(body(dead)).to.include({ id: ids[1], queue: 'archive', tenant: 'initech' });
     expect(dead.properties.headers?.['x-death'], 'the cause of death travels with it').to.be.an('array');
     expect(await raw.exchangeExists(names.tenantExchange('initech'))).to.equal(false);
+  });
+
+  it('refuses a tenant with parked jobs until a resume sends them back to its queues, and lifts its pause with the retirement', async () => {
+    const { file, names, raw, config } = project;
+    await pauseTenant(config, 'wayne', log);
+    // A stage meets a job of the paused tenant and parks it, as Settlement does: byte for byte to
+    // the park exchange under its tenant, with the queue resume sends it back to.
+    const id = await publisher.publish('in', { type: 't', args: ['parked'], tenant: 'wayne' });
+    const met = await raw.takeOne(names.queue('in', 'wayne'));
+    if (met === undefined) throw new Error('no job to park');
+    const headers = { ...met.properties.headers, 'x-ojs-parked-by': 'tenant', 'x-ojs-parked-return': names.dueQueue('in', 'wayne') };
+    await raw.publish(names.park, 'wayne', met.content, { ...met.properties, headers });
+    await waitFor('the job parked', async () => (await raw.count(names.parked)) === 1);
+
+    for (const strategy of ['reject', 'discard']) {
+      const refused = await runCli(['tenant', 'retire', 'wayne', '--strategy', strategy, '--config', file], env);
+      expect(refused.code, refused.stderr).to.equal(1);
+      expect(refused.stderr).to.contain('tenant "wayne" has 1 parked job (held by a tenant or batch pause), outside its queues');
+      expect(refused.stderr).to.contain('stagecoach tenant resume wayne');
+    }
+    expect(await raw.exchangeExists(names.tenantExchange('wayne')), 'nothing removed').to.equal(true);
+    expect(await raw.count(names.parked), 'the parked job untouched').to.equal(1);
+
+    expect((await runCli(['tenant', 'resume', 'wayne', '--config', file], env)).code).to.equal(0);
+    await waitFor('the parked job back in its due queue', async () => (await raw.count(names.dueQueue('in', 'wayne'))) === 1);
+    // Paused again, with nothing parked: the retirement goes ahead, its strategy takes the job, and the pause ends with it.
+    await pauseTenant(config, 'wayne', log);
+    const retired = await runCli(['tenant', 'retire', 'wayne', '--strategy', 'move', '--target', 'archive', '--config', file], env);
+    expect(retired.code, retired.stderr + retired.stdout).to.equal(0);
+    expect(retired.stdout).to.contain(`  deleted  ${names.dueQueue('in', 'wayne')}: 1 job, 1 moved`);
+    expect(retired.stdout).to.contain('  resumed  the tenant pause (nothing parks its jobs any more)');
+    expect(await raw.exchangeExists(names.tenantPauseMarker('wayne'))).to.equal(false);
+    const [archived] = await raw.drain(names.queue('archive'));
+    expect(body(archived)).to.include({ id, tenant: 'wayne' });
   });
 
   it('queue delete: refuses a configured queue; reject lists, discard counts, move sends each tenant its own jobs', async () => {
