@@ -1,3 +1,4 @@
+import { countParked } from '../batch/parked-jobs.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
@@ -18,7 +19,8 @@ import { checkTarget, jobCounts, type RemovalOptions, type Retirement } from './
  * shared target; a shared queue's jobs move to a shared queue only).
  *
  * A queue still configured, or read or written by a configured stage, is refused: `provision`
- * and the stages would declare it again.
+ * and the stages would declare it again. So is a queue that parked jobs are to come back to
+ * (`CONFLICT`): they wait outside it until a resume.
  */
 export async function deleteLogicalQueue(
   config: CompiledConfig,
@@ -63,6 +65,17 @@ export async function deleteLogicalQueue(
       ? [names.queue(target), names.deadQueue(target)]
       : tenants.flatMap((t) => [names.queue(target, t), names.deadQueue(target, t)]);
   });
+  // Jobs parked by a pause wait outside the queue, to come back to its due or suspect queues.
+  const doomed = new Set(found.queues.map((q) => q.name));
+  const parked = await countParked(config, log, ({ returnQueue }) => returnQueue !== undefined && doomed.has(returnQueue));
+  if (parked > 0) {
+    throw new StagecoachError(
+      'CONFLICT',
+      `queue "${queue}"${tenant === undefined ? '' : ` of tenant "${tenant}"`} has ${parked} parked job${parked === 1 ? '' : 's'} ` +
+        'to come back to it (held by a tenant or batch pause): stagecoach tenant resume or batch resume first, ' +
+        'so that they return to its queues, where the strategy applies',
+    );
+  }
 
   const outcome = await removeQueues(
     config,

@@ -1,5 +1,5 @@
 import { resumeTenant } from '../batch/batch-directives.js';
-import { tenantParked } from '../batch/tenant-parked.js';
+import { countParked, isTenantPaused } from '../batch/parked-jobs.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
@@ -7,7 +7,7 @@ import type { Logger } from '../logging/logger.js';
 import { tenantUserName, TENANT_ROLES, vhostOfAmqpUrl } from '../security/broker-users.js';
 import { ManagementApi } from '../security/management-api.js';
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
-import { BrokerNames } from '../topology/names.js';
+import { BrokerNames, parkKey } from '../topology/names.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import { findRemoval, removeQueues, type RemovalOutcome, type RemovalStrategy } from './remove-queues.js';
 
@@ -54,11 +54,12 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
       `tenant "${tenant}" is configured (tenants in ${config.source}): remove it there first, or provision and run would declare it again`,
     );
   }
-  const directives = await tenantParked(config, tenant, log);
-  if (directives.parked > 0) {
+  // Jobs parked by a pause wait outside the tenant's queues, under its routing key.
+  const parked = await countParked(config, log, ({ key }) => key === parkKey(tenant));
+  if (parked > 0) {
     throw new StagecoachError(
       'CONFLICT',
-      `tenant "${tenant}" has ${directives.parked} parked job${directives.parked === 1 ? '' : 's'} (held by a tenant or batch pause), ` +
+      `tenant "${tenant}" has ${parked} parked job${parked === 1 ? '' : 's'} (held by a tenant or batch pause), ` +
         `outside its queues: stagecoach tenant resume ${tenant} (or batch resume of its paused batches) first, ` +
         'so that they return to its queues, where the strategy applies',
     );
@@ -107,7 +108,7 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
       result.policies.push(policy.name);
     }
   }
-  if (directives.paused) {
+  if (await isTenantPaused(config, tenant, log)) {
     await resumeTenant(config, tenant, log);
     result.unpaused = true;
   }

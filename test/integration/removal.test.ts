@@ -233,6 +233,17 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
     expect(refused.stdout).to.contain(`  kept     ${names.queue('legacy', 'acme')}: 1 job`);
     expect(refused.stdout).to.contain(`  kept     ${names.queue('legacy', 'hooli')}: 1 job`);
 
+    // A job parked by a pause, to come back to hooli's legacy queue: the queue is not deleted from under it.
+    await raw.publish(names.park, 'hooli', JSON.stringify({ parked: true }), {
+      headers: { 'x-ojs-parked-by': 'tenant', 'x-ojs-parked-return': names.dueQueue('legacy', 'hooli') },
+    });
+    await waitFor('the job parked', async () => (await raw.count(names.parked)) === 1);
+    const held = await runCli(['queue', 'delete', 'legacy', '--tenant', 'hooli', '--strategy', 'discard', '--config', file], env);
+    expect(held.code, held.stderr).to.equal(1);
+    expect(held.stderr).to.contain('queue "legacy" of tenant "hooli" has 1 parked job to come back to it');
+    expect(await raw.count(names.queue('legacy', 'hooli')), 'nothing removed').to.equal(1);
+    expect(await raw.drain(names.parked)).to.have.length(1);
+
     // hooli's by discard, for hooli only.
     const discarded = await runCli(['queue', 'delete', 'legacy', '--tenant', 'hooli', '--strategy', 'discard', '--config', file], env);
     expect(discarded.code, discarded.stderr).to.equal(0);
