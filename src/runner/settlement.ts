@@ -119,12 +119,7 @@ export class Settlement {
           // The broker refused an emit (a full output queue): the job failed like a throw.
           return await this.fail(delivery, outcome.job, err, outcome.seconds);
         }
-        this.ack(delivery);
-        this.options.payloads?.release(delivery.message.properties.headers);
-        this.options.stats.emitted += emitted;
-        this.options.stats.completed++;
-        this.options.metrics.completed(outcome.seconds);
-        return 'acked';
+        return this.completed(delivery, emitted, outcome.seconds);
       }
       if (outcome.kind === 'failed') {
         outcome.ctx?.close();
@@ -238,11 +233,19 @@ export class Settlement {
       if (failure.emitted) throw err;
       return await this.fail(delivery, job, err, outcome.seconds, details);
     }
+    return this.completed(delivery, emitted, outcome.seconds);
+  }
+
+  /**
+   * The end of a completion whose emits (and report) are confirmed: acknowledged, then its
+   * payload, if it travelled by reference, deleted (never before the ack), then counted.
+   */
+  private completed(delivery: Delivery, emitted: number, seconds: number): 'acked' {
     this.ack(delivery);
     this.options.payloads?.release(delivery.message.properties.headers);
     this.options.stats.emitted += emitted;
     this.options.stats.completed++;
-    this.options.metrics.completed(outcome.seconds);
+    this.options.metrics.completed(seconds);
     return 'acked';
   }
 
