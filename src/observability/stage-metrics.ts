@@ -1,5 +1,26 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from '../logging/logger.js';
+import type { Deferred } from './deferred-counts.js';
+import { BoundInstance, DURATION_BUCKETS, STAGE_LABELS, type Families, type StageLabelName } from './instance-metrics.js';
+import type {
+  InstanceMetrics,
+  QueueDepthSample,
+  QueueDepthSource,
+  RunnerSample,
+  StageMetricLabels,
+  StageMetricsOptions,
+} from './metric-types.js';
+
+// The API of this module as its callers know it: the types live beside it, in files of their own.
+export type {
+  InstanceMetrics,
+  QueueDepthSample,
+  QueueDepthSource,
+  RunnerSample,
+  StageMetricLabels,
+  StageMetricsOptions,
+} from './metric-types.js';
+export { DURATION_BUCKETS } from './instance-metrics.js';
 
 /**
  * Prometheus metrics of a stage process, over prom-client, in a registry of their own (never
@@ -303,248 +324,11 @@ export class StageMetrics {
   }
 }
 
-export interface StageMetricsOptions {
-  /** The registry to register into; a new one if absent. */
-  registry?: Registry;
-  /** Also collect prom-client's default Node.js metrics into the registry (default true). */
-  defaultMetrics?: boolean;
-  /** Where a failing queue-depth source is reported. */
-  log?: Logger;
-  /** How long a scrape waits for the queue-depth source (default 5000 ms). */
-  queueDepthTimeoutMs?: number;
-  /** Distinct `error_type` values kept before the rest are counted as `other` (default 50). */
-  maxErrorTypes?: number;
-}
-
-export interface StageMetricLabels {
-  stage: string;
-  /** The logical input queue. */
-  queue: string;
-  /** The tenant; absent, null or `""` for a shared queue. */
-  tenant?: string | null;
-  /** Outputs whose `published` series should exist (at 0) from the start. */
-  outputs?: readonly string[];
-}
-
-/** The metrics of one stage instance; every method is cheap enough for the hot path. */
-export interface InstanceMetrics {
-  /** A delivery was taken from the input queue and handed to the stage. */
-  consumed(): void;
-  /** The handler returned normally after `seconds`. */
-  completed(seconds: number): void;
-  /** The handler threw after `seconds`; `errorType` is the OJS error type (e.g. `HANDLER_ERROR`, `TypeError`). */
-  failed(seconds: number, errorType: string): void;
-  /** A failed job was scheduled for another attempt. */
-  retried(): void;
-  /** A job was dead-lettered. */
-  deadLettered(): void;
-  /** A job was discarded on purpose. */
-  discarded(): void;
-  /** A job emitted to the logical queue `output` was confirmed by the broker. */
-  published(output: string): void;
-  /** An input delivery was acknowledged. */
-  acked(): void;
-}
-
-/** One queue's depth, as a {@link QueueDepthSource} reports it. */
-/** One stage instance (one tenant of a pooled process) as a scrape sees it. */
-export interface RunnerSample {
-  stage: string;
-  queue: string;
-  /** '' for a shared queue. */
-  tenant: string;
-  consuming: boolean;
-  inFlight: number;
-}
-
-export interface QueueDepthSample {
-  stage: string;
-  /** The logical queue. */
-  queue: string;
-  /** The tenant, absent or `""` for a shared queue. */
-  tenant?: string | null;
-  /** The queue's name on the broker (`ojs.queue.conversions.acme.pdf`). */
-  physicalQueue: string;
-  /** Messages ready for delivery: what RabbitMQ counts against `max-length` (unacknowledged ones do not count). */
-  depth: number;
-  /**
-   * The `max_size` (messages) in force on the broker (its policy, or a `x-max-length` argument);
-   * absent when the queue is unlimited or the source could not tell.
-   */
-  maxSize?: number;
-}
-
-export type QueueDepthSource = () => Promise<readonly QueueDepthSample[]> | readonly QueueDepthSample[];
-
-type StageLabelName = 'stage' | 'queue' | 'tenant';
-
 function labelsOf(s: QueueDepthSample): Record<StageLabelName | 'physical_queue', string> {
   return { stage: s.stage, queue: s.queue, tenant: s.tenant ?? '', physical_queue: s.physicalQueue };
 }
-type StageLabelValues = Record<StageLabelName, string>;
-interface Inc {
-  inc(value?: number): void;
-}
-interface Observe {
-  observe(value: number): void;
-}
 
-/**
- * Counts on the hot path in a plain number and hands the total to prom-client at scrape time:
- * prom-client hashes the label set on every `inc()` of a child, which costs microseconds a job.
- */
-class DeferredInc implements Inc {
-  private pending = 0;
-  constructor(private readonly child: Inc) {}
-  inc(value = 1): void {
-    this.pending += value;
-  }
-  flush(): void {
-    if (this.pending === 0) return;
-    this.child.inc(this.pending);
-    this.pending = 0;
-  }
-}
-
-/** Observations kept until the scrape (or until a few thousand wait), for the same reason. */
-class DeferredObserve implements Observe {
-  private readonly pending: number[] = [];
-  constructor(private readonly child: Observe) {}
-  observe(value: number): void {
-    this.pending.push(value);
-    if (this.pending.length >= 4096) this.flush();
-  }
-  flush(): void {
-    for (const value of this.pending) this.child.observe(value);
-    this.pending.length = 0;
-  }
-}
-
-type Deferred = DeferredInc | DeferredObserve;
-
-const STAGE_LABELS: readonly StageLabelName[] = ['stage', 'queue', 'tenant'];
 const OTHER_ERROR_TYPE = 'other';
-
-/** 1 ms .. 5 min, roughly 1-2.5-5 per decade. */
-export const DURATION_BUCKETS: readonly number[] = [
-  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
-];
-
-/** The metric families a {@link BoundInstance} binds children of. */
-interface Families {
-  consumed: Counter<StageLabelName>;
-  completed: Counter<StageLabelName>;
-  failed: Counter<StageLabelName | 'error_type'>;
-  retried: Counter<StageLabelName>;
-  deadLettered: Counter<StageLabelName>;
-  discarded: Counter<StageLabelName>;
-  published: Counter<StageLabelName | 'output'>;
-  acks: Counter<StageLabelName>;
-  duration: Histogram<StageLabelName | 'outcome'>;
-}
-
-/** Label children bound once per stage instance. */
-class BoundInstance implements InstanceMetrics {
-  private readonly consumedChild: Inc;
-  private readonly completedChild: Inc;
-  private readonly retriedChild: Inc;
-  private readonly deadLetteredChild: Inc;
-  private readonly discardedChild: Inc;
-  private readonly ackChild: Inc;
-  private readonly completedDuration: Observe;
-  private readonly failedDuration: Observe;
-  /** By `error_type` label value: bounded by the cap of {@link StageMetrics}. */
-  private readonly failedByType = new Map<string, Inc>();
-  private readonly publishedByOutput = new Map<string, Inc>();
-
-  constructor(
-    private readonly families: Families,
-    private readonly errorTypeLabel: (errorType: string | undefined) => string,
-    private readonly labels: StageLabelValues,
-    private readonly track: (deferred: Deferred) => void,
-  ) {
-    const start = (c: Counter<StageLabelName>): Inc => {
-      c.inc(labels, 0);
-      return this.defer(c.labels(labels));
-    };
-    this.consumedChild = start(families.consumed);
-    this.completedChild = start(families.completed);
-    this.retriedChild = start(families.retried);
-    this.deadLetteredChild = start(families.deadLettered);
-    this.discardedChild = start(families.discarded);
-    this.ackChild = start(families.acks);
-    const completed = { ...labels, outcome: 'completed' };
-    const failed = { ...labels, outcome: 'failed' };
-    families.duration.zero(completed);
-    families.duration.zero(failed);
-    const observe = (child: Observe): Observe => {
-      const deferred = new DeferredObserve(child);
-      track(deferred);
-      return deferred;
-    };
-    this.completedDuration = observe(families.duration.labels(completed));
-    this.failedDuration = observe(families.duration.labels(failed));
-  }
-
-  private defer(child: Inc): Inc {
-    const deferred = new DeferredInc(child);
-    this.track(deferred);
-    return deferred;
-  }
-
-  consumed(): void {
-    this.consumedChild.inc();
-  }
-
-  completed(seconds: number): void {
-    this.completedChild.inc();
-    // prom-client throws on NaN; a metric must never fail the job it measures.
-    if (seconds >= 0 && seconds < Infinity) this.completedDuration.observe(seconds);
-  }
-
-  failed(seconds: number, errorType: string): void {
-    const type = this.errorTypeLabel(errorType);
-    let child = this.failedByType.get(type);
-    if (child === undefined) {
-      child = this.defer(this.families.failed.labels({ ...this.labels, error_type: type }));
-      this.failedByType.set(type, child);
-    }
-    child.inc();
-    if (seconds >= 0 && seconds < Infinity) this.failedDuration.observe(seconds);
-  }
-
-  retried(): void {
-    this.retriedChild.inc();
-  }
-
-  deadLettered(): void {
-    this.deadLetteredChild.inc();
-  }
-
-  discarded(): void {
-    this.discardedChild.inc();
-  }
-
-  published(output: string): void {
-    this.publishedChild(output).inc();
-  }
-
-  acked(): void {
-    this.ackChild.inc();
-  }
-
-  /** The `published` child of `output`, made (and started at 0) on first use. */
-  publishedChild(output: string): Inc {
-    let child = this.publishedByOutput.get(output);
-    if (child === undefined) {
-      const labels = { ...this.labels, output };
-      this.families.published.inc(labels, 0);
-      child = this.defer(this.families.published.labels(labels));
-      this.publishedByOutput.set(output, child);
-    }
-    return child;
-  }
-}
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

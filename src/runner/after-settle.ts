@@ -1,0 +1,129 @@
+import type { Message } from 'amqplib';
+import { OJS_HEADERS } from '../job/amqp-mapping.js';
+import type { Job } from '../job/job.types.js';
+import { traceIdOf } from '../job/trace-context.js';
+import type { Logger } from '../logging/logger.js';
+import type { InstanceMetrics } from '../observability/stage-metrics.js';
+import type { PayloadOffloader } from '../payload/payload-offloader.js';
+import type { Delivery } from './delivery.js';
+import type { StageRunnerStats } from './runner-stats.js';
+import type { Route, Settled } from './settlement-route.js';
+
+export interface AfterSettleOptions {
+  log: Logger;
+  stats: StageRunnerStats;
+  metrics: InstanceMetrics;
+  /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
+  onSuspected(): void;
+  payloads?: PayloadOffloader;
+}
+
+/**
+ * What follows a settlement, around the routes rather than inside them: its counts, its log
+ * line and, after the ack of a completion, a discard or a cancel, the release of a payload sent
+ * by reference (docs/payloads.md; never before the ack: every other route republishes the same
+ * reference). This is the only place settlement counts: each event once, in the runner's stats
+ * (what the stop log line, the pool and tests read) and the instance's metrics together.
+ * Counted once settled: an abandoned delivery comes back and is counted then.
+ */
+export class AfterSettle {
+  constructor(private readonly options: AfterSettleOptions) {}
+
+  ack(delivery: Delivery): void {
+    delivery.source.ack(delivery.message);
+    this.options.metrics.acked();
+  }
+
+  /**
+   * The end of a completion whose emits (and report) are confirmed: acknowledged, then its
+   * payload deleted, then counted. The hot path: no allocation, no await.
+   */
+  completed(delivery: Delivery, emitted: number, seconds: number): 'acked' {
+    this.ack(delivery);
+    this.options.payloads?.release(delivery.message.properties.headers);
+    const { stats } = this.options;
+    stats.emitted += emitted;
+    stats.completed++;
+    this.options.metrics.completed(seconds);
+    return 'acked';
+  }
+
+  /** A handler (or an emit) failed: counted when it happens, whatever route follows. */
+  failed(seconds: number | undefined, errorType: string, poison: boolean): void {
+    if (seconds !== undefined) this.options.metrics.failed(seconds, errorType);
+    if (poison) this.options.stats.poisonRedeliveries++;
+  }
+
+  /** After a route's ConfirmLoop: what it came to, counted and logged. */
+  settled(delivery: Delivery, route: Route, settled: Settled): Settled {
+    const { log, stats, metrics } = this.options;
+    const { message } = delivery;
+    const event = route.event;
+    switch (event.kind) {
+      case 'dead-lettered':
+        if (settled === 'abandoned') break;
+        stats.deadLettered++;
+        metrics.deadLettered();
+        log.warn('job dead-lettered', {
+          ...(event.job ? fields(event.job, message) : { job_id: message.properties.messageId }),
+          queue: delivery.queue,
+          error_type: event.error.type,
+          error: event.error.message,
+          exhausted: event.exhausted,
+          ...(settled === 'rejected' ? { route: 'broker dead-letter route' } : {}),
+        });
+        break;
+      case 'discarded':
+        log.warn('job discarded', {
+          ...fields(event.job, message),
+          error_type: event.error.type,
+          error: event.error.message,
+          exhausted: event.exhausted,
+        });
+        if (settled !== 'acked') break;
+        this.options.payloads?.release(message.properties.headers);
+        stats.discarded++;
+        metrics.discarded();
+        break;
+      case 'cancelled':
+        if (settled !== 'acked') break;
+        this.options.payloads?.release(message.properties.headers);
+        log.info('job cancelled with its batch', fields(event.job, message));
+        break;
+      case 'retried':
+        if (settled !== 'acked') break;
+        stats.retried++;
+        metrics.retried();
+        log.info('job retry scheduled', {
+          ...fields(event.job, message),
+          next_attempt: event.nextAttempt,
+          delay_ms: Math.round(event.delayMs),
+          error_type: event.error.type,
+          error: event.error.message,
+        });
+        break;
+      case 'suspected':
+        if (settled !== 'acked') break;
+        stats.poisonRedeliveries++;
+        log.warn('job redelivered after a crash; moved to the suspect queue to run alone', {
+          ...fields(event.job, message),
+          next_attempt: event.nextAttempt,
+        });
+        this.options.onSuspected();
+        break;
+      case 'parked':
+        if (settled === 'acked')
+          log.info(`job parked: its ${event.by} is paused`, { ...fields(event.job, message), return_queue: event.returnQueue });
+        break;
+      case 'given-back':
+        if (settled === 'acked') stats.givenBack++;
+        break;
+    }
+    return settled;
+  }
+}
+
+function fields(job: Job, message: Message): Record<string, unknown> {
+  const trace = traceIdOf(message.properties.headers?.[OJS_HEADERS.traceparent]);
+  return { job_id: job.id, job_type: job.type, tenant: job.tenant, attempt: job.attempt, trace_id: trace };
+}

@@ -1,0 +1,63 @@
+import type { Options } from 'amqplib';
+import type { CompiledConfig } from '../config/config.types.js';
+import type { Job, JobError } from '../job/job.types.js';
+import type { BrokerNames } from '../topology/names.js';
+import type { DeadLetterOrigin } from './dead-letters.js';
+
+/** Where a delivery ended: acknowledged, refused to its queue's dead-letter route, or left to the broker. */
+export type Settled = 'acked' | 'rejected' | 'abandoned';
+
+/** One message a route publishes in place of the delivery, before the delivery is acknowledged. */
+export interface RouteMessage {
+  exchange: string;
+  routingKey: string;
+  content: Buffer;
+  options: Options.Publish;
+}
+
+/**
+ * What a route does when the broker refuses its message (refused, not lost: a lost channel is
+ * always tried again on the healed publisher, see ConfirmLoop):
+ * - `reject`: the delivery is refused to its queue's dead-letter route (`dead list` reads the
+ *   reason from `x-death`); a batched job's report, if already confirmed, is followed by `dead`;
+ * - `fallback`: the other route is taken instead (a full `dead_letter_queue`: the dead letters of
+ *   the job's own queue);
+ * - `wait`: published again after each of the settlement's waits (a suspect queue is unbounded,
+ *   so a refusal means it is unavailable for a moment), then `reject`, with no `dead` report.
+ */
+export type Refusal = { kind: 'reject' } | { kind: 'fallback'; route: Route } | { kind: 'wait' };
+
+/** What a settled route tells the after-settle hook (counts, logs, payload release) and the batch reports. */
+export type RouteEvent =
+  | { kind: 'retried'; job: Job; nextAttempt: number; delayMs: number; error: JobError }
+  | { kind: 'dead-lettered'; job: Job | undefined; error: JobError; exhausted: boolean }
+  | { kind: 'discarded'; job: Job; error: JobError; exhausted: boolean }
+  | { kind: 'cancelled'; job: Job }
+  | { kind: 'parked'; job: Job; by: 'tenant' | 'batch'; returnQueue: string }
+  | { kind: 'suspected'; job: Job; nextAttempt: number; error: JobError }
+  | { kind: 'given-back' };
+
+/**
+ * A settlement route: built by a pure builder (settlement-routes.ts) from the delivery and its
+ * outcome, carried out by the ConfirmLoop. `message` absent: nothing replaces the delivery
+ * (discard, cancel), it is only acknowledged.
+ */
+export interface Route {
+  /** How logs name it ("retry", "dead letter"...). A label only: the route's behaviour is in `refusal`. */
+  what: string;
+  message: RouteMessage | undefined;
+  refusal: Refusal;
+  event: RouteEvent;
+  /** Why the route is not the one asked for (a `dead_letter_queue` that cannot take the job): logged. */
+  detour?: { reason: string; target: string };
+}
+
+/** What the route builders read: the stage, its queues and names, fixed for the settlement's life. */
+export interface RouteContext {
+  config: CompiledConfig;
+  names: BrokerNames;
+  stage: string;
+  /** The instance's own queues: retries and hand-backs return there, crashes go to `suspect`. */
+  queues: { due: string; suspect: string; dead: string };
+  origin: DeadLetterOrigin;
+}

@@ -1,0 +1,218 @@
+import type { Message } from 'amqplib';
+import { routeFor } from '../broker/job-router.js';
+import type { ResolvedQueueConfig } from '../config/config.types.js';
+import { OJS_HEADERS, toWire, withoutBrokerHeaders, type WireMessage } from '../job/amqp-mapping.js';
+import type { Job, JobError } from '../job/job.types.js';
+import { decideFailure } from '../retry/failure-decision.js';
+import { resolveRetryPolicy } from '../retry/retry-policy.js';
+import { delayRoutingKey } from '../topology/delay-topology.js';
+import { parkKey } from '../topology/names.js';
+import { deadLetterMessage, originHeaders } from './dead-letters.js';
+import type { Delivery } from './delivery.js';
+import type { Route, RouteContext } from './settlement-route.js';
+
+/*
+ * The settlement routes, one pure builder each: what replaces the delivery (exchange, routing
+ * key, content, options) and what a refusal of it leads to. Nothing here publishes, acks or
+ * counts; the ConfirmLoop carries a route out, the after-settle hook observes it.
+ *
+ * Retries and hand-backs go to the instance's `due` queue (or back to `suspect`), never to the
+ * main queue: a job admitted once is never refused for `max_size`, and the broker never
+ * dead-letters into a full queue (where `reject-publish` drops it silently).
+ */
+
+const REJECT = { kind: 'reject' } as const;
+
+/** Error types of jobs refused before their handler ran: their content is not to be trusted. */
+const REFUSED_AT_ADMISSION = new Set(['INVALID_PAYLOAD', 'TENANT_MISMATCH']);
+
+/** A delivery from the suspect queue stays a suspect; anything else returns by `due`. */
+export function returnQueue(ctx: RouteContext, delivery: Delivery): string {
+  return delivery.input === 'suspect' ? ctx.queues.suspect : ctx.queues.due;
+}
+
+/** A failed job that has attempts left: at `nextAttempt`, through the delay ladder, back to `due` (or `suspect`). */
+export function retryRoute(ctx: RouteContext, delivery: Delivery, job: Job, nextAttempt: number, delayMs: number, error: JobError): Route {
+  const wire = retried(ctx, delivery.message, job, nextAttempt, error);
+  const routingKey = delayRoutingKey(delayMs, returnQueue(ctx, delivery));
+  return {
+    what: 'retry',
+    message: { exchange: ctx.names.retry, routingKey, content: wire.content, options: wire.options },
+    refusal: REJECT,
+    event: { kind: 'retried', job, nextAttempt, delayMs, error },
+  };
+}
+
+/**
+ * A job redelivered from `main` or `due`, moved to the suspect queue, its crashed attempt
+ * counted, without judging it: the process that died may only have prefetched it. A refusal is
+ * waited out (see SettlementOptions.suspectRefusalWaitsMs).
+ */
+export function suspectRoute(ctx: RouteContext, delivery: Delivery, job: Job): Route {
+  const error = { type: 'REDELIVERED', message: `attempt ${job.attempt} came back after the process or channel handling it died` };
+  const wire = retried(ctx, delivery.message, job, job.attempt + 1, error);
+  return {
+    what: 'suspect',
+    message: {
+      exchange: ctx.names.retry,
+      routingKey: delayRoutingKey(0, ctx.queues.suspect),
+      content: wire.content,
+      options: wire.options,
+    },
+    refusal: { kind: 'wait' },
+    event: { kind: 'suspected', job, nextAttempt: job.attempt + 1, error },
+  };
+}
+
+/**
+ * A delivery prefetched but never started, handed back unflagged (no requeue: a requeued
+ * delivery comes back `redelivered`, which reads as a crash), through the ladder with no delay,
+ * to `due` (or back to `suspect`): another instance, or this one later, takes it as a first delivery.
+ */
+export function handBackRoute(ctx: RouteContext, delivery: Delivery): Route {
+  const { message } = delivery;
+  return {
+    what: 'hand-back',
+    message: {
+      exchange: ctx.names.retry,
+      routingKey: delayRoutingKey(0, returnQueue(ctx, delivery)),
+      content: message.content,
+      options: { ...message.properties, headers: withoutBrokerHeaders(message.properties.headers) },
+    },
+    refusal: REJECT,
+    event: { kind: 'given-back' },
+  };
+}
+
+/**
+ * A job of a paused tenant or batch, met before it ran: moved unrun, byte for byte, to the
+ * parked queue (through `<prefix>.park`, routing key its tenant), with the queue `resume` sends
+ * it back to: this instance's `due` (or `suspect`), as a hand-back would. Same attempt: parking
+ * is not a try.
+ */
+export function parkRoute(ctx: RouteContext, delivery: Delivery, job: Job, by: 'tenant' | 'batch'): Route {
+  const { message } = delivery;
+  const back = returnQueue(ctx, delivery);
+  const headers = { ...withoutBrokerHeaders(message.properties.headers), [OJS_HEADERS.parkedBy]: by, [OJS_HEADERS.parkedReturn]: back };
+  return {
+    what: 'park',
+    message: {
+      exchange: ctx.names.park,
+      routingKey: parkKey(job.tenant),
+      content: message.content,
+      options: { ...message.properties, headers },
+    },
+    refusal: REJECT,
+    event: { kind: 'parked', job, by, returnQueue: back },
+  };
+}
+
+/** A job discarded on purpose (OJS discard): replaced by nothing, only acknowledged. */
+export function discardRoute(job: Job, error: JobError, exhausted: boolean): Route {
+  return { what: 'discard report', message: undefined, refusal: REJECT, event: { kind: 'discarded', job, error, exhausted } };
+}
+
+/** A job of a cancelled batch, met before it ran: replaced by nothing, only acknowledged. */
+export function cancelRoute(job: Job): Route {
+  return { what: 'cancel report', message: undefined, refusal: REJECT, event: { kind: 'cancelled', job } };
+}
+
+/**
+ * A dead letter to the queue's own dead letters, through the dead-letter exchange: a job keeps
+ * its envelope and gains the error; a body that is not a job goes byte for byte, the reason in
+ * headers (see deadLetterMessage). A refusal here rejects the delivery to the broker's route.
+ */
+export function deadLetterHereRoute(
+  ctx: RouteContext,
+  delivery: Delivery,
+  job: Job | undefined,
+  error: JobError,
+  exhausted: boolean,
+): Route {
+  const wire = deadLetterMessage(delivery.message, job, error, ctx.stage, ctx.config.tenantHeader, ctx.origin);
+  return {
+    what: 'dead letter',
+    message: { exchange: ctx.names.dlx, routingKey: ctx.queues.dead, content: wire.content, options: wire.options },
+    refusal: REJECT,
+    event: { kind: 'dead-lettered', job, error, exhausted },
+  };
+}
+
+/**
+ * A dead letter to the queue's `dead_letter_queue` (OJS core spec, dead letter: the job is
+ * enqueued, error and all, to the configured queue); refused there (full), the dead letters of
+ * its own queue keep it. A job refused at admission (a tenant or type it may not carry here)
+ * never ran: its claim is not to be trusted, so it stays in the dead letters of the queue it was
+ * found in, as does any job when no `dead_letter_queue` is set or it cannot take the job.
+ */
+export function deadLetterRoute(
+  ctx: RouteContext,
+  input: ResolvedQueueConfig,
+  delivery: Delivery,
+  job: Job | undefined,
+  error: JobError,
+  exhausted: boolean,
+): Route {
+  const here = deadLetterHereRoute(ctx, delivery, job, error, exhausted);
+  const target = input.dead_letter_queue;
+  if (job === undefined || target === undefined || REFUSED_AT_ADMISSION.has(error.type)) return here;
+  const dead: Job = {
+    ...job,
+    queue: target,
+    error,
+    meta: { ...job.meta, original_queue: job.queue, dead_lettered_at: new Date().toISOString(), stage: ctx.stage },
+  };
+  try {
+    const route = routeFor(ctx.config, dead);
+    const wire = toWire(dead, {
+      tenantHeader: ctx.config.tenantHeader,
+      headers: { ...withoutBrokerHeaders(delivery.message.properties.headers), ...originHeaders(ctx.origin) },
+    });
+    delete wire.options.expiration;
+    return {
+      what: 'dead letter',
+      message: { exchange: route.exchange, routingKey: route.routingKey, content: wire.content, options: wire.options },
+      refusal: { kind: 'fallback', route: here },
+      event: here.event,
+    };
+  } catch (err) {
+    // The configured queue cannot take it (a type it does not allow): its own dead letters can.
+    return { ...here, detour: { reason: (err as Error).message, target } };
+  }
+}
+
+/** A failed job (thrown, or refused by an emit), routed by its retry policy: retry, dead letter or discard. */
+export function failureRoute(
+  ctx: RouteContext,
+  input: ResolvedQueueConfig,
+  delivery: Delivery,
+  job: Job,
+  error: JobError,
+  thrown: unknown,
+): Route {
+  const decision = decideFailure(resolveRetryPolicy(input, job.retry), job.attempt, error, thrown);
+  switch (decision.action) {
+    case 'retry':
+      return retryRoute(ctx, delivery, job, decision.nextAttempt, decision.delayMs, error);
+    case 'dead_letter':
+      return deadLetterRoute(ctx, input, delivery, job, error, decision.exhausted);
+    case 'discard':
+      return discardRoute(job, error, decision.exhausted);
+  }
+}
+
+/** The job again, at `nextAttempt`, with the reason it comes back. */
+function retried(ctx: RouteContext, message: Message, job: Job, nextAttempt: number, error: JobError): WireMessage {
+  const again: Job = { ...job, attempt: nextAttempt, meta: { ...job.meta, last_error: { type: error.type, message: error.message } } };
+  delete again.error;
+  const headers = withoutBrokerHeaders(message.properties.headers);
+  const traceparent = headers[OJS_HEADERS.traceparent];
+  const wire = toWire(again, {
+    tenantHeader: ctx.config.tenantHeader,
+    headers,
+    ...(typeof traceparent === 'string' ? { traceparent } : {}),
+  });
+  // A per-message TTL would expire the job inside a delay queue and skip the rest of its wait.
+  delete wire.options.expiration;
+  return wire;
+}
