@@ -1,19 +1,19 @@
-import type { AmqpConnection } from '../broker/amqp-connection.js';
-import { ConfirmPublisher, type QueueFullObserver } from '../broker/confirm-publisher.js';
-import { ListedDrainMarkers, type DrainMarkers } from '../broker/drain-markers.js';
-import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
-import { PREFETCH_BUFFER } from '../config/defaults.js';
-import { tenantShare } from '../config/tenant-share.js';
-import type { Logger } from '../logging/logger.js';
-import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
-import type { PooledThreadedHandler } from '../stage/threads/threaded-handler.js';
-import { stateMarker, type QueueState } from '../state/queue-state.js';
-import { ChannelSupervisor } from './channel-supervisor.js';
-import { FairShare } from './fair-share.js';
-import type { LossLedger } from './loss-ledger.js';
-import { QueueProbe, SharedChannel } from './shared-channel.js';
-import type { PooledResources } from './stage-runner.js';
+import type { AmqpConnection } from '../../broker/amqp-connection.js';
+import { ConfirmPublisher, type QueueFullObserver } from '../../broker/confirm-publisher.js';
+import { ListedDrainMarkers, type DrainMarkers } from '../../broker/drain-markers.js';
+import type { CompiledConfig, CompiledStageConfig } from '../../config/config.types.js';
+import { PREFETCH_BUFFER } from '../../config/defaults.js';
+import { tenantShare } from '../../config/tenant-share.js';
+import type { Logger } from '../../logging/logger.js';
+import { vhostOfAmqpUrl } from '../../security/broker-users.js';
+import { ManagementApi } from '../../security/management-api.js';
+import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
+import { stateMarker, type QueueState } from '../../state/queue-state.js';
+import { ChannelSupervisor } from '../channel-supervisor.js';
+import { FairShare } from '../fair-share.js';
+import type { LossLedger } from '../loss-ledger.js';
+import { QueueProbe, SharedChannel } from '../shared-channel.js';
+import type { PooledResources } from '../stage-runner.js';
 
 /**
  * Tenants whose consumers share one work channel. A channel is one broker process and one

@@ -1,11 +1,11 @@
 import type { Channel } from 'amqplib';
-import type { AmqpConnection } from '../broker/amqp-connection.js';
-import type { CompiledConfig } from '../config/config.types.js';
-import type { Logger } from '../logging/logger.js';
-import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
-import { BrokerNames, parseBrokerName } from '../topology/names.js';
-import { isTenantSlug } from '../util/tenant-slug.js';
+import type { AmqpConnection } from '../../broker/amqp-connection.js';
+import type { CompiledConfig } from '../../config/config.types.js';
+import type { Logger } from '../../logging/logger.js';
+import { vhostOfAmqpUrl } from '../../security/broker-users.js';
+import { ManagementApi } from '../../security/management-api.js';
+import { BrokerNames, parseBrokerName } from '../../topology/names.js';
+import { isTenantSlug } from '../../util/tenant-slug.js';
 
 /** How often the set is read again in full, for an event missed (published while reconnecting). @defaultValue 30 s */
 export const DEFAULT_RESYNC_MS = 30_000;
