@@ -61,7 +61,9 @@ class FakeManager extends EventEmitter {
   }
 }
 
-function setup(over: { failures?: (connection: AmqpConnection, call: number) => Error | undefined; attempts?: number } = {}) {
+function setup(
+  over: { failures?: (connection: AmqpConnection, call: number, manager: FakeManager) => Error | undefined; attempts?: number } = {},
+) {
   const manager = new FakeManager();
   const attached: AmqpConnection[] = [];
   const fatal: Error[] = [];
@@ -72,7 +74,7 @@ function setup(over: { failures?: (connection: AmqpConnection, call: number) => 
     metrics: { setConnected: (up) => void metrics.up.push(up), reconnected: () => void metrics.reconnects++ },
     attach: (c) => {
       attached.push(c);
-      const err = over.failures?.(c, attached.filter((a) => a === c).length);
+      const err = over.failures?.(c, attached.filter((a) => a === c).length, manager);
       return err === undefined ? Promise.resolve() : Promise.reject(err);
     },
     onLost: () => void lost++,
@@ -149,15 +151,14 @@ describe('GroupConnection (the process re-attaching on every new connection)', (
     const first = fakeConnection();
     const second = fakeConnection();
     const third = fakeConnection();
-    let manager!: FakeManager;
     const set = setup({
-      failures: (c) => {
+      failures: (c, _call, manager) => {
         if (c !== second) return undefined;
         manager.lose(); // the connection goes while attaching on it
         return new Error('channel closed');
       },
     });
-    manager = set.manager;
+    const manager = set.manager;
     const starting = set.connection.start();
     manager.connect(first);
     await set.connection.attachFirst(await starting);
@@ -174,15 +175,14 @@ describe('GroupConnection (the process re-attaching on every new connection)', (
   it('a first attach cut short by a loss is not an error: the next connection attaches everything', async () => {
     const first = fakeConnection();
     const second = fakeConnection();
-    let manager!: FakeManager;
     const set = setup({
-      failures: (c) => {
+      failures: (c, _call, manager) => {
         if (c !== first) return undefined;
         manager.lose();
         return new Error('connection closed');
       },
     });
-    manager = set.manager;
+    const manager = set.manager;
     const starting = set.connection.start();
     manager.connect(first);
     await set.connection.attachFirst(await starting);
