@@ -41,7 +41,7 @@ export interface TenantPoolOptions {
  * channel, a work channel per TENANTS_PER_WORK_CHANNEL tenants, one suspect channel, a queue
  * probe, and the stage's `concurrency` slots as a {@link FairShare}.
  *
- * Lifecycle: `attach(connection)` opens every channel on a new connection (the group does it
+ * Lifecycle: `attach(connection)` opens every channel on a new connection (PooledRoster does it
  * before attaching the runners, at start and after every reconnect); `detach()` forgets them
  * when the connection is gone; `close()` ends them after every runner stopped.
  */
