@@ -5,7 +5,8 @@
  */
 
 /**
- * Queue states (seeds/001 section 5) and worker states (seeds/003) sent to running stages, and
+ * Queue states and worker states (the Open Job Spec's, https://openjobspec.org; docs/operations.md,
+ * "Queue states" and "Worker states") sent to running stages, and
  * `directive`: a batch's or a tenant's directive markers changed (cancel, pause, resume; see
  * src/batch/batch-directives.ts), so stages read them again.
  */

@@ -1,6 +1,7 @@
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import type { Logger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
+import { devProvisioning } from '../../src/cli/dev-provisioning.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown } from '../../src/testing/test-config.js';
@@ -33,12 +34,16 @@ export async function startGroup(
     if (!stage) throw new Error(`no stage "${name}" in the test configuration`);
     return stage;
   };
-  const group = new StageGroup(
-    config,
-    instances.map(({ stage, tenant }) => ({ stage: byName(stage), ...(tenant === undefined ? {} : { tenant }) })),
-    log,
+  const running = instances.map(({ stage, tenant }) => ({ stage: byName(stage), ...(tenant === undefined ? {} : { tenant }) }));
+  const group = new StageGroup(config, running, log);
+  // What `dev` provisions: the topology on every connection, the queue settings once.
+  await group.start(
+    devProvisioning(
+      config,
+      running.map((i) => i.stage.metadata),
+      log,
+    ),
   );
-  await group.start(true);
   const raw = await RawBroker.connect(config.broker.url);
   const publisher = await Publisher.connect(config, { log });
   return {

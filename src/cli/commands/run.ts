@@ -2,7 +2,7 @@ import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger, type Logger } from '../../logging/logger.js';
 import { startHealthServer } from '../../observability/health-server.js';
-import { StageGroup, devInstances, type StageInstance } from '../../runner/stage-group.js';
+import { StageGroup, devInstances, type StageInstance, type StageProvisioning } from '../../runner/stage-group.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
@@ -10,6 +10,7 @@ import { resolveTenant } from '../resolve-tenant.js';
 import { queueFor } from '../../config/queue-resolver.js';
 import { checkTenantSlug } from '../../util/tenant-slug.js';
 import { pooledThreads } from './pooled-threads.js';
+import { devProvisioning } from '../dev-provisioning.js';
 
 /** `stagecoach run <stage> [--tenant T] [--variant V]` */
 export async function runStage(
@@ -92,7 +93,13 @@ export async function runDev(opts: { config?: string; httpPort?: string }): Prom
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
   const log = createLogger({ service: 'stagecoach', mode: 'dev' });
-  return runGroup(new StageGroup(config, devInstances(config, stages), log), true, httpPort(opts.httpPort, config.httpPort), log);
+  const instances = devInstances(config, stages);
+  const provision = devProvisioning(
+    config,
+    instances.map((i) => i.stage.metadata),
+    log,
+  );
+  return runGroup(new StageGroup(config, instances, log), provision, httpPort(opts.httpPort, config.httpPort), log);
 }
 
 function httpPort(option: string | undefined, configured: number): number {
@@ -108,7 +115,7 @@ function httpPort(option: string | undefined, configured: number): number {
  * period: exit 0 when every job in flight finished, 1 when the grace period ran out or a runner
  * failed. A second signal exits at once (the broker requeues what was unfinished).
  */
-async function runGroup(group: StageGroup, provision: boolean, port: number, log: Logger): Promise<number> {
+async function runGroup(group: StageGroup, provision: StageProvisioning | false, port: number, log: Logger): Promise<number> {
   const signal = untilSignal();
   // Up before the broker connection: readiness then says what the stage is waiting for.
   const http =

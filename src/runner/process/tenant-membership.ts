@@ -1,16 +1,16 @@
 import type { Channel } from 'amqplib';
-import type { AmqpConnection } from '../broker/amqp-connection.js';
-import type { CompiledConfig } from '../config/config.types.js';
-import type { Logger } from '../logging/logger.js';
-import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
-import { BrokerNames, parseBrokerName } from '../topology/names.js';
-import { isTenantSlug } from '../util/tenant-slug.js';
+import type { AmqpConnection } from '../../broker/amqp-connection.js';
+import type { CompiledConfig } from '../../config/config.types.js';
+import type { Logger } from '../../logging/logger.js';
+import { vhostOfAmqpUrl } from '../../security/broker-users.js';
+import { ManagementApi } from '../../security/management-api.js';
+import { BrokerNames, parseBrokerName } from '../../topology/names.js';
+import { isTenantSlug } from '../../util/tenant-slug.js';
 
 /** How often the set is read again in full, for an event missed (published while reconnecting). @defaultValue 30 s */
 export const DEFAULT_RESYNC_MS = 30_000;
 
-/** What membership changes: a pooled stage group. */
+/** What membership changes: the tenants of a pooled process (PooledRoster). */
 export interface TenantSet {
   readonly tenants: readonly string[];
   addTenant(tenant: string): Promise<boolean>;
@@ -50,7 +50,7 @@ export class TenantMembership {
   private readonly excluded = new Set<string>();
 
   constructor(
-    private readonly group: TenantSet,
+    private readonly roster: TenantSet,
     private readonly options: TenantMembershipOptions,
   ) {
     this.api = options.api ?? new ManagementApi(options.config.broker.management);
@@ -134,9 +134,9 @@ export class TenantMembership {
     }
     if (type === 'tenant.provisioned') {
       this.excluded.delete(tenant);
-      this.enqueue(() => this.group.addTenant(tenant));
+      this.enqueue(() => this.roster.addTenant(tenant));
     } else if (type === 'tenant.retired' && !this.options.config.tenants.includes(tenant))
-      this.enqueue(() => this.group.removeTenant(tenant));
+      this.enqueue(() => this.roster.removeTenant(tenant));
   }
 
   private schedule(delayMs: number): void {
@@ -146,12 +146,12 @@ export class TenantMembership {
     this.timer.unref();
   }
 
-  /** Brings the group in line with the broker's set. Not when the listing fails: nothing is released on a guess. */
+  /** Brings the roster in line with the broker's set. Not when the listing fails: nothing is released on a guess. */
   private async resync(): Promise<void> {
     try {
       const wanted = new Set([...this.options.config.tenants, ...(await this.provisioned())].filter((t) => !this.excluded.has(t)));
-      for (const tenant of [...wanted]) if (!this.group.tenants.includes(tenant)) await this.group.addTenant(tenant);
-      for (const tenant of [...this.group.tenants]) if (!wanted.has(tenant)) await this.group.removeTenant(tenant);
+      for (const tenant of [...wanted]) if (!this.roster.tenants.includes(tenant)) await this.roster.addTenant(tenant);
+      for (const tenant of [...this.roster.tenants]) if (!wanted.has(tenant)) await this.roster.removeTenant(tenant);
     } catch (err) {
       this.options.log.warn('tenants not read again (management API)', { err: (err as Error).message });
     } finally {

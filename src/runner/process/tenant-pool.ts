@@ -1,19 +1,19 @@
-import type { AmqpConnection } from '../broker/amqp-connection.js';
-import { ConfirmPublisher, type QueueFullObserver } from '../broker/confirm-publisher.js';
-import { ListedDrainMarkers, type DrainMarkers } from '../broker/drain-markers.js';
-import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
-import { PREFETCH_BUFFER } from '../config/defaults.js';
-import { tenantShare } from '../config/tenant-share.js';
-import type { Logger } from '../logging/logger.js';
-import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
-import type { PooledThreadedHandler } from '../stage/threads/threaded-handler.js';
-import { stateMarker, type QueueState } from '../state/queue-state.js';
-import { ChannelSupervisor } from './channel-supervisor.js';
-import { FairShare } from './fair-share.js';
-import type { LossLedger } from './loss-ledger.js';
-import { QueueProbe, SharedChannel } from './shared-channel.js';
-import type { PooledResources } from './stage-runner.js';
+import type { AmqpConnection } from '../../broker/amqp-connection.js';
+import { ConfirmPublisher, type QueueFullObserver } from '../../broker/confirm-publisher.js';
+import { ListedDrainMarkers, type DrainMarkers } from '../../broker/drain-markers.js';
+import type { CompiledConfig, CompiledStageConfig } from '../../config/config.types.js';
+import { PREFETCH_BUFFER } from '../../config/defaults.js';
+import { tenantShare } from '../../config/tenant-share.js';
+import type { Logger } from '../../logging/logger.js';
+import { vhostOfAmqpUrl } from '../../security/broker-users.js';
+import { ManagementApi } from '../../security/management-api.js';
+import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
+import { stateMarker, type QueueState } from '../../state/queue-state.js';
+import { ChannelSupervisor } from '../channel-supervisor.js';
+import { FairShare } from '../fair-share.js';
+import type { LossLedger } from '../loss-ledger.js';
+import { QueueProbe, SharedChannel } from '../shared-channel.js';
+import type { PooledResources } from '../stage-runner.js';
 
 /**
  * Tenants whose consumers share one work channel. A channel is one broker process and one
@@ -41,7 +41,7 @@ export interface TenantPoolOptions {
  * channel, a work channel per TENANTS_PER_WORK_CHANNEL tenants, one suspect channel, a queue
  * probe, and the stage's `concurrency` slots as a {@link FairShare}.
  *
- * Lifecycle: `attach(connection)` opens every channel on a new connection (the group does it
+ * Lifecycle: `attach(connection)` opens every channel on a new connection (PooledRoster does it
  * before attaching the runners, at start and after every reconnect); `detach()` forgets them
  * when the connection is gone; `close()` ends them after every runner stopped.
  */

@@ -1,0 +1,168 @@
+import type { AmqpConnection } from '../../broker/amqp-connection.js';
+import type { ConnectionManager } from '../../broker/connection-manager.js';
+import { isOpen } from '../../broker/connection-state.js';
+import type { Logger } from '../../logging/logger.js';
+import type { StageMetrics } from '../../observability/stage-metrics.js';
+
+/** Tries of a re-attach refused on a live connection, a second apart, before the group fails. */
+export const REATTACH_ATTEMPTS = 5;
+export const REATTACH_RETRY_MS = 1000;
+
+/** What the group uses of its {@link ConnectionManager} (a unit test passes a stub). */
+export type ManagedConnection = Pick<
+  ConnectionManager,
+  'connection' | 'connected' | 'node' | 'connections' | 'start' | 'close' | 'on' | 'once' | 'off'
+>;
+
+export interface GroupConnectionOptions {
+  log: Logger;
+  /** `stagecoach_connection_up` and `stagecoach_reconnects_total`. */
+  metrics: Pick<StageMetrics, 'setConnected' | 'reconnected'>;
+  /** Attaches everything of the process on a connection: the first one, and each one after a loss. */
+  attach(connection: AmqpConnection): Promise<void>;
+  /** The connection is gone, and every channel on it: what was opened there is to be forgotten. */
+  onLost(): void;
+  /** A re-attach a live broker refused `reattachAttempts` times: the process cannot recover by itself. */
+  onFatal(err: Error): void;
+  /** @defaultValue REATTACH_ATTEMPTS */
+  reattachAttempts?: number;
+  /** @defaultValue REATTACH_RETRY_MS */
+  reattachRetryMs?: number;
+}
+
+/**
+ * The one connection of a process and what keeps the process on it: the manager reconnects
+ * (backoff, the next node of a cluster first), and this class attaches everything again on each
+ * new connection.
+ *
+ * Lifecycle: `start()` resolves with the first connection (retrying while the broker is
+ * unreachable); nothing is re-attached until `attachFirst()`, since the group still checks and
+ * provisions on that first connection. From `attachFirst()` on, every new connection re-attaches
+ * everything; a re-attach refused on a live connection is tried again a few times (a broker just
+ * restarted may refuse for a moment what it holds) before `onFatal`; one cut short by another
+ * loss waits for the next connection. `halt()` (the group stopping) ends the re-attaching and a
+ * pending `next()`; `close()` closes the connection, last.
+ */
+export class GroupConnection {
+  private following = false;
+  private halted = false;
+  /** Set while `next()` waits for a connection: `halt()` ends the wait. */
+  private stopWaiting: ((err: Error) => void) | undefined;
+
+  constructor(
+    private readonly manager: ManagedConnection,
+    private readonly options: GroupConnectionOptions,
+  ) {}
+
+  /** The connection up now; undefined while disconnected. */
+  get current(): AmqpConnection | undefined {
+    return this.manager.connection;
+  }
+
+  /** True from `attachFirst()` on: every new connection re-attaches everything. */
+  get attached(): boolean {
+    return this.following;
+  }
+
+  get connected(): boolean {
+    return this.manager.connected;
+  }
+
+  /** `host:port` of the broker node connected to; undefined while disconnected. */
+  get node(): string | undefined {
+    return this.manager.node;
+  }
+
+  /** Connections made; above 1 means the process reconnected. */
+  get connections(): number {
+    return this.manager.connections;
+  }
+
+  /** Resolves with the first connection; retries until it gets one or `close()` is called. */
+  start(): Promise<AmqpConnection> {
+    this.manager.on('connected', (connection: AmqpConnection) => this.connectedTo(connection));
+    this.manager.on('disconnected', () => {
+      this.options.metrics.setConnected(false);
+      this.options.onLost();
+    });
+    return this.manager.start();
+  }
+
+  /**
+   * From now on every new connection re-attaches everything, this first one included if it
+   * drops while attaching (a broker restarting just as the stage starts).
+   * @throws what the attach threw, when the connection is still open (a refusal, not a loss).
+   */
+  async attachFirst(connection: AmqpConnection): Promise<void> {
+    this.following = true;
+    try {
+      await this.options.attach(connection);
+    } catch (err) {
+      if (isOpen(connection)) throw err;
+      this.options.log.warn('connection lost while starting; attaching on the next connection', { err: (err as Error).message });
+    }
+  }
+
+  /** The first connection after `lost`, as the manager reconnects; rejected by `halt()`. */
+  next(lost: AmqpConnection): Promise<AmqpConnection> {
+    const current = this.manager.connection;
+    if (current !== undefined && current !== lost) return Promise.resolve(current);
+    return new Promise<AmqpConnection>((resolve, reject) => {
+      const connected = (connection: AmqpConnection): void => {
+        this.stopWaiting = undefined;
+        resolve(connection);
+      };
+      this.manager.once('connected', connected);
+      this.stopWaiting = (err) => {
+        this.stopWaiting = undefined;
+        this.manager.off('connected', connected);
+        reject(err);
+      };
+    });
+  }
+
+  /** The process is stopping: nothing is re-attached from now on, and a pending `next()` is rejected with `reason`. */
+  halt(reason: Error): void {
+    this.halted = true;
+    this.stopWaiting?.(reason);
+  }
+
+  /** Closes the connection (its channels first, so no acknowledgement is lost); a `start()` still connecting gives up. */
+  close(): Promise<void> {
+    return this.manager.close();
+  }
+
+  private connectedTo(connection: AmqpConnection): void {
+    this.options.metrics.setConnected(true);
+    if (!this.following) return;
+    this.options.metrics.reconnected();
+    void this.reattach(connection);
+  }
+
+  private async reattach(connection: AmqpConnection, attempt = 1): Promise<void> {
+    if (this.halted) return;
+    const { log } = this.options;
+    try {
+      await this.options.attach(connection);
+    } catch (err) {
+      if (!isOpen(connection)) {
+        // The connection dropped again mid-way: the next 'connected' starts over.
+        log.warn('re-attaching after reconnect failed; the connection went again', { err: (err as Error).message });
+        return;
+      }
+      if (attempt < (this.options.reattachAttempts ?? REATTACH_ATTEMPTS)) {
+        // A broker just restarted may refuse for a moment what it holds (a stream whose home
+        // node "is down or inaccessible" until it has started): a few tries before giving up.
+        log.warn('re-attaching after reconnect failed on a live connection; trying again', { attempt, err: (err as Error).message });
+        setTimeout(() => {
+          if (this.manager.connection === connection) void this.reattach(connection, attempt + 1);
+        }, this.options.reattachRetryMs ?? REATTACH_RETRY_MS);
+        return;
+      }
+      // Refused by a live broker (a queue declared elsewhere with other arguments): it will not
+      // heal by itself, and a stage that silently stops consuming is the worst outcome.
+      log.error('re-attaching after reconnect failed on a live connection; giving up', { err: (err as Error).message });
+      this.options.onFatal(err as Error);
+    }
+  }
+}

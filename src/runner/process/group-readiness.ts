@@ -1,0 +1,30 @@
+/** The answer of `/readyz`: `reason` says what is missing when not ready. */
+export interface Readiness {
+  ready: boolean;
+  reason?: string;
+}
+
+/** Names of runners not consuming that readiness spells out. */
+const READINESS_NAMES = 5;
+
+/**
+ * Ready when connected, past starting, and every runner consumes or is meant not to (paused,
+ * quiet): what an orchestrator may route work and rollouts by.
+ */
+export function readinessOf(
+  connected: boolean,
+  /** From the first attach on (before it: connecting, checking tenants, provisioning). */
+  started: boolean,
+  runners: ReadonlyArray<{ readonly healthy: boolean; readonly name: string }>,
+): Readiness {
+  if (!connected) return { ready: false, reason: 'not connected to the broker' };
+  if (!started) return { ready: false, reason: 'starting' };
+  const down = runners.filter((r) => !r.healthy);
+  if (down.length > 0) {
+    // A thousand tenants' names would make the answer unreadable: a count and the first few.
+    const named = down.slice(0, READINESS_NAMES).map((r) => r.name);
+    const more = down.length > READINESS_NAMES ? ` and ${down.length - READINESS_NAMES} more` : '';
+    return { ready: false, reason: `not consuming (${down.length} of ${runners.length}): ${named.join(', ')}${more}` };
+  }
+  return { ready: true };
+}

@@ -1,0 +1,103 @@
+import type { AmqpConnection } from '../../broker/amqp-connection.js';
+import type { CompiledConfig } from '../../config/config.types.js';
+import { EventPublisher } from '../../events/event-publisher.js';
+import { QueueFullReporter } from '../../events/queue-full-reporter.js';
+import type { Logger } from '../../logging/logger.js';
+import { QueueLimits } from '../../observability/queue-limits.js';
+import { StageMetrics } from '../../observability/stage-metrics.js';
+import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
+import { DirectiveGate } from '../directive-gate.js';
+import { EventLoopWatch } from '../event-loop-watch.js';
+import { IsolationGate } from '../isolation-gate.js';
+import { LossLedger } from '../loss-ledger.js';
+import { stallWindowMs, type StageRunnerOptions } from '../stage-runner.js';
+import type { StageInstance } from './stage-instance.js';
+
+export interface ProcessServicesOptions {
+  config: CompiledConfig;
+  log: Logger;
+  /** `stagecoach <stage names>`: the source of the process's events. */
+  names: string;
+  /** The process's connection, as it is now (events publish on it). */
+  connection(): AmqpConnection | undefined;
+  /** Shared with other groups or a health server; a new registry by default. */
+  metrics?: StageMetrics;
+  /** See StageGroupOptions.payloads. */
+  payloads?: PayloadOffloader | false;
+}
+
+/**
+ * What there is one of per process, shared by every runner of it. Built here, in one place, and
+ * closed here, in one order (`close()`), after every runner stopped:
+ * - the isolation gate: a suspect of any runner runs with nothing else of the process in hand;
+ * - the event-loop watch and the loss ledger: what the process lost with a channel while
+ *   healthy is not a crash when it comes back;
+ * - the directive gate: batch and tenant directives (cancel, pause) every runner obeys;
+ * - payload offloading and its store (docs/payloads.md), unless the caller shares its own;
+ * - the OJS event publisher (`queue.full`, `queue.config_updated`) on the process's connection,
+ *   and the queue-full reporter that throttles `queue.full`;
+ * - the queue bounds read for the capacity metrics, and the metrics registry itself (never
+ *   closed: a registry shared with a health server outlives the group).
+ */
+export class ProcessServices {
+  readonly metrics: StageMetrics;
+  readonly gate = new IsolationGate();
+  readonly watch = new EventLoopWatch();
+  readonly ledger: LossLedger;
+  readonly directives: DirectiveGate;
+  readonly payloads: PayloadOffloader | undefined;
+  readonly events: EventPublisher;
+  readonly queueFull: QueueFullReporter;
+  readonly limits: QueueLimits;
+  private readonly ownsPayloads: boolean;
+
+  constructor(private readonly options: ProcessServicesOptions) {
+    const { config, log } = options;
+    this.metrics = options.metrics ?? new StageMetrics({ log });
+    this.ledger = new LossLedger(this.watch, stallWindowMs(config));
+    this.directives = new DirectiveGate(config.prefix, log);
+    this.payloads = options.payloads === false ? undefined : (options.payloads ?? payloadOffloaderFor(config, log));
+    this.ownsPayloads = options.payloads === undefined;
+    this.events = new EventPublisher(config, { source: `stagecoach/${options.names}`, log, connection: options.connection });
+    this.limits = new QueueLimits(config, log);
+    this.queueFull = new QueueFullReporter(config, this.events, {
+      onRefused: (refused) => this.metrics.queueOverflow({ ...refused, policy: 'reject' }),
+    });
+  }
+
+  /** What a runner of `instance` takes from the process (a pooled one adds its share of the pool). */
+  runnerOptions(instance: StageInstance): StageRunnerOptions {
+    const { config, log } = this.options;
+    const { stage, tenant, variant } = instance;
+    return {
+      config,
+      stage,
+      log: log.child({ stage: stage.metadata.name, tenant, variant }),
+      metrics: this.metrics.instance({
+        stage: stage.metadata.name,
+        queue: stage.metadata.input,
+        tenant: tenant ?? '',
+        outputs: stage.metadata.outputs,
+      }),
+      ...(tenant === undefined ? {} : { tenant }),
+      ...(variant === undefined ? {} : { variant }),
+      gate: this.gate,
+      ledger: this.ledger,
+      directives: this.directives,
+      ...(this.payloads === undefined ? {} : { payloads: this.payloads }),
+      onQueueFull: this.queueFull.observe,
+    };
+  }
+
+  /**
+   * After every runner stopped, before the connection closes: the directive gate (its channel),
+   * the payload store when the process opened it, the event publisher (its channel on the
+   * connection), then the event-loop watch.
+   */
+  async close(): Promise<void> {
+    await this.directives.close();
+    if (this.ownsPayloads) await this.payloads?.store.close();
+    await this.events.close();
+    this.watch.close();
+  }
+}
