@@ -32,7 +32,7 @@ export interface QueueStateTarget {
   variant?: string;
 }
 
-/** The flags of states, in the order they are read: draining first (it wins, see QueueStates). */
+/** The kinds of the flags that queue states are kept as. */
 export const STATE_FLAG_KINDS = ['queue-draining', 'queue-paused'] as const;
 
 /**

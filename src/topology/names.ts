@@ -80,12 +80,9 @@ export class BrokerNames {
    * queue for `paused`, per logical queue and tenant for `draining` (a variant is ignored).
    */
   stateMarker(state: 'paused' | 'draining', queue: string, tenant?: string, variant?: string): string {
-    const where = { queue, ...(tenant === undefined ? {} : { tenant }) };
     return flagName(
       this.prefix,
-      state === 'paused'
-        ? { kind: 'queue-paused', ...where, ...(variant === undefined ? {} : { variant }) }
-        : { kind: 'queue-draining', ...where },
+      state === 'paused' ? { kind: 'queue-paused', queue, tenant, variant } : { kind: 'queue-draining', queue, tenant },
     );
   }
   /** Topic exchange of the OJS events (`queue.full`, `tenant.retired`...), routing key = event type. */
