@@ -3,10 +3,11 @@ import { exclusiveRead } from '../broker/peek.js';
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
-import { exchangeExists } from '../broker/exchange-exists.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { publishControl } from '../control/send-control.js';
 import { StagecoachError } from '../errors/errors.js';
+import { BrokerFlags } from '../flags/broker-flags.js';
+import type { DirectiveFlag } from '../flags/flag.js';
 import { fromWire, OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
@@ -33,7 +34,7 @@ export interface DirectiveResult {
 }
 
 /**
- * Between the two passes of `resume` over the parked queue: a stage that read the pause marker
+ * Between the two passes of `resume` over the parked queue: a stage that read the pause flag
  * just before it went parks its job right after; the second pass sends that one on too.
  */
 export const RESUME_GRACE_MS = 1000;
@@ -52,9 +53,9 @@ export async function cancelBatch(config: CompiledConfig, batch: string, log: Lo
   const known = fold.batches.get(batch);
   if (known === undefined) throw new StagecoachError('NOT_FOUND', `no batch "${batch}" in the tracking stream`);
   if (batchState(known) !== 'running') throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is already ${batchState(known)}`);
-  return withConnection(config, log, async (connection, names) => {
-    await mark(connection, names.batchMarker('paused', batch), false, config);
-    await direct(connection, config, names.batchMarker('cancelled', batch), true, 'cancel', { batch }, known.tenant);
+  return withConnection(config, log, async (connection, flags) => {
+    await flags.clear({ kind: 'batch-paused', batch });
+    await direct(connection, config, flags, { kind: 'batch-cancelled', batch }, true, 'cancel', { batch }, known.tenant);
     return { action: 'cancel', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch)) };
   });
 }
@@ -62,11 +63,11 @@ export async function cancelBatch(config: CompiledConfig, batch: string, log: Lo
 /** `batch pause <B>`: jobs of the batch that reach any stage from now on are parked, not run; running ones finish. */
 export async function pauseBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
   checkBatchId(batch, 'batch');
-  return withConnection(config, log, async (connection, names) => {
-    if (await exchangeExists(connection, names.batchMarker('cancelled', batch))) {
+  return withConnection(config, log, async (connection, flags) => {
+    if (await flags.isSet({ kind: 'batch-cancelled', batch })) {
       throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is cancelled: there is nothing to pause`);
     }
-    await direct(connection, config, names.batchMarker('paused', batch), true, 'pause', { batch });
+    await direct(connection, config, flags, { kind: 'batch-paused', batch }, true, 'pause', { batch });
     return { action: 'pause', batch, moved: 0, kept: 0 };
   });
 }
@@ -74,8 +75,8 @@ export async function pauseBatch(config: CompiledConfig, batch: string, log: Log
 /** `batch resume <B>`: the pause ends and the jobs it parked go back where they were going. */
 export async function resumeBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
   checkBatchId(batch, 'batch');
-  return withConnection(config, log, async (connection, names) => {
-    await direct(connection, config, names.batchMarker('paused', batch), false, 'resume', { batch });
+  return withConnection(config, log, async (connection, flags) => {
+    await direct(connection, config, flags, { kind: 'batch-paused', batch }, false, 'resume', { batch });
     return { action: 'resume', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch && p.by === 'batch')) };
   });
 }
@@ -83,9 +84,9 @@ export async function resumeBatch(config: CompiledConfig, batch: string, log: Lo
 /** `tenant pause <T>`: every job of the tenant that reaches any stage (shared ones too) is parked. */
 export async function pauseTenant(config: CompiledConfig, tenant: string, log: Logger): Promise<DirectiveResult> {
   checkTenantSlug(tenant, 'tenant');
-  return withConnection(config, log, async (connection, names) => {
+  return withConnection(config, log, async (connection, flags) => {
     await checkKnownTenant(config, connection, tenant);
-    await direct(connection, config, names.tenantPauseMarker(tenant), true, 'pause', { tenant });
+    await direct(connection, config, flags, { kind: 'tenant-paused', tenant }, true, 'pause', { tenant });
     return { action: 'pause', tenant, moved: 0, kept: 0 };
   });
 }
@@ -93,8 +94,8 @@ export async function pauseTenant(config: CompiledConfig, tenant: string, log: L
 /** `tenant resume <T>`: the tenant's pause ends and the jobs it parked go back. */
 export async function resumeTenant(config: CompiledConfig, tenant: string, log: Logger): Promise<DirectiveResult> {
   checkTenantSlug(tenant, 'tenant');
-  return withConnection(config, log, async (connection, names) => {
-    await direct(connection, config, names.tenantPauseMarker(tenant), false, 'resume', { tenant });
+  return withConnection(config, log, async (connection, flags) => {
+    await direct(connection, config, flags, { kind: 'tenant-paused', tenant }, false, 'resume', { tenant });
     const key = parkKey(tenant);
     return { action: 'resume', tenant, ...(await resumeParked(connection, config, log, (p) => p.key === key && p.by === 'tenant')) };
   });
@@ -216,46 +217,35 @@ function returnQueueOf(config: CompiledConfig, message: GetMessage, key: string,
 async function withConnection<T>(
   config: CompiledConfig,
   log: Logger,
-  action: (connection: AmqpConnection, names: BrokerNames) => Promise<T>,
+  action: (connection: AmqpConnection, flags: BrokerFlags) => Promise<T>,
 ): Promise<T> {
   const connection = await openConnection(config, log, 'stagecoach-directive');
   try {
     // The park exchange, the parked queue and the tracking stream, on a broker older than them.
     await declareTopology(connection, coreTopology(config), log);
-    return await action(connection, new BrokerNames(config.prefix));
+    return await action(connection, new BrokerFlags(connection, config));
   } finally {
+    // Its channels, the flags' included, go with it.
     await connection.close().catch(() => undefined);
   }
 }
 
-/** Sets (a durable fanout exchange, like the queue-state markers) or removes a marker. */
-async function mark(connection: AmqpConnection, marker: string, on: boolean, config: CompiledConfig): Promise<void> {
-  const channel = await connection.createChannel();
-  // A refusal closes the channel with an 'error' event: no listener would crash the process.
-  channel.on('error', () => undefined);
-  try {
-    if (on) await channel.assertExchange(marker, 'fanout', { durable: config.durable });
-    else await channel.deleteExchange(marker);
-  } finally {
-    await channel.close().catch(() => undefined);
-  }
-}
-
 /**
- * One directive, in order: its marker set or removed (what stages obey), then a `directive` record
+ * One directive, in order: its flag set or cleared (what stages obey), then a `directive` record
  * on the tracking stream (status and history; with the batch's tenant when known), then the
- * control message that makes running stages read the marker again now.
+ * control message that makes running stages read the flag again now.
  */
 async function direct(
   connection: AmqpConnection,
   config: CompiledConfig,
-  marker: string,
+  flags: BrokerFlags,
+  flag: DirectiveFlag,
   on: boolean,
   action: DirectiveRecord['action'],
   target: { batch: string } | { tenant: string },
   tenant?: string,
 ): Promise<void> {
-  await mark(connection, marker, on, config);
+  await (on ? flags.set(flag) : flags.clear(flag));
   const publisher = await ConfirmPublisher.open(connection);
   try {
     const record = stamp<DirectiveRecord>({ kind: 'directive', action, ...(tenant === undefined ? {} : { tenant }), ...target });

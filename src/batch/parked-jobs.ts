@@ -1,7 +1,7 @@
 import { openConnection } from '../broker/amqp-connection.js';
-import { exchangeExists } from '../broker/exchange-exists.js';
 import { exclusiveRead, peek } from '../broker/peek.js';
 import type { CompiledConfig } from '../config/config.types.js';
+import { BrokerFlags } from '../flags/broker-flags.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
@@ -48,11 +48,11 @@ export async function countParked(config: CompiledConfig, log: Logger, pick: (pa
   }
 }
 
-/** Whether `tenant pause <tenant>` is in force (its marker exists). */
+/** Whether `tenant pause <tenant>` is in force (its `tenant-paused` flag is set). */
 export async function isTenantPaused(config: CompiledConfig, tenant: string, log: Logger): Promise<boolean> {
   const connection = await openConnection(config, log, 'stagecoach-directive');
   try {
-    return await exchangeExists(connection, new BrokerNames(config.prefix).tenantPauseMarker(tenant));
+    return await new BrokerFlags(connection, config).isSet({ kind: 'tenant-paused', tenant });
   } finally {
     await connection.close().catch(() => undefined);
   }

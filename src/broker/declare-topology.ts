@@ -1,11 +1,12 @@
 import type { Channel } from 'amqplib';
 import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
+import { FlagChannel } from '../flags/flag-channel.js';
+import type { FlagReader } from '../flags/flag-reader.js';
 import type { Logger } from '../logging/logger.js';
 import type { BindingSpec, Topology } from '../topology/topology.types.js';
 import { inParallel } from '../util/in-parallel.js';
 import { openConnection, type AmqpConnection } from './amqp-connection.js';
-import { ProbedDrainMarkers, type DrainMarkers } from './drain-markers.js';
 
 /** How `declareTopology` works; every field optional. */
 export interface DeclareOptions {
@@ -17,9 +18,9 @@ export interface DeclareOptions {
   lanes?: number;
   /**
    * Where drain markers are read. @defaultValue passive declares on `connection`
-   * ({@link ProbedDrainMarkers}), which need no permission
+   * ({@link FlagChannel}), which need no permission
    */
-  drainMarkers?: DrainMarkers;
+  drainMarkers?: FlagReader;
 }
 
 /**
@@ -55,7 +56,7 @@ export async function declareTopology(
   const most = Math.max(1, Math.floor(options.lanes ?? 1));
   // A lane costs a channel opened and closed: worth it only with declarations enough to share.
   const lanes = (count: number): number => Math.max(1, Math.min(most, Math.ceil(count / DECLARATIONS_PER_LANE)));
-  const markers = options.drainMarkers ?? new ProbedDrainMarkers(connection);
+  const markers = options.drainMarkers ?? new FlagChannel(connection);
   const channels = new LaneChannels(connection);
   try {
     const objects: Array<(channel: Channel) => Promise<void>> = [

@@ -1,6 +1,7 @@
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
-import { BrokerNames, isDirectiveName, parseBrokerName } from '../topology/names.js';
-import { isStateMarker, QueueStates } from '../state/queue-state.js';
+import { isFlagName } from '../flags/flag.js';
+import { parseBrokerName } from '../topology/names.js';
+import { QueueStates } from '../state/queue-state.js';
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
 import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue } from '../security/management-api.js';
 import type { BrokerInventory } from './broker-inventory.js';
@@ -40,7 +41,7 @@ export interface PlanChange {
 export type QueueStateName = 'paused' | 'draining';
 
 /**
- * Queue states (seeds/001 5.1) found on the broker: each paused physical queue, and each draining
+ * Queue states (docs/operations.md, "Queue states") found on the broker: each paused physical queue, and each draining
  * logical queue by its general queue's name. Not configuration: shown, never changed by `apply`.
  */
 export interface PlanStates {
@@ -66,10 +67,8 @@ export interface Plan {
 export function planChanges(desired: DesiredState, inventory: BrokerInventory): Plan {
   const prefix = desired.prefix;
   const configured = new Set(desired.tenants);
-  // The read lock (broker/read-lock.ts) exists only while a read holds it: state, not topology.
-  const readLock = new BrokerNames(prefix).readLock;
-  const ignored = (name: string): boolean =>
-    desired.ignored.has(name) || isStateMarker(prefix, name) || isDirectiveName(prefix, name) || name === readLock;
+  // Broker flags (markers, the read lock: src/flags/flag.ts) are state made on demand, not topology.
+  const ignored = (name: string): boolean => desired.ignored.has(name) || isFlagName(prefix, name);
   const tenantOf = (name: string): string | undefined => parseBrokerName(prefix, name)?.tenant;
   const userTenant = (user: string): string | undefined => {
     for (const role of ['producer', 'stage']) if (user.startsWith(`${prefix}.${role}.`)) return user.slice(prefix.length + role.length + 2);

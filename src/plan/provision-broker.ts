@@ -1,8 +1,8 @@
 import type { AdminEventSink } from '../events/admin-events.js';
 import { openConnection } from '../broker/amqp-connection.js';
 import { declareTopology, PROVISION_LANES } from '../broker/declare-topology.js';
-import { ListedDrainMarkers } from '../broker/drain-markers.js';
 import type { CompiledConfig } from '../config/config.types.js';
+import { ListedFlags } from '../flags/listed-flags.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { ManagementApi } from '../security/management-api.js';
@@ -57,7 +57,7 @@ export async function provisionBroker(
   try {
     // The operator has the management API (the queue settings below need it anyway): the drain
     // markers are read with one listing before and one after the bindings, not per entry.
-    await declareTopology(connection, missing, log, { lanes: PROVISION_LANES, drainMarkers: new ListedDrainMarkers(api, vhost) });
+    await declareTopology(connection, missing, log, { lanes: PROVISION_LANES, drainMarkers: new ListedFlags(api, vhost) });
   } finally {
     await connection.close().catch(() => undefined);
   }

@@ -1,8 +1,8 @@
 import type { AmqpConnection } from '../broker/amqp-connection.js';
-import { ExchangeProbe } from '../broker/exchange-probe.js';
+import { BrokerFlags } from '../flags/broker-flags.js';
+import { flagName, type DirectiveFlag } from '../flags/flag.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
-import { BrokerNames } from '../topology/names.js';
 
 /**
  * What a stage does with a job before running it, by the directives of its batch and tenant
@@ -11,9 +11,9 @@ import { BrokerNames } from '../topology/names.js';
  */
 export type Verdict = 'run' | 'cancel' | 'park-tenant' | 'park-batch';
 
-/** How long a marker's answer is trusted without a control message (a safety net, see DirectiveGate). */
+/** How long a flag's answer is trusted without a control message (a safety net, see DirectiveGate). */
 export const DIRECTIVE_TTL_MS = 5 * 60_000;
-/** Markers remembered at most; the oldest answers are forgotten first. */
+/** Flags remembered at most; the oldest answers are forgotten first. */
 const MAX_ENTRIES = 10_000;
 
 interface Entry {
@@ -21,13 +21,19 @@ interface Entry {
   at: number;
 }
 
+/** A directive flag with its name on the broker, which keys what the gate remembers. */
+interface Asked {
+  flag: DirectiveFlag;
+  name: string;
+}
+
 /**
  * The stage side of batch and tenant directives, one per process (StageGroup), shared by its
- * runners. A directive is a marker exchange on the broker (`<prefix>.batch-cancelled.<B>`,
- * `<prefix>.batch-paused.<B>`, `<prefix>.tenant-paused.<T>`), written by `batch cancel|pause|
- * resume` and `tenant pause|resume`, which then send a `directive` control message.
+ * runners. A directive is a broker flag (`batch-cancelled`, `batch-paused`, `tenant-paused`: see
+ * src/flags/flag.ts), set and cleared by `batch cancel|pause|resume` and `tenant pause|resume`,
+ * which then send a `directive` control message.
  *
- * Each marker is probed (a passive declare: no permission needed) the first time a job needs
+ * Each flag is probed (a passive declare: no permission needed) the first time a job needs
  * it, and the answer is remembered: a job whose batch and tenant are known costs map lookups.
  * The answer is forgotten when a control message names its batch or tenant, when the control
  * listener or the connection comes back (messages may have been missed), and after
@@ -37,27 +43,23 @@ interface Entry {
  * then a paused tenant; then a paused batch.
  */
 export class DirectiveGate {
-  private readonly names: BrokerNames;
   private readonly answers = new Map<string, Entry>();
   private readonly asking = new Map<string, Promise<boolean>>();
   /** Bumped by every forget: an answer asked for before it is stale. */
   private generation = 0;
-  private probe: ExchangeProbe | undefined;
-  private connection: AmqpConnection | undefined;
+  /** On the attached connection; its probes go one after another on one channel. */
+  private flags: BrokerFlags | undefined;
 
   constructor(
-    prefix: string,
+    private readonly prefix: string,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
-  ) {
-    this.names = new BrokerNames(prefix);
-  }
+  ) {}
 
   /** Probes go to this connection from now on; everything remembered is forgotten. */
   attach(connection: AmqpConnection): void {
-    void this.probe?.close();
-    this.probe = undefined;
-    this.connection = connection;
+    void this.flags?.close();
+    this.flags = new BrokerFlags(connection, { prefix: this.prefix });
     this.forgetAll();
   }
 
@@ -67,62 +69,67 @@ export class DirectiveGate {
     // The hot path of unbatched jobs: one remembered answer, no arrays.
     if (batch === undefined) {
       if (job.tenant === undefined) return 'run';
-      const marker = this.tenantMarker(job.tenant);
-      const paused = this.remembered(marker);
+      const tenantPaused = this.tenantFlag(job.tenant);
+      const paused = this.remembered(tenantPaused.name);
       if (paused !== undefined) return paused ? 'park-tenant' : 'run';
-      return this.ask(marker).then((on) => (on ? 'park-tenant' : 'run'));
+      return this.ask(tenantPaused).then((on) => (on ? 'park-tenant' : 'run'));
     }
-    const markers: string[] = [];
-    if (batch !== undefined) markers.push(this.names.batchMarker('cancelled', batch));
-    if (job.tenant !== undefined) markers.push(this.tenantMarker(job.tenant));
-    if (batch !== undefined) markers.push(this.names.batchMarker('paused', batch));
-    if (markers.length === 0) return 'run';
-    const known = markers.map((marker) => this.remembered(marker));
+    const flags: Asked[] = [];
+    if (batch !== undefined) flags.push(this.asked({ kind: 'batch-cancelled', batch }));
+    if (job.tenant !== undefined) flags.push(this.tenantFlag(job.tenant));
+    if (batch !== undefined) flags.push(this.asked({ kind: 'batch-paused', batch }));
+    if (flags.length === 0) return 'run';
+    const known = flags.map((flag) => this.remembered(flag.name));
     if (known.every((answer) => answer !== undefined)) return decide(batch, job.tenant, known as boolean[]);
-    return Promise.all(markers.map((marker, i) => known[i] ?? this.ask(marker))).then((answers) => decide(batch, job.tenant, answers));
+    return Promise.all(flags.map((flag, i) => known[i] ?? this.ask(flag))).then((answers) => decide(batch, job.tenant, answers));
   }
 
   /**
-   * Asks the broker again, ignoring what is remembered: a job is parked only while its marker is
-   * there now, which narrows the window in which a `resume` could miss it (see batch-directives.ts).
+   * Asks the broker again, ignoring what is remembered: a job is parked only while its flag is
+   * set now, which narrows the window in which a `resume` could miss it (see batch-directives.ts).
    */
   async stillParked(job: Pick<Job, 'tenant' | 'meta'>, verdict: Verdict): Promise<boolean> {
     const batch = typeof job.meta?.batch === 'string' ? job.meta.batch : undefined;
-    const marker =
+    const flag =
       verdict === 'park-tenant' && job.tenant !== undefined
-        ? this.names.tenantPauseMarker(job.tenant)
+        ? this.tenantFlag(job.tenant)
         : verdict === 'park-batch' && batch !== undefined
-          ? this.names.batchMarker('paused', batch)
+          ? this.asked({ kind: 'batch-paused', batch })
           : undefined;
-    if (marker === undefined) return false;
-    this.answers.delete(marker);
-    return this.ask(marker);
+    if (flag === undefined) return false;
+    this.answers.delete(flag.name);
+    return this.ask(flag);
   }
 
-  /** Marker names of the tenants seen, made once: a tenant's jobs ask for it one by one. */
-  private readonly tenantMarkers = new Map<string, string>();
+  /** Flags of the tenants seen, named once: a tenant's jobs ask for it one by one. */
+  private readonly tenantFlags = new Map<string, Asked>();
 
-  private tenantMarker(tenant: string): string {
-    let marker = this.tenantMarkers.get(tenant);
-    if (marker === undefined) {
-      if (this.tenantMarkers.size >= MAX_ENTRIES) this.tenantMarkers.clear();
-      this.tenantMarkers.set(tenant, (marker = this.names.tenantPauseMarker(tenant)));
+  private tenantFlag(tenant: string): Asked {
+    let flag = this.tenantFlags.get(tenant);
+    if (flag === undefined) {
+      if (this.tenantFlags.size >= MAX_ENTRIES) this.tenantFlags.clear();
+      this.tenantFlags.set(tenant, (flag = this.asked({ kind: 'tenant-paused', tenant })));
     }
-    return marker;
+    return flag;
   }
 
-  /** A control message named a batch or a tenant: its markers are read again when next needed. */
+  private asked(flag: DirectiveFlag): Asked {
+    return { flag, name: flagName(this.prefix, flag) };
+  }
+
+  /** A control message named a batch or a tenant: its flags are read again when next needed. */
   forget(target: { batch?: string; tenant?: string }): void {
     this.generation++;
-    const forget = (marker: string): void => {
-      this.answers.delete(marker);
-      this.asking.delete(marker);
+    const forget = (flag: DirectiveFlag): void => {
+      const name = flagName(this.prefix, flag);
+      this.answers.delete(name);
+      this.asking.delete(name);
     };
     if (target.batch !== undefined) {
-      forget(this.names.batchMarker('cancelled', target.batch));
-      forget(this.names.batchMarker('paused', target.batch));
+      forget({ kind: 'batch-cancelled', batch: target.batch });
+      forget({ kind: 'batch-paused', batch: target.batch });
     }
-    if (target.tenant !== undefined) forget(this.names.tenantPauseMarker(target.tenant));
+    if (target.tenant !== undefined) forget({ kind: 'tenant-paused', tenant: target.tenant });
   }
 
   forgetAll(): void {
@@ -132,61 +139,52 @@ export class DirectiveGate {
   }
 
   async close(): Promise<void> {
-    const probe = this.probe;
-    this.probe = undefined;
-    this.connection = undefined;
-    await probe?.close();
+    const flags = this.flags;
+    this.flags = undefined;
+    await flags?.close();
   }
 
-  private remembered(marker: string): boolean | undefined {
-    const entry = this.answers.get(marker);
+  private remembered(name: string): boolean | undefined {
+    const entry = this.answers.get(name);
     if (entry === undefined) return undefined;
     if (this.now() - entry.at > DIRECTIVE_TTL_MS) {
-      this.answers.delete(marker);
+      this.answers.delete(name);
       return undefined;
     }
     return entry.on;
   }
 
-  /** One probe per marker at a time; probes go one after another on the probe's channel. */
-  private ask(marker: string): Promise<boolean> {
-    const pending = this.asking.get(marker);
+  /** One probe per flag at a time; BrokerFlags sends them one after another on its channel. */
+  private ask({ flag, name }: Asked): Promise<boolean> {
+    const pending = this.asking.get(name);
     if (pending !== undefined) return pending;
     const generation = this.generation;
-    const asked = this.exists(marker).then((on) => {
-      if (this.asking.get(marker) === asked) this.asking.delete(marker);
-      if (on !== undefined && generation === this.generation) this.remember(marker, on);
+    const asked = this.isSet(flag).then((on) => {
+      if (this.asking.get(name) === asked) this.asking.delete(name);
+      if (on !== undefined && generation === this.generation) this.remember(name, on);
       // No answer (the connection went): the delivery's channel goes with it, so whether the
       // job runs changes nothing the broker keeps. Run it; the next probe asks again.
       return on ?? false;
     });
-    this.asking.set(marker, asked);
+    this.asking.set(name, asked);
     return asked;
   }
 
-  private queue: Promise<unknown> = Promise.resolve();
-
-  private exists(marker: string): Promise<boolean | undefined> {
-    const run = async (): Promise<boolean> => {
-      const connection = this.connection;
-      if (connection === undefined) throw new Error('directive gate not attached to a connection');
-      this.probe ??= new ExchangeProbe(connection);
-      return this.probe.exists(marker);
-    };
-    const result = this.queue.then(run, run);
-    this.queue = result.catch(() => undefined);
-    return result.catch((err: unknown) => {
-      this.log.debug('directive probe failed', { marker, err: (err as Error).message });
+  private isSet(flag: DirectiveFlag): Promise<boolean | undefined> {
+    const flags = this.flags;
+    const answer = flags === undefined ? Promise.reject(new Error('directive gate not attached to a connection')) : flags.isSet(flag);
+    return answer.catch((err: unknown) => {
+      this.log.debug('directive probe failed', { marker: flagName(this.prefix, flag), err: (err as Error).message });
       return undefined;
     });
   }
 
-  private remember(marker: string, on: boolean): void {
+  private remember(name: string, on: boolean): void {
     if (this.answers.size >= MAX_ENTRIES) {
       const oldest = this.answers.keys().next();
       if (oldest.done !== true) this.answers.delete(oldest.value);
     }
-    this.answers.set(marker, { on, at: this.now() });
+    this.answers.set(name, { on, at: this.now() });
   }
 }
 

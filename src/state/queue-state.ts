@@ -1,18 +1,17 @@
+import { flagName, flagsIn, parseFlagName, type QueueFlag } from '../flags/flag.js';
 import { BrokerNames, parseBrokerName } from '../topology/names.js';
 import type { Topology } from '../topology/topology.types.js';
 
 /**
- * The queue states of seeds/001 5.1, per physical queue: `active` takes new jobs and its stages
- * consume; `paused` takes new jobs but no stage consumes (jobs in flight finish); `draining`
- * takes no new jobs (its entry is unbound, so they land in `unroutable`, kept) while its stages
- * empty it. `deleted` is not a state but `queue delete`.
+ * The queue states (docs/operations.md, "Queue states"), per physical queue: `active` takes new
+ * jobs and its stages consume; `paused` takes new jobs but no stage consumes (jobs in flight
+ * finish); `draining` takes no new jobs (its entry is unbound, so they land in `unroutable`,
+ * kept) while its stages empty it. `deleted` is not a state but `queue delete`.
  *
- * A state other than `active` is kept on the broker as a **marker exchange** (see
- * {@link stateMarker}): durable like the queues, so it holds across stage restarts,
- * reconnects, `provision` and broker restarts; readable by any process with a passive declare,
- * which needs no permission (stages have no management access, and with `security.tenantUsers`
- * no configure permission); listable through the management API for `queues`, `plan` and the
- * admin API. No marker means active. Markers are written by `setQueueState` only.
+ * A state other than `active` is a broker flag (src/flags/flag.ts, docs/broker.md "Broker
+ * flags"): `queue-paused` or `queue-draining`, a durable marker exchange, so it holds across
+ * stage restarts, reconnects, `provision` and broker restarts, and every process can read it.
+ * No flag means active. Flags of states are set by `setQueueState` only.
  *
  * Granularity: `paused` is per physical queue (a variant queue can be paused alone). `draining`
  * is per logical queue and tenant, because the entry it cuts (the tenant exchange's binding to
@@ -33,37 +32,35 @@ export interface QueueStateTarget {
   variant?: string;
 }
 
+/** The kinds of the flags that queue states are kept as. */
+export const STATE_FLAG_KINDS = ['queue-draining', 'queue-paused'] as const;
+
 /**
- * The marker exchange of a state: `<prefix>.state.paused.<queue>[.<tenant>[.<variant>]]` (one per
- * physical queue) and `<prefix>.state.draining.<queue>[.<tenant>]` (one per logical queue and
- * tenant). Queue names, tenants and variants have no dots, so a marker names exactly one target.
+ * The flag of a state for a target: `queue-paused` of the physical queue, `queue-draining` of the
+ * logical queue and tenant (a drain cuts the entry the variant queues share: the variant is dropped).
+ */
+export function stateFlag(state: MarkedState, target: QueueStateTarget): QueueFlag {
+  const where = { queue: target.queue, ...(target.tenant === undefined ? {} : { tenant: target.tenant }) };
+  if (state === 'draining') return { kind: 'queue-draining', ...where };
+  return { kind: 'queue-paused', ...where, ...(target.variant === undefined ? {} : { variant: target.variant }) };
+}
+
+/**
+ * The marker exchange's name of a state.
+ * @deprecated for src/runner/tenant-pool.ts until it moves to `flagName(prefix, stateFlag(...))`.
  */
 export function stateMarker(prefix: string, state: MarkedState, target: QueueStateTarget): string {
-  return new BrokerNames(prefix).stateMarker(state, target.queue, target.tenant, target.variant);
+  return flagName(prefix, stateFlag(state, target));
 }
 
-/** Reads a marker's name back, or undefined for any other name. */
-export function parseStateMarker(prefix: string, name: string): ({ state: MarkedState } & QueueStateTarget) | undefined {
-  const head = `${prefix}.state.`;
-  if (!name.startsWith(head)) return undefined;
-  const [state, queue, tenant, variant, ...extra] = name.slice(head.length).split('.');
-  if ((state !== 'paused' && state !== 'draining') || queue === undefined || queue === '' || extra.length > 0) return undefined;
-  if (state === 'draining' && variant !== undefined) return undefined;
-  return {
-    state,
-    queue,
-    ...(tenant === undefined ? {} : { tenant }),
-    ...(variant === undefined ? {} : { variant }),
-  };
-}
-
-/** Whether `name` is a state marker under `prefix` (plan and removal tell them from topology). */
+/** Whether `name` is the flag of a queue state under `prefix` (tests tell them from topology). */
 export function isStateMarker(prefix: string, name: string): boolean {
-  return parseStateMarker(prefix, name) !== undefined;
+  const kind = parseFlagName(prefix, name)?.kind;
+  return kind === 'queue-paused' || kind === 'queue-draining';
 }
 
 /**
- * The states of every physical queue, read from the marker exchanges present (for example the
+ * The states of every physical queue, read from the flags among exchange names (for example the
  * management API's exchange list). `draining` wins over `paused`: `setQueueState` never leaves
  * both, and a queue that takes no new jobs is draining whatever else is said of it.
  */
@@ -76,11 +73,9 @@ export class QueueStates {
     exchangeNames: Iterable<string>,
   ) {
     const names = new BrokerNames(prefix);
-    for (const name of exchangeNames) {
-      const marker = parseStateMarker(prefix, name);
-      if (marker === undefined) continue;
-      if (marker.state === 'paused') this.paused.add(names.queue(marker.queue, marker.tenant, marker.variant));
-      else this.draining.add(names.queue(marker.queue, marker.tenant));
+    for (const flag of flagsIn(prefix, exchangeNames, STATE_FLAG_KINDS)) {
+      if (flag.kind === 'queue-paused') this.paused.add(names.queue(flag.queue, flag.tenant, flag.variant));
+      else this.draining.add(names.queue(flag.queue, flag.tenant));
     }
   }
 
@@ -103,17 +98,15 @@ export class QueueStates {
 }
 
 /**
- * Every marker a state could leave for the queues of `topology`: the pause marker of each main
- * queue and the drain marker of each entry. For deleting by name, where nothing can list them.
+ * Every flag name a state could leave for the queues of `topology`: the pause flag of each main
+ * queue and the drain flag of each entry. For deleting by name, where nothing can list them.
  */
 export function possibleStateMarkers(prefix: string, topology: Topology): string[] {
-  const names = new BrokerNames(prefix);
   const markers = new Set<string>();
   for (const queue of topology.queues) {
     const parsed = parseBrokerName(prefix, queue.name);
-    if (parsed?.kind === 'queue' && parsed.queue !== undefined) {
-      markers.add(names.stateMarker('paused', parsed.queue, parsed.tenant, parsed.variant));
-    }
+    if (parsed?.kind === 'queue' && parsed.queue !== undefined)
+      markers.add(flagName(prefix, stateFlag('paused', { ...parsed, queue: parsed.queue })));
   }
   for (const binding of topology.bindings) if (binding.drainMarker !== undefined) markers.add(binding.drainMarker);
   return [...markers];

@@ -1,16 +1,17 @@
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import { declareTopology, unbind } from '../broker/declare-topology.js';
-import { exchangeExists } from '../broker/exchange-exists.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import type { ControlCommand } from '../control/control-protocol.js';
 import { publishControl } from '../control/send-control.js';
 import { StagecoachError, TenantError } from '../errors/errors.js';
+import { BrokerFlags } from '../flags/broker-flags.js';
 import type { Logger } from '../logging/logger.js';
 import { coreTopology, provisionedQueueTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
+import type { Topology } from '../topology/topology.types.js';
 import { StateProbe } from './state-probe.js';
-import type { QueueState, QueueStateTarget } from './queue-state.js';
+import { stateFlag, type QueueState, type QueueStateTarget } from './queue-state.js';
 
 /** A physical queue and the state it is in after `setQueueState`. */
 export interface PhysicalQueueState {
@@ -27,14 +28,14 @@ const COMMAND: Record<QueueState, ControlCommand> = { active: 'resume', paused: 
  * Puts a logical queue (of one tenant, of every configured tenant when `tenant` is absent, or
  * shared) into `state`, on the broker, then tells running stages to read it again.
  *
- * The marker exchanges are the truth (queue-state.ts); the control message only makes running
- * stages look now rather than at their next connection. In order, so that a crash half-way
- * leaves a state that a second run completes:
- * - `paused`: put the pause markers; if it was draining, drop that marker and bind the entry again.
- * - `draining`: put the drain marker, drop pause markers, then unbind the entry (new jobs land in
- *   `unroutable`, kept and replayable). Stages declaring concurrently check the marker after
+ * The state flags are the truth (queue-state.ts); the control message only makes running stages
+ * look now rather than at their next connection. In order, so that a crash half-way leaves a
+ * state that a second run completes:
+ * - `paused`: set the pause flags; if it was draining, clear that flag and bind the entry again.
+ * - `draining`: set the drain flag, clear the pause flags, then unbind the entry (new jobs land in
+ *   `unroutable`, kept and replayable). Stages declaring concurrently check the flag after
  *   binding (declare-topology.ts), so none reopens the entry.
- * - `active`: drop the pause markers, and without a variant the drain marker, then bind the entry.
+ * - `active`: clear the pause flags, and without a variant the drain flag, then bind the entry.
  * With `variant`, only that variant queue's pause changes: a drain is the whole logical queue's.
  *
  * @throws StagecoachError INVALID_REQUEST for a tenant on a shared queue, an unknown variant, or
@@ -93,31 +94,39 @@ async function setOne(
   state: QueueState,
   log: Logger,
 ): Promise<void> {
-  const names = new BrokerNames(config.prefix);
   const physical = physicalVariants(queue, variant);
-  const pauseMarkers = physical.map((v) => names.stateMarker('paused', queue.name, tenant, v));
-  const drainMarker = names.stateMarker('draining', queue.name, tenant);
+  const pauseFlags = physical.map((v) => stateFlag('paused', { queue: queue.name, tenant, variant: v }));
+  const drainFlag = stateFlag('draining', { queue: queue.name, tenant });
   const topology = provisionedQueueTopology(config, queue, tenant);
+  const flags = new BrokerFlags(connection, config);
+  try {
+    if (state === 'draining') {
+      await flags.set(drainFlag);
+      for (const flag of pauseFlags) await flags.clear(flag);
+      // Its queues exist (declared without the entry, the flag being set), then the entry goes.
+      await declareTopology(connection, topology, log);
+      await cutEntries(connection, topology.bindings);
+      return;
+    }
+    if (state === 'paused') for (const flag of pauseFlags) await flags.set(flag);
+    else for (const flag of pauseFlags) await flags.clear(flag);
+    // Pausing or resuming the whole queue ends a drain; a variant alone does not.
+    if (variant === undefined) {
+      await flags.clear(drainFlag);
+      // Binding again is declaring: idempotent, and it skips the entry while a drain flag stays.
+      await declareTopology(connection, topology, log);
+    }
+  } finally {
+    await flags.close();
+  }
+}
+
+/** Unbinds the entries among `bindings` (those a drain flag closes): new jobs land in `unroutable`. */
+async function cutEntries(connection: AmqpConnection, bindings: Topology['bindings']): Promise<void> {
   const channel = await connection.createChannel();
   channel.on('error', () => undefined);
   try {
-    const mark = (name: string): Promise<unknown> => channel.assertExchange(name, 'fanout', { durable: config.durable });
-    if (state === 'draining') {
-      await mark(drainMarker);
-      for (const marker of pauseMarkers) await channel.deleteExchange(marker);
-      // Its queues exist (declared without the entry, the marker being there), then the entry goes.
-      await declareTopology(connection, topology, log);
-      for (const binding of topology.bindings) if (binding.drainMarker !== undefined) await unbind(channel, binding);
-      return;
-    }
-    if (state === 'paused') for (const marker of pauseMarkers) await mark(marker);
-    else for (const marker of pauseMarkers) await channel.deleteExchange(marker);
-    // Pausing or resuming the whole queue ends a drain; a variant alone does not.
-    if (variant === undefined) {
-      await channel.deleteExchange(drainMarker);
-      // Binding again is declaring: idempotent, and it skips the entry while a drain marker stays.
-      await declareTopology(connection, topology, log);
-    }
+    for (const binding of bindings) if (binding.drainMarker !== undefined) await unbind(channel, binding);
   } finally {
     await channel.close().catch(() => undefined);
   }
@@ -154,7 +163,12 @@ function physicalVariants(queue: ResolvedQueueConfig, variant: string | undefine
 /** A state for a tenant nobody provisioned would name queues nobody declared. */
 export async function checkKnownTenant(config: CompiledConfig, connection: AmqpConnection, tenant: string): Promise<void> {
   if (config.tenants.includes(tenant)) return;
-  if (await exchangeExists(connection, new BrokerNames(config.prefix).tenantExchange(tenant))) return;
+  const flags = new BrokerFlags(connection, config);
+  try {
+    if (await flags.isSet({ kind: 'tenant-provisioned', tenant })) return;
+  } finally {
+    await flags.close();
+  }
   throw new TenantError(
     tenant,
     `tenant "${tenant}" is neither configured nor provisioned: run \`stagecoach provision --tenant ${tenant}\` first`,

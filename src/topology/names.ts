@@ -1,5 +1,8 @@
+import { flagName } from '../flags/flag.js';
+
 /**
- * Every name stagecoach uses on the broker, in one place (DESIGN.md "Names on the broker").
+ * Every name stagecoach uses on the broker, in one place (docs/broker.md). The names of broker
+ * flags (markers, the read lock) are made in src/flags/flag.ts and only handed out here.
  * Logical queue names, tenants and variants are slugs without dots, so the dotted names below
  * never collide.
  */
@@ -22,8 +25,9 @@ export class BrokerNames {
   get unroutable(): string {
     return `${this.prefix}.unroutable`;
   }
+  /** Direct exchange of a tenant; its existence is the tenant-provisioned flag (src/flags/flag.ts). */
   tenantExchange(tenant: string): string {
-    return `${this.prefix}.tenant.${tenant}`;
+    return flagName(this.prefix, { kind: 'tenant-provisioned', tenant });
   }
   /** Headers exchange choosing among a queue's variant queues for one tenant. */
   variantExchange(queue: string, tenant: string): string {
@@ -76,8 +80,10 @@ export class BrokerNames {
    * queue for `paused`, per logical queue and tenant for `draining` (a variant is ignored).
    */
   stateMarker(state: 'paused' | 'draining', queue: string, tenant?: string, variant?: string): string {
-    const parts = [this.prefix, 'state', state, queue, tenant, state === 'paused' ? variant : undefined];
-    return parts.filter((part) => part !== undefined).join('.');
+    return flagName(
+      this.prefix,
+      state === 'paused' ? { kind: 'queue-paused', queue, tenant, variant } : { kind: 'queue-draining', queue, tenant },
+    );
   }
   /** Topic exchange of the OJS events (`queue.full`, `tenant.retired`...), routing key = event type. */
   get events(): string {
@@ -108,29 +114,24 @@ export class BrokerNames {
    * batch is cancelled, or paused. Batch ids may hold dots: the name is read back by its head.
    */
   batchMarker(directive: 'cancelled' | 'paused', batch: string): string {
-    return `${this.prefix}.batch-${directive}.${batch}`;
+    return flagName(this.prefix, { kind: directive === 'cancelled' ? 'batch-cancelled' : 'batch-paused', batch });
   }
   /**
    * Exclusive queue whose existence is the lock of the administrative reads
    * that hold messages (src/broker/read-lock.ts): held by one connection at a time, gone with it.
    */
   get readLock(): string {
-    return `${this.prefix}.read-lock`;
+    return flagName(this.prefix, { kind: 'read-lock' });
   }
   /** Marker exchange of a paused tenant: every job of the tenant is parked at every stage. */
   tenantPauseMarker(tenant: string): string {
-    return `${this.prefix}.tenant-paused.${tenant}`;
+    return flagName(this.prefix, { kind: 'tenant-paused', tenant });
   }
 }
 
 /** The park exchange's routing key for a job's tenant: tenants are slugs, so `_` names none. */
 export function parkKey(tenant: string | undefined): string {
   return tenant ?? '_';
-}
-
-/** Whether a name is a batch or tenant directive marker: state made on demand, not topology. */
-export function isDirectiveName(prefix: string, name: string): boolean {
-  return ['batch-cancelled.', 'batch-paused.', 'tenant-paused.'].some((head) => name.startsWith(`${prefix}.${head}`));
 }
 
 /** What a broker name under a prefix is, read back from its parts (see `parseBrokerName`). */

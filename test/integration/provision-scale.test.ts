@@ -5,9 +5,10 @@ import { expect } from 'chai';
 import type { AdminEvent } from '../../src/events/admin-events.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
 import { declareTopology, PROVISION_LANES } from '../../src/broker/declare-topology.js';
-import { ListedDrainMarkers, type DrainMarkers } from '../../src/broker/drain-markers.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
+import type { FlagReader } from '../../src/flags/flag-reader.js';
+import { ListedFlags } from '../../src/flags/listed-flags.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { provisionBroker } from '../../src/plan/provision-broker.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
@@ -142,12 +143,12 @@ describe(`provision at scale (${TENANTS} tenants, real broker)`, function () {
     const names = new BrokerNames(config.prefix);
     const topology = provisionTopology(config, []);
     const api = new ManagementApi(config.broker.management);
-    const listed = new ListedDrainMarkers(api, vhostOfAmqpUrl(config.broker.url));
+    const listed = new ListedFlags(api, vhostOfAmqpUrl(config.broker.url));
     // The drain runs whole (marker put, entry unbound: nothing to unbind yet) right after the
     // first look, which therefore answers "not draining": the bind that follows reopens the entry
     // unless the second look catches it.
     let looks = 0;
-    const racing: DrainMarkers = {
+    const racing: FlagReader = {
       present: async (markers) => {
         const found = await listed.present(markers);
         looks += 1;
