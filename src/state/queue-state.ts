@@ -45,14 +45,6 @@ export function stateFlag(state: MarkedState, target: QueueStateTarget): QueueFl
   return { kind: 'queue-paused', ...where, ...(target.variant === undefined ? {} : { variant: target.variant }) };
 }
 
-/**
- * The marker exchange's name of a state.
- * @deprecated for src/runner/tenant-pool.ts until it moves to `flagName(prefix, stateFlag(...))`.
- */
-export function stateMarker(prefix: string, state: MarkedState, target: QueueStateTarget): string {
-  return flagName(prefix, stateFlag(state, target));
-}
-
 /** Whether `name` is the flag of a queue state under `prefix` (tests tell them from topology). */
 export function isStateMarker(prefix: string, name: string): boolean {
   const kind = parseFlagName(prefix, name)?.kind;

@@ -1,10 +1,9 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import { isOpen } from '../../broker/connection-state.js';
-import { exchangeExists } from '../../broker/exchange-exists.js';
+import { BrokerFlags } from '../../flags/broker-flags.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import { TenantError } from '../../errors/errors.js';
 import type { Logger } from '../../logging/logger.js';
-import { BrokerNames } from '../../topology/names.js';
 
 /**
  * Before anything is declared: every tenant of the process is configured or provisioned (its
@@ -25,12 +24,12 @@ export async function checkKnownTenants(
   const configured = new Set(config.tenants);
   const unknown = [...new Set(tenants)].filter((tenant): tenant is string => tenant !== undefined && !configured.has(tenant));
   if (unknown.length === 0) return first;
-  const names = new BrokerNames(config.prefix);
   let connection = first;
   for (;;) {
+    const flags = new BrokerFlags(connection, { prefix: config.prefix });
     try {
       for (const tenant of unknown) {
-        if (!(await exchangeExists(connection, names.tenantExchange(tenant)))) {
+        if (!(await flags.isSet({ kind: 'tenant-provisioned', tenant }))) {
           throw new TenantError(
             tenant,
             `tenant "${tenant}" is neither configured (tenants in ${config.source}) nor provisioned on the broker: ` +
@@ -43,6 +42,8 @@ export async function checkKnownTenants(
       if (err instanceof TenantError || isOpen(connection)) throw err;
       log.warn('connection lost while checking tenants; checking on the next connection', { err: (err as Error).message });
       connection = await next(connection);
+    } finally {
+      await flags.close();
     }
   }
 }

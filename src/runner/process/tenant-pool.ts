@@ -1,6 +1,5 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import { ConfirmPublisher, type QueueFullObserver } from '../../broker/confirm-publisher.js';
-import { ListedDrainMarkers, type DrainMarkers } from '../../broker/drain-markers.js';
 import type { CompiledConfig, CompiledStageConfig } from '../../config/config.types.js';
 import { PREFETCH_BUFFER } from '../../config/defaults.js';
 import { tenantShare } from '../../config/tenant-share.js';
@@ -8,7 +7,10 @@ import type { Logger } from '../../logging/logger.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
 import { ManagementApi } from '../../security/management-api.js';
 import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
-import { stateMarker, type QueueState } from '../../state/queue-state.js';
+import { stateFlag, type QueueState } from '../../state/queue-state.js';
+import { flagName } from '../../flags/flag.js';
+import type { FlagReader } from '../../flags/flag-reader.js';
+import { ListedFlags } from '../../flags/listed-flags.js';
 import { ChannelSupervisor } from '../channel-supervisor.js';
 import { FairShare } from '../fair-share.js';
 import type { LossLedger } from '../loss-ledger.js';
@@ -145,8 +147,8 @@ export class TenantPool {
       return targets.map(() => undefined);
     }
     return targets.map((target) => {
-      if (names.has(stateMarker(config.prefix, 'draining', target))) return 'draining';
-      return names.has(stateMarker(config.prefix, 'paused', target)) ? 'paused' : 'active';
+      if (names.has(flagName(config.prefix, stateFlag('draining', target)))) return 'draining';
+      return names.has(flagName(config.prefix, stateFlag('paused', target))) ? 'paused' : 'active';
     });
   }
 
@@ -155,13 +157,13 @@ export class TenantPool {
    * the management API, when it answers, instead of two passive declares per tenant (each missing
    * marker costing a channel). Empty (the default, probing) when it does not.
    */
-  async drainMarkers(): Promise<{ drainMarkers?: DrainMarkers }> {
+  async drainMarkers(): Promise<{ drainMarkers?: FlagReader }> {
     const { config, log } = this.options;
     const api = new ManagementApi(config.broker.management);
     const vhost = vhostOfAmqpUrl(config.broker.url);
     try {
       await api.listExchangeNames(vhost);
-      return { drainMarkers: new ListedDrainMarkers(api, vhost) };
+      return { drainMarkers: new ListedFlags(api, vhost) };
     } catch (err) {
       log.debug('drain markers probed one by one (management API)', { err: (err as Error).message });
       return {};
