@@ -65,7 +65,7 @@ export interface QueueSettings {
  */
 export type QueueType = 'classic' | 'quorum';
 
-/** One logical queue (OJS queue configuration, seeds/001 section 6, plus scope and variants). */
+/** One logical queue (OJS queue configuration section 6, plus scope and variants). */
 export interface QueueConfig extends QueueSettings {
   /**
    * The queue type of every physical queue of this logical queue (main, variants, `due`,
@@ -99,9 +99,9 @@ export interface QueueConfig extends QueueSettings {
 }
 
 /**
- * A tenant with settings of its own (seeds/001 8.5): `queues.<name>` overrides the settings of
- * that tenant's physical queues of a tenant-scoped queue, `queues._default` those of all its
- * queues (layered as the tenant's own `_default`). Other tenants are never affected.
+ * A tenant with settings of its own (OJS queue configuration 8.5): `queues.<name>` overrides the
+ * settings of that tenant's physical queues of a tenant-scoped queue, `queues._default` those of
+ * all its queues (layered as the tenant's own `_default`). Other tenants are never affected.
  */
 export interface TenantConfig {
   /** The tenant slug. */

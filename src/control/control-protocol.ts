@@ -5,9 +5,9 @@
  */
 
 /**
- * Queue states (seeds/001 section 5) and worker states (seeds/003) sent to running stages, and
- * `directive`: a batch's or a tenant's directive markers changed (cancel, pause, resume; see
- * src/batch/batch-directives.ts), so stages read them again.
+ * Queue states (OJS queue configuration section 5) and worker states (OJS core section 10) sent to
+ * running stages, and `directive`: a batch's or a tenant's directive markers changed (cancel,
+ * pause, resume; see src/batch/batch-directives.ts), so stages read them again.
  */
 export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive';
 

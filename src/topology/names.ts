@@ -1,5 +1,5 @@
 /**
- * Every name stagecoach uses on the broker, in one place (DESIGN.md "Names on the broker").
+ * Every name stagecoach uses on the broker, in one place (docs/broker.md).
  * Logical queue names, tenants and variants are slugs without dots, so the dotted names below
  * never collide.
  */
