@@ -5,16 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
 import { v7 as uuidv7 } from 'uuid';
-import {
-  BrokerNames,
-  compileConfig,
-  createJob,
-  toWire,
-  type CompiledConfig,
-  type LoadedStage,
-  type Logger,
-  type RawConfig,
-} from '../src/index.js';
+import { compileConfig, createJob, type CompiledConfig, type LoadedStage, type Logger, type RawConfig } from '../src/index.js';
+import { BrokerNames, toWire } from '../src/wire.js';
 import { MAX_PAYLOAD_THRESHOLD } from '../src/config/defaults.js';
 import { brokerCpuNow } from './broker-cpu.js';
 

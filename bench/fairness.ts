@@ -21,7 +21,8 @@
  * its tenants 16 at a time, and without the gate the first ones run alone meanwhile (100 tenants
  * take a few seconds on 2 busy cores), which measures attach order, not the share.
  */
-import { declareTopologyOnce, loadStage, provisionTopology, StageGroup, type LoadedStage } from '../src/index.js';
+import { loadStage, StageGroup, type LoadedStage } from '../src/index.js';
+import { declareTopologyOnce, provisionTopology } from '../src/wire.js';
 import { probe } from './bench-stages.js';
 import { fmt, poll, progress, withTimeout, sleep, type BenchContext } from './common.js';
 import { dropSubConfig, fillTenants, subConfig, type SubConfig } from './sub-prefix.js';

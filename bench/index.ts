@@ -8,15 +8,8 @@
  * prefix and deleted at the end, on failure and on SIGINT/SIGTERM too. See bench/README.md.
  */
 import os from 'node:os';
-import {
-  createLogger,
-  declareTopologyOnce,
-  loadAllStages,
-  provisionTopology,
-  BrokerNames,
-  type CompiledConfig,
-  type StageMetadata,
-} from '../src/index.js';
+import { createLogger, loadAllStages, type CompiledConfig, type StageMetadata } from '../src/index.js';
+import { BrokerNames, declareTopologyOnce, provisionTopology } from '../src/wire.js';
 import { teardown } from '../src/testing/index.js';
 import {
   benchConfig,

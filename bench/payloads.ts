@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { createJob, createPayloadStore, Publisher, toWire, type PayloadStore } from '../src/index.js';
+import { createJob, createPayloadStore, Publisher, type PayloadStore } from '../src/index.js';
+import { toWire } from '../src/wire.js';
 import { vhostOfAmqpUrl } from '../src/security/broker-users.js';
 import {
   expectCounts,

@@ -15,7 +15,8 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { declareTopologyOnce, loadStage, provisionTopology, StageGroup, type LoadedStage, type StageMetadata } from '../src/index.js';
+import { loadStage, StageGroup, type LoadedStage, type StageMetadata } from '../src/index.js';
+import { declareTopologyOnce, provisionTopology } from '../src/wire.js';
 import { probe } from './bench-stages.js';
 import {
   bodySize,

@@ -6,7 +6,8 @@
  */
 import type { ConfirmChannel } from 'amqplib';
 import { v7 as uuidv7 } from 'uuid';
-import { BrokerNames, compileConfig, createJob, toWire, type CompiledConfig, type RawConfig } from '../src/index.js';
+import { compileConfig, createJob, type CompiledConfig, type RawConfig } from '../src/index.js';
+import { BrokerNames, toWire } from '../src/wire.js';
 import { deletePrefix } from '../src/testing/index.js';
 import { closeQuietly, connect, fmt, JOB_TYPE, progress, rawTraceparent, withTimeout, type BenchContext } from './common.js';
 

@@ -1,5 +1,7 @@
 import amqplib from 'amqplib';
-import { compileConfig, createLogger, provisionBroker, provisionTopology, type CompiledConfig, type Topology } from '../src/index.js';
+import { compileConfig, createLogger, type CompiledConfig } from '../src/index.js';
+import { provisionBroker } from '../src/admin.js';
+import { provisionTopology, type Topology } from '../src/wire.js';
 import { vhostOfAmqpUrl } from '../src/security/broker-users.js';
 import { ManagementApi } from '../src/security/management-api.js';
 import { fmt, progress, withTimeout, type BenchContext } from './common.js';

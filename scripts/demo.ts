@@ -11,17 +11,8 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  createLogger,
-  devInstances,
-  loadAllStages,
-  loadConfig,
-  Publisher,
-  StageGroup,
-  Tracker,
-  type BatchCounts,
-  type TrackedBatch,
-} from '../src/index.js';
+import { createLogger, devInstances, loadAllStages, loadConfig, Publisher, StageGroup } from '../src/index.js';
+import { Tracker, type BatchCounts, type TrackedBatch } from '../src/runtime.js';
 import { purge } from '../src/testing/index.js';
 import type { ResultLine } from '../stages/exporter.stage.js';
 import { readScanResults, scanComplete } from '../stages/lib/results.js';

@@ -49,7 +49,8 @@ export function getConfig(fixed?: '_default') {
  * the queue's own entry in the configuration file (`queues.<name>`), which is written back
  * atomically once it compiles, then the queue settings are put on the broker as `apply` would
  * (policies: in effect at once, no stage restarts). With `?tenant=T` the body replaces that
- * tenant's own settings of the queue (`tenants[].queues.<name>`, settings only, seeds/001 8.5).
+ * tenant's own settings of the queue (`tenants[].queues.<name>`, settings only, OJS queue
+ * configuration 8.5).
  *
  * The answer says which policies changed and which fields need a stage restart to take effect
  * (`restart_needed`). Topology fields are kept when left out and refused when changed (422).

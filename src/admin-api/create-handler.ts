@@ -12,9 +12,9 @@ import { withCommandEvents } from '../events/command-events.js';
 import { syncQueueSettings } from '../plan/queue-settings.js';
 
 /**
- * `POST /ojs/v1/queues` with `{ "name", "config"? }` (seeds/001 5.2, 9.2): explicit creation.
- * The queue is added to the configuration file (written atomically once it compiles), then
- * declared for every configured tenant (or once, shared) and its settings put, as `provision`
+ * `POST /ojs/v1/queues` with `{ "name", "config"? }` (OJS queue configuration 5.2, 9.2): explicit
+ * creation. The queue is added to the configuration file (written atomically once it compiles),
+ * then declared for every configured tenant (or once, shared) and its settings put, as `provision`
  * would, so jobs wait in it before any stage runs. A queue already configured is a 409.
  */
 export async function createQueue(ctx: AdminContext, { req }: ApiRequest): Promise<ApiResponse> {

@@ -12,10 +12,10 @@ import type { ApiRequest, ApiResponse } from './router.js';
 
 /**
  * `DELETE /ojs/v1/queues/{name}[?tenant=T]` with `{ "strategy": "reject"|"discard"|"move",
- * "target_queue"? }` (seeds/001 5.3): removes the logical queue from the broker with the removal
- * code of `stagecoach queue delete`, and, for the whole queue, its entry (and every tenant's own
- * settings of it) from the configuration file, so that neither `provision` nor `plan` brings it
- * back. Done when answered (200, `state: "deleted"`), not accepted for later (202).
+ * "target_queue"? }` (OJS queue configuration 5.3): removes the logical queue from the broker with
+ * the removal code of `stagecoach queue delete`, and, for the whole queue, its entry (and every
+ * tenant's own settings of it) from the configuration file, so that neither `provision` nor `plan`
+ * brings it back. Done when answered (200, `state: "deleted"`), not accepted for later (202).
  *
  * Refused with 409: a queue a configured stage reads or writes (its stages would declare it
  * again), one tenant's part of a configured queue (`provision` declares it for every configured

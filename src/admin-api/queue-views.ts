@@ -5,10 +5,10 @@ import type { QueueState } from '../state/queue-state.js';
 
 /**
  * The JSON the admin API answers with, built from the configuration and the inspection reports
- * (src/inspect). Field names follow seeds/001 (snake_case).
+ * (src/inspect). Field names follow OJS queue configuration (snake_case).
  */
 
-/** A queue's effective configuration (seeds/001 section 6 fields that stagecoach has), `null` for unlimited. */
+/** A queue's effective configuration (OJS queue configuration section 6 fields that stagecoach has), `null` for unlimited. */
 export function configView(config: CompiledConfig, name: string, tenant?: string): Record<string, unknown> {
   // Not queueFor: under strict_queues it refuses a queue found on the broker but not configured, which is still shown.
   const queue: ResolvedQueueConfig = config.queues.get(name) ?? config.defaultQueue;

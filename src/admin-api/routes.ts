@@ -9,7 +9,7 @@ import type { ApiRequest, ApiResponse, Route } from './router.js';
 const BASE = '/ojs/v1/queues';
 const BATCHES = '/ojs/v1/batches';
 
-/** Every endpoint of the admin API (seeds/001 section 9, plus the states of 5.1, plus batch and job status). */
+/** Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1, plus batch and job status). */
 export function adminRoutes(ctx: AdminContext): Route[] {
   const bind =
     (handler: (ctx: AdminContext, request: ApiRequest) => Promise<ApiResponse>) =>

@@ -14,7 +14,7 @@ import { peek } from '../broker/peek.js';
 import { deleteIfEmpty } from './delete-if-empty.js';
 
 /**
- * The strategies of seeds/001 5.3 for what a removed queue still holds:
+ * The strategies of OJS queue configuration 5.3 for what a removed queue still holds:
  * - `reject`: refuse while any job remains (main, due, suspect or dead-letter queue), and list
  *   them; nothing is touched;
  * - `discard`: drop them, and count what was dropped;

@@ -31,7 +31,7 @@ export interface TrackedJob {
   conflict: boolean;
 }
 
-/** The counts of a batch (DESIGN.md `batch status --json` `jobs`, plus `discarded`). */
+/** The counts of a batch (docs/batches.md "Status": `batch status --json` `jobs`, plus `discarded`). */
 export interface BatchCounts {
   known: number;
   completed: number;
@@ -254,9 +254,9 @@ function count(counts: BatchCounts, cls: JobClass, delta: number): void {
 }
 
 /**
- * The state word of a batch (DESIGN.md): `running` while a job of it is in flight, then
- * `completed`, or `cancelled` when `batch cancel` was recorded. A cancelled batch whose every job
- * had settled before the cancel reached a stage is still `cancelled`: that is what was asked.
+ * The state word of a batch (docs/batches.md "Status"): `running` while a job of it is in flight,
+ * then `completed`, or `cancelled` when `batch cancel` was recorded. A cancelled batch whose every
+ * job had settled before the cancel reached a stage is still `cancelled`: that is what was asked.
  */
 export function batchState(batch: TrackedBatch): 'running' | 'completed' | 'cancelled' {
   if (!isComplete(batch)) return 'running';

@@ -1,10 +1,10 @@
 import { batchState, jobState, type TrackedBatch, type TrackedJob } from './batch-fold.js';
 
 /**
- * `batch status --json` and `GET /ojs/v1/batches/{id}`: the DESIGN.md shape (`id`, `tenant`,
- * `state`, `jobs` = the counts) followed by what else the fold knows of the batch. Field by field,
- * so that nothing the fold keeps for itself leaks into the output; one function, so the command
- * line and the admin API can never print different JSON.
+ * `batch status --json` and `GET /ojs/v1/batches/{id}`: the docs/batches.md "Status" shape (`id`,
+ * `tenant`, `state`, `jobs` = the counts) followed by what else the fold knows of the batch. Field
+ * by field, so that nothing the fold keeps for itself leaks into the output; one function, so the
+ * command line and the admin API can never print different JSON.
  */
 export function batchView(batch: TrackedBatch): Record<string, unknown> {
   return {

@@ -24,7 +24,7 @@ export interface ScheduleContext {
 }
 
 /**
- * Where a job enters the broker (DESIGN.md): tenant-scoped queues through the root headers
+ * Where a job enters the broker (docs/broker.md): tenant-scoped queues through the root headers
  * exchange with the tenant header, shared queues through `ojs.direct`; the routing key is
  * always the logical queue name.
  *

@@ -114,8 +114,8 @@ function tenantNames(source: string, entries: ReadonlyArray<string | TenantConfi
 
 /**
  * The layers `settingsFor` resolves per-tenant settings from, each checked: a tenant may not
- * set anything for a shared queue (one physical queue serves every tenant: seeds/001 8.5 says a
- * tenant's settings must not affect the others).
+ * set anything for a shared queue (one physical queue serves every tenant: OJS queue configuration
+ * 8.5 says a tenant's settings must not affect the others).
  */
 function settingsLayers(
   source: string,

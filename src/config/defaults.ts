@@ -21,7 +21,7 @@ export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
 
 /**
  * The system defaults of the settings the broker enforces: no bound, `reject` when a bound is
- * set, dead letters kept 30 days (seeds/001 6.4).
+ * set, dead letters kept 30 days (OJS queue configuration 6.4).
  */
 export const SYSTEM_QUEUE_SETTINGS = {
   overflow_policy: 'reject',

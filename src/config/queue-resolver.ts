@@ -60,8 +60,8 @@ export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings
 }
 
 /**
- * The settings of one logical queue's physical queues for `tenant` (seeds/001 7.2 and 8.5):
- * system defaults, `_default`, the tenant's `_default`, the queue's own, the tenant's for the
+ * The settings of one logical queue's physical queues for `tenant` (OJS queue configuration 7.2 and
+ * 8.5): system defaults, `_default`, the tenant's `_default`, the queue's own, the tenant's for the
  * queue. Without a tenant (or for a tenant with no settings of its own): the queue's settings,
  * as `queueFor()` resolves them.
  */

@@ -5,10 +5,9 @@
  */
 
 /**
- * Queue states and worker states (the Open Job Spec's, https://openjobspec.org; docs/operations.md,
- * "Queue states" and "Worker states") sent to running stages, and
- * `directive`: a batch's or a tenant's directive markers changed (cancel, pause, resume; see
- * src/batch/batch-directives.ts), so stages read them again.
+ * Queue states (OJS queue configuration section 5) and worker states (OJS core section 10) sent to
+ * running stages, and `directive`: a batch's or a tenant's directive markers changed (cancel,
+ * pause, resume; see src/batch/batch-directives.ts), so stages read them again.
  */
 export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive';
 

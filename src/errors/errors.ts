@@ -27,8 +27,8 @@ export type ErrorCode =
   | 'TENANT_MISMATCH'
   // The RabbitMQ management HTTP API refused or failed a call (users, permissions).
   | 'MANAGEMENT_FAILED'
-  // The broker state forbids the operation now (seeds/001 5.3 "409 Conflict"): a queue to remove
-  // still has consumers, or holds jobs under the reject strategy.
+  // The broker state forbids the operation now (OJS queue configuration 5.3 "409 Conflict"): a
+  // queue to remove still has consumers, or holds jobs under the reject strategy.
   | 'CONFLICT'
   // A change through the admin API without the right bearer token (or with none configured).
   | 'UNAUTHORIZED'

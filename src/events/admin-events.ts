@@ -1,5 +1,5 @@
 /**
- * The OJS events administration emits (seeds/001 section 10, DESIGN.md `ojs.events`):
+ * The OJS events administration emits (OJS queue configuration 10.1, docs/broker.md "Events"):
  * `queue.config_updated` when `apply`, `provision` or `dev` changes a queue's settings,
  * `tenant.provisioned` when `provision` or `apply` declares a tenant the broker did not have,
  * `queue.deleted` and `tenant.retired` when `queue delete` and `tenant retire` remove them.

@@ -1,10 +1,10 @@
 import { uuidv7 } from '../job/uuid-v7.js';
 
 /**
- * The OJS events of queue configuration (seeds/001 section 10) and of tenants (DESIGN.md
- * `<prefix>.events`). `queue.overflow` is listed for consumers and other producers: stagecoach
- * itself does not emit it (RabbitMQ drops the head of a `drop_oldest` queue without telling any
- * client; see docs/broker.md "Events").
+ * The OJS events of queue configuration (OJS queue configuration 10.1) and of tenants
+ * (docs/broker.md "Events"). `queue.overflow` is listed for consumers and other producers:
+ * stagecoach itself does not emit it (RabbitMQ drops the head of a `drop_oldest` queue without
+ * telling any client; see docs/broker.md "Events").
  */
 export const EVENT_TYPES = [
   'queue.full',

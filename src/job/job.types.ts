@@ -7,7 +7,7 @@ export interface JobError {
   backtrace?: string[];
 }
 
-/** An OJS job envelope as it travels in a message body (seeds/003, DESIGN.md "Words"). */
+/** An OJS job envelope as it travels in a message body (OJS core section 5; docs/broker.md). */
 export interface Job {
   specversion: string;
   /** UUIDv7. */

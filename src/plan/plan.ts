@@ -41,8 +41,9 @@ export interface PlanChange {
 export type QueueStateName = 'paused' | 'draining';
 
 /**
- * Queue states (docs/operations.md, "Queue states") found on the broker: each paused physical queue, and each draining
- * logical queue by its general queue's name. Not configuration: shown, never changed by `apply`.
+ * Queue states (OJS queue configuration 5.1) found on the broker: each paused physical queue, and
+ * each draining logical queue by its general queue's name. Not configuration: shown, never changed
+ * by `apply`.
  */
 export interface PlanStates {
   queues: Readonly<Record<string, QueueStateName>>;

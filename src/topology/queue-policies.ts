@@ -19,12 +19,13 @@ import type { PolicySpec, StageEndpoints } from './topology.types.js';
  * - `<prefix>.dead.<queue>`: `message-ttl` (retention: an expired dead letter is dropped),
  *   `max-length` with `drop-head` on the dead-letter queues.
  *
- * A tenant with settings of its own (seeds/001 8.5) gets `<prefix>.queue.<queue>.<tenant>` and
- * `<prefix>.dead.<queue>.<tenant>` with every key repeated, because RabbitMQ applies one policy
- * per queue: the one of highest priority. The logical queue's pattern also leaves such tenants
- * out, so a tenant whose settings are "unlimited" (no policy: RabbitMQ refuses an empty one) is
- * not caught by it either. Patterns are anchored, prefix-scoped and escape the dots, so the
- * policies of one prefix never match another prefix's queues, nor `conversions2` for `conversions`.
+ * A tenant with settings of its own (OJS queue configuration 8.5) gets
+ * `<prefix>.queue.<queue>.<tenant>` and `<prefix>.dead.<queue>.<tenant>` with every key repeated,
+ * because RabbitMQ applies one policy per queue: the one of highest priority. The logical queue's
+ * pattern also leaves such tenants out, so a tenant whose settings are "unlimited" (no policy:
+ * RabbitMQ refuses an empty one) is not caught by it either. Patterns are anchored, prefix-scoped
+ * and escape the dots, so the policies of one prefix never match another prefix's queues, nor
+ * `conversions2` for `conversions`.
  */
 
 /** Priority of a logical queue's policies: above the default 0 of a broker-wide catch-all policy. */

@@ -1,8 +1,8 @@
 import { TenantError } from '../errors/errors.js';
 
 /**
- * A tenant slug (DESIGN.md "Words"). No dots, so that `<prefix>.queue.<queue>.<tenant>` and
- * `<prefix>.queue.<queue>.<tenant>.<variant>` can never name the same queue: without the rule,
+ * A tenant slug (docs/cli.md "Tenant slugs"). No dots, so that `<prefix>.queue.<queue>.<tenant>`
+ * and `<prefix>.queue.<queue>.<tenant>.<variant>` can never name the same queue: without the rule,
  * tenant `acme.pdf` would read acme's `pdf` variant queue. The shipped JSON Schema
  * (`definitions.tenant`) carries the same pattern; a unit test keeps the two equal.
  *

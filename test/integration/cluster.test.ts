@@ -1,20 +1,33 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { nodeLabel } from '../../src/broker/broker-nodes.js';
-import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
+import type { CompiledConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { Publisher } from '../../src/publisher/publisher.js';
-import type { StageMetadata } from '../../src/stage/stage.types.js';
 import { queuePolicies } from '../../src/topology/queue-policies.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
-import type { ResultLine } from '../../stages/exporter.stage.js';
 import { BrokerCluster } from '../helpers/broker-cluster.js';
 import { brokerNodeUnsupported, freePorts, type BrokerNode } from '../helpers/broker-node.js';
-import { REPO_ROOT } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
+import {
+  JOBS,
+  PREFETCH,
+  STAGES,
+  STALL_MS,
+  TENANTS,
+  logged,
+  occurrences,
+  pipelineInstances,
+  pipelineQueues,
+  pipelineStages,
+  publishAfter,
+  publishJobs,
+  startInstances,
+  tally as tallyResults,
+  type PipelineInstance,
+} from '../helpers/example-pipeline.js';
 import { Supervisor } from '../helpers/supervisor.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -33,23 +46,9 @@ import { waitFor } from '../helpers/wait-for.js';
  * cannot start it (no rabbitmq-server, not root) fails the test with the reason: it is not skipped.
  */
 
-const JOBS = 10_000;
-const TENANTS = ['acme', 'globex'] as const;
-const CONCURRENCY = 8;
-const PREFETCH = 20;
-/** No new result for this long while jobs are pending: the pipeline is stuck. */
-const STALL_MS = 30_000;
-const SAMPLE = path.join(REPO_ROOT, 'stages/samples/acme/contacts.txt');
-const STAGES: StageMetadata[] = [
-  { name: 'converter', input: 'conversions', outputs: ['representations'], types: ['doc.convert'] },
-  { name: 'matcher', input: 'representations', outputs: ['matches'], types: ['doc.text'] },
-  { name: 'exporter', input: 'matches', outputs: [], types: ['doc.matches'] },
-];
 const log = createLogger({ test: 'cluster' }, 'error');
 
-interface Instance {
-  name: string;
-  args: string[];
+interface Instance extends PipelineInstance {
   /** Its `/readyz` port. */
   httpPort: number;
 }
@@ -60,26 +59,6 @@ interface QueueRow {
   unacked: number;
   consumers: number;
   policy: string;
-}
-
-function occurrences(text: string, needle: string): number {
-  let count = 0;
-  for (let at = text.indexOf(needle); at >= 0; at = text.indexOf(needle, at + needle.length)) count++;
-  return count;
-}
-
-/** The JSON log lines of `stderr` with this message. */
-function logged(stderr: string, message: string): Array<Record<string, unknown>> {
-  return stderr
-    .split('\n')
-    .filter((line) => line.includes(`"message":"${message}"`))
-    .flatMap((line) => {
-      try {
-        return [JSON.parse(line) as Record<string, unknown>];
-      } catch {
-        return [];
-      }
-    });
 }
 
 async function readyz(port: number): Promise<{ status: number; body: { ready?: boolean; node?: string; reason?: string } }> {
@@ -108,14 +87,7 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
     note(`cluster up: ${cluster.nodes.map((n) => `${n.nodename} :${n.amqpPort}`).join(', ')}`);
     const urls = cluster.urls;
     resultsDir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-cluster-results-'));
-    const pipeline = JSON.parse(await readFile(path.join(REPO_ROOT, 'config/pipeline.json'), 'utf8')) as RawConfig;
-    const stage = (name: string, options?: Record<string, unknown>) => ({
-      module: path.join(REPO_ROOT, `dist/stages/${name}.stage.js`),
-      concurrency: CONCURRENCY,
-      prefetch: PREFETCH,
-      ...(options ? { options } : {}),
-    });
-    const queues = pipeline.queues ?? {};
+    const queues = await pipelineQueues();
     project = await writeConfigFile(
       {
         tenants: [...TENANTS],
@@ -125,7 +97,7 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
         durable: true,
         httpPort: 0,
         broker: { urls, reconnect: { initialDelay: 0.2, maxDelay: 1 } },
-        stages: { converter: stage('converter'), matcher: stage('matcher'), exporter: stage('exporter', { resultsDir }) },
+        stages: pipelineStages(resultsDir),
       },
       STAGES,
       'cluster',
@@ -154,24 +126,20 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
     );
     const { file } = project;
     const ports = await freePorts(7);
-    instances = [
-      ...TENANTS.flatMap((tenant) => [
-        { name: `converter/${tenant}`, args: ['run', 'converter', '--tenant', tenant] },
-        { name: `converter/${tenant}/pdf`, args: ['run', 'converter', '--tenant', tenant, '--variant', 'pdf'] },
-        { name: `matcher/${tenant}`, args: ['run', 'matcher', '--tenant', tenant] },
-      ]),
-      { name: 'exporter', args: ['run', 'exporter'] },
-    ].map((instance, index) => ({ ...instance, httpPort: ports[index] }));
+    instances = pipelineInstances().map((instance, index) => ({ ...instance, httpPort: ports[index] }));
     const sup = new Supervisor();
     supervisor = sup;
-    for (const instance of instances) {
-      sup.add(instance.name, [...instance.args, '--config', file], {
+    await startInstances(
+      sup,
+      instances,
+      file,
+      (instance) => ({
         AMQP_URL: urls.join(','),
         STAGECOACH_HTTP_PORT: String(instance.httpPort),
         LOG_LEVEL: 'info',
-      });
-    }
-    await waitFor('every stage process consuming', () => instances.every((i) => sup.stderr(i.name).includes('"stage consuming"')), 90_000);
+      }),
+      90_000,
+    );
   });
 
   after(async () => {
@@ -210,31 +178,7 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
       }
       return rows;
     };
-    const tally = async () => {
-      const seen = new Map<string, Set<string>>();
-      let lines = 0;
-      let sameJob = 0;
-      for (const tenant of TENANTS) {
-        const text = await readFile(path.join(dir, `${tenant}.jsonl`), 'utf8').catch(() => '');
-        for (const line of text.split('\n')) {
-          let result: ResultLine;
-          try {
-            result = JSON.parse(line) as ResultLine;
-          } catch {
-            continue;
-          }
-          lines++;
-          const key = `${tenant}/${result.document}`;
-          const jobs = seen.get(key) ?? new Set<string>();
-          if (jobs.has(result.job_id)) sameJob++;
-          jobs.add(result.job_id);
-          seen.set(key, jobs);
-        }
-      }
-      const missing: string[] = [];
-      for (let i = 0; i < JOBS; i++) if (!seen.has(`${TENANTS[i % 2]}/doc-${i}.txt`)) missing.push(`${TENANTS[i % 2]}/doc-${i}.txt`);
-      return { distinct: JOBS - missing.length, lines, duplicates: lines - (JOBS - missing.length), sameJob, missing };
-    };
+    const tally = () => tallyResults(dir);
     /** `target` results, or the pipeline stalled (no new result for STALL_MS). */
     const progress = (target: number) => {
       let last = { distinct: -1, since: Date.now() };
@@ -300,21 +244,7 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
       }
 
       // 2. The jobs, all enqueued before the fault (persistent, on quorum queues).
-      const publisher = await Publisher.connect(config, { log });
-      const published: Promise<string>[] = [];
-      for (let i = 0; i < JOBS; i++) {
-        published.push(
-          publisher.publish('conversions', {
-            type: 'doc.convert',
-            args: [SAMPLE, `doc-${i}.txt`],
-            tenant: TENANTS[i % 2],
-            headers: { mime: 'text/plain' },
-            meta: { scan_id: 'cluster', scan_total: JOBS / 2 },
-          }),
-        );
-      }
-      await Promise.all(published);
-      await publisher.close();
+      await publishJobs(config, log, 'cluster');
       note(`${JOBS} jobs published`);
 
       // 3. A third of the way through, the node goes down (the whole Erlang VM, not only the app).
@@ -383,19 +313,7 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
         500,
       );
       // ...and a new job goes all the way through, published through any node.
-      const again = await Publisher.connect(config, { log });
-      await again.publish('conversions', {
-        type: 'doc.convert',
-        args: [SAMPLE, 'after.txt'],
-        tenant: 'acme',
-        headers: { mime: 'text/plain' },
-      });
-      await again.close();
-      await waitFor(
-        'the job published after the failover',
-        async () => (await readFile(path.join(dir, 'acme.jsonl'), 'utf8')).includes('"document":"after.txt"'),
-        30_000,
-      );
+      await publishAfter(config, log, dir, 'the job published after the failover');
       note('every stage ready on a surviving node; a new job went through end to end');
     } catch (err) {
       note(`FAILED: ${(err as Error).message}`);

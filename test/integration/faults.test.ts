@@ -1,17 +1,29 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import type { RawConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { Publisher } from '../../src/publisher/publisher.js';
-import type { StageMetadata } from '../../src/stage/stage.types.js';
-import type { ResultLine } from '../../stages/exporter.stage.js';
 import { BrokerNode, brokerNodeUnsupported } from '../helpers/broker-node.js';
-import { REPO_ROOT } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
+import {
+  JOBS,
+  PREFETCH,
+  STAGES,
+  STALL_MS,
+  TENANTS,
+  logged,
+  occurrences,
+  pipelineInstances,
+  pipelineQueues,
+  pipelineStages,
+  publishAfter,
+  publishJobs,
+  startInstances,
+  tally as tallyResults,
+  type PipelineInstance,
+} from '../helpers/example-pipeline.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { Supervisor } from '../helpers/supervisor.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -28,31 +40,17 @@ import { waitFor } from '../helpers/wait-for.js';
  * `FAULT_SEED=<n>` replays the same choice of victims.
  */
 
-const JOBS = 10_000;
-const TENANTS = ['acme', 'globex'] as const;
-const CONCURRENCY = 8;
-const PREFETCH = 20;
 /**
  * The faults, in order. Each strikes by progress rather than by time: when the distinct results
  * have gone an equal share of the way from where the previous fault left them to the end (the
  * pipeline goes on while the broker restarts, so the later faults are spread over what is left).
  */
 const FAULTS: Array<'kill' | 'broker restart'> = ['kill', 'kill', 'broker restart', 'kill', 'kill', 'kill'];
-/** No new result for this long while jobs are pending: the pipeline is stuck. */
-const STALL_MS = 30_000;
-const SAMPLE = path.join(REPO_ROOT, 'stages/samples/acme/contacts.txt');
-const STAGES: StageMetadata[] = [
-  { name: 'converter', input: 'conversions', outputs: ['representations'], types: ['doc.convert'] },
-  { name: 'matcher', input: 'representations', outputs: ['matches'], types: ['doc.text'] },
-  { name: 'exporter', input: 'matches', outputs: [], types: ['doc.matches'] },
-];
 const log = createLogger({ test: 'faults' }, 'error');
 
-/** One `stagecoach run` process per stage and tenant (and variant), as deployed. */
-interface Instance {
-  name: string;
-  args: string[];
-  /** The queues it consumes: its physical input queue and that queue's `due` companion. */
+/** A `stagecoach run` process of the pipeline, with the queues it consumes. */
+interface Instance extends PipelineInstance {
+  /** Its physical input queue and that queue's `due` companion. */
   queues: [string, string];
 }
 
@@ -60,17 +58,6 @@ interface QueueRow {
   ready: number;
   unacked: number;
   consumers: number;
-}
-
-interface Tally {
-  distinct: number;
-  lines: number;
-  /** Lines beyond the first for a document. */
-  duplicates: number;
-  /** ...of which repeat a job id: the exporter ran the same delivery again. */
-  sameJob: number;
-  /** Documents published but never exported. */
-  missing: string[];
 }
 
 /** A small seeded generator (mulberry32), so a run's victims can be replayed. */
@@ -83,12 +70,6 @@ function seeded(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-function occurrences(text: string, needle: string): number {
-  let count = 0;
-  for (let at = text.indexOf(needle); at >= 0; at = text.indexOf(needle, at + needle.length)) count++;
-  return count;
 }
 
 /** Ready counts over AMQP: cheap and exact (rabbitmqctl costs an Erlang VM per call); reconnects after the broker restart. */
@@ -134,23 +115,16 @@ describe('faults: SIGKILLed stage processes and a broker restart (private broker
     node = await BrokerNode.start({ name: `stagecoach-fault-${randomBytes(3).toString('hex')}` });
     console.log(`      private node ${node.nodename}, AMQP port ${node.amqpPort}, dist port ${node.distPort}: up in ${node.startMs} ms`);
     resultsDir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-fault-results-'));
-    const pipeline = JSON.parse(await readFile(path.join(REPO_ROOT, 'config/pipeline.json'), 'utf8')) as RawConfig;
-    const stage = (name: string, options?: Record<string, unknown>) => ({
-      module: path.join(REPO_ROOT, `dist/stages/${name}.stage.js`),
-      concurrency: CONCURRENCY,
-      prefetch: PREFETCH,
-      ...(options ? { options } : {}),
-    });
     project = await writeConfigFile(
       {
         tenants: [...TENANTS],
         strict_queues: true,
-        queues: pipeline.queues ?? {},
+        queues: await pipelineQueues(),
         // A broker restart keeps only durable queues and persistent messages.
         durable: true,
         httpPort: 0,
         broker: { url: node.url, reconnect: { initialDelay: 0.2, maxDelay: 1 } },
-        stages: { converter: stage('converter'), matcher: stage('matcher'), exporter: stage('exporter', { resultsDir }) },
+        stages: pipelineStages(resultsDir),
       },
       STAGES,
       'fault',
@@ -159,32 +133,17 @@ describe('faults: SIGKILLed stage processes and a broker restart (private broker
     // Only the processes talk to the node from here on: the helper's client would die with the restart.
     await project.raw.close();
     const { names, file } = project;
-    instances = [
-      ...TENANTS.flatMap((tenant) => [
-        {
-          name: `converter/${tenant}`,
-          args: ['run', 'converter', '--tenant', tenant],
-          queues: [names.queue('conversions', tenant), names.dueQueue('conversions', tenant)] as [string, string],
-        },
-        {
-          name: `converter/${tenant}/pdf`,
-          args: ['run', 'converter', '--tenant', tenant, '--variant', 'pdf'],
-          queues: [names.queue('conversions', tenant, 'pdf'), names.dueQueue('conversions', tenant, 'pdf')] as [string, string],
-        },
-        {
-          name: `matcher/${tenant}`,
-          args: ['run', 'matcher', '--tenant', tenant],
-          queues: [names.queue('representations', tenant), names.dueQueue('representations', tenant)] as [string, string],
-        },
-      ]),
-      { name: 'exporter', args: ['run', 'exporter'], queues: [names.queue('matches'), names.dueQueue('matches')] },
-    ];
+    instances = pipelineInstances().map((instance) => ({
+      ...instance,
+      queues: [
+        names.queue(instance.input, instance.tenant, instance.variant),
+        names.dueQueue(instance.input, instance.tenant, instance.variant),
+      ],
+    }));
     const sup = new Supervisor();
     supervisor = sup;
-    for (const instance of instances) {
-      sup.add(instance.name, [...instance.args, '--config', file], { AMQP_URL: node.url, STAGECOACH_HTTP_PORT: '0', LOG_LEVEL: 'info' });
-    }
-    await waitFor('every stage process consuming', () => instances.every((i) => sup.stderr(i.name).includes('"stage consuming"')), 60_000);
+    const url = node.url;
+    await startInstances(sup, instances, file, () => ({ AMQP_URL: url, STAGECOACH_HTTP_PORT: '0', LOG_LEVEL: 'info' }), 60_000);
   });
 
   after(async () => {
@@ -226,49 +185,12 @@ describe('faults: SIGKILLed stage processes and a broker restart (private broker
         .map(([name, row]) => `${name.slice(prefix.length + 1)} ${row.ready}+${row.unacked}u/${row.consumers}c`)
         .join(', ') || `none of ${rows.size}`;
 
-    const tally = async (): Promise<Tally> => {
-      const seen = new Map<string, Set<string>>();
-      let lines = 0;
-      let sameJob = 0;
-      for (const tenant of TENANTS) {
-        const text = await readFile(path.join(dir, `${tenant}.jsonl`), 'utf8').catch(() => '');
-        for (const line of text.split('\n')) {
-          let result: ResultLine;
-          try {
-            result = JSON.parse(line) as ResultLine;
-          } catch {
-            continue; // empty, or the line being written
-          }
-          lines++;
-          const key = `${tenant}/${result.document}`;
-          const jobs = seen.get(key) ?? new Set<string>();
-          if (jobs.has(result.job_id)) sameJob++;
-          jobs.add(result.job_id);
-          seen.set(key, jobs);
-        }
-      }
-      const missing: string[] = [];
-      for (let i = 0; i < JOBS; i++) if (!seen.has(`${TENANTS[i % 2]}/doc-${i}.txt`)) missing.push(`${TENANTS[i % 2]}/doc-${i}.txt`);
-      const distinct = JOBS - missing.length;
-      return { distinct, lines, duplicates: lines - distinct, sameJob, missing };
-    };
+    const tally = () => tallyResults(dir);
 
     const consuming = (name: string) => sup.alive(name) && sup.stderr(name).includes('"stage consuming"');
     /** Every JSON log line of every process with this message. */
-    const logged = (message: string): Array<Record<string, unknown>> =>
-      sup.names.flatMap((name) =>
-        sup
-          .allStderr(name)
-          .split('\n')
-          .filter((line) => line.includes(`"message":"${message}"`))
-          .flatMap((line) => {
-            try {
-              return [JSON.parse(line) as Record<string, unknown>];
-            } catch {
-              return []; // a line cut short by a SIGKILL
-            }
-          }),
-      );
+    const loggedByAny = (message: string): Array<Record<string, unknown>> =>
+      sup.names.flatMap((name) => logged(sup.allStderr(name), message));
 
     /**
      * Waits until `target` jobs are exported; or until the pipeline is at rest short of it (no
@@ -336,21 +258,7 @@ describe('faults: SIGKILLed stage processes and a broker restart (private broker
     const backlog = new Backlog(broker.url);
     try {
       // 1. The jobs, all enqueued before the faults start (persistent, on durable queues).
-      const publisher = await Publisher.connect(config, { log });
-      const published: Promise<string>[] = [];
-      for (let i = 0; i < JOBS; i++) {
-        published.push(
-          publisher.publish('conversions', {
-            type: 'doc.convert',
-            args: [SAMPLE, `doc-${i}.txt`],
-            tenant: TENANTS[i % 2],
-            headers: { mime: 'text/plain' },
-            meta: { scan_id: 'faults', scan_total: JOBS / 2 },
-          }),
-        );
-      }
-      await Promise.all(published);
-      await publisher.close();
+      await publishJobs(config, log, 'faults');
       note(`${JOBS} jobs published`);
 
       // 2. The faults, each when the results reach its mark.
@@ -439,15 +347,15 @@ describe('faults: SIGKILLed stage processes and a broker restart (private broker
       // The framework's own account: a redelivery is moved to a suspect queue, its attempt counted
       // (unjudged), and a crash while running alone is judged POISON and retried from there.
       const crashRetries = [
-        ...logged('job redelivered after a crash; moved to the suspect queue to run alone'),
-        ...logged('job retry scheduled').filter((line) => line.error_type === 'POISON'),
+        ...loggedByAny('job redelivered after a crash; moved to the suspect queue to run alone'),
+        ...loggedByAny('job retry scheduled').filter((line) => line.error_type === 'POISON'),
       ];
       const byAttempt = new Map<unknown, number>();
       for (const line of crashRetries) byAttempt.set(line.next_attempt, (byAttempt.get(line.next_attempt) ?? 0) + 1);
       note(
         `restarts: ${sup.restarts}; redeliveries taken for crashes (moved to a suspect queue or retried from it): ${crashRetries.length}, ` +
           `by the attempt they moved to: ${JSON.stringify(Object.fromEntries(byAttempt))}; ` +
-          `dead-lettered (logged): ${logged('job dead-lettered').length}; dead letters and unroutable on the broker: ${deadCount}`,
+          `dead-lettered (logged): ${loggedByAny('job dead-lettered').length}; dead letters and unroutable on the broker: ${deadCount}`,
       );
       if (deadCount > 0) {
         const raw = await RawBroker.connect(broker.url);
@@ -491,19 +399,7 @@ describe('faults: SIGKILLed stage processes and a broker restart (private broker
         500,
       );
       // ...and a new job goes all the way through.
-      const again = await Publisher.connect(config, { log });
-      await again.publish('conversions', {
-        type: 'doc.convert',
-        args: [SAMPLE, 'after.txt'],
-        tenant: 'acme',
-        headers: { mime: 'text/plain' },
-      });
-      await again.close();
-      await waitFor(
-        'the job published after the faults',
-        async () => (await readFile(path.join(dir, 'acme.jsonl'), 'utf8')).includes('"document":"after.txt"'),
-        30_000,
-      );
+      await publishAfter(config, log, dir, 'the job published after the faults');
       note('a new job went through end to end');
     } catch (err) {
       note(`FAILED: ${(err as Error).message}`);

@@ -3,7 +3,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { loadAll } from 'js-yaml';
-import { BrokerNames, compileConfig, loadStage, type RawConfig } from '../../src/index.js';
+import { compileConfig, loadStage, type RawConfig } from '../../src/index.js';
+import { BrokerNames } from '../../src/wire.js';
 
 /** The repository root (this file runs as dist/test/unit/...). */
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');

@@ -1,0 +1,52 @@
+/**
+ * `stagecoach/admin`: for operators and the tools they build. What the `stagecoach` command's
+ * administration commands and the admin HTTP API do, as functions: dead letters and unroutable
+ * jobs, removing tenants and queues, plan and provision, inspecting queues, queue states, batch
+ * directives and batch status, and the admin server itself (docs/administration.md,
+ * docs/admin-api.md). Stage authors need none of it: see the root entry, `stagecoach`.
+ */
+import 'reflect-metadata';
+
+// Dead letters and unroutable jobs.
+export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './admin/dead-letters-admin.js';
+export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
+
+// Removing tenants and queues.
+export { retireTenant, type Retirement, type RemovalOptions } from './admin/retire-tenant.js';
+export { deleteLogicalQueue } from './admin/delete-queue.js';
+export type { RemovalStrategy } from './admin/remove-queues.js';
+
+// Plan and provision.
+export { provisionBroker, type ProvisionResult } from './plan/provision-broker.js';
+export { syncQueueSettings } from './plan/queue-settings.js';
+export { planChanges, type Plan, type PlanChange } from './plan/plan.js';
+export { desiredState } from './plan/desired-state.js';
+export { readInventory } from './plan/broker-inventory.js';
+export { applyPlan } from './plan/apply-plan.js';
+
+// Inspecting queues.
+export { inspectQueues, type InspectOptions } from './inspect/inspect-queues.js';
+export { buildQueueReports, type QueueReport, type CompanionDepth } from './inspect/queue-report.js';
+export { formatQueues } from './inspect/format-queues.js';
+
+// Queue states and batch directives.
+export { setQueueState, type PhysicalQueueState } from './state/set-queue-state.js';
+export { QUEUE_STATES, type QueueState } from './state/queue-state.js';
+export { cancelBatch, pauseBatch, resumeBatch, pauseTenant, resumeTenant, type DirectiveResult } from './batch/batch-directives.js';
+
+// Batch status.
+export { readTracking } from './batch/tracker.js';
+export { batchView, jobView, jobSummary, type JobView, type JobSummary } from './batch/batch-views.js';
+
+// The events administration publishes.
+export type { AdminEvent, AdminEventSink } from './events/admin-events.js';
+
+// The admin HTTP API.
+export {
+  startAdminServer,
+  DEFAULT_ADMIN_HOST,
+  DEFAULT_ADMIN_PORT,
+  type AdminServer,
+  type AdminServerOptions,
+} from './admin-api/admin-server.js';
+export { ADMIN_TOKEN_ENV } from './admin-api/bearer-auth.js';

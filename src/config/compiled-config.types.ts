@@ -1,0 +1,158 @@
+/**
+ * The configuration after `withDefaults()` ({@link ConfigWithDefaults}) and `compileConfig()`
+ * ({@link CompiledConfig}): validated, queues resolved, names, durations and module paths
+ * resolved. The file as written is in raw-config.types.ts; both are reachable through
+ * config.types.ts.
+ */
+import type { QueueConfig, QueueSettings, QueueType, RetryPolicy, StageConfig, TenantConfig } from './raw-config.types.js';
+
+/** A tenant's fair-share settings, compiled: what a pooled stage process reads per tenant. */
+export interface TenantShare {
+  /** Positive; 1 unless configured. */
+  readonly weight: number;
+  /** Positive integer; undefined means unlimited. */
+  readonly maxConcurrency: number | undefined;
+}
+
+/** `payloads.store` compiled: the directory absolute, the table named. */
+export type CompiledPayloadStoreConfig = { kind: 'fs'; dir: string } | { kind: 'postgres'; url: string; table: string; pool_size: number };
+
+/**
+ * A retry policy with every field present, its intervals compiled to milliseconds once (when the
+ * configuration is compiled, or when a job brings its own intervals) rather than per failure.
+ */
+export type ResolvedRetryPolicy = Required<RetryPolicy> & {
+  /** `initial_interval` in milliseconds. */
+  readonly initialIntervalMs: number;
+  /** `max_interval` in milliseconds. */
+  readonly maxIntervalMs: number;
+};
+
+/** A queue with `_default` and the system defaults merged in. */
+export interface ResolvedQueueConfig
+  extends Omit<QueueConfig, 'default_retry' | 'scope' | 'type' | 'payload_threshold' | keyof QueueSettings>, ResolvedQueueSettings {
+  name: string;
+  scope: 'tenant' | 'shared';
+  type: QueueType;
+  /** Bytes of encoded message above which a job sent to this queue travels by reference. */
+  payload_threshold: number;
+  default_retry: ResolvedRetryPolicy;
+  /** False for a queue created implicitly (named by a stage but not by `queues`). */
+  configured: boolean;
+}
+
+/**
+ * Queue settings after layering: `null` (unlimited) became undefined, and the defaults of
+ * `overflow_policy` and `dead_letter_ttl` are filled in.
+ */
+export interface ResolvedQueueSettings {
+  max_size?: number;
+  max_size_bytes?: number;
+  overflow_policy: 'reject' | 'drop_oldest';
+  /** ISO 8601; undefined: dead letters are kept until purged. */
+  dead_letter_ttl?: string;
+  dead_letter_max_size?: number;
+}
+
+/**
+ * The layers of queue settings as written, for per-tenant resolution (`settingsFor`): system
+ * defaults, `_default`, the tenant's `_default`, the queue, the tenant's queue.
+ */
+export interface QueueSettingsLayers {
+  /** `queues._default`'s settings. */
+  defaults: QueueSettings;
+  /** Each configured queue's own settings. */
+  queues: ReadonlyMap<string, QueueSettings>;
+  /** Tenant -> queue name or `_default` -> the tenant's own settings. */
+  tenants: ReadonlyMap<string, ReadonlyMap<string, QueueSettings>>;
+}
+
+/** After `withDefaults()`: every top-level field present. */
+export interface BrokerSettings {
+  /** The first node's URL: the user and virtual host of every node (vhost, management, user id). */
+  url: string;
+  /** Every node's URL, `url` first; one entry on a single broker. */
+  urls: string[];
+  heartbeat: number;
+  reconnect: { initialDelay: number; maxDelay: number };
+  /** Management API URL, credentials included. */
+  management: string;
+}
+
+/** `security` with every field present. */
+export interface SecuritySettings {
+  tenantUsers: boolean;
+  internalUser: string;
+  /** Undefined when `broker.management` names no user and `operatorUser` is not set. */
+  operatorUser: string | undefined;
+}
+
+export interface ConfigWithDefaults {
+  prefix: string;
+  broker: BrokerSettings;
+  security: SecuritySettings;
+  tenantHeader: string;
+  tenants: Array<string | TenantConfig>;
+  queues: Record<string, QueueConfig>;
+  strict_queues: boolean;
+  durable: boolean;
+  gracePeriod: number;
+  httpPort: number;
+  tracking: { max_age: string };
+  /** `store` with its `dir` (still relative to the file) or `table` filled in. */
+  payloads: { threshold: number; store: CompiledPayloadStoreConfig; orphan_after: string; retention: string };
+  stages: Record<string, StageConfig>;
+}
+
+export interface CompiledStageConfig {
+  name: string;
+  /** Absolute path of the stage module. */
+  module: string;
+  concurrency: number;
+  prefetch: number;
+  /** Per tenant in a pooled process (see StageConfig.tenant_prefetch). */
+  tenantPrefetch: number;
+  options: Record<string, unknown>;
+  /** Worker threads for the handler; undefined runs it on the main thread. */
+  threads: number | undefined;
+}
+
+/** Validated and ready to use: queues resolved, modules absolute. */
+export interface CompiledConfig {
+  /** Absolute path of the file it came from, or `<inline>`. */
+  source: string;
+  prefix: string;
+  broker: BrokerSettings;
+  security: SecuritySettings;
+  tenantHeader: string;
+  tenants: string[];
+  strict_queues: boolean;
+  durable: boolean;
+  /** Seconds. */
+  gracePeriod: number;
+  httpPort: number;
+  /** The `_default` policy merged over the system defaults. */
+  defaultQueue: ResolvedQueueConfig;
+  /** Every configured queue, `_default` excluded. */
+  queues: Map<string, ResolvedQueueConfig>;
+  /** What per-tenant queue settings are resolved from (see `settingsFor`). */
+  queueSettings: QueueSettingsLayers;
+  /**
+   * Weight and concurrency limit of every configured tenant (defaults filled in); read a tenant
+   * through `tenantShare`, which also answers for tenants provisioned but not configured.
+   */
+  tenantShares: ReadonlyMap<string, TenantShare>;
+  /** Batch tracking: the report stream's retention, in whole seconds. */
+  tracking: { maxAgeSeconds: number };
+  /** Payload offloading (docs/payloads.md). */
+  payloads: {
+    /** Bytes; each queue's own is its `payload_threshold`. */
+    threshold: number;
+    store: CompiledPayloadStoreConfig;
+    /** Whole seconds after which a payload never committed is swept. */
+    orphanAfterSeconds: number;
+    /** Whole seconds after which any payload is swept. */
+    retentionSeconds: number;
+  };
+  stages: Map<string, CompiledStageConfig>;
+}

@@ -1,0 +1,281 @@
+/**
+ * The configuration file as written: {@link RawConfig} and its parts, every field as the JSON
+ * Schema (`schema/stagecoach.schema.json`) allows it. Field names inside `queues.*` follow the
+ * OJS queue configuration extension (spec/ojs-queue-config.md of the Open Job Spec,
+ * github.com/openjobspec/spec; snake_case); stagecoach's own fields are camelCase. What
+ * `withDefaults()` and `compileConfig()` make of it is in compiled-config.types.ts; both are
+ * reachable through config.types.ts.
+ */
+
+/** An OJS retry policy (OJS core "Retry policies"). Durations are ISO 8601 (`PT1S`). */
+export interface RetryPolicy {
+  /** All attempts, the first included; 1 means no retry. @defaultValue 3 */
+  max_attempts?: number;
+  /** Wait before the second attempt, ISO 8601. @defaultValue "PT1S" */
+  initial_interval?: string;
+  /** Multiplier for each further wait. @defaultValue 2 */
+  backoff_coefficient?: number;
+  /** Upper bound of any wait, ISO 8601. @defaultValue "PT5M" */
+  max_interval?: string;
+  /** Multiply each wait by a random factor in [0.5, 1.5). @defaultValue true */
+  jitter?: boolean;
+  /** Error types that are never retried; `prefix.*` matches by prefix. @defaultValue [] */
+  non_retryable_errors?: string[];
+  /** What happens when attempts run out. @defaultValue "dead_letter" */
+  on_exhaustion?: 'dead_letter' | 'discard';
+}
+
+/** How jobs of one logical queue are split into specialised queues by a header. */
+export interface VariantsConfig {
+  /** The AMQP header whose value selects the variant (e.g. `mime`). */
+  by: string;
+  /** Variant name -> header values that select it. Value lists must not overlap. */
+  values: Record<string, string[]>;
+}
+
+/**
+ * The settings of a queue the broker enforces (OJS queue configuration 6.1 and 6.4). They live
+ * in RabbitMQ policies, not in queue arguments, so that a change takes effect in place: `apply`
+ * (or `provision`) updates the policy and the broker applies it to the running queue, with no
+ * queue deleted and no stage restarted. `null` means unlimited, overriding an inherited value.
+ */
+export interface QueueSettings {
+  /** Most jobs the physical queue holds (policy `max-length`). @defaultValue unlimited */
+  max_size?: number | null;
+  /** Most bytes of job bodies the physical queue holds (policy `max-length-bytes`). @defaultValue unlimited */
+  max_size_bytes?: number | null;
+  /** What a full queue does: `reject` (publish is nacked: QUEUE_FULL) or `drop_oldest`. @defaultValue "reject" */
+  overflow_policy?: 'reject' | 'drop_oldest';
+  /**
+   * How long a dead letter is kept, ISO 8601 (policy `message-ttl` of the dead-letter queue: an
+   * expired dead letter is dropped). At most 49 days, RabbitMQ's limit. @defaultValue "P30D"
+   */
+  dead_letter_ttl?: string | null;
+  /** Most dead letters kept; the oldest is dropped to make room (policy `max-length`, `drop-head`). @defaultValue unlimited */
+  dead_letter_max_size?: number | null;
+}
+
+/**
+ * The RabbitMQ queue type of a logical queue's physical queues: `classic` (one node holds each
+ * queue) or `quorum` (Raft-replicated over the cluster's nodes: survives the loss of a minority
+ * of them). See docs/cluster.md.
+ */
+export type QueueType = 'classic' | 'quorum';
+
+/** One logical queue (OJS queue configuration section 6, plus scope and variants). */
+export interface QueueConfig extends QueueSettings {
+  /**
+   * The queue type of every physical queue of this logical queue (main, variants, `due`,
+   * `suspect`, dead letters). A queue argument: changing it needs the queues recreated.
+   * @defaultValue "classic"
+   */
+  type?: QueueType;
+  /** `tenant`: one physical queue per tenant; `shared`: one for all. @defaultValue "tenant" */
+  scope?: 'tenant' | 'shared';
+  /** Specialised queues by header value (tenant-scoped queues only). @defaultValue none */
+  variants?: VariantsConfig;
+  /** Default execution timeout of a job, in seconds. @defaultValue none */
+  default_timeout?: number;
+  /** Default retry policy of jobs in this queue. @defaultValue the `_default` policy's */
+  default_retry?: RetryPolicy;
+  /** Logical queue that receives jobs that exhaust their retries. @defaultValue `<prefix>.dead.<queue>[.<tenant>]` */
+  dead_letter_queue?: string;
+  /** Job types accepted by the queue (`*` and `prefix.*` wildcards). @defaultValue ["*"] */
+  allowed_job_types?: string[];
+  /**
+   * AMQP `x-max-priority` of the physical queue (1-9); enables job priorities. A queue argument
+   * (no policy can set it): changing it needs the queue recreated. @defaultValue none
+   */
+  max_priority?: number;
+  /**
+   * A job sent to this queue whose encoded message (the envelope, `args` included) is longer than
+   * this many bytes travels by reference: its `args` go to the payload store (docs/payloads.md). At most 8 MiB.
+   * @defaultValue `payloads.threshold` (through `_default`)
+   */
+  payload_threshold?: number;
+}
+
+/**
+ * A tenant with settings of its own (OJS queue configuration 8.5): `queues.<name>` overrides the
+ * settings of that tenant's physical queues of a tenant-scoped queue, `queues._default` those of
+ * all its queues (layered as the tenant's own `_default`). Other tenants are never affected.
+ */
+export interface TenantConfig {
+  /** The tenant slug. */
+  name: string;
+  /**
+   * The tenant's share of a pooled stage's `concurrency` (`run --tenants` / `--all-tenants`),
+   * relative to the other tenants with work: a weight of 2 gets twice the slots of a weight of 1.
+   * A positive number, no unit. @defaultValue 1
+   */
+  weight?: number;
+  /**
+   * Most jobs of this tenant one pooled stage process runs at once, whatever its weight. A
+   * positive integer. @defaultValue unlimited (the stage's `concurrency` bounds it)
+   */
+  max_concurrency?: number;
+  /** Queue name (or `_default`) -> the tenant's own settings. @defaultValue {} */
+  queues?: Record<string, QueueSettings>;
+}
+
+/** One stage deployment: where its class lives and how hard it works. */
+export interface StageConfig {
+  /** ES module containing the `@Stage` class, relative to the configuration file. */
+  module: string;
+  /** Jobs its handler runs at once. @defaultValue 1 */
+  concurrency?: number;
+  /** Deliveries the broker may send ahead of the handler. @defaultValue concurrency + 10 */
+  prefetch?: number;
+  /**
+   * Pooled processes (`run --tenants` / `--all-tenants`): deliveries the broker may send ahead per
+   * tenant (per consumer of its queue and of its `due` queue), capped at the tenant's
+   * `max_concurrency` + 10. Memory grows with tenants x this, never with backlogs. A tenant can
+   * use only the slots its deliveries in hand cover, deliveries on their way included: a weighted
+   * tenant with short jobs needs a few times its share of `concurrency` (docs/performance.md).
+   * @defaultValue prefetch (concurrency + 10)
+   */
+  tenant_prefetch?: number;
+  /** Free-form settings handed to the stage through the `STAGE_OPTIONS` token. @defaultValue {} */
+  options?: Record<string, unknown>;
+  /**
+   * Run the handler in this many worker threads, off the event loop, so that a CPU-bound
+   * handler never starves AMQP heartbeats. @defaultValue none (the main thread)
+   */
+  threads?: number;
+}
+
+/**
+ * Broker-enforced tenant identities (README "Security"). With `tenantUsers`, every tenant gets a
+ * producer user and a stage user that can touch only that tenant; stages check the validated
+ * AMQP `user_id` of each job against its tenant.
+ */
+export interface SecurityConfig {
+  /**
+   * `provision` creates `<prefix>.producer.<tenant>` and `<prefix>.stage.<tenant>` (and the
+   * internal user) with tenant-bound permissions; publishers stamp `user_id`; stages refuse jobs
+   * whose publisher may not act for their tenant (TENANT_MISMATCH); no stage declares topology.
+   * @defaultValue false
+   */
+  tenantUsers?: boolean;
+  /** Broker user of shared-queue stages, which serve every tenant. @defaultValue "<prefix>.internal" */
+  internalUser?: string;
+  /**
+   * Broker user of the operator (provision, dead retry, unroutable replay, `publish` as admin):
+   * trusted for every tenant. @defaultValue the user name in `broker.management`
+   */
+  operatorUser?: string;
+}
+
+/**
+ * Where offloaded job arguments are kept (docs/payloads.md "Stores"): a directory shared by the
+ * stages (`fs`, the default) or a PostgreSQL table (`postgres`).
+ */
+export type PayloadStoreConfig =
+  | {
+      kind: 'fs';
+      /** The shared directory, relative to the configuration file. @defaultValue "./payloads" */
+      dir?: string;
+    }
+  | {
+      kind: 'postgres';
+      /** PostgreSQL connection URL; `PGPASSWORD` and the other libpq variables apply. */
+      url: string;
+      /** The table, created at first use. @defaultValue "stagecoach_payloads" */
+      table?: string;
+      /**
+       * Most connections each process opens to the database, 1 to 100: the payloads of this
+       * many jobs are read or written at once. @defaultValue 4
+       */
+      pool_size?: number;
+    };
+
+/** Payload offloading (docs/payloads.md): large job arguments travel by reference. */
+export interface PayloadsConfig {
+  /**
+   * A job whose encoded message (the envelope, `args` included) is longer than this many bytes
+   * travels by reference: its serialized `args` go to the store and the message carries
+   * `x-ojs-payload-ref`. At most 8 MiB, so that a message stays well under
+   * RabbitMQ's 16 MiB `max_message_size`; `queues.<name>.payload_threshold` overrides it per queue.
+   * @defaultValue 1048576 (1 MiB)
+   */
+  threshold?: number;
+  /** @defaultValue `{ "kind": "fs", "dir": "./payloads" }` */
+  store?: PayloadStoreConfig;
+  /**
+   * A payload stored but never committed (its publisher died before the broker confirmed the
+   * job) is an orphan after this long, ISO 8601 duration, and the sweep deletes it. @defaultValue "PT1H"
+   */
+  orphan_after?: string;
+  /**
+   * A committed payload still there after this long, ISO 8601 duration, is deleted by the sweep
+   * whatever its job's state. Must outlast every `dead_letter_ttl`. @defaultValue "P50D"
+   */
+  retention?: string;
+}
+
+/** The configuration file as written. */
+export interface RawConfig {
+  $schema?: string;
+  /** First word of every broker name. @defaultValue "ojs" */
+  prefix?: string;
+  broker?: {
+    /** AMQP URL. Env `AMQP_URL` overrides. @defaultValue "amqp://guest:guest@localhost:5672/" */
+    url?: string;
+    /**
+     * The AMQP URLs of a cluster's nodes (same user and virtual host): a process connects to the
+     * first that answers and fails over to the others when its node goes away. Env `AMQP_URL`
+     * with comma-separated URLs overrides. @defaultValue [`broker.url`]
+     */
+    urls?: string[];
+    /** AMQP heartbeat, in seconds. @defaultValue 60 */
+    heartbeat?: number;
+    /** Reconnection backoff, exponential with jitter. */
+    reconnect?: {
+      /** Seconds before the first retry. @defaultValue 1 */
+      initialDelay?: number;
+      /** Longest wait between retries, in seconds. @defaultValue 30 */
+      maxDelay?: number;
+    };
+    /**
+     * RabbitMQ management HTTP API, with the operator's credentials: `provision` and
+     * `credentials` manage broker users through it. Env `STAGECOACH_MANAGEMENT_URL` overrides.
+     * @defaultValue "http://guest:guest@localhost:15672/"
+     */
+    management?: string;
+  };
+  /** Who may do what on the broker. */
+  security?: SecurityConfig;
+  /** Header carrying the tenant slug, matched by the root exchange. @defaultValue "x-ojs-tenant" */
+  tenantHeader?: string;
+  /** Tenants known to `provision` and `dev`: slugs, or objects with per-tenant queue settings. @defaultValue [] */
+  tenants?: Array<string | TenantConfig>;
+  /** Logical queues by name; `_default` is the policy every queue inherits. @defaultValue {} */
+  queues?: Record<string, QueueConfig>;
+  /** Refuse stage inputs and outputs that no `queues` entry names. @defaultValue false */
+  strict_queues?: boolean;
+  /** Declare queues and exchanges durable (tests turn this off). @defaultValue true */
+  durable?: boolean;
+  /** Seconds a stopping stage waits for its jobs in flight before handing them back. @defaultValue 30 */
+  gracePeriod?: number;
+  /** Port of `/healthz`, `/readyz` and `/metrics`; 0 turns it off. Env `STAGECOACH_HTTP_PORT`. @defaultValue 9400 */
+  httpPort?: number;
+  /** The queue admin HTTP API (`stagecoach admin`); its token comes from env `STAGECOACH_ADMIN_TOKEN` only. */
+  admin?: {
+    /** Address to listen on; `--host` overrides. @defaultValue "127.0.0.1" */
+    host?: string;
+    /** TCP port; `--port` overrides. @defaultValue 9500 */
+    port?: number;
+  };
+  /** Batch tracking (docs/batches.md): the settlement-report stream `<prefix>.tracking`. */
+  tracking?: {
+    /**
+     * How long the stream keeps reports, ISO 8601 duration (RabbitMQ `x-max-age`, whole
+     * seconds). Fixed when the stream is first declared. @defaultValue "P7D"
+     */
+    max_age?: string;
+  };
+  /** Payload offloading: large job arguments travel by reference (docs/payloads.md). */
+  payloads?: PayloadsConfig;
+  /** Stages by name. */
+  stages?: Record<string, StageConfig>;
+}
