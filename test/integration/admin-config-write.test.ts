@@ -41,14 +41,19 @@ async function managementProxy(): Promise<{ server: Server; url: string; failing
   return { server, url: `http://${user}@127.0.0.1:${(server.address() as AddressInfo).port}/`, failing };
 }
 
+interface Answer {
+  status: number;
+  body: { error: { code: string; message: string; retryable: boolean; details: Record<string, unknown> } };
+}
+
 /** A PUT of `/ojs/v1/queues/done/config` with a body sent as written (JSON.stringify cannot write 1e400). */
-async function putText(server: AdminServer, text: string): Promise<{ status: number; body: Record<string, any> }> {
+async function putText(server: AdminServer, text: string): Promise<Answer> {
   const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/queues/done/config`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
     body: text,
   });
-  return { status: response.status, body: (await response.json()) as Record<string, any> };
+  return { status: response.status, body: (await response.json()) as Answer['body'] };
 }
 
 describe('PUT .../config: the file changes only with the broker, and never after an error', function () {
@@ -98,7 +103,7 @@ describe('PUT .../config: the file changes only with the broker, and never after
   it('leaves the file as it was when the broker refuses the change (500 MANAGEMENT_FAILED)', async () => {
     const before = await readFile(project.file, 'utf8');
     proxy.failing.on = true;
-    let answer;
+    let answer: Answer;
     try {
       answer = await putText(server, '{"max_size": 7}');
     } finally {
