@@ -251,9 +251,13 @@ export interface RawConfig {
       maxDelay?: number;
     };
     /**
-     * RabbitMQ management HTTP API, with the operator's credentials: `provision` and
-     * `credentials` manage broker users through it. Env `STAGECOACH_MANAGEMENT_URL` overrides.
-     * @defaultValue "http://guest:guest@localhost:15672/"
+     * RabbitMQ management HTTP API, with the operator's credentials: `provision`, `plan`,
+     * `apply` and the admin commands read the broker and put policies and users through it. Env
+     * `STAGECOACH_MANAGEMENT_URL` overrides. It must belong to the cluster the AMQP nodes belong
+     * to (checked before it is used: a ConfigError otherwise).
+     * @defaultValue each AMQP node's own management port, with the AMQP URL's credentials
+     *   (`amqp://u:p@host:5672/` -> `http://u:p@host:15672/`, `amqps` -> `https` and 15671),
+     *   tried in the order of `broker.urls`
      */
     management?: string;
   };
@@ -352,15 +356,20 @@ export interface BrokerSettings {
   urls: string[];
   heartbeat: number;
   reconnect: { initialDelay: number; maxDelay: number };
-  /** Management API URL, credentials included. */
+  /** Management API URL, credentials included: the first of `managementUrls`. */
   management: string;
+  /**
+   * The management API URLs to try, in order: an explicit `broker.management` alone, or else
+   * the management port of every node of `urls`, in their order (ManagementApi fails over).
+   */
+  managementUrls: string[];
 }
 
 /** `security` with every field present. */
 export interface SecuritySettings {
   tenantUsers: boolean;
   internalUser: string;
-  /** Undefined when `broker.management` names no user and `operatorUser` is not set. */
+  /** Undefined when an explicit `broker.management` names no user and `operatorUser` is not set. */
   operatorUser: string | undefined;
 }
 

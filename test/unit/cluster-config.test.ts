@@ -201,7 +201,10 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
       const closedPort = (closed.address() as AddressInfo).port;
       await new Promise((resolve) => closed.close(resolve));
       try {
-        const api = new ManagementApi([`http://u:p@127.0.0.1:${closedPort}/`, `http://u:p@127.0.0.1:${(server.address() as AddressInfo).port}/`]);
+        const api = new ManagementApi([
+          `http://u:p@127.0.0.1:${closedPort}/`,
+          `http://u:p@127.0.0.1:${(server.address() as AddressInfo).port}/`,
+        ]);
         expect(await api.listUsers()).to.deep.equal(['guest']);
         expect(await api.listUsers()).to.deep.equal(['guest']);
         expect(seen).to.deep.equal(Array(2).fill(`GET /api/users?columns=name Basic ${Buffer.from('u:p').toString('base64')}`));

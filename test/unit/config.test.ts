@@ -30,6 +30,7 @@ describe('configuration', () => {
       heartbeat: 60,
       reconnect: { initialDelay: 1, maxDelay: 30 },
       management: 'http://guest:guest@localhost:15672/',
+      managementUrls: ['http://guest:guest@localhost:15672/'],
     });
     expect(config.security).to.deep.equal({ tenantUsers: false, internalUser: 'ojs.internal', operatorUser: 'guest' });
     expect(config.durable).to.equal(true);
