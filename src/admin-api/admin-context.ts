@@ -2,7 +2,7 @@ import type { BatchFold } from '../batch/batch-fold.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { PayloadStore } from '../payload/payload-store.js';
-import { ManagementApi } from '../security/management-api.js';
+import type { ManagementApi } from '../security/management-api.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import type { ConfigFile, Serializer } from './config-file.js';
 
@@ -24,8 +24,4 @@ export interface AdminContext {
    * a restart): dead letters and unroutable jobs sent by reference are shown with their arguments.
    */
   payloads: PayloadStore;
-}
-
-export function managementApiOf(config: CompiledConfig): ManagementApi {
-  return new ManagementApi(config.broker.management);
 }

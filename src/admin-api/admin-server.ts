@@ -7,7 +7,8 @@ import { createPayloadStore } from '../payload/create-payload-store.js';
 import { PayloadSweeper } from '../payload/payload-sweeper.js';
 import { loadAllStages } from '../stage/stage-loader.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
-import { managementApiOf, type AdminContext } from './admin-context.js';
+import type { AdminContext } from './admin-context.js';
+import { managementApiOf } from '../security/management-api.js';
 import { hostAllowed } from './host-check.js';
 import { toOjsError } from './api-error.js';
 import { checkBearer } from './bearer-auth.js';
@@ -73,7 +74,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // the dashboard loads the arguments of jobs sent by reference from it, and the sweeper cleans it.
   const payloads = createPayloadStore(config);
   const sweeper = options.payloadSweep === false ? undefined : new PayloadSweeper({ store: payloads, payloads: config.payloads, log });
-  const ctx: AdminContext = { configFile, stages, log, serializer, api: managementApiOf, batches, payloads };
+  const ctx: AdminContext = { configFile, stages, log, serializer, api: (config) => managementApiOf(config), batches, payloads };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
   const router = new Router([...adminRoutes(ctx), ...dashboard.routes]);

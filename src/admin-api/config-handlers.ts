@@ -8,7 +8,7 @@ import { readJsonObject } from './request-body.js';
 import { checkScope, queueName, tenantParam } from './request-params.js';
 import type { ApiRequest, ApiResponse } from './router.js';
 import { withCommandEvents } from '../events/command-events.js';
-import { syncQueueSettings } from '../plan/queue-settings.js';
+import { syncQueueSettings, type SettingsSync } from '../plan/queue-settings.js';
 import { provisionQueues } from '../topology/build-topology.js';
 
 /**
@@ -46,11 +46,11 @@ export function getConfig(fixed?: '_default') {
 
 /**
  * `PUT /ojs/v1/queues/{name}/config` and `PUT /ojs/v1/queues/_default/config`: the body replaces
- * the queue's own entry in the configuration file (`queues.<name>`), which is written back
- * atomically once it compiles, then the queue settings are put on the broker as `apply` would
- * (policies: in effect at once, no stage restarts). With `?tenant=T` the body replaces that
- * tenant's own settings of the queue (`tenants[].queues.<name>`, settings only, OJS queue
- * configuration 8.5).
+ * the queue's own entry in the configuration file (`queues.<name>`). Once the result compiles,
+ * the queue settings are put on the broker as `apply` would (policies: in effect at once, no
+ * stage restarts), and only then is the file written back (atomically). After any error the
+ * file is as it was, and the broker is given the file's settings back. With `?tenant=T` the body replaces that
+ * tenant's own settings of the queue (`tenants[].queues.<name>`, settings only, OJS queue configuration 8.5).
  *
  * The answer says which policies changed and which fields need a stage restart to take effect
  * (`restart_needed`). Topology fields are kept when left out and refused when changed (422).
@@ -68,13 +68,31 @@ export function putConfig(fixed?: '_default') {
         await reportsOf(ctx, before, name, tenant);
       }
       const next = tenant === undefined ? withQueueEntry(before, raw, name, body) : withTenantEntry(before, raw, name, tenant, body);
-      const after = await ctx.configFile.write(next);
+      // Compiled first (a 422 naming the key, nothing touched), then put on the broker, and
+      // written only once the broker has it: a refusal leaves the file as it was.
+      const after = ctx.configFile.compile(next);
       // `_default` concerns every queue provision knows; only those (a stage module the server
       // could not load would keep its queue's policies).
       const queues = name === '_default' ? provisionQueues(after, ctx.stages).map((queue) => queue.name) : [name];
-      const policies = await withCommandEvents(after, 'admin', ctx.log, (onEvent) =>
-        syncQueueSettings(after, ctx.stages, ctx.api(after), { removeStale: true, queues, onEvent }),
-      );
+      const sync = (config: CompiledConfig): Promise<SettingsSync> =>
+        withCommandEvents(config, 'admin', ctx.log, (onEvent) =>
+          syncQueueSettings(config, ctx.stages, ctx.api(config), { removeStale: true, queues, onEvent }),
+        );
+      let policies: SettingsSync;
+      try {
+        policies = await sync(after);
+        await ctx.configFile.write(next);
+      } catch (err) {
+        // Part of it may be on the broker: the file's settings go back (as `apply` would put them).
+        await sync(before).catch((undo: unknown) =>
+          ctx.log.error('queue settings not restored after a failed change: run `stagecoach apply`', {
+            queue: name,
+            tenant,
+            err: (undo as Error).message,
+          }),
+        );
+        throw err;
+      }
       const restart = tenant === undefined ? changedStageFields(before, after, name) : [];
       ctx.log.info('queue configuration changed through the admin API', { queue: name, tenant, policies, restart_needed: restart });
       return {

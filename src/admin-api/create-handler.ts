@@ -12,10 +12,11 @@ import { withCommandEvents } from '../events/command-events.js';
 import { syncQueueSettings } from '../plan/queue-settings.js';
 
 /**
- * `POST /ojs/v1/queues` with `{ "name", "config"? }` (OJS queue configuration 5.2, 9.2): explicit
- * creation. The queue is added to the configuration file (written atomically once it compiles),
- * then declared for every configured tenant (or once, shared) and its settings put, as `provision`
- * would, so jobs wait in it before any stage runs. A queue already configured is a 409.
+ * `POST /ojs/v1/queues` with `{ "name", "config"? }` (OJS queue configuration 5.2, 9.2): explicit creation.
+ * Once the configuration with the queue compiles, the queue is declared for every configured
+ * tenant (or once, shared) and its settings put, as `provision` would, so jobs wait in it before
+ * any stage runs; then it is added to the configuration file (written atomically). After an
+ * error the file is as it was. A queue already configured is a 409.
  */
 export async function createQueue(ctx: AdminContext, { req }: ApiRequest): Promise<ApiResponse> {
   const body = await readJsonObject(req);
@@ -30,9 +31,13 @@ export async function createQueue(ctx: AdminContext, { req }: ApiRequest): Promi
     if (raw.queues?.[name] !== undefined) {
       throw new ApiError(409, 'CONFLICT', `queue "${name}" is configured already: change it with PUT /ojs/v1/queues/${name}/config`);
     }
-    const config = await ctx.configFile.write({ ...raw, queues: { ...raw.queues, [name]: own as QueueConfig } });
+    // Compiled first (a 422, nothing touched); the file is written last, once the broker has
+    // the queue and its settings, so that a failure leaves it as it was (and a retry completes
+    // what the broker holds of it: declarations are idempotent).
+    const next = { ...raw, queues: { ...raw.queues, [name]: own as QueueConfig } };
+    const config = ctx.configFile.compile(next);
     const queue = config.queues.get(name);
-    if (queue === undefined) throw new Error(`queue "${name}" missing after it was written`);
+    if (queue === undefined) throw new Error(`queue "${name}" missing from its compiled configuration`);
     const connection = await openConnection(config, ctx.log, 'stagecoach-admin');
     try {
       const parts =
@@ -46,6 +51,7 @@ export async function createQueue(ctx: AdminContext, { req }: ApiRequest): Promi
     const policies = await withCommandEvents(config, 'admin', ctx.log, (onEvent) =>
       syncQueueSettings(config, ctx.stages, ctx.api(config), { removeStale: true, queues: [name], onEvent }),
     );
+    await ctx.configFile.write(next);
     ctx.log.info('queue created through the admin API', { queue: name, policies });
     return {
       status: 201,

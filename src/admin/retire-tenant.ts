@@ -5,7 +5,7 @@ import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { tenantUserName, TENANT_ROLES, vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
+import { ManagementApi, managementApiOf } from '../security/management-api.js';
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
 import { BrokerNames, parkKey } from '../topology/names.js';
 import type { AdminEventSink } from '../events/admin-events.js';
@@ -74,7 +74,7 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
     }
     return [names.queue(target), names.deadQueue(target)];
   });
-  const api = options.api ?? new ManagementApi(config.broker.management);
+  const api = options.api ?? managementApiOf(config);
   const found = await findRemoval(config, api, {
     queue: (parsed) => parsed.tenant === tenant,
     exchange: (parsed) => parsed.tenant === tenant && ['tenant', 'variants', 'general', 'state'].includes(parsed.kind),

@@ -5,9 +5,11 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import { DELAY_LEVELS, delayRoutingKey } from '../topology/delay-topology.js';
 import type { Logger } from '../logging/logger.js';
-import { identitiesOf } from '../security/broker-users.js';
+import { identitiesOf, vhostOfAmqpUrl } from '../security/broker-users.js';
 import { exclusiveRead, peek } from '../broker/peek.js';
 import { BrokerNames } from '../topology/names.js';
+import { managementApiOf } from '../security/management-api.js';
+import { RouteCheck } from './route-check.js';
 
 export interface UnroutableEntry {
   messageId: string | undefined;
@@ -20,9 +22,9 @@ export interface UnroutableEntry {
 }
 
 export interface ReplayResult {
-  /** Republished and confirmed by the broker (a queue took it, or it is back in unroutable). */
+  /** Republished into a queue (its tenant's or the shared queue, or back on the delay ladder), and confirmed by the broker. */
   replayed: number;
-  /** Left where they were: their tenant or shared queue still does not exist. */
+  /** Left where they were, in the unroutable queue: no queue would take them yet (or their publisher may not act for their tenant). */
   kept: number;
 }
 
@@ -46,10 +48,14 @@ export async function listUnroutable(config: CompiledConfig, log: Logger, limit 
 /**
  * Moves unroutable jobs back to where they were headed, once their tenant or queue exists.
  *
- * Bounded: it reads at most the messages that were in the queue when it started. A job whose
- * tenant exchange (or shared queue) is still missing is handed back untouched; a job sent back
- * that still finds no queue returns to the tail of `unroutable` by the alternate exchange and
- * is not read again in this run. So replay never loops.
+ * Bounded: it reads at most the messages that were in the queue when it started. A job is
+ * replayed only when a queue would take it: its tenant's exchange, and a binding there for its
+ * logical queue (one a drained queue has not lost), or the shared queue's binding, as the broker's
+ * bindings say now (management API, see RouteCheck). Publishing alone cannot tell: the entry
+ * exchanges' alternate exchange would take a job no queue wants straight back to the tail of
+ * `unroutable`, confirmed. Any other job is handed back untouched, in its place, and counted
+ * `kept`. A binding removed between the check and the publish still sends the job back to the
+ * tail of `unroutable` (not read again in this run): replay never loops and never loses a job.
  *
  * With `security.tenantUsers` the replay is published as the operator, whom stages trust for
  * every tenant, so the operator vouches only for what the original publisher could: a job whose
@@ -66,15 +72,17 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
       const channel = await connection.createChannel();
       const publisher = await ConfirmPublisher.open(connection);
       const exists = new Map<string, boolean>();
+      const routes = new RouteCheck(managementApiOf(config), vhostOfAmqpUrl(config.broker.url), names.unroutable);
       const { messageCount } = await channel.checkQueue(names.unroutable);
       for (let i = 0; i < messageCount; i++) {
         const message = await channel.get(names.unroutable, { noAck: false });
         if (message === false) break;
         const entry = describe(config, message);
         const target = targetOf(config, entry, message.fields.routingKey);
-        if (!target || !(await destinationExists(connection, target.check, exists))) {
+        const headers = withoutBrokerHeaders(message.properties.headers);
+        if (!target || !(await arrives(connection, routes, target, headers, exists))) {
           result.kept++;
-          continue; // stays unacknowledged: handed back when the channel closes
+          continue; // stays unacknowledged: handed back, where it was, when the channel closes
         }
         if (config.security.tenantUsers && !identitiesOf(config).mayActFor(entry.tenant, message.properties.userId)) {
           log.warn('unroutable job kept: its publisher may not act for its tenant', {
@@ -85,10 +93,7 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
           result.kept++;
           continue;
         }
-        await publisher.publish(target.exchange, target.routingKey, message.content, {
-          ...message.properties,
-          headers: withoutBrokerHeaders(message.properties.headers),
-        });
+        await publisher.publish(target.exchange, target.routingKey, message.content, { ...message.properties, headers });
         channel.ack(message);
         result.replayed++;
       }
@@ -121,6 +126,8 @@ interface ReplayTarget {
   exchange: string;
   routingKey: string;
   check: { kind: 'exchange' | 'queue'; name: string };
+  /** Back by the delay ladder, to the physical queue it was bound for. */
+  ladder?: true;
 }
 
 /** A routing key of the delay ladder: the delay's bits, then the physical queue it was bound for. */
@@ -141,13 +148,35 @@ function targetOf(config: CompiledConfig, entry: UnroutableEntry, routingKey: st
     const bound = ladder[1];
     const mainPrefix = `${names.prefix}.queue.`;
     const destination = bound.startsWith(mainPrefix) ? `${names.prefix}.due.${bound.slice(mainPrefix.length)}` : bound;
-    return { exchange: names.retry, routingKey: delayRoutingKey(0, destination), check: { kind: 'queue', name: destination } };
+    return {
+      exchange: names.retry,
+      routingKey: delayRoutingKey(0, destination),
+      check: { kind: 'queue', name: destination },
+      ladder: true,
+    };
   }
   const scope = config.queues.get(entry.queue)?.scope ?? (config.strict_queues ? undefined : config.defaultQueue.scope);
   if (scope === 'shared')
     return { exchange: names.direct, routingKey: entry.queue, check: { kind: 'queue', name: names.queue(entry.queue) } };
   if (scope === undefined || entry.tenant === undefined) return undefined;
   return { exchange: names.root, routingKey: entry.queue, check: { kind: 'exchange', name: names.tenantExchange(entry.tenant) } };
+}
+
+/**
+ * Whether the job would arrive in a queue: by the broker's bindings for a tenant-scoped or shared
+ * target; for the delay ladder, whether the queue it was bound for exists (the ladder's own
+ * bindings are the shared topology's, and its `deliver` step binds every companion queue by name).
+ */
+async function arrives(
+  connection: { createChannel(): Promise<Channel> },
+  routes: RouteCheck,
+  target: ReplayTarget,
+  headers: Record<string, unknown>,
+  cache: Map<string, boolean>,
+): Promise<boolean> {
+  if (!(await destinationExists(connection, target.check, cache))) return false;
+  if (target.ladder) return true;
+  return routes.arrives(target.exchange, target.routingKey, headers);
 }
 
 /** Passive declare on a throwaway channel: a missing name closes that channel, nothing else. */

@@ -28,7 +28,9 @@ const require = createRequire(import.meta.url);
 export const SCHEMA_PATH = require.resolve('../../../schema/stagecoach.schema.json');
 const schema = require(SCHEMA_PATH) as object;
 
-const ajv = new Ajv({ allErrors: true, strict: false });
+// `strict: false` turns `strictNumbers` off with the other strict modes: without it, Infinity
+// and NaN pass as numbers (and as integers), and JSON.stringify writes them back as null.
+const ajv = new Ajv({ allErrors: true, strict: false, strictNumbers: true });
 const validateSchema = ajv.compile<RawConfig>(schema);
 
 /**
@@ -39,12 +41,14 @@ const validateSchema = ajv.compile<RawConfig>(schema);
  * @throws ConfigError naming the file, the key and what was expected.
  */
 export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig {
+  checkFinite(source, raw);
   if (!validateSchema(raw)) throw schemaError(source, validateSchema.errors ?? []);
   const config = withDefaults(raw);
   const baseDir = source === '<inline>' ? process.cwd() : path.dirname(source);
 
-  checkUrl(source, 'broker.management', config.broker.management);
   checkBrokerUrls(source, config.broker, raw);
+  // One found from the AMQP URLs is well formed once they are.
+  if (raw.broker?.management !== undefined) checkUrl(source, 'broker.management', config.broker.management);
   if (config.security.internalUser === config.security.operatorUser) {
     throw new ConfigError(source, 'security.internalUser', `a user other than the operator ("${config.security.operatorUser}")`);
   }
@@ -99,6 +103,26 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     tenantShares,
     stages,
   };
+}
+
+/**
+ * Every number of the configuration is finite. JSON has no Infinity or NaN, but `JSON.parse`
+ * reads a number too large for a double (`1e400`) as Infinity, which JSON.stringify would write
+ * back as `null` (unlimited, for a queue size). Checked everywhere, free-form `options` included.
+ */
+function checkFinite(source: string, value: unknown, key = ''): void {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) {
+      throw new ConfigError(
+        source,
+        key,
+        `a finite number, got ${String(value)} (a number beyond about 1.8e308, such as 1e400, is read as Infinity; write null for unlimited where a setting takes it)`,
+      );
+    }
+    return;
+  }
+  if (typeof value !== 'object' || value === null) return;
+  for (const [name, child] of Object.entries(value)) checkFinite(source, child, key === '' ? name : `${key}.${name}`);
 }
 
 /** The tenant slugs, each once (a slug and an object may not name the same tenant). */

@@ -75,15 +75,20 @@ export interface BrokerSettings {
   urls: string[];
   heartbeat: number;
   reconnect: { initialDelay: number; maxDelay: number };
-  /** Management API URL, credentials included. */
+  /** Management API URL, credentials included: the first of `managementUrls`. */
   management: string;
+  /**
+   * The management API URLs to try, in order: an explicit `broker.management` alone, or else
+   * the management port of every node of `urls`, in their order (ManagementApi fails over).
+   */
+  managementUrls: string[];
 }
 
 /** `security` with every field present. */
 export interface SecuritySettings {
   tenantUsers: boolean;
   internalUser: string;
-  /** Undefined when `broker.management` names no user and `operatorUser` is not set. */
+  /** Undefined when an explicit `broker.management` names no user and `operatorUser` is not set. */
   operatorUser: string | undefined;
 }
 

@@ -73,6 +73,30 @@ export const DEFAULT_RECONNECT = { initialDelay: 1, maxDelay: 30 };
 /** Deliveries prefetched beyond the concurrency, so the handler never waits on a round trip. */
 export const PREFETCH_BUFFER = 10;
 
+/** The management API ports RabbitMQ listens on by default, by AMQP scheme. */
+export const DEFAULT_MANAGEMENT_PORTS = { amqp: { scheme: 'http', port: 15672 }, amqps: { scheme: 'https', port: 15671 } } as const;
+
+/**
+ * The management API of the node an AMQP URL names: same host and credentials, the management
+ * plugin's default port (`http` 15672 for `amqp`, `https` 15671 for `amqps`). Undefined for a URL
+ * that is not an AMQP URL (compileConfig reports it).
+ */
+export function managementUrlOf(amqpUrl: string): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(amqpUrl);
+  } catch {
+    return undefined;
+  }
+  const scheme = parsed.protocol.slice(0, -1);
+  if (scheme !== 'amqp' && scheme !== 'amqps') return undefined;
+  const { scheme: http, port } = DEFAULT_MANAGEMENT_PORTS[scheme];
+  // amqplib logs in as guest:guest when the URL names no user or password: so does this.
+  const credentials = `${parsed.username || 'guest'}:${parsed.password || 'guest'}@`;
+  const host = parsed.hostname.includes(':') && !parsed.hostname.startsWith('[') ? `[${parsed.hostname}]` : parsed.hostname;
+  return `${http}://${credentials}${host}:${port}/`;
+}
+
 /** The decoded user name of a URL, '' when it names none. */
 function userOfUrl(url: string): string {
   try {
@@ -90,27 +114,35 @@ function userOfUrl(url: string): string {
  */
 export function withDefaults(raw: RawConfig): ConfigWithDefaults {
   const prefix = raw.prefix ?? DEFAULT_PREFIX;
-  const management = raw.broker?.management ?? DEFAULT_MANAGEMENT_URL;
   // `broker.url` alone is a cluster of one; with `broker.urls` it must be one of them (compileConfig checks).
   const url = raw.broker?.url ?? raw.broker?.urls?.[0] ?? DEFAULT_URL;
-  const urls = raw.broker?.urls ?? [url];
+  const given = raw.broker?.urls ?? [url];
+  const urls = given.includes(url) ? [url, ...given.filter((other) => other !== url)] : given;
+  const explicit = raw.broker?.management;
+  const managementUrls =
+    explicit !== undefined ? [explicit] : [...new Set(urls.map(managementUrlOf).filter((m): m is string => m !== undefined))];
+  const management = managementUrls[0] ?? DEFAULT_MANAGEMENT_URL;
   return {
     prefix,
     broker: {
       url,
-      urls: urls.includes(url) ? [url, ...urls.filter((other) => other !== url)] : urls,
+      urls,
       heartbeat: raw.broker?.heartbeat ?? DEFAULT_HEARTBEAT_SECONDS,
       reconnect: {
         initialDelay: raw.broker?.reconnect?.initialDelay ?? DEFAULT_RECONNECT.initialDelay,
         maxDelay: raw.broker?.reconnect?.maxDelay ?? DEFAULT_RECONNECT.maxDelay,
       },
       management,
+      managementUrls: managementUrls.length > 0 ? managementUrls : [management],
     },
     security: {
       tenantUsers: raw.security?.tenantUsers ?? false,
       internalUser: raw.security?.internalUser ?? `${prefix}.internal`,
-      // Whoever manages users is the operator; a URL without a user names none.
-      operatorUser: raw.security?.operatorUser ?? (userOfUrl(management) || undefined),
+      // Whoever manages users is the operator; a URL without a user names none. Only an explicit
+      // management URL says who that is: the one found from the AMQP URL carries the user this
+      // process connects as, a tenant's stage user perhaps, whom stages must not trust for every
+      // tenant. Without one the operator stays the user of the former default URL (guest).
+      operatorUser: raw.security?.operatorUser ?? (userOfUrl(explicit ?? DEFAULT_MANAGEMENT_URL) || undefined),
     },
     tenantHeader: raw.tenantHeader ?? DEFAULT_TENANT_HEADER,
     tenants: raw.tenants ?? [],

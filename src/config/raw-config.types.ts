@@ -237,9 +237,13 @@ export interface RawConfig {
       maxDelay?: number;
     };
     /**
-     * RabbitMQ management HTTP API, with the operator's credentials: `provision` and
-     * `credentials` manage broker users through it. Env `STAGECOACH_MANAGEMENT_URL` overrides.
-     * @defaultValue "http://guest:guest@localhost:15672/"
+     * RabbitMQ management HTTP API, with the operator's credentials: `provision`, `plan`,
+     * `apply` and the admin commands read the broker and put policies and users through it. Env
+     * `STAGECOACH_MANAGEMENT_URL` overrides. It must belong to the cluster the AMQP nodes belong
+     * to (checked before it is used: a ConfigError otherwise).
+     * @defaultValue each AMQP node's own management port, with the AMQP URL's credentials
+     *   (`amqp://u:p@host:5672/` -> `http://u:p@host:15672/`, `amqps` -> `https` and 15671),
+     *   tried in the order of `broker.urls`
      */
     management?: string;
   };

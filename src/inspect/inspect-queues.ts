@@ -1,6 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
+import { ManagementApi, managementApiOf } from '../security/management-api.js';
 import { buildQueueReports, type QueueReport } from './queue-report.js';
 
 export interface InspectOptions {
@@ -18,7 +18,7 @@ export interface InspectOptions {
  * queues with their statistics, and the exchanges (where the state markers are).
  */
 export async function inspectQueues(config: CompiledConfig, options: InspectOptions = {}): Promise<QueueReport[]> {
-  const api = options.api ?? new ManagementApi(config.broker.management);
+  const api = options.api ?? managementApiOf(config);
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const [queues, exchanges] = await Promise.all([api.queueStatistics(vhost), api.listExchanges(vhost)]);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);

@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi, type BrokerPolicy } from '../security/management-api.js';
+import { ManagementApi, managementApiOf, type BrokerPolicy } from '../security/management-api.js';
 
 /**
  * The `max_size` in force on physical queues, as the broker enforces it, for the capacity
@@ -27,7 +27,7 @@ export class QueueLimits {
     api?: ManagementApi,
   ) {
     // A scrape must not wait long: a short timeout, and the scrape reports no bounds.
-    this.api = api ?? new ManagementApi(config.broker.management, 3000);
+    this.api = api ?? managementApiOf(config, 3000);
     this.vhost = vhostOfAmqpUrl(config.broker.url);
   }
 

@@ -1,11 +1,12 @@
 import type { AdminEventSink } from '../events/admin-events.js';
 import { openConnection } from '../broker/amqp-connection.js';
+import { checkSameBroker } from '../broker/same-broker.js';
 import { declareTopology, PROVISION_LANES } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { ListedFlags } from '../flags/listed-flags.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
+import { ManagementApi, managementApiOf } from '../security/management-api.js';
 import { provisionBrokerUsers } from '../security/tenant-users.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
@@ -45,16 +46,20 @@ export async function provisionBroker(
   const topology = provisionTopology(config, stages, options.tenant);
   const tenants = options.tenant === undefined ? config.tenants : [options.tenant];
   const names = new BrokerNames(config.prefix);
-  const api = options.api ?? new ManagementApi(config.broker.management);
+  const api = options.api ?? managementApiOf(config);
   const vhost = vhostOfAmqpUrl(config.broker.url);
-  // One listing of what is there (also the tenants already provisioned, for the events) rather
-  // than a round trip per object: only what is missing or different is declared.
-  const inventory = await readInventory(config, api);
-  const present = new Set(inventory.exchanges.map((exchange) => exchange.name));
-  const fresh = options.onEvent === undefined ? [] : tenants.filter((tenant) => !present.has(names.tenantExchange(tenant)));
-  const missing = missingTopology(topology, inventory);
   const connection = await openConnection(config, log, 'stagecoach-declare');
+  let missing: Topology;
+  let fresh: string[];
   try {
+    // The inventory and the declarations must be of one broker.
+    await checkSameBroker(config, api, log, connection);
+    // One listing of what is there (also the tenants already provisioned, for the events) rather
+    // than a round trip per object: only what is missing or different is declared.
+    const inventory = await readInventory(config, api);
+    const present = new Set(inventory.exchanges.map((exchange) => exchange.name));
+    fresh = options.onEvent === undefined ? [] : tenants.filter((tenant) => !present.has(names.tenantExchange(tenant)));
+    missing = missingTopology(topology, inventory);
     // The operator has the management API (the queue settings below need it anyway): the drain
     // markers are read with one listing before and one after the bindings, not per entry.
     await declareTopology(connection, missing, log, { lanes: PROVISION_LANES, drainMarkers: new ListedFlags(api, vhost) });

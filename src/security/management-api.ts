@@ -1,6 +1,11 @@
 import { StagecoachError } from '../errors/errors.js';
 import type { Permissions, TopicPermission } from './permissions.js';
 
+/** The management API of a configuration: `broker.management`, or every node's (failover). */
+export function managementApiOf(config: { broker: { managementUrls: readonly string[] } }, timeoutMs?: number): ManagementApi {
+  return new ManagementApi(config.broker.managementUrls, timeoutMs);
+}
+
 /** The management URL without its password, for messages. */
 export function redactUrl(url: string): string {
   return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
@@ -13,25 +18,42 @@ export function redactUrl(url: string): string {
  * a body may hold a password.
  */
 export class ManagementApi {
-  private readonly base: URL;
-  private readonly authorization: string | undefined;
-  private readonly shown: string;
+  private readonly nodes: Array<{ base: URL; authorization: string | undefined; shown: string }>;
+  /** The node that answered last: every call starts there. */
+  private current = 0;
 
-  /** @param url e.g. `http://guest:guest@localhost:15672/` (`broker.management`). */
+  /**
+   * @param url e.g. `http://guest:guest@localhost:15672/` (`broker.management`), or the URLs of
+   *   a cluster's nodes (`broker.managementUrls`): a call that gets no answer from one (refused,
+   *   timed out) is made to the next, and the first that answers serves the calls after it.
+   */
   constructor(
-    url: string,
+    url: string | readonly string[],
     private readonly timeoutMs = 10_000,
   ) {
-    const parsed = new URL(url);
-    this.shown = redactUrl(url);
-    if (parsed.username !== '') {
-      const credentials = `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`;
-      this.authorization = `Basic ${Buffer.from(credentials).toString('base64')}`;
-    }
-    parsed.username = '';
-    parsed.password = '';
-    if (!parsed.pathname.endsWith('/')) parsed.pathname += '/';
-    this.base = parsed;
+    const urls = typeof url === 'string' ? [url] : url;
+    if (urls.length === 0) throw new StagecoachError('INVALID_CONFIG', 'no management API URL');
+    this.nodes = urls.map((one) => {
+      const parsed = new URL(one);
+      const authorization =
+        parsed.username === ''
+          ? undefined
+          : `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString('base64')}`;
+      parsed.username = '';
+      parsed.password = '';
+      if (!parsed.pathname.endsWith('/')) parsed.pathname += '/';
+      return { base: parsed, authorization, shown: redactUrl(one) };
+    });
+  }
+
+  /** The URL (without its password) of the node that answered last, or will be asked first. */
+  get shown(): string {
+    return this.nodes[this.current].shown;
+  }
+
+  /** The broker's cluster name (`GET /api/cluster-name`): what tells two brokers apart. */
+  async clusterName(): Promise<string> {
+    return (await this.get<{ name: string }>('cluster-name')).name;
   }
 
   async userExists(user: string): Promise<boolean> {
@@ -100,6 +122,36 @@ export class ManagementApi {
     return rows.map((row) => row.name);
   }
 
+  /** One exchange (type, arguments: its alternate exchange), or undefined when it does not exist. */
+  async getExchange(vhost: string, name: string): Promise<BrokerExchange | undefined> {
+    let found: BrokerExchange | undefined;
+    await this.call(
+      'GET',
+      `exchanges/${encodeURIComponent(vhost)}/${encodeURIComponent(name)}?disable_stats=true`,
+      undefined,
+      [404],
+      async (response) => {
+        found = (await response.json()) as BrokerExchange;
+      },
+    );
+    return found;
+  }
+
+  /** The bindings whose source is `exchange` (none when it does not exist). */
+  async bindingsFrom(vhost: string, exchange: string): Promise<BrokerBinding[]> {
+    let rows: BrokerBinding[] = [];
+    await this.call(
+      'GET',
+      `exchanges/${encodeURIComponent(vhost)}/${encodeURIComponent(exchange)}/bindings/source`,
+      undefined,
+      [404],
+      async (response) => {
+        rows = (await response.json()) as BrokerBinding[];
+      },
+    );
+    return rows;
+  }
+
   listBindings(vhost: string): Promise<BrokerBinding[]> {
     return this.get(`bindings/${encodeURIComponent(vhost)}`);
   }
@@ -145,23 +197,35 @@ export class ManagementApi {
     read?: (response: Response) => Promise<void>,
   ): Promise<number> {
     const what = `${method} /api/${path}`;
-    let response: Response;
-    try {
-      response = await fetch(new URL(`api/${path}`, this.base), {
-        method,
-        headers: {
-          ...(this.authorization === undefined ? {} : { authorization: this.authorization }),
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-    } catch (err) {
-      const cause = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message;
+    let response: Response | undefined;
+    const failures: string[] = [];
+    let lastError: unknown;
+    for (let tried = 0; tried < this.nodes.length && response === undefined; tried++) {
+      const index = (this.current + tried) % this.nodes.length;
+      const node = this.nodes[index];
+      try {
+        response = await fetch(new URL(`api/${path}`, node.base), {
+          method,
+          headers: {
+            ...(node.authorization === undefined ? {} : { authorization: node.authorization }),
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+        this.current = index;
+      } catch (err) {
+        lastError = err;
+        const cause = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message;
+        failures.push(this.nodes.length === 1 ? cause : `${node.shown}: ${cause}`);
+      }
+    }
+    if (response === undefined) {
+      const where = this.nodes.length === 1 ? `at ${this.nodes[0].shown}` : `at any of ${this.nodes.length} nodes`;
       throw new StagecoachError(
         'MANAGEMENT_FAILED',
-        `management API ${what} at ${this.shown} failed: ${cause} (is the rabbitmq_management plugin enabled?)`,
-        { cause: err },
+        `management API ${what} ${where} failed: ${failures.join('; ')} (is the rabbitmq_management plugin enabled?)`,
+        { cause: lastError },
       );
     }
     if (response.ok && read !== undefined) {

@@ -6,7 +6,7 @@ import { mergeTopologies, provisionTopology, stageDeclaredTopology } from '../to
 import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
 import { deleteQueueSettings } from '../plan/queue-settings.js';
-import { ManagementApi } from '../security/management-api.js';
+import { managementApiOf } from '../security/management-api.js';
 import { possibleStateMarkers } from '../state/queue-state.js';
 
 /**
@@ -38,7 +38,7 @@ export async function teardown(config: CompiledConfig, stages: readonly StageMet
     await connection.close();
   }
   try {
-    await deleteQueueSettings(config, new ManagementApi(config.broker.management));
+    await deleteQueueSettings(config, managementApiOf(config));
   } catch {
     // No management API: then nothing could have put a policy either.
   }

@@ -167,16 +167,21 @@ describe('tenant routing on the broker', function () {
       expect(pdf.map((m) => m.properties.messageId)).to.deep.equal(['late-2']);
     });
 
-    it('returns a job that is still unroutable to the queue once, without looping', async () => {
-      // The tenant exists but no queue takes this logical queue: the tenant exchange's
-      // alternate exchange sends it back to unroutable, and this replay does not read it again.
-      await raw.publish(names.root, 'ghost_queue', '{}', { headers: { 'x-ojs-tenant': 'acme' }, messageId: 'ghost' });
-      const result = await replayUnroutable(config, log);
-      expect(result).to.deep.equal({ replayed: 1, kept: 0 });
-      const [back, ...rest] = await raw.drain(names.unroutable);
-      expect(rest).to.have.length(0);
-      expect(back.properties.messageId).to.equal('ghost');
-      expect(back.properties.headers).to.include({ 'x-ojs-tenant': 'acme' });
+    it('keeps a job whose tenant exists but no queue takes its logical queue, where it was, and counts it kept', async () => {
+      // The tenant exchange exists but nothing is bound for `ghost_queue`: published again, the
+      // job would only come back by the tenant exchange's alternate exchange (not replayed).
+      await raw.publish(names.root, 'ghost_queue', '{}', { headers: { 'x-ojs-tenant': 'acme' }, messageId: 'ghost-1' });
+      // Between them, one a queue does take: replayed, and only it.
+      await raw.publish(names.unroutable, 'conversions', '{}', { headers: { 'x-ojs-tenant': 'globex' }, messageId: 'late-globex' });
+      await raw.publish(names.root, 'ghost_queue', '{}', { headers: { 'x-ojs-tenant': 'globex' }, messageId: 'ghost-2' });
+      expect(await raw.count(names.unroutable)).to.equal(3);
+
+      expect(await replayUnroutable(config, log)).to.deep.equal({ replayed: 1, kept: 2 });
+      const kept = await raw.drain(names.unroutable);
+      expect(kept.map((m) => m.properties.messageId)).to.deep.equal(['ghost-1', 'ghost-2']);
+      expect(kept[0].properties.headers).to.include({ 'x-ojs-tenant': 'acme' });
+      const arrived = await raw.drain(names.queue('conversions', 'globex'));
+      expect(arrived.map((m) => m.properties.messageId)).to.deep.equal(['late-globex']);
     });
   });
 });

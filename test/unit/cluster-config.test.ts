@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { nodeLabel, nodeOrder } from '../../src/broker/broker-nodes.js';
 import { compileConfig } from '../../src/config/compile-config.js';
@@ -9,6 +11,7 @@ import { queuePolicies } from '../../src/topology/queue-policies.js';
 import type { Topology } from '../../src/topology/topology.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { startHealthServer, type Readiness } from '../../src/observability/health-server.js';
+import { ManagementApi } from '../../src/security/management-api.js';
 
 function configError(fn: () => unknown): ConfigError {
   try {
@@ -153,6 +156,61 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
       expect(nodeOrder(1, 1)).to.deep.equal([0]);
       expect(nodeLabel('amqp://u:secret@rabbit-1:5673/v')).to.equal('rabbit-1:5673');
       expect(nodeLabel('amqps://u:secret@rabbit-1/v')).to.equal('rabbit-1:5671');
+    });
+  });
+
+  describe('broker.management', () => {
+    const a = 'amqp://app:s%40cret@rabbit-1:5672/v';
+    const b = 'amqps://app:s%40cret@rabbit-2/v';
+
+    it('defaults to the management port of each AMQP node, with its credentials, in the order the nodes are tried', () => {
+      const broker = compileConfig({ broker: { urls: [a, b] } }).broker;
+      expect(broker.management).to.equal('http://app:s%40cret@rabbit-1:15672/');
+      expect(broker.managementUrls).to.deep.equal(['http://app:s%40cret@rabbit-1:15672/', 'https://app:s%40cret@rabbit-2:15671/']);
+      expect(compileConfig({ broker: { url: b, urls: [a, b] } }).broker.management).to.equal('https://app:s%40cret@rabbit-2:15671/');
+      expect(compileConfig({ broker: { url: 'amqp://u:p@10.0.0.7:5679/' } }).broker.managementUrls).to.deep.equal([
+        'http://u:p@10.0.0.7:15672/',
+      ]);
+      expect(compileConfig({}).broker.managementUrls).to.deep.equal(['http://guest:guest@localhost:15672/']);
+      // AMQP_URL moves the management API with it.
+      const moved = compileConfig(applyEnvironment({}, { AMQP_URL: 'amqp://ops:pw@rabbit-9:5672/' }));
+      expect(moved.broker.management).to.equal('http://ops:pw@rabbit-9:15672/');
+    });
+
+    it('an explicit broker.management (or STAGECOACH_MANAGEMENT_URL) is the only one', () => {
+      const broker = compileConfig({ broker: { urls: [a, b], management: 'https://ops:pw@mgmt.example:443/' } }).broker;
+      expect(broker.managementUrls).to.deep.equal(['https://ops:pw@mgmt.example:443/']);
+      expect(broker.management).to.equal('https://ops:pw@mgmt.example:443/');
+    });
+
+    it('never makes the user a stage connects as the trusted operator', () => {
+      expect(compileConfig({ broker: { url: 'amqp://acme-stage:pw@rabbit-1/' } }).security.operatorUser).to.equal('guest');
+      expect(compileConfig({ broker: { url: a, management: 'http://ops:pw@rabbit-1:15672/' } }).security.operatorUser).to.equal('ops');
+    });
+
+    it('fails over to the next node when one does not answer, and stays with the one that did', async () => {
+      const seen: string[] = [];
+      const server = createServer((req, res) => {
+        seen.push(`${req.method} ${req.url} ${req.headers.authorization}`);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify([{ name: 'guest' }]));
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const closedPort = (closed.address() as AddressInfo).port;
+      await new Promise((resolve) => closed.close(resolve));
+      try {
+        const api = new ManagementApi([
+          `http://u:p@127.0.0.1:${closedPort}/`,
+          `http://u:p@127.0.0.1:${(server.address() as AddressInfo).port}/`,
+        ]);
+        expect(await api.listUsers()).to.deep.equal(['guest']);
+        expect(await api.listUsers()).to.deep.equal(['guest']);
+        expect(seen).to.deep.equal(Array(2).fill(`GET /api/users?columns=name Basic ${Buffer.from('u:p').toString('base64')}`));
+      } finally {
+        await new Promise((resolve) => server.close(resolve));
+      }
     });
   });
 

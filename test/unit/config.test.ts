@@ -30,6 +30,7 @@ describe('configuration', () => {
       heartbeat: 60,
       reconnect: { initialDelay: 1, maxDelay: 30 },
       management: 'http://guest:guest@localhost:15672/',
+      managementUrls: ['http://guest:guest@localhost:15672/'],
     });
     expect(config.security).to.deep.equal({ tenantUsers: false, internalUser: 'ojs.internal', operatorUser: 'guest' });
     expect(config.durable).to.equal(true);
@@ -151,6 +152,25 @@ describe('configuration', () => {
     expect(configError(() => compileConfig({ security: { internalUser: 'guest' } })).key).to.equal('security.internalUser');
     expect(configError(() => compileConfig({ security: { tenantUsers: 'yes' } })).key).to.equal('security.tenantUsers');
     expect(configError(() => compileConfig({ broker: { management: 'ftp://x/' } })).key).to.equal('broker.management');
+  });
+
+  it('refuses a number JSON cannot hold (1e400 parses as Infinity), naming the key, wherever it is', () => {
+    const huge = JSON.parse('1e400') as number;
+    for (const [raw, key] of [
+      [{ queues: { q: { max_size: huge } } }, 'queues.q.max_size'],
+      [{ queues: { _default: { dead_letter_max_size: huge } } }, 'queues._default.dead_letter_max_size'],
+      [{ tenants: [{ name: 'acme', queues: { q: { max_size_bytes: huge } } }] }, 'tenants.0.queues.q.max_size_bytes'],
+      [{ queues: { q: { default_timeout: huge } } }, 'queues.q.default_timeout'],
+      [{ gracePeriod: -huge }, 'gracePeriod'],
+      [{ queues: { q: { default_retry: { backoff_coefficient: Number.NaN } } } }, 'queues.q.default_retry.backoff_coefficient'],
+    ] as const) {
+      const err = configError(() => compileConfig(raw));
+      expect(err.key, JSON.stringify(raw)).to.equal(key);
+      expect(err.expected).to.contain('a finite number');
+    }
+    // The schema itself bounds the sizes, for editors and other validators.
+    expect(configError(() => compileConfig({ queues: { q: { max_size: 2 ** 53 } } })).key).to.equal('queues.q.max_size');
+    expect(compileConfig({ queues: { q: { max_size: 2 ** 53 - 1 } } }).queues.get('q')?.max_size).to.equal(2 ** 53 - 1);
   });
 
   it('rejects a duration that is not ISO 8601', () => {

@@ -1,7 +1,7 @@
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';
-import { ManagementApi } from '../../security/management-api.js';
+import { managementApiOf } from '../../security/management-api.js';
 import { issueCredentials, userForRole, type CredentialRole } from '../../security/tenant-users.js';
 import { EXIT_OK } from '../exit-codes.js';
 
@@ -25,7 +25,7 @@ export async function credentials(tenant: string | undefined, opts: { role: stri
     throw new StagecoachError('INVALID_REQUEST', 'the internal user serves every tenant: drop the tenant');
   }
   const user = userForRole(config, role, tenant ?? process.env.STAGECOACH_TENANT);
-  const url = await issueCredentials(config, new ManagementApi(config.broker.management), user);
+  const url = await issueCredentials(config, managementApiOf(config), user);
   createLogger({ service: 'stagecoach', command: 'credentials' }).info('fresh password set', { user });
   process.stdout.write(`${url}\n`);
   return EXIT_OK;

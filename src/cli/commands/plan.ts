@@ -1,4 +1,5 @@
 import { openConnection } from '../../broker/amqp-connection.js';
+import { checkSameBroker } from '../../broker/same-broker.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import { loadConfig } from '../../config/load-config.js';
 import { withCommandEvents } from '../../events/command-events.js';
@@ -8,7 +9,7 @@ import { readInventory } from '../../plan/broker-inventory.js';
 import { desiredState } from '../../plan/desired-state.js';
 import { formatPlan } from '../../plan/format-plan.js';
 import { planChanges, type Plan } from '../../plan/plan.js';
-import { ManagementApi } from '../../security/management-api.js';
+import { ManagementApi, managementApiOf } from '../../security/management-api.js';
 import { loadAllStages } from '../../stage/stage-loader.js';
 import type { StageEndpoints } from '../../topology/topology.types.js';
 import { EXIT_DIFFERS, EXIT_OK } from '../exit-codes.js';
@@ -60,7 +61,10 @@ export async function apply(opts: { json?: boolean; config?: string }): Promise<
 async function setUp(file: string | undefined): Promise<{ config: CompiledConfig; stages: StageEndpoints[]; api: ManagementApi }> {
   const config = await loadConfig(file);
   const stages = (await loadAllStages(config)).map((stage) => stage.metadata);
-  return { config, stages, api: new ManagementApi(config.broker.management) };
+  const api = managementApiOf(config);
+  // Compared with, and changed on, the broker the AMQP URLs name: never another one.
+  await checkSameBroker(config, api, createLogger({ service: 'stagecoach', command: 'plan' }));
+  return { config, stages, api };
 }
 
 async function readPlan(config: CompiledConfig, stages: readonly StageEndpoints[], api: ManagementApi): Promise<Plan> {
