@@ -3,7 +3,7 @@ import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
 import { syncQueueSettings } from '../plan/queue-settings.js';
 import type { StageProvisioning } from '../runner/stage-group.js';
-import { ManagementApi } from '../security/management-api.js';
+import { managementApiOf } from '../security/management-api.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 
 /**
@@ -28,7 +28,7 @@ async function applyDevSettings(
   onEvent: AdminEventSink,
 ): Promise<void> {
   try {
-    await syncQueueSettings(config, stages, new ManagementApi(config.broker.management), { removeStale: false, log, onEvent });
+    await syncQueueSettings(config, stages, managementApiOf(config), { removeStale: false, log, onEvent });
   } catch (err) {
     log.warn(
       'queue settings (max_size, overflow_policy, dead_letter_ttl...) not applied: run `stagecoach apply` once the management API answers',

@@ -3,7 +3,7 @@ import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import type { Logger } from '../../logging/logger.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
-import { ManagementApi } from '../../security/management-api.js';
+import { managementApiOf, type ManagementApi } from '../../security/management-api.js';
 import { BrokerNames, parseBrokerName } from '../../topology/names.js';
 import { isTenantSlug } from '../../util/tenant-slug.js';
 
@@ -53,7 +53,7 @@ export class TenantMembership {
     private readonly roster: TenantSet,
     private readonly options: TenantMembershipOptions,
   ) {
-    this.api = options.api ?? new ManagementApi(options.config.broker.management);
+    this.api = options.api ?? managementApiOf(options.config);
     this.names = new BrokerNames(options.config.prefix);
   }
 

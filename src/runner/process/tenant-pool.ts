@@ -5,7 +5,7 @@ import { PREFETCH_BUFFER } from '../../config/defaults.js';
 import { tenantShare } from '../../config/tenant-share.js';
 import type { Logger } from '../../logging/logger.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
-import { ManagementApi } from '../../security/management-api.js';
+import { managementApiOf } from '../../security/management-api.js';
 import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
 import { stateFlag, type QueueState } from '../../state/queue-state.js';
 import { flagName } from '../../flags/flag.js';
@@ -141,7 +141,7 @@ export class TenantPool {
     const { config, log } = this.options;
     let names: Set<string>;
     try {
-      names = new Set(await new ManagementApi(config.broker.management).listExchangeNames(vhostOfAmqpUrl(config.broker.url)));
+      names = new Set(await managementApiOf(config).listExchangeNames(vhostOfAmqpUrl(config.broker.url)));
     } catch (err) {
       log.warn('queue states not listed (management API); each tenant reads its own', { err: (err as Error).message });
       return targets.map(() => undefined);
@@ -159,7 +159,7 @@ export class TenantPool {
    */
   async drainMarkers(): Promise<{ drainMarkers?: FlagReader }> {
     const { config, log } = this.options;
-    const api = new ManagementApi(config.broker.management);
+    const api = managementApiOf(config);
     const vhost = vhostOfAmqpUrl(config.broker.url);
     try {
       await api.listExchangeNames(vhost);
