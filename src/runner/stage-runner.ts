@@ -2,21 +2,15 @@ import { EventEmitter } from 'node:events';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { JobRouter } from '../broker/job-router.js';
-import type { CompiledStageConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
-import { identitiesOf } from '../security/broker-users.js';
-import { PublisherCheck } from '../security/publisher-check.js';
-import { publishRecord } from '../batch/tracking-stream.js';
 import { StateProbe } from '../state/state-probe.js';
 import type { QueueState } from '../state/queue-state.js';
-import { BrokerNames } from '../topology/names.js';
 import type { Topology } from '../topology/topology.types.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import { ConsumeDecision } from './consume-decision.js';
 import type { Delivery, InputKind } from './delivery.js';
-import { DeliveryProcessor, isRedelivery } from './delivery-processor.js';
-import { Dispatcher } from './dispatcher.js';
+import type { DeliveryProcessor } from './delivery-processor.js';
 import { healingPublisher } from './healing-publisher.js';
 import type { Isolatable } from './isolation-gate.js';
 import { Lifecycle, type RunnerState } from './lifecycle.js';
@@ -24,9 +18,10 @@ import type { AttachHints, PooledResources, StageRunnerOptions } from './runner-
 import { RunnerResources } from './runner-resources.js';
 import { emptyStats, NO_METRICS, type StageRunnerStats } from './runner-stats.js';
 import { Settlement } from './settlement.js';
-import { resolveStageInput } from './stage-input.js';
-import { SuspectWatch } from './suspect-watch.js';
-import { WorkConsumers } from './work-consumers.js';
+import { resolveStageInput, type StageInput } from './stage-input.js';
+import { createStageProcessor } from './stage-processor.js';
+import type { SuspectWatch } from './suspect-watch.js';
+import { WorkIntake } from './work-intake.js';
 
 export type { RunnerState } from './lifecycle.js';
 export type { StageRunnerStats } from './runner-stats.js';
@@ -34,16 +29,12 @@ export type { AttachHints, PooledResources, StageRunnerOptions } from './runner-
 export { stallWindowMs } from './runner-resources.js';
 
 /**
- * Runs one stage instance: one input queue, `concurrency` handlers at a time. Composed of:
- * - a {@link Lifecycle} (starting, running, paused, quiet, stopping, stopped; one stop promise)
- *   and the {@link ConsumeDecision} that every "consume now?" asks;
- * - its {@link RunnerResources}: what it owns and what it shares with a group or pool (isolation
- *   gate, loss ledger, directives, publisher channel, slots, handler), attached and closed there;
- * - three channels, each healed alone by its ChannelSupervisor: the publisher (one confirm
- *   channel), the {@link WorkConsumers} (consumers of `main` and `due`) and the
- *   {@link SuspectWatch} (looks for suspects and runs them through the gate);
- * - a {@link Dispatcher} (slots, hand-backs), a {@link DeliveryProcessor} (admission, handler)
- *   and the {@link Settlement} (every ack, reject and republish).
+ * Runs one stage instance: one input queue, `concurrency` handlers at a time. Composed of a
+ * {@link Lifecycle} (one stop promise) and the {@link ConsumeDecision} that every "consume now?"
+ * asks; its {@link RunnerResources} (what it owns, and what it shares with a group or pool); its
+ * {@link WorkIntake} (work consumers, suspect watch, dispatcher); a DeliveryProcessor (admission,
+ * handler) and the {@link Settlement} (every ack, reject and republish). Each channel (publisher,
+ * work, suspect) is healed alone by its ChannelSupervisor.
  *
  * Lifecycle: `start(connection)` builds the stage through its container, declares the topology
  * it needs on that connection (with `security.tenantUsers`, only checks that it exists: stage
@@ -69,17 +60,17 @@ export class StageRunner extends EventEmitter implements Isolatable {
   /** Its physical queue's state on the broker, as last read (`syncState`); it moves the lifecycle. */
   queueState: QueueState = 'active';
 
-  private readonly settings: CompiledStageConfig;
-  private readonly input: ResolvedQueueConfig;
+  /** Its input, checked against the configuration: settings, queue config, names, topology. */
+  private readonly at: StageInput;
   private readonly metrics: InstanceMetrics;
   private readonly queues: Record<InputKind, string> & { dead: string };
   private readonly lifecycle: Lifecycle;
   private readonly decision: ConsumeDecision;
   private readonly resources: RunnerResources;
   private readonly publishers: ChannelSupervisor<ConfirmPublisher>;
-  private readonly work: WorkConsumers;
+  private readonly intake: WorkIntake;
+  /** The intake's, as the settlement tells it of a new suspect. */
   private readonly suspects: SuspectWatch;
-  private readonly dispatcher: Dispatcher;
   private readonly settlement: Settlement;
   private readonly sink: JobRouter;
   private processor: DeliveryProcessor | undefined;
@@ -88,59 +79,31 @@ export class StageRunner extends EventEmitter implements Isolatable {
     super();
     const { config, stage, tenant, variant, log } = options;
     const meta = stage.metadata;
-    const { name, settings, input, queues, topology } = resolveStageInput(config, stage, tenant, variant);
+    this.at = resolveStageInput(config, stage, tenant, variant);
+    const { name, settings, input, queues, topology } = this.at;
     this.name = name;
-    this.settings = settings;
-    this.input = input;
     this.queues = queues;
     this.queue = queues.main;
     this.topology = topology;
     this.metrics = options.metrics ?? NO_METRICS;
     const fatal = (err: Error): void => void this.emit('fatal', err);
     this.resources = new RunnerResources(options, { settings, queue: this.queue, topology, onFatal: fatal });
-    const { resources } = this;
-    this.publishers = resources.publishers;
+    this.publishers = this.resources.publishers;
     this.lifecycle = new Lifecycle((state) => {
-      log[resources.notice]('stage state', { queue: this.queue, state });
+      log[this.resources.notice]('stage state', { queue: this.queue, state });
       this.emit('state', state);
     });
     this.decision = new ConsumeDecision(this.lifecycle);
-    const lost = (ids: string[]): void => resources.ledger.record(ids);
-    const declare = (connection: AmqpConnection): Promise<void> => resources.declare(connection);
-    this.work = new WorkConsumers({
-      ...resources.work,
-      queues: { main: queues.main, due: queues.due },
-      declare,
+    this.intake = new WorkIntake({
+      queues,
+      resources: this.resources,
+      decision: this.decision,
       log,
-      wanted: () => this.decision.consume,
-      offer: (delivery) => this.dispatcher.offer(delivery),
-      // Its waiting deliveries are the broker's again: running them would only make duplicates.
-      abandon: (source) => this.dispatcher.abandonWaiting((delivery) => delivery.source === source),
       onFatal: fatal,
-      lost,
-    });
-    this.suspects = new SuspectWatch({
-      ...resources.suspects,
-      queue: queues.suspect,
-      declare,
-      log,
-      gate: resources.gate,
-      running: () => this.decision.takeSuspects,
-      runAlone: (delivery) => this.dispatcher.runAlone(delivery),
-      onFatal: fatal,
-      lost,
-    });
-    this.dispatcher = new Dispatcher({
-      ...resources.slots,
       process: (delivery) => this.process(delivery),
-      // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
-      // run in the pool as a first delivery. It is settled as the crash it is instead (moved to
-      // the suspect queue, unjudged); its handler does not run.
-      giveBack: (delivery) =>
-        isRedelivery(delivery) && !resources.ledger.forgive(delivery.message.properties.messageId)
-          ? this.process(delivery)
-          : this.settlement.giveBack(delivery),
+      giveBack: (delivery) => this.settlement.giveBack(delivery),
     });
+    this.suspects = this.intake.suspects;
     this.settlement = new Settlement({
       config,
       input,
@@ -187,7 +150,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
 
   /** Jobs being processed or settled now. */
   get inFlight(): number {
-    return this.dispatcher.inFlight;
+    return this.intake.dispatcher.inFlight;
   }
 
   /** True from the first `stop()` on. */
@@ -197,10 +160,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
 
   /** True while it consumes as it should: every channel up (running), or not meant to consume. */
   get healthy(): boolean {
-    return this.decision.healthy(() => ({
-      open: this.publishers.current !== undefined && this.suspects.open && this.work.open,
-      consuming: this.work.consuming,
-    }));
+    return this.decision.healthy(() => this.intake.channels);
   }
 
   /** Whether a control message addresses this instance. */
@@ -222,27 +182,12 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   async prepare(): Promise<void> {
     if (this.processor !== undefined) return;
-    const { config, stage, tenant, log, payloads } = this.options;
-    const { resources } = this;
-    const tracking = new BrokerNames(config.prefix).tracking;
-    this.processor = new DeliveryProcessor({
-      stage: stage.metadata,
-      input: this.input,
-      tenant,
-      tenantHeader: config.tenantHeader,
-      handler: await resources.handler(),
-      sink: this.sink,
-      log,
-      onPublished: (output) => this.metrics.published(output),
-      forgive: (messageId) => resources.ledger.forgive(messageId),
-      ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
-      directives: resources.directives,
-      track: (record) => publishRecord(healingPublisher(this.publishers), tracking, record),
-      ...(payloads === undefined ? {} : { payloads }),
-    });
+    const { at, sink, resources, metrics } = this;
+    const handler = await resources.handler();
+    this.processor = createStageProcessor(this.options, { input: at.input, handler, sink, resources, metrics });
     if (!this.lifecycle.to('running')) return;
-    this.dispatcher.openUp();
-    resources.gate.join(this);
+    this.intake.open();
+    this.resources.gate.join(this);
   }
 
   /**
@@ -257,12 +202,11 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (hints.state === undefined) await this.syncState(connection);
     else await this.applyState(hints.state);
     await this.resources.attachPublishers(connection);
-    await this.suspects.attach(connection);
-    await this.work.attach(connection);
+    await this.intake.attach(connection);
     this.options.log[this.resources.notice]('stage consuming', {
       queue: this.queue,
-      concurrency: this.settings.concurrency,
-      prefetch: this.settings.prefetch,
+      concurrency: this.at.settings.concurrency,
+      prefetch: this.at.settings.prefetch,
     });
   }
 
@@ -272,8 +216,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   detach(): void {
     this.resources.detach();
-    this.work.detach();
-    this.suspects.detach();
+    this.intake.detach();
   }
 
   /**
@@ -283,13 +226,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   async syncState(connection: AmqpConnection): Promise<void> {
     const probe = new StateProbe(connection, this.options.config.prefix);
-    let state: QueueState;
-    try {
-      state = await probe.stateOf({ queue: this.inputQueue, tenant: this.options.tenant, variant: this.options.variant });
-    } finally {
-      await probe.close();
-    }
-    await this.applyState(state);
+    await this.applyState(await probe.stateOf(this.target).finally(() => probe.close()));
   }
 
   /** Follows `state`, read by `syncState` or by the pool for every tenant at once. */
@@ -303,20 +240,18 @@ export class StageRunner extends EventEmitter implements Isolatable {
   /** Stops consuming until `resume()`; prefetched deliveries go back, jobs in flight finish. */
   async pause(): Promise<void> {
     if (!this.lifecycle.to('paused')) return;
-    await this.stopTakingWork();
+    await this.intake.stopTaking();
   }
 
   async resume(): Promise<void> {
     if (!this.lifecycle.to('running')) return;
-    if (this.decision.consume) this.dispatcher.openUp();
-    await this.work.sync();
-    this.suspects.mayWait(0);
+    await this.intake.resume();
   }
 
   /** OJS `quiet` (docs/operations.md): stops fetching for good, finishes what it has, stays up until stopped. */
   async quiet(): Promise<void> {
     if (!this.lifecycle.to('quiet')) return;
-    await this.stopTakingWork();
+    await this.intake.stopTaking();
   }
 
   /**
@@ -327,45 +262,29 @@ export class StageRunner extends EventEmitter implements Isolatable {
    */
   stop(graceMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     return this.lifecycle.stop(async () => {
-      await this.stopTakingWork();
-      const drained = await this.dispatcher.whenIdle(graceMs);
+      await this.intake.stopTaking();
+      const drained = await this.intake.dispatcher.whenIdle(graceMs);
       if (!drained) {
         this.options.log.warn('grace period over: handing unfinished jobs back to the broker', {
           queue: this.queue,
-          in_flight: this.dispatcher.inFlight,
+          in_flight: this.intake.dispatcher.inFlight,
         });
       }
       this.resources.gate.leave(this);
-      this.dispatcher.leaveShare();
-      await this.resources.close(drained, async () => {
-        await this.suspects.close();
-        await this.work.close();
-      });
+      this.intake.dispatcher.leaveShare();
+      await this.resources.close(drained, () => this.intake.close());
       this.options.log.info('stage stopped', { queue: this.queue, drained, ...this.stats });
       return drained;
     });
   }
 
-  /** The gate isolates a suspect: nothing of this runner stays in hand, and what it settled is sent. */
-  async suspend(): Promise<void> {
-    this.decision.suspend();
-    await this.stopTakingWork();
-    await this.dispatcher.whenIdle();
-    // Nothing in hand means nothing the broker does not know is settled.
-    await this.work.settled();
+  /** The gate isolates a suspect: nothing of this runner stays in hand (see IsolationGate). */
+  suspend(): Promise<void> {
+    return this.intake.suspend();
   }
 
   unsuspend(): void {
-    if (!this.decision.unsuspend()) return;
-    this.dispatcher.openUp();
-    void this.work.sync();
-  }
-
-  /** Consumers off first, then what was prefetched goes back: it cannot come back to us. */
-  private async stopTakingWork(): Promise<void> {
-    this.dispatcher.hold();
-    await this.work.sync();
-    await this.dispatcher.close();
+    this.intake.unsuspend();
   }
 
   private async process(delivery: Delivery): Promise<void> {
