@@ -1,5 +1,4 @@
-import type { QueueFullObserver } from '../broker/confirm-publisher.js';
-import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import type { ConfirmPublisher, QueueFullObserver } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
