@@ -1,5 +1,6 @@
 /**
- * The states of a stage runner: OJS worker states (seeds/003) plus queue pause (seeds/001).
+ * The states of a stage runner: the worker states of the Open Job Spec (https://openjobspec.org:
+ * `running`, `quiet`, `terminate` as stopping) plus queue pause (docs/operations.md).
  *
  *   starting --> running <--> paused
  *                   |            |

@@ -1,0 +1,97 @@
+import type { ConfirmPublisher, QueueFullObserver } from '../broker/confirm-publisher.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import type { Logger } from '../logging/logger.js';
+import type { InstanceMetrics } from '../observability/stage-metrics.js';
+import type { PayloadOffloader } from '../payload/payload-offloader.js';
+import type { LoadedStage } from '../stage/stage-loader.js';
+import type { StageHandler } from '../stage/stage.types.js';
+import type { QueueState } from '../state/queue-state.js';
+import type { ChannelSupervisor } from './channel-supervisor.js';
+import type { DirectiveGate } from './directive-gate.js';
+import type { FairShare } from './fair-share.js';
+import type { IsolationGate } from './isolation-gate.js';
+import type { LossLedger } from './loss-ledger.js';
+import type { QueueProbe, SharedChannel } from './shared-channel.js';
+
+/*
+ * The contract of a StageRunner's construction and attach (re-exported by stage-runner.ts):
+ * what a group, a pool or a library user hands it. runner-resources.ts turns it into what the
+ * runner owns and what it shares.
+ */
+
+export interface StageRunnerOptions {
+  config: CompiledConfig;
+  stage: LoadedStage;
+  /** Required when the stage's input is tenant-scoped; refused when it is shared. */
+  tenant?: string;
+  /** Consume the tenant's specialised queue for this variant instead of the general one. */
+  variant?: string;
+  log: Logger;
+  /** Where the instance counts its work; nothing is counted when absent. */
+  metrics?: InstanceMetrics;
+  /**
+   * Shared by every runner of a process (StageGroup passes one), so that a suspect runs with
+   * nothing else of the process in hand. A runner alone gets its own.
+   */
+  gate?: IsolationGate;
+  /** How often a running instance looks for suspects it was not told about. @defaultValue 5000 ms */
+  suspectCheckMs?: number;
+  /**
+   * Shared by every runner of a process (StageGroup passes one): what the process lost with a
+   * channel while healthy, so that its redelivery is not taken for a crash. A runner alone gets
+   * its own.
+   */
+  ledger?: LossLedger;
+  /** Told of every publish a full queue refused (emits, dead letters): `queue.full` events and metrics. */
+  onQueueFull?: QueueFullObserver;
+  /** One tenant of a pooled process (TenantPool): channels, slots and threads shared with the others. */
+  pooled?: PooledResources;
+  /**
+   * Shared by every runner of a process (StageGroup passes one, attached to its connection):
+   * batch and tenant directives. A runner alone gets its own and attaches it itself.
+   */
+  directives?: DirectiveGate;
+  /**
+   * Payload offloading (docs/payloads.md), shared by every runner of a process (StageGroup
+   * passes one, with one store). Without it, jobs go inline whatever their size, and a job that
+   * arrives by reference fails.
+   */
+  payloads?: PayloadOffloader;
+}
+
+/**
+ * What the runners of a pooled process share. Each still has its own queues, settlement,
+ * lifecycle (pause, drain, quiet per tenant queue) and stage instance; the pool owns these and
+ * attaches, heals and closes them.
+ */
+export interface PooledResources {
+  /** The process's confirm channel, for every tenant's emits and settlements. */
+  publishers: ChannelSupervisor<ConfirmPublisher>;
+  /** The work channel this tenant's consumers go on (one per so many tenants). */
+  work: SharedChannel;
+  /** The channel suspects are taken from, one at a time, process-wide. */
+  suspects: SharedChannel;
+  /** Where queues are looked at (passive declares), so that a missing one closes no shared channel. */
+  probe: QueueProbe;
+  /** The stage's `concurrency` slots, shared by weight. */
+  share: FairShare;
+  weight: number;
+  maxConcurrency: number | undefined;
+  /** Deliveries the broker may send ahead, per consumer of this tenant. */
+  prefetch: number;
+  /** A handler serving every tenant (worker threads shared by the pool); else one stage instance per tenant, built at its first job. */
+  handler?: StageHandler;
+  /**
+   * false: when healing, only check that the input queue still exists, never declare it again
+   * (`--all-tenants`: a queue gone with its retired tenant must not come back). @defaultValue true
+   */
+  redeclare?: boolean;
+}
+
+/** What a pooled runner is told at attach instead of finding out itself (the pool asked the broker for every tenant at once). */
+export interface AttachHints {
+  /** Its topology was declared with every other tenant's. */
+  declared?: boolean;
+  /** Its queue's state, read from one listing. */
+  state?: QueueState;
+}

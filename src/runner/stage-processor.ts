@@ -1,0 +1,49 @@
+import { publishRecord } from '../batch/tracking-stream.js';
+import type { JobSink } from '../broker/job-router.js';
+import type { ResolvedQueueConfig } from '../config/config.types.js';
+import type { InstanceMetrics } from '../observability/stage-metrics.js';
+import { identitiesOf } from '../security/broker-users.js';
+import { PublisherCheck } from '../security/publisher-check.js';
+import type { StageHandler } from '../stage/stage.types.js';
+import { BrokerNames } from '../topology/names.js';
+import { DeliveryProcessor } from './delivery-processor.js';
+import { healingPublisher } from './healing-publisher.js';
+import type { StageRunnerOptions } from './runner-options.js';
+import type { RunnerResources } from './runner-resources.js';
+
+/** What a runner's processor is made of besides its options. */
+export interface StageProcessorParts {
+  input: ResolvedQueueConfig;
+  /** Built by the resources (a stage instance, threads, or the pool's). */
+  handler: StageHandler;
+  /** Where `ctx.emit()` publishes. */
+  sink: JobSink;
+  resources: RunnerResources;
+  metrics: InstanceMetrics;
+}
+
+/**
+ * The DeliveryProcessor of one runner, configured from its options: the tenant header, the
+ * publisher check with broker-enforced tenants (`security.tenantUsers`), the process's loss
+ * ledger and directives, the tracking stream (on the healing publisher) and payload offloading.
+ */
+export function createStageProcessor(options: StageRunnerOptions, parts: StageProcessorParts): DeliveryProcessor {
+  const { config, stage, tenant, log, payloads } = options;
+  const { resources } = parts;
+  const tracking = new BrokerNames(config.prefix).tracking;
+  return new DeliveryProcessor({
+    stage: stage.metadata,
+    input: parts.input,
+    tenant,
+    tenantHeader: config.tenantHeader,
+    handler: parts.handler,
+    sink: parts.sink,
+    log,
+    onPublished: (output) => parts.metrics.published(output),
+    forgive: (messageId) => resources.ledger.forgive(messageId),
+    ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
+    directives: resources.directives,
+    track: (record) => publishRecord(healingPublisher(resources.publishers), tracking, record),
+    ...(payloads === undefined ? {} : { payloads }),
+  });
+}
