@@ -3,16 +3,15 @@ import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { traceIdOf } from '../job/trace-context.js';
 import type { Logger } from '../logging/logger.js';
-import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Delivery } from './delivery.js';
-import type { StageRunnerStats } from './runner-stats.js';
+import type { RunnerCounts } from './runner-stats.js';
 import type { Route, Settled } from './settlement-route.js';
 
 export interface AfterSettleOptions {
   log: Logger;
-  stats: StageRunnerStats;
-  metrics: InstanceMetrics;
+  /** Where every event is counted, once. */
+  counts: RunnerCounts;
   /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
   onSuspected(): void;
   payloads?: PayloadOffloader;
@@ -22,8 +21,7 @@ export interface AfterSettleOptions {
  * What follows a settlement, around the routes rather than inside them: its counts, its log
  * line and, after the ack of a completion, a discard or a cancel, the release of a payload sent
  * by reference (docs/payloads.md; never before the ack: every other route republishes the same
- * reference). This is the only place settlement counts: each event once, in the runner's stats
- * (what the stop log line, the pool and tests read) and the instance's metrics together.
+ * reference). This is the only place settlement counts, each event once (RunnerCounts).
  * Counted once settled: an abandoned delivery comes back and is counted then.
  */
 export class AfterSettle {
@@ -31,7 +29,7 @@ export class AfterSettle {
 
   ack(delivery: Delivery): void {
     delivery.source.ack(delivery.message);
-    this.options.metrics.acked();
+    this.options.counts.acked();
   }
 
   /**
@@ -41,29 +39,25 @@ export class AfterSettle {
   completed(delivery: Delivery, emitted: number, seconds: number): 'acked' {
     this.ack(delivery);
     this.options.payloads?.release(delivery.message.properties.headers);
-    const { stats } = this.options;
-    stats.emitted += emitted;
-    stats.completed++;
-    this.options.metrics.completed(seconds);
+    this.options.counts.completed(seconds, emitted);
     return 'acked';
   }
 
   /** A handler (or an emit) failed: counted when it happens, whatever route follows. */
   failed(seconds: number | undefined, errorType: string, poison: boolean): void {
-    if (seconds !== undefined) this.options.metrics.failed(seconds, errorType);
-    if (poison) this.options.stats.poisonRedeliveries++;
+    if (seconds !== undefined) this.options.counts.failed(seconds, errorType);
+    if (poison) this.options.counts.redelivered();
   }
 
   /** After a route's ConfirmLoop: what it came to, counted and logged. */
   settled(delivery: Delivery, route: Route, settled: Settled): Settled {
-    const { log, stats, metrics } = this.options;
+    const { log, counts } = this.options;
     const { message } = delivery;
     const event = route.event;
     switch (event.kind) {
       case 'dead-lettered':
         if (settled === 'abandoned') break;
-        stats.deadLettered++;
-        metrics.deadLettered();
+        counts.deadLettered();
         log.warn('job dead-lettered', {
           ...(event.job ? fields(event.job, message) : { job_id: message.properties.messageId }),
           queue: delivery.queue,
@@ -82,8 +76,7 @@ export class AfterSettle {
         });
         if (settled !== 'acked') break;
         this.options.payloads?.release(message.properties.headers);
-        stats.discarded++;
-        metrics.discarded();
+        counts.discarded();
         break;
       case 'cancelled':
         if (settled !== 'acked') break;
@@ -92,8 +85,7 @@ export class AfterSettle {
         break;
       case 'retried':
         if (settled !== 'acked') break;
-        stats.retried++;
-        metrics.retried();
+        counts.retried();
         log.info('job retry scheduled', {
           ...fields(event.job, message),
           next_attempt: event.nextAttempt,
@@ -104,7 +96,7 @@ export class AfterSettle {
         break;
       case 'suspected':
         if (settled !== 'acked') break;
-        stats.poisonRedeliveries++;
+        counts.redelivered();
         log.warn('job redelivered after a crash; moved to the suspect queue to run alone', {
           ...fields(event.job, message),
           next_attempt: event.nextAttempt,
@@ -116,7 +108,7 @@ export class AfterSettle {
           log.info(`job parked: its ${event.by} is paused`, { ...fields(event.job, message), return_queue: event.returnQueue });
         break;
       case 'given-back':
-        if (settled === 'acked') stats.givenBack++;
+        if (settled === 'acked') counts.givenBack();
         break;
     }
     return settled;

@@ -28,3 +28,55 @@ export const NO_METRICS: InstanceMetrics = {
   published: () => undefined,
   acked: () => undefined,
 };
+
+/**
+ * The one place a settled event is counted: each method is one event, recorded in the runner's
+ * plain numbers (StageRunnerStats: the stop log line, the pool and tests read them) and in the
+ * instance's metrics (the `/metrics` scrape) at once, so that the two never drift apart and no
+ * route counts anything itself.
+ */
+export class RunnerCounts {
+  constructor(
+    readonly stats: StageRunnerStats,
+    private readonly metrics: InstanceMetrics,
+  ) {}
+
+  acked(): void {
+    this.metrics.acked();
+  }
+
+  completed(seconds: number, emitted: number): void {
+    this.stats.emitted += emitted;
+    this.stats.completed++;
+    this.metrics.completed(seconds);
+  }
+
+  /** A handler (or an emit) failed, whatever route follows. */
+  failed(seconds: number, errorType: string): void {
+    this.metrics.failed(seconds, errorType);
+  }
+
+  retried(): void {
+    this.stats.retried++;
+    this.metrics.retried();
+  }
+
+  deadLettered(): void {
+    this.stats.deadLettered++;
+    this.metrics.deadLettered();
+  }
+
+  discarded(): void {
+    this.stats.discarded++;
+    this.metrics.discarded();
+  }
+
+  /** A delivery came back after the process or channel handling it died. */
+  redelivered(): void {
+    this.stats.poisonRedeliveries++;
+  }
+
+  givenBack(): void {
+    this.stats.givenBack++;
+  }
+}

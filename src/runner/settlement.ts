@@ -15,7 +15,7 @@ import type { ChannelSupervisor } from './channel-supervisor.js';
 import { ConfirmLoop } from './confirm-loop.js';
 import type { DeadLetterOrigin } from './dead-letters.js';
 import type { Delivery, Outcome } from './delivery.js';
-import type { StageRunnerStats } from './runner-stats.js';
+import { RunnerCounts, type StageRunnerStats } from './runner-stats.js';
 import type { Route, RouteContext, Settled } from './settlement-route.js';
 import {
   cancelRoute,
@@ -96,7 +96,7 @@ export class Settlement {
     const names = new BrokerNames(options.config.prefix);
     const { config, stage, queues, origin, publishers, log } = options;
     this.routes = { config, names, stage, queues, origin };
-    this.after = new AfterSettle(options);
+    this.after = new AfterSettle({ ...options, counts: new RunnerCounts(options.stats, options.metrics) });
     this.reports = new BatchReports({
       publishers,
       log,
