@@ -107,14 +107,14 @@ function expectModulesExist(config: ConfigFile, configPath: string, where: strin
 
 interface K8sObject {
   kind?: string;
-  metadata?: { name?: string };
+  metadata?: { name?: string; labels?: Record<string, string> };
   data?: Record<string, string>;
   spec?: Record<string, unknown>;
 }
 interface Container {
   name: string;
   args?: string[];
-  env?: Array<{ name: string; value?: string }>;
+  env?: Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }>;
   volumeMounts?: Array<{ name: string; mountPath: string }>;
 }
 interface PodSpec {
@@ -219,6 +219,55 @@ describe('Kubernetes docs against the image', () => {
     expect(sweeps, 'a CronJob running `payloads sweep`').to.have.length(1);
   });
 
+  it("no Deployment's selector matches another Deployment's pods: a variant's Deployment has its own `variant` label", () => {
+    const deployments = yamlObjects(read(KUBERNETES_DOC))
+      .filter((o) => o.kind === 'Deployment')
+      .map((o) => {
+        const spec = o.spec as {
+          selector?: { matchLabels?: Record<string, string> };
+          template?: { metadata?: { labels?: Record<string, string> } };
+        };
+        return {
+          name: o.metadata?.name as string,
+          selector: spec.selector?.matchLabels ?? {},
+          labels: spec.template?.metadata?.labels ?? {},
+          args: podSpecOf(o)?.containers[0]?.args ?? [],
+        };
+      });
+    const selects = (selector: Record<string, string>, labels: Record<string, string>): boolean =>
+      Object.entries(selector).every(([key, value]) => labels[key] === value);
+    // A pdf Deployment of a tenant beside the tenant's main one: the case where the selectors overlapped.
+    const pdf = deployments.find((d) => d.args[0] === 'run' && d.args.includes('--variant') && !d.args.includes('--all-tenants'));
+    expect(pdf, 'a Deployment of a variant (`run <stage> --variant pdf`)').not.to.equal(undefined);
+    for (const d of deployments) {
+      expect(Object.keys(d.selector), `Deployment ${d.name}: a selector`).not.to.have.length(0);
+      expect(selects(d.selector, d.labels), `Deployment ${d.name}: its selector matches its own pods`).to.equal(true);
+      if (d.args[0] === 'run') {
+        const variant = d.args.includes('--variant') ? d.args[d.args.indexOf('--variant') + 1] : 'default';
+        expect(d.selector, `Deployment ${d.name}: selector`).to.include({ variant });
+      }
+      for (const other of deployments.filter((o) => o !== d)) {
+        expect(selects(d.selector, other.labels), `Deployment ${d.name}'s selector matches the pods of ${other.name}`).to.equal(false);
+      }
+    }
+  });
+
+  it('every pooled Deployment (--all-tenants) has the management API, which lists the provisioned tenants at its start', () => {
+    const pooled = yamlObjects(read(KUBERNETES_DOC)).filter(
+      (o) => o.kind === 'Deployment' && podSpecOf(o)?.containers.some((c) => c.args?.includes('--all-tenants')),
+    );
+    expect(pooled.length, 'pooled Deployments').to.be.at.least(1);
+    for (const object of pooled) {
+      for (const container of (podSpecOf(object) as PodSpec).containers) {
+        const management = container.env?.find((e) => e.name === 'STAGECOACH_MANAGEMENT_URL');
+        expect(management, `Deployment ${object.metadata?.name}: STAGECOACH_MANAGEMENT_URL`).not.to.equal(undefined);
+        expect(management?.value ?? management?.valueFrom?.secretKeyRef?.key, `Deployment ${object.metadata?.name}: its value`).to.be.a(
+          'string',
+        );
+      }
+    }
+  });
+
   it('a module path relative to the image layout, from a ConfigMap mounted at /config, does not resolve (the reported bug)', () => {
     const [old] = stageModules({ stages: { converter: { module: '../dist/stages/converter.stage.js' } } }, '/config/pipeline.json');
     expect(old?.imagePath).to.equal('/dist/stages/converter.stage.js');
@@ -227,13 +276,21 @@ describe('Kubernetes docs against the image', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// docker-compose.yml: the payload store is a named volume that every stage shares.
+// docker-compose.yml and docker-compose.cluster.yml: the payload store is a named volume that every
+// stage shares, stages get the time to drain, the broker is published on loopback only.
 
 interface ComposeService {
   command?: string[];
   environment?: Record<string, string>;
   volumes?: string[];
+  ports?: string[];
+  stop_grace_period?: string;
   '<<'?: ComposeService;
+}
+interface ComposeFile {
+  services: Record<string, ComposeService>;
+  volumes?: Record<string, unknown>;
+  configs?: Record<string, { content?: string; file?: string }>;
 }
 
 /** A service with its `<<: *anchor` merged in, as compose does it (js-yaml reads YAML 1.2: no merge keys). */
@@ -242,32 +299,79 @@ function merged(service: ComposeService): ComposeService {
   return { ...base, ...own };
 }
 
-describe('docker-compose.yml and the payload store', () => {
-  const compose = loadAll(read('docker-compose.yml'))[0] as { services: Record<string, ComposeService>; volumes?: Record<string, unknown> };
+/** A compose duration (`45s`, `1m30s`, `500ms`) in seconds. */
+function composeSeconds(duration: string): number {
+  const parts = [...duration.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us)/g)];
+  expect(parts.map((p) => p[0]).join(''), `duration ${duration}`).to.equal(duration);
+  const unit: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 0.001, us: 0.000001 };
+  return parts.reduce((sum, p) => sum + Number(p[1]) * (unit[p[2] as string] as number), 0);
+}
 
-  it('mounts one named volume at payloads.store.dir in every service that runs stages or admin, and the image makes it for its user', () => {
-    const users = Object.entries(compose.services)
-      .map(([name, service]) => [name, merged(service)] as const)
-      .filter(([, service]) => ['run', 'admin'].includes(service.command?.[0] ?? ''));
-    expect(users.map(([name]) => name)).to.include.members(['explorer', 'converter-acme', 'matcher-globex', 'exporter', 'admin']);
-    const dirs = new Set<string>();
-    for (const [name, service] of users) {
+const COMPOSE_FILES: Array<{ file: string; users: string[] }> = [
+  { file: 'docker-compose.yml', users: ['explorer', 'converter-acme', 'converter-globex-pdf', 'matcher-globex', 'exporter', 'admin'] },
+  { file: 'docker-compose.cluster.yml', users: ['explorer', 'converter-acme', 'converter-globex-pdf', 'matcher-globex', 'exporter'] },
+];
+
+for (const { file, users: expectedUsers } of COMPOSE_FILES) {
+  describe(`${file}: payload store, stop grace period, published ports`, () => {
+    const compose = loadAll(read(file))[0] as ComposeFile;
+    const services = Object.entries(compose.services).map(([name, service]) => [name, merged(service)] as const);
+    /** The configuration a service loads (its STAGECOACH_CONFIG, else the image's). */
+    const configOf = (service: ComposeService): { configPath: string; config: ConfigFile & { gracePeriod?: number } } => {
       const configPath = service.environment?.STAGECOACH_CONFIG ?? (IMAGE.env.get('STAGECOACH_CONFIG') as string);
-      const config = JSON.parse(readFileSync(repoPathOf(configPath) as string, 'utf8')) as ConfigFile;
-      expect(config.payloads?.store?.kind, `${name}: payloads.store in ${configPath}`).to.equal('fs');
-      const dir = path.posix.resolve(path.posix.dirname(configPath), config.payloads?.store?.dir ?? './payloads');
-      dirs.add(dir);
-      const mount = service.volumes?.find((volume) => volume.split(':')[1] === dir);
-      expect(mount, `${name}: ${dir} (payloads.store.dir) is a mounted volume`).to.be.a('string');
-      const source = (mount as string).split(':')[0] as string;
-      expect(compose.volumes ?? {}, `${name}: ${source} is a named volume, shared by every service`).to.have.property(source);
-    }
-    expect([...dirs], 'one directory for all').to.have.length(1);
-    // A new named volume takes the owner of the image's folder: the stages run as `node`.
-    const [dir] = [...dirs];
-    expect(read('Dockerfile')).to.match(new RegExp(`mkdir -p ${dir} && chown node:node ${dir}`));
+      return {
+        configPath,
+        config: JSON.parse(readFileSync(repoPathOf(configPath) as string, 'utf8')) as ConfigFile & { gracePeriod?: number },
+      };
+    };
+
+    it('mounts one named volume at payloads.store.dir in every service that runs stages or admin, and the image makes it for its user', () => {
+      const users = services.filter(([, service]) => ['run', 'admin'].includes(service.command?.[0] ?? ''));
+      expect(users.map(([name]) => name)).to.include.members(expectedUsers);
+      const dirs = new Set<string>();
+      for (const [name, service] of users) {
+        const { configPath, config } = configOf(service);
+        expect(config.payloads?.store?.kind, `${name}: payloads.store in ${configPath}`).to.equal('fs');
+        const dir = path.posix.resolve(path.posix.dirname(configPath), config.payloads?.store?.dir ?? './payloads');
+        dirs.add(dir);
+        const mount = service.volumes?.find((volume) => volume.split(':')[1] === dir);
+        expect(mount, `${name}: ${dir} (payloads.store.dir) is a mounted volume`).to.be.a('string');
+        const source = (mount as string).split(':')[0] as string;
+        expect(compose.volumes ?? {}, `${name}: ${source} is a named volume, shared by every service`).to.have.property(source);
+      }
+      expect([...dirs], 'one directory for all').to.have.length(1);
+      // A new named volume takes the owner of the image's folder: the stages run as `node`.
+      const [dir] = [...dirs];
+      expect(read('Dockerfile')).to.match(new RegExp(`mkdir -p ${dir} && chown node:node ${dir}`));
+    });
+
+    it("gives every stage a stop_grace_period longer than its configuration's gracePeriod (Docker's default is 10 s)", () => {
+      const stages = services.filter(([, service]) => service.command?.[0] === 'run');
+      expect(stages.length).to.be.at.least(expectedUsers.length - 1);
+      for (const [name, service] of stages) {
+        const gracePeriod = configOf(service).config.gracePeriod ?? 30;
+        expect(service.stop_grace_period, `${name}: stop_grace_period`).to.be.a('string');
+        expect(composeSeconds(service.stop_grace_period as string), `${name}: stop_grace_period`).to.be.above(gracePeriod);
+      }
+    });
+
+    it('publishes ports on 127.0.0.1 only, and needs no inline configs (Compose 2.23.1)', () => {
+      const ports = services.flatMap(([name, service]) => (service.ports ?? []).map((port) => [name, port] as const));
+      expect(ports.length).to.be.at.least(1);
+      for (const [name, port] of ports) expect(port, `${name} publishes ${port}`).to.match(/^127\.0\.0\.1:/);
+      for (const [name, config] of Object.entries(compose.configs ?? {}))
+        expect(config.content, `configs.${name}.content`).to.equal(undefined);
+      // Files mounted from the repository exist (a missing source would become an empty folder).
+      for (const [name, service] of services) {
+        for (const volume of service.volumes ?? []) {
+          const source = volume.split(':')[0] as string;
+          if (source.startsWith('./') && source !== './results')
+            expect(existsSync(path.join(ROOT, source)), `${name}: ${source}`).to.equal(true);
+        }
+      }
+    });
   });
-});
+}
 
 // ---------------------------------------------------------------------------------------------
 // KEDA's queue name regex for pooled workers.
