@@ -50,3 +50,8 @@ export {
   type AdminServerOptions,
 } from './admin-api/admin-server.js';
 export { ADMIN_TOKEN_ENV } from './admin-api/bearer-auth.js';
+
+// What `stagecoach dev` provisions around a group's start: `group.start(devProvisioning(...))`
+// declares every configured tenant's queues and applies their queue settings, as `dev` does.
+export { devProvisioning } from './cli/dev-provisioning.js';
+export type { StageProvisioning } from './runner/stage-group.js';
