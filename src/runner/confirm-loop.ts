@@ -85,7 +85,7 @@ export class ConfirmLoop {
           await new Promise((resolve) => setTimeout(resolve, waits[refusals++]));
           continue;
         }
-        if (refusal.kind === 'fallback') return this.run(delivery, refusal.route, report);
+        if (refusal.kind === 'fallback') return this.run(delivery, refusal.route(), report);
         this.options.log.error(`${what} refused by the broker; rejecting the delivery to its queue's dead-letter route`, {
           queue: delivery.queue,
           job_id: delivery.message.properties.messageId,

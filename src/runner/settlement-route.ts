@@ -20,12 +20,12 @@ export interface RouteMessage {
  * always tried again on the healed publisher, see ConfirmLoop):
  * - `reject`: the delivery is refused to its queue's dead-letter route (`dead list` reads the
  *   reason from `x-death`); a batched job's report, if already confirmed, is followed by `dead`;
- * - `fallback`: the other route is taken instead (a full `dead_letter_queue`: the dead letters of
+ * - `fallback`: the other route, built when needed, is taken instead (a full `dead_letter_queue`: the dead letters of
  *   the job's own queue);
  * - `wait`: published again after each of the settlement's waits (a suspect queue is unbounded,
  *   so a refusal means it is unavailable for a moment), then `reject`, with no `dead` report.
  */
-export type Refusal = { kind: 'reject' } | { kind: 'fallback'; route: Route } | { kind: 'wait' };
+export type Refusal = { kind: 'reject' } | { kind: 'fallback'; route: () => Route } | { kind: 'wait' };
 
 /** What a settled route tells the after-settle hook (counts, logs, payload release) and the batch reports. */
 export type RouteEvent =

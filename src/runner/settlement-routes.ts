@@ -153,9 +153,10 @@ export function deadLetterRoute(
   error: JobError,
   exhausted: boolean,
 ): Route {
-  const here = deadLetterHereRoute(ctx, delivery, job, error, exhausted);
+  // Built only when taken: the common case (the configured queue takes it) never serializes it.
+  const here = (): Route => deadLetterHereRoute(ctx, delivery, job, error, exhausted);
   const target = input.dead_letter_queue;
-  if (job === undefined || target === undefined || REFUSED_AT_ADMISSION.has(error.type)) return here;
+  if (job === undefined || target === undefined || REFUSED_AT_ADMISSION.has(error.type)) return here();
   const dead: Job = {
     ...job,
     queue: target,
@@ -173,11 +174,11 @@ export function deadLetterRoute(
       what: 'dead letter',
       message: { exchange: route.exchange, routingKey: route.routingKey, content: wire.content, options: wire.options },
       refusal: { kind: 'fallback', route: here },
-      event: here.event,
+      event: { kind: 'dead-lettered', job, error, exhausted },
     };
   } catch (err) {
     // The configured queue cannot take it (a type it does not allow): its own dead letters can.
-    return { ...here, detour: { reason: (err as Error).message, target } };
+    return { ...here(), detour: { reason: (err as Error).message, target } };
   }
 }
 

@@ -159,7 +159,7 @@ describe('ConfirmLoop', () => {
     p.plan = ['refuse'];
     const { loop } = setup(p);
     const { delivery, ops } = deliveryOn();
-    const route = routeTo('graveyard', 'g', { kind: 'fallback', route: routeTo('dlx', 'own-dead') }, 'dead letter');
+    const route = routeTo('graveyard', 'g', { kind: 'fallback', route: () => routeTo('dlx', 'own-dead') }, 'dead letter');
     expect(await loop.run(delivery, route)).to.equal('acked');
     expect(p.published.map((x) => x.exchange)).to.deep.equal(['graveyard', 'dlx']);
     expect(ops).to.deep.equal(['ack']);
@@ -259,7 +259,7 @@ describe('ConfirmLoop', () => {
       falling.plan = ['refuse', 'ok', 'ok', 'ok'];
       const f = setup(falling);
       const two = deliveryOn();
-      const route = routeTo('graveyard', 'g', { kind: 'fallback', route: routeTo('dlx', 'own-dead') }, 'dead letter');
+      const route = routeTo('graveyard', 'g', { kind: 'fallback', route: () => routeTo('dlx', 'own-dead') }, 'dead letter');
       expect(await f.loop.run(two.delivery, route, r)).to.equal('acked');
       expect(falling.published.map((x) => x.id)).to.not.include(`${r.id}.refused`);
       expect(falling.to('dlx')).to.deep.equal(['own-dead']);

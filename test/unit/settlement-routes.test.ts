@@ -182,7 +182,7 @@ describe('settlement routes (pure builders)', () => {
     expect((bodyOf(route).meta as Record<string, unknown>).original_queue).to.equal('guarded');
     expect(headersOf(route)[OJS_HEADERS.originQueue]).to.equal(names.queue('guarded'));
     expect(route.refusal.kind).to.equal('fallback');
-    const fallback = (route.refusal as { route: Route }).route;
+    const fallback = (route.refusal as { route: () => Route }).route();
     expect(fallback.message?.exchange).to.equal(names.dlx);
     expect(fallback.message?.routingKey).to.equal(names.deadQueue('guarded'));
     expect(fallback.refusal).to.deep.equal({ kind: 'reject' });
