@@ -113,11 +113,7 @@ export class BatchReports {
    * tenant it claims; a report the claimed batch's tenant does not match is refused by the tracker.
    */
   refused(claim: Job, error: JobError): SettledReport | undefined {
-    const batch = batchOf(claim);
-    if (batch === undefined) return undefined;
-    return settledReport({ ...claim, tenant: this.options.place.tenant }, batch, this.options.place, 'dead', {
-      error: { type: error.type, message: error.message },
-    });
+    return this.of({ ...claim, tenant: this.options.place.tenant }, 'dead', { error: { type: error.type, message: error.message } });
   }
 
   /**
