@@ -1,5 +1,5 @@
 import type { CompiledConfig, QueueConfig, RawConfig, TenantConfig } from '../config/config.types.js';
-import { SETTING_KEYS } from '../config/queue-resolver.js';
+import { SETTING_KEYS, settingsFor } from '../config/queue-resolver.js';
 import type { AdminContext } from './admin-context.js';
 import { ApiError } from './api-error.js';
 import { reportsOf } from './queue-lookup.js';
@@ -10,6 +10,7 @@ import type { ApiRequest, ApiResponse } from './router.js';
 import { withCommandEvents } from '../events/command-events.js';
 import { syncQueueSettings, type SettingsSync } from '../plan/queue-settings.js';
 import { provisionQueues } from '../topology/build-topology.js';
+import { sendControl } from '../control/send-control.js';
 
 /**
  * Fields that shape the queues on the broker (which queues exist, their arguments): changing one
@@ -92,6 +93,12 @@ export function putConfig(fixed?: '_default') {
           }),
         );
         throw err;
+      }
+      // Running stages read the file again and resize their limits' tokens (docs/flow-control.md).
+      if (limitsChanged(before, after, name, tenant)) {
+        await sendControl(after, { command: 'limits' }, ctx.log).catch((err: Error) =>
+          ctx.log.warn('running stages not told of the changed limits: they take them at their next start', { err: err.message }),
+        );
       }
       const restart = tenant === undefined ? changedStageFields(before, after, name) : [];
       ctx.log.info('queue configuration changed through the admin API', { queue: name, tenant, policies, restart_needed: restart });
@@ -180,4 +187,14 @@ function canonical(value: unknown): string {
         : v,
     ) ?? 'undefined'
   );
+}
+
+/** Whether the queue's flow limits (`concurrency`, `rate_limit`) differ between two configurations. */
+function limitsChanged(before: CompiledConfig, after: CompiledConfig, name: string, tenant: string | undefined): boolean {
+  const queue = name === '_default' ? '' : name;
+  const of = (config: CompiledConfig): string => {
+    const settings = settingsFor(config, queue, tenant);
+    return JSON.stringify([settings.concurrency, settings.rate_limit]);
+  };
+  return of(before) !== of(after) || name === '_default';
 }

@@ -19,6 +19,7 @@ import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
 import { checkBrokerUrls, checkQueueType } from './check-cluster.js';
 import { compileTenantShares } from './tenant-share.js';
+import { compileLimits, compileWindow, stageLimits } from './compile-limits.js';
 
 /** RabbitMQ's largest `message-ttl` (2^32 - 1 ms, about 49.7 days). */
 export const MAX_MESSAGE_TTL_MS = 2 ** 32 - 1;
@@ -81,6 +82,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
       tenantPrefetch: stage.tenant_prefetch ?? prefetch,
       options: stage.options ?? {},
       threads: stage.threads,
+      limits: stageLimits(source, name, stage.limits ?? [], config.limits),
     });
   }
 
@@ -101,6 +103,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     queues,
     queueSettings,
     tenantShares,
+    limits: compileLimits(source, config.limits),
     stages,
   };
 }
@@ -172,6 +175,7 @@ function settingsLayers(
 }
 
 function checkSettings(source: string, key: string, settings: QueueSettings): void {
+  if (settings.rate_limit !== undefined && settings.rate_limit !== null) compileWindow(source, `${key}.rate_limit`, settings.rate_limit);
   const ttl = settings.dead_letter_ttl;
   if (typeof ttl !== 'string') return;
   const ms = parseDuration(ttl);

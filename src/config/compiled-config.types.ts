@@ -4,7 +4,7 @@
  * resolved. The file as written is in raw-config.types.ts; both are reachable through
  * config.types.ts.
  */
-import type { QueueConfig, QueueSettings, QueueType, RetryPolicy, StageConfig, TenantConfig } from './raw-config.types.js';
+import type { LimitConfig, LimitWindow, QueueConfig, QueueSettings, QueueType, RetryPolicy, StageConfig, TenantConfig } from './raw-config.types.js';
 
 /** A tenant's fair-share settings, compiled: what a pooled stage process reads per tenant. */
 export interface TenantShare {
@@ -52,6 +52,25 @@ export interface ResolvedQueueSettings {
   /** ISO 8601; undefined: dead letters are kept until purged. */
   dead_letter_ttl?: string;
   dead_letter_max_size?: number;
+  /** Jobs active at once from the physical queue, across every process; undefined: unlimited. */
+  concurrency?: number;
+  /** Starts per sliding window from the physical queue; undefined: unlimited. */
+  rate_limit?: LimitWindow;
+}
+
+/** A {@link LimitWindow} compiled: its period in milliseconds. */
+export interface CompiledWindow {
+  readonly limit: number;
+  readonly periodMs: number;
+}
+
+/** A named limit (`limits.<key>`) compiled (docs/flow-control.md). */
+export interface CompiledLimit {
+  readonly key: string;
+  readonly concurrency?: number;
+  readonly rate?: CompiledWindow;
+  readonly throttle?: CompiledWindow;
+  readonly perTenant: boolean;
 }
 
 /**
@@ -106,6 +125,7 @@ export interface ConfigWithDefaults {
   tracking: { max_age: string };
   /** `store` with its `dir` (still relative to the file) or `table` filled in. */
   payloads: { threshold: number; store: CompiledPayloadStoreConfig; orphan_after: string; retention: string };
+  limits: Record<string, LimitConfig>;
   stages: Record<string, StageConfig>;
 }
 
@@ -120,6 +140,8 @@ export interface CompiledStageConfig {
   options: Record<string, unknown>;
   /** Worker threads for the handler; undefined runs it on the main thread. */
   threads: number | undefined;
+  /** Keys of `limits` every job of the stage holds to start, each one configured. */
+  limits: string[];
 }
 
 /** Validated and ready to use: queues resolved, modules absolute. */
@@ -159,5 +181,7 @@ export interface CompiledConfig {
     /** Whole seconds after which any payload is swept. */
     retentionSeconds: number;
   };
+  /** Named limits on downstream resources by key (docs/flow-control.md). */
+  limits: ReadonlyMap<string, CompiledLimit>;
   stages: Map<string, CompiledStageConfig>;
 }

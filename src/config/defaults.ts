@@ -152,6 +152,7 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
     gracePeriod: raw.gracePeriod ?? DEFAULT_GRACE_PERIOD_SECONDS,
     httpPort: raw.httpPort ?? DEFAULT_HTTP_PORT,
     tracking: { max_age: raw.tracking?.max_age ?? DEFAULT_TRACKING_MAX_AGE },
+    limits: raw.limits ?? {},
     payloads: {
       threshold: raw.payloads?.threshold ?? DEFAULT_PAYLOAD_THRESHOLD,
       store: payloadStore(raw.payloads?.store),

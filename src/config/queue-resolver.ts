@@ -12,7 +12,15 @@ import type {
 import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_QUEUE_SETTINGS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
 
 /** The keys of {@link QueueSettings}: what a policy carries and a tenant may override. */
-export const SETTING_KEYS = ['max_size', 'max_size_bytes', 'overflow_policy', 'dead_letter_ttl', 'dead_letter_max_size'] as const;
+export const SETTING_KEYS = [
+  'max_size',
+  'max_size_bytes',
+  'overflow_policy',
+  'dead_letter_ttl',
+  'dead_letter_max_size',
+  'concurrency',
+  'rate_limit',
+] as const;
 
 /**
  * Layers one queue's configuration (OJS queue configuration 7.2): system defaults, then the
@@ -56,6 +64,8 @@ export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings
   if (typeof merged.max_size_bytes === 'number') resolved.max_size_bytes = merged.max_size_bytes;
   if (typeof merged.dead_letter_ttl === 'string') resolved.dead_letter_ttl = merged.dead_letter_ttl;
   if (typeof merged.dead_letter_max_size === 'number') resolved.dead_letter_max_size = merged.dead_letter_max_size;
+  if (typeof merged.concurrency === 'number') resolved.concurrency = merged.concurrency;
+  if (typeof merged.rate_limit === 'object' && merged.rate_limit !== null) resolved.rate_limit = merged.rate_limit;
   return resolved;
 }
 

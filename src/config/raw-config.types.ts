@@ -53,6 +53,41 @@ export interface QueueSettings {
   dead_letter_ttl?: string | null;
   /** Most dead letters kept; the oldest is dropped to make room (policy `max-length`, `drop-head`). @defaultValue unlimited */
   dead_letter_max_size?: number | null;
+  /**
+   * Most jobs active at once from one physical queue, counted across every process and replica
+   * that reads it (docs/flow-control.md). Unlike the settings above it is not a policy: the
+   * stages enforce it with tokens held on the broker. 0 runs nothing (a pause by limit).
+   * @defaultValue unlimited
+   */
+  concurrency?: number | null;
+  /**
+   * Most job starts from one physical queue in any window of `period` (a sliding window), across
+   * every process. @defaultValue unlimited
+   */
+  rate_limit?: LimitWindow | null;
+}
+
+/** `limit` job starts per `period` (ISO 8601 duration, at least 10 ms, at most a day). */
+export interface LimitWindow {
+  /** A whole number >= 1 (at most 10,000). */
+  limit: number;
+  period: string;
+}
+
+/**
+ * A limit on a downstream resource (docs/flow-control.md), named at the top level under `limits`
+ * and taken by stages with `stages.<name>.limits` (OJS rate-limiting extension: one partition per
+ * key, or per key and tenant). Every part that is set must hold before a job starts.
+ */
+export interface LimitConfig {
+  /** Most jobs holding this limit active at once, across every process. @defaultValue unlimited */
+  concurrency?: number;
+  /** Most starts in any window of `period` (sliding window). @defaultValue unlimited */
+  rate?: LimitWindow;
+  /** Starts spaced evenly: at most one every `period / limit`. @defaultValue unlimited */
+  throttle?: LimitWindow;
+  /** One partition per tenant: each tenant has the whole limit to itself. @defaultValue false */
+  per_tenant?: boolean;
 }
 
 /**
@@ -137,6 +172,8 @@ export interface StageConfig {
   tenant_prefetch?: number;
   /** Free-form settings handed to the stage through the `STAGE_OPTIONS` token. @defaultValue {} */
   options?: Record<string, unknown>;
+  /** Names of top-level `limits` every job of this stage must hold to start. @defaultValue [] */
+  limits?: string[];
   /**
    * Run the handler in this many worker threads, off the event loop, so that a CPU-bound
    * handler never starves AMQP heartbeats. @defaultValue none (the main thread)
@@ -280,6 +317,8 @@ export interface RawConfig {
   };
   /** Payload offloading: large job arguments travel by reference (docs/payloads.md). */
   payloads?: PayloadsConfig;
+  /** Named limits on downstream resources, taken by `stages.<name>.limits` (docs/flow-control.md). @defaultValue {} */
+  limits?: Record<string, LimitConfig>;
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
 }

@@ -7,9 +7,10 @@
 /**
  * Queue states (OJS queue configuration section 5) and worker states (OJS core section 10) sent to
  * running stages, and `directive`: a batch's or a tenant's directive markers changed (cancel,
- * pause, resume; see src/batch/batch-directives.ts), so stages read them again.
+ * pause, resume; see src/batch/batch-directives.ts), so stages read them again; `limits`: the flow
+ * limits in the configuration file changed (the admin API, `apply`), so stages read it again.
  */
-export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive';
+export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive' | 'limits';
 
 export interface ControlMessage {
   command: ControlCommand;
@@ -23,7 +24,7 @@ export interface ControlMessage {
   batch?: string;
 }
 
-const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive'];
+const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive', 'limits'];
 
 /** Parses a control message body; undefined for anything else (ignored, never fatal). */
 export function parseControlMessage(content: Buffer): ControlMessage | undefined {

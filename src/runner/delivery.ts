@@ -1,4 +1,5 @@
 import type { Message } from 'amqplib';
+import type { Permit } from '../flow/permit.js';
 import type { Job } from '../job/job.types.js';
 import type { JobContext } from '../stage/job-context.js';
 import type { ConsumerSource } from './consumer-source.js';
@@ -20,6 +21,8 @@ export interface Delivery {
   input: InputKind;
   /** The physical queue it came from. */
   queue: string;
+  /** The tokens it needs to start (docs/flow-control.md); undefined when no limit applies to it. */
+  permit?: Permit;
 }
 
 /**

@@ -1,5 +1,14 @@
+import type { Permit } from '../flow/permit.js';
 import type { Delivery } from './delivery.js';
 import type { FairShare, SeatOptions, ShareMember, ShareSeat } from './fair-share.js';
+
+/**
+ * A delivery that has waited this long for its limits' tokens goes back to the broker unstarted
+ * (through the delay ladder, no attempt counted), ms: the broker closes a channel whose delivery
+ * stays unacknowledged past its `consumer_timeout` (30 min by default), and what waits here
+ * should not hide from other processes for long either.
+ */
+export const MAX_PERMIT_WAIT_MS = 60_000;
 
 export interface DispatcherOptions {
   /** Jobs run at once. */
@@ -13,6 +22,11 @@ export interface DispatcherOptions {
    * ignored, and this dispatcher starts a job only on a slot the share grants it.
    */
   share?: { pool: FairShare } & SeatOptions;
+  /**
+   * Flow control (docs/flow-control.md): the permit a delivery needs before it starts, asked for
+   * as it arrives; undefined when no limit applies to it. `granted` is called when it is held.
+   */
+  admit?: (delivery: Delivery, granted: () => void) => Permit | undefined;
 }
 
 /**
@@ -25,7 +39,12 @@ export interface DispatcherOptions {
  *   prefetched in a process that may be about to die. The owner holds it first, cancels its
  *   consumers, then closes it: a copy handed back can then not come back to this process.
  * - `runAlone()` starts only when nothing else is in flight and nothing waits, and nothing else
- *   starts while it runs: a crash then is that job's own (see IsolationGate).
+ *   starts while it runs: a crash then is that job's own (see IsolationGate). A suspect runs
+ *   outside the flow limits: it runs alone, and its process is held for it.
+ * - With flow control, a delivery starts only once its permit is granted; one still waiting is
+ *   passed over for the next one that may start (OJS rate limiting RL-004), and one that waits
+ *   beyond MAX_PERMIT_WAIT_MS is handed back. Whatever its permit holds goes back when it ends
+ *   or is handed back.
  */
 export class Dispatcher implements ShareMember {
   private readonly waiting: Delivery[] = [];
@@ -35,6 +54,7 @@ export class Dispatcher implements ShareMember {
   private mode: 'open' | 'held' | 'closed' = 'closed';
   private idleWaiters: Array<() => void> = [];
   private readonly giving = new Set<Promise<unknown>>();
+  private overdue: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: DispatcherOptions) {
     const share = options.share;
@@ -63,6 +83,8 @@ export class Dispatcher implements ShareMember {
   /** Starts nothing more; hands back what waits and whatever arrives later. Jobs in flight go on. */
   async close(): Promise<void> {
     this.mode = 'closed';
+    clearInterval(this.overdue);
+    this.overdue = undefined;
     await this.giveBackWaiting();
   }
 
@@ -73,6 +95,13 @@ export class Dispatcher implements ShareMember {
       return;
     }
     this.waiting.push(delivery);
+    if (this.options.admit !== undefined) {
+      const permit = this.options.admit(delivery, this.pump);
+      if (permit !== undefined) {
+        delivery.permit = permit;
+        this.watchOverdue();
+      }
+    }
     this.pump();
   }
 
@@ -116,15 +145,19 @@ export class Dispatcher implements ShareMember {
 
   /** Forgets what waits: its channel is gone and the broker redelivers it. */
   abandonWaiting(isGone: (delivery: Delivery) => boolean): void {
-    for (let i = this.waiting.length - 1; i >= 0; i--) if (isGone(this.waiting[i])) this.waiting.splice(i, 1);
+    for (let i = this.waiting.length - 1; i >= 0; i--) {
+      if (!isGone(this.waiting[i])) continue;
+      this.waiting[i].permit?.end();
+      this.waiting.splice(i, 1);
+    }
   }
 
   /** Called by the share on a slot it granted (pooled). */
   startOne(): boolean {
-    if (this.mode !== 'open' || this.waiting.length === 0) return false;
-    const delivery = this.waiting.shift() as Delivery;
-    this.running++;
-    void this.options.process(delivery).then(this.done, this.done);
+    if (this.mode !== 'open') return false;
+    const delivery = this.nextStartable();
+    if (delivery === undefined) return false;
+    this.start(delivery);
     return true;
   }
 
@@ -133,16 +166,62 @@ export class Dispatcher implements ShareMember {
     this.seat?.leave();
   }
 
-  private pump(): void {
+  /** Bound once: a granted permit calls it. */
+  private readonly pump = (): void => {
     if (this.seat !== undefined) {
-      if (this.mode === 'open' && this.waiting.length > 0) this.seat.want();
+      if (this.mode === 'open' && this.hasStartable()) this.seat.want();
       return;
     }
-    while (this.mode === 'open' && this.running < this.options.concurrency && this.waiting.length > 0) {
-      const delivery = this.waiting.shift() as Delivery;
-      this.running++;
-      void this.options.process(delivery).then(this.done, this.done);
+    while (this.mode === 'open' && this.running < this.options.concurrency) {
+      const delivery = this.nextStartable();
+      if (delivery === undefined) return;
+      this.start(delivery);
     }
+  };
+
+  private start(delivery: Delivery): void {
+    this.running++;
+    const permit = delivery.permit;
+    if (permit === undefined) {
+      void this.options.process(delivery).then(this.done, this.done);
+      return;
+    }
+    permit.start();
+    void this.options.process(delivery).finally(() => {
+      permit.end();
+      this.done();
+    });
+  }
+
+  /** The first waiting delivery that may start (no permit needed, or granted), taken out of the line. */
+  private nextStartable(): Delivery | undefined {
+    if (this.options.admit === undefined) return this.waiting.shift();
+    const at = this.waiting.findIndex(startable);
+    return at < 0 ? undefined : this.waiting.splice(at, 1)[0];
+  }
+
+  private hasStartable(): boolean {
+    return this.options.admit === undefined ? this.waiting.length > 0 : this.waiting.some(startable);
+  }
+
+  /** While deliveries wait for permits, those waiting too long are handed back (see MAX_PERMIT_WAIT_MS). */
+  private watchOverdue(): void {
+    if (this.overdue !== undefined) return;
+    this.overdue = setInterval(() => {
+      const now = performance.now();
+      for (let i = this.waiting.length - 1; i >= 0; i--) {
+        const permit = this.waiting[i].permit;
+        if (permit === undefined || permit.granted || now - permit.since < MAX_PERMIT_WAIT_MS) continue;
+        const [delivery] = this.waiting.splice(i, 1);
+        permit.end();
+        this.handBack(delivery);
+      }
+      if (!this.waiting.some((delivery) => delivery.permit !== undefined)) {
+        clearInterval(this.overdue);
+        this.overdue = undefined;
+      }
+    }, Math.min(5000, MAX_PERMIT_WAIT_MS / 4));
+    this.overdue.unref();
   }
 
   /** Bound once: called for every job, it must not cost a closure each time. */
@@ -155,6 +234,7 @@ export class Dispatcher implements ShareMember {
 
   private async giveBackWaiting(): Promise<void> {
     const unstarted = this.waiting.splice(0);
+    for (const delivery of unstarted) delivery.permit?.end();
     await Promise.all(unstarted.map((delivery) => this.handBackNow(delivery)));
   }
 
@@ -177,4 +257,8 @@ export class Dispatcher implements ShareMember {
     if (this.running !== 0 || this.giving.size !== 0) return;
     for (const waiter of this.idleWaiters.splice(0)) waiter();
   }
+}
+
+function startable(delivery: Delivery): boolean {
+  return delivery.permit === undefined || delivery.permit.granted;
 }

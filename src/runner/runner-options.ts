@@ -1,3 +1,4 @@
+import type { FlowControl } from '../flow/flow-control.js';
 import type { ConfirmPublisher, QueueFullObserver } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
@@ -57,6 +58,12 @@ export interface StageRunnerOptions {
    * arrives by reference fails.
    */
   payloads?: PayloadOffloader;
+  /**
+   * Flow control (docs/flow-control.md), shared by every runner of a process (StageGroup passes
+   * one, attached to its connection): the queue's, the stage's and the jobs' own limits. Without
+   * it no limit applies.
+   */
+  flow?: FlowControl;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConnectionManager } from '../broker/connection-manager.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
+import { loadConfig } from '../config/load-config.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
 import { QueueDepths } from '../observability/queue-depths.js';
@@ -153,7 +154,10 @@ export class StageGroup {
       log,
       metrics: this.metrics,
       attach: (connection) => this.attachAll(connection),
-      onLost: () => this.roster.detach(),
+      onLost: () => {
+        services.flow.detach();
+        this.roster.detach();
+      },
       onFatal: (err) => this.fail(err),
     });
     this.control = new ControlRouter({
@@ -163,6 +167,7 @@ export class StageGroup {
       directives: this.directives,
       connection: () => this.connection.current,
       onTerminated: () => this.terminate(),
+      onLimits: () => this.reloadLimits(),
     });
     this.depths = new QueueDepths(services.limits, () => {
       const connection = this.connection.current;
@@ -246,6 +251,25 @@ export class StageGroup {
     await this.connection.attachFirst(connection);
   }
 
+  /**
+   * The flow limits changed (a `limits` control message): they are read again from the
+   * configuration file the group was started with, and take effect at once. A configuration
+   * given inline (no file) keeps its limits; `updateLimits` takes a new one.
+   */
+  async reloadLimits(): Promise<void> {
+    if (this.config.source === '<inline>') return;
+    try {
+      this.updateLimits(await loadConfig(this.config.source));
+    } catch (err) {
+      this.log.error('flow limits not reloaded: the configuration file does not load', { err: (err as Error).message });
+    }
+  }
+
+  /** Takes the flow limits (`queues.*.concurrency`, `rate_limit`, `limits`) of `config` from now on. */
+  updateLimits(config: CompiledConfig): void {
+    this.services.flow.update(config);
+  }
+
   /** Ready when connected and every runner consumes, or is meant not to (paused, quiet). */
   readiness(): Readiness {
     return readinessOf(this.connection.connected, this.connection.attached, this.runners);
@@ -273,6 +297,7 @@ export class StageGroup {
   /** Everything of the process on `connection`: at start, and again after every reconnection. */
   private async attachAll(connection: AmqpConnection): Promise<void> {
     this.directives.attach(connection);
+    await this.services.flow.attach(connection);
     if (this.topology !== undefined) await declareTopology(connection, this.topology, this.log);
     await this.roster.attach(connection);
     await this.control.attach(connection);

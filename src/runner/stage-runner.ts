@@ -1,4 +1,7 @@
 import { EventEmitter } from 'node:events';
+import type { FlowControl } from '../flow/flow-control.js';
+import type { LimitScope } from '../flow/limit-resolver.js';
+import type { DispatcherOptions } from './dispatcher.js';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { JobRouter } from '../broker/job-router.js';
@@ -102,6 +105,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onFatal: fatal,
       process: (delivery) => this.process(delivery),
       giveBack: (delivery) => this.settlement.giveBack(delivery),
+      ...(options.flow === undefined ? {} : { admit: admission(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }) }),
     });
     this.suspects = this.intake.suspects;
     this.settlement = new Settlement({
@@ -294,4 +298,13 @@ export class StageRunner extends EventEmitter implements Isolatable {
     const outcome = await (this.processor as DeliveryProcessor).run(delivery);
     await this.settlement.settle(delivery, outcome);
   }
+}
+
+/** The dispatcher's `admit` for a runner's scope: a permit for each delivery some limit applies to. */
+function admission(flow: FlowControl, scope: LimitScope): NonNullable<DispatcherOptions['admit']> {
+  const resolver = flow.resolver(scope);
+  return (delivery, granted) => {
+    const buckets = resolver.buckets(delivery.message.properties.headers);
+    return buckets.length === 0 ? undefined : flow.permit(buckets, granted);
+  };
 }

@@ -3,7 +3,7 @@ import type { Logger } from '../logging/logger.js';
 import type { ChannelHealth, ConsumeDecision } from './consume-decision.js';
 import type { Delivery, InputKind } from './delivery.js';
 import { isRedelivery } from './delivery-processor.js';
-import { Dispatcher } from './dispatcher.js';
+import { Dispatcher, type DispatcherOptions } from './dispatcher.js';
 import type { RunnerResources } from './runner-resources.js';
 import { SuspectWatch } from './suspect-watch.js';
 import { WorkConsumers } from './work-consumers.js';
@@ -21,6 +21,8 @@ export interface WorkIntakeOptions {
   process(delivery: Delivery): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
   giveBack(delivery: Delivery): Promise<unknown>;
+  /** Flow control: the permit a delivery needs to start (see DispatcherOptions.admit). */
+  admit?: DispatcherOptions['admit'];
 }
 
 /**
@@ -66,6 +68,7 @@ export class WorkIntake {
     });
     this.dispatcher = new Dispatcher({
       ...resources.slots,
+      ...(options.admit === undefined ? {} : { admit: options.admit }),
       process: (delivery) => options.process(delivery),
       // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
       // run in the pool as a first delivery. It is settled as the crash it is instead (moved to

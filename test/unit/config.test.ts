@@ -188,6 +188,7 @@ describe('configuration', () => {
       tenantPrefetch: 18,
       options: {},
       threads: undefined,
+      limits: [],
     });
   });
 

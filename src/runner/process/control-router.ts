@@ -24,6 +24,8 @@ export interface ControlRouterOptions {
   connection(): AmqpConnection | undefined;
   /** A `terminate` stopped every runner of the process: it has nothing left to do. */
   onTerminated(): void;
+  /** `limits`: the flow limits of the configuration file changed (docs/flow-control.md). */
+  onLimits?(): Promise<void>;
   /** @defaultValue a ControlListener on `<prefix>.control` (a unit test routes messages itself) */
   listener?: Pick<ControlListener, 'attach' | 'close'>;
 }
@@ -82,6 +84,9 @@ export class ControlRouter {
         break;
       case 'terminate':
         if (await targets.terminate(matching, message.tenant)) this.options.onTerminated();
+        break;
+      case 'limits':
+        await this.options.onLimits?.();
         break;
     }
   }

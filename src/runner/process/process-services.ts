@@ -6,6 +6,7 @@ import type { Logger } from '../../logging/logger.js';
 import { QueueLimits } from '../../observability/queue-limits.js';
 import { StageMetrics } from '../../observability/stage-metrics.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
+import { FlowControl } from '../../flow/flow-control.js';
 import { DirectiveGate } from '../directive-gate.js';
 import { EventLoopWatch } from '../event-loop-watch.js';
 import { IsolationGate } from '../isolation-gate.js';
@@ -36,6 +37,7 @@ export interface ProcessServicesOptions {
  * - payload offloading and its store (docs/payloads.md), unless the caller shares its own;
  * - the OJS event publisher (`queue.full`, `queue.config_updated`) on the process's connection,
  *   and the queue-full reporter that throttles `queue.full`;
+ * - flow control: the tokens of every limit the process's jobs hold (docs/flow-control.md);
  * - the queue bounds read for the capacity metrics, and the metrics registry itself (never
  *   closed: a registry shared with a health server outlives the group).
  */
@@ -49,6 +51,7 @@ export class ProcessServices {
   readonly events: EventPublisher;
   readonly queueFull: QueueFullReporter;
   readonly limits: QueueLimits;
+  readonly flow: FlowControl;
   private readonly ownsPayloads: boolean;
 
   constructor(private readonly options: ProcessServicesOptions) {
@@ -60,6 +63,7 @@ export class ProcessServices {
     this.ownsPayloads = options.payloads === undefined;
     this.events = new EventPublisher(config, { source: `stagecoach/${options.names}`, log, connection: options.connection });
     this.limits = new QueueLimits(config, log);
+    this.flow = new FlowControl(config, log);
     this.queueFull = new QueueFullReporter(config, this.events, {
       onRefused: (refused) => this.metrics.queueOverflow({ ...refused, policy: 'reject' }),
     });
@@ -86,15 +90,17 @@ export class ProcessServices {
       directives: this.directives,
       ...(this.payloads === undefined ? {} : { payloads: this.payloads }),
       onQueueFull: this.queueFull.observe,
+      flow: this.flow,
     };
   }
 
   /**
-   * After every runner stopped, before the connection closes: the directive gate (its channel),
-   * the payload store when the process opened it, the event publisher (its channel on the
+   * After every runner stopped, before the connection closes: flow control (its token channel:
+   * whatever tokens are left go back), the directive gate (its channel), the payload store when the process opened it, the event publisher (its channel on the
    * connection), then the event-loop watch.
    */
   async close(): Promise<void> {
+    await this.flow.close();
     await this.directives.close();
     if (this.ownsPayloads) await this.payloads?.store.close();
     await this.events.close();

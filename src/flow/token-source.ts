@@ -1,0 +1,235 @@
+import type { Channel, ConsumeMessage } from 'amqplib';
+import type { AmqpConnection } from '../broker/amqp-connection.js';
+import type { Logger } from '../logging/logger.js';
+import { bucketQueues, type Bucket } from './bucket.js';
+
+/** A token in this process's hands: an unacknowledged message of its bucket's queue. */
+export interface Token {
+  readonly bucket: Bucket;
+  readonly message: ConsumeMessage;
+  readonly channel: Channel;
+  /** When it came to this process, ms (performance.now): a reused token goes back after a quantum. */
+  readonly since: number;
+}
+
+/** A wait for a token, cancellable until granted. */
+export interface TokenWait {
+  cancel(): void;
+}
+
+/**
+ * A concurrency token freed while a job of this process waits for it goes to that job directly,
+ * without a round trip to the broker, unless it has been in this process this long (ms): then it
+ * goes back, and the broker hands it to the next process in turn. Fairness between processes
+ * costs a round trip per token and quantum, not per job.
+ */
+const REUSE_QUANTUM_MS = 250;
+
+/** Most tokens one consumer of a bucket may be sent ahead: the jobs waiting for it, up to this. */
+const MAX_TOKEN_PREFETCH = 100;
+
+interface Waiter {
+  grant(token: Token): void;
+  cancelled: boolean;
+}
+
+/**
+ * The tokens this process takes from the broker (docs/flow-control.md). A bucket is consumed only
+ * while jobs of this process wait for it: one consumer per bucket, sent ahead as many tokens as
+ * jobs wait (its prefetch), which grants them in arrival order. A token nobody waits for any more
+ * goes straight back (nack, requeue).
+ *
+ * Every token is an unacknowledged message on this process's token channel: when the process or
+ * its connection dies, the broker gives them all back. So is a token of a job that outlives its
+ * channel: its release is then a no-op.
+ *
+ * Lifecycle: `attach()` on every connection, `detach()` when it is gone (waiters stay and are
+ * served on the next one), `close()` at stop.
+ */
+export class TokenSource {
+  private channel: Channel | undefined;
+  private readonly lines = new Map<string, Line>();
+  /** Consumer starts one after another: the channel's prefetch applies to the next consumer started. */
+  private starting: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly prefix: string,
+    private readonly log: Logger,
+    /** Declares and sizes a bucket before it is first consumed (FlowControl). */
+    private readonly ready: (bucket: Bucket) => Promise<void>,
+  ) {}
+
+  async attach(connection: AmqpConnection): Promise<void> {
+    const channel = await connection.createChannel();
+    channel.on('error', (err: Error) => this.log.warn('flow token channel error', { err: err.message }));
+    channel.on('close', () => {
+      if (this.channel === channel) this.detach();
+    });
+    this.channel = channel;
+    for (const line of this.lines.values()) this.pump(line);
+  }
+
+  /** The channel is gone, and the tokens with it: lines consume again on the next attach. */
+  detach(): void {
+    this.channel = undefined;
+    for (const line of this.lines.values()) line.reset();
+  }
+
+  async close(): Promise<void> {
+    const channel = this.channel;
+    this.channel = undefined;
+    this.lines.clear();
+    await channel?.close().catch(() => undefined);
+  }
+
+  /** Waits for a token of `bucket`; `grant` is called once, unless the wait is cancelled first. */
+  take(bucket: Bucket, grant: (token: Token) => void): TokenWait {
+    const line = this.line(bucket);
+    const waiter: Waiter = { grant, cancelled: false };
+    line.waiters.push(waiter);
+    this.pump(line);
+    return {
+      cancel: () => {
+        if (waiter.cancelled) return;
+        waiter.cancelled = true;
+        line.forget(waiter);
+        this.pump(line);
+      },
+    };
+  }
+
+  /** A job ends: its concurrency token goes to the next job waiting here, or back to the broker. */
+  release(token: Token): void {
+    const line = this.lines.get(token.bucket.id);
+    if (line !== undefined && performance.now() - token.since < REUSE_QUANTUM_MS && line.grantNext(token)) return;
+    this.giveBack(token);
+  }
+
+  /** A job starts: its rate or throttle token cools down (rejected: dead-lettered to its cooldown queue). */
+  spend(token: Token): void {
+    settle(() => token.channel.reject(token.message, false));
+  }
+
+  /** An unused token, or a job's that ends: back to the broker, for whoever is next. */
+  giveBack(token: Token): void {
+    settle(() => token.channel.nack(token.message, false, true));
+  }
+
+  /** Jobs waiting for a token of each bucket this process consumes, by bucket id. */
+  waiting(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const [id, line] of this.lines) counts.set(id, line.waiters.length);
+    return counts;
+  }
+
+  private line(bucket: Bucket): Line {
+    let line = this.lines.get(bucket.id);
+    if (line === undefined) this.lines.set(bucket.id, (line = new Line(bucket, this.ready(bucket))));
+    return line;
+  }
+
+  /**
+   * Consumes while jobs wait and stops when none do. A consumer sent as many tokens as it was
+   * allowed, with jobs still waiting, is replaced by one allowed as many as wait now.
+   */
+  private pump(line: Line): void {
+    const channel = this.channel;
+    if (channel === undefined) return;
+    const wanted = line.waiters.length > 0;
+    if (wanted && line.state === 'idle') {
+      line.state = 'starting';
+      const allowance = Math.min(line.waiters.length, MAX_TOKEN_PREFETCH);
+      this.starting = this.starting
+        .then(async () => {
+          await line.declared;
+          await channel.prefetch(allowance);
+          const queue = bucketQueues(this.prefix, line.bucket).tokens;
+          const { consumerTag } = await channel.consume(queue, (message) => this.received(line, channel, message), { noAck: false });
+          line.consuming(consumerTag, allowance);
+          this.pump(line);
+        })
+        .catch((err: Error) => {
+          this.log.warn('flow tokens not consumed', { bucket: line.bucket.id, err: err.message });
+          line.state = 'idle';
+        });
+      return;
+    }
+    if (line.state === 'consuming' && (!wanted || line.allowance === 0)) {
+      const tag = line.tag as string;
+      line.state = 'cancelling';
+      void channel
+        .cancel(tag)
+        .catch(() => undefined)
+        .finally(() => {
+          if (line.tag !== tag) return;
+          line.state = 'idle';
+          line.tag = undefined;
+          this.pump(line);
+        });
+    }
+  }
+
+  private received(line: Line, channel: Channel, message: ConsumeMessage | null): void {
+    if (message === null) {
+      // The broker cancelled the consumer (its queue was deleted): consume again when needed.
+      line.reset();
+      return;
+    }
+    if (line.allowance > 0) line.allowance--;
+    const token: Token = { bucket: line.bucket, message, channel, since: performance.now() };
+    if (!line.grantNext(token)) settle(() => channel.nack(message, false, true));
+    this.pump(line);
+  }
+}
+
+/** One bucket's waiters and its consumer. */
+class Line {
+  readonly waiters: Waiter[] = [];
+  state: 'idle' | 'starting' | 'consuming' | 'cancelling' = 'idle';
+  tag: string | undefined;
+  /** Tokens the current consumer may still be sent. */
+  allowance = 0;
+
+  constructor(
+    readonly bucket: Bucket,
+    readonly declared: Promise<void>,
+  ) {}
+
+  consuming(tag: string, allowance: number): void {
+    this.tag = tag;
+    this.allowance = allowance;
+    this.state = 'consuming';
+  }
+
+  /** The consumer went with its channel. */
+  reset(): void {
+    this.state = 'idle';
+    this.tag = undefined;
+    this.allowance = 0;
+  }
+
+  forget(waiter: Waiter): void {
+    const at = this.waiters.indexOf(waiter);
+    if (at >= 0) this.waiters.splice(at, 1);
+  }
+
+  /** Grants the token to the first waiter; false when none waits. */
+  grantNext(token: Token): boolean {
+    const waiter = this.waiters.shift();
+    if (waiter === undefined) return false;
+    waiter.grant(token);
+    return true;
+  }
+}
+
+/**
+ * An ack or nack on a channel that is gone throws in amqplib; its tokens went back to the broker
+ * with it, so there is nothing left to settle.
+ */
+function settle(operation: () => void): void {
+  try {
+    operation();
+  } catch {
+    // The channel is closed: see above.
+  }
+}
