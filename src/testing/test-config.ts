@@ -7,6 +7,7 @@ import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
 import { deleteQueueSettings } from '../plan/queue-settings.js';
 import { managementApiOf } from '../security/management-api.js';
+import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { possibleStateMarkers } from '../state/queue-state.js';
 
 /**
@@ -41,6 +42,29 @@ export async function teardown(config: CompiledConfig, stages: readonly StageMet
     await deleteQueueSettings(config, managementApiOf(config));
   } catch {
     // No management API: then nothing could have put a policy either.
+  }
+  await deleteFlowQueues(config);
+}
+
+/**
+ * The flow limits' token queues (`<prefix>.flow.*`, docs/flow-control.md): named by partition,
+ * per tenant and per job key, so only the broker's list knows them all. Without the management
+ * API they stay (non-durable under this preset: gone at the broker's next restart).
+ */
+async function deleteFlowQueues(config: CompiledConfig): Promise<void> {
+  let names: string[];
+  try {
+    const queues = await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url));
+    names = queues.map((queue) => queue.name).filter((name) => name.startsWith(`${config.prefix}.flow.`));
+  } catch {
+    return;
+  }
+  if (names.length === 0) return;
+  const connection = await amqplib.connect(config.broker.url);
+  try {
+    for (const name of names) await withChannel(connection, (ch) => ch.deleteQueue(name));
+  } finally {
+    await connection.close();
   }
 }
 
