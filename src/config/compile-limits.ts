@@ -37,7 +37,12 @@ export function compileLimits(source: string, limits: Readonly<Record<string, Li
 }
 
 /** `stages.<name>.limits`, each a configured limit. */
-export function stageLimits(source: string, stage: string, names: readonly string[], limits: Readonly<Record<string, LimitConfig>>): string[] {
+export function stageLimits(
+  source: string,
+  stage: string,
+  names: readonly string[],
+  limits: Readonly<Record<string, LimitConfig>>,
+): string[] {
   names.forEach((name, index) => {
     if (limits[name] === undefined) {
       throw new ConfigError(source, `stages.${stage}.limits.${index}`, `the key of a configured limit (no limits.${name})`);

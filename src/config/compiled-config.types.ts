@@ -4,7 +4,16 @@
  * resolved. The file as written is in raw-config.types.ts; both are reachable through
  * config.types.ts.
  */
-import type { LimitConfig, LimitWindow, QueueConfig, QueueSettings, QueueType, RetryPolicy, StageConfig, TenantConfig } from './raw-config.types.js';
+import type {
+  LimitConfig,
+  LimitWindow,
+  QueueConfig,
+  QueueSettings,
+  QueueType,
+  RetryPolicy,
+  StageConfig,
+  TenantConfig,
+} from './raw-config.types.js';
 
 /** A tenant's fair-share settings, compiled: what a pooled stage process reads per tenant. */
 export interface TenantShare {

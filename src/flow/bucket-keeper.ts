@@ -183,7 +183,11 @@ class Lowering {
   }
 
   async start(): Promise<void> {
-    this.log.info('flow limit lowered: withdrawing tokens as they come free', { bucket: this.bucket, withdraw: this.left, to: this.target });
+    this.log.info('flow limit lowered: withdrawing tokens as they come free', {
+      bucket: this.bucket,
+      withdraw: this.left,
+      to: this.target,
+    });
     await this.tx.prefetch(Math.min(this.left, 100));
     const { consumerTag } = await this.tx.consume(this.names.tokens, (message) => this.take(message), {
       noAck: false,

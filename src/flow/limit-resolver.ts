@@ -1,5 +1,6 @@
 import type { CompiledConfig, CompiledLimit, CompiledWindow } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';
+import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { parseDuration } from '../util/duration.js';
 import { bucketsOf, type Bucket } from './bucket.js';
 import { MAX_LIMIT_PERIOD_MS, MIN_LIMIT_PERIOD_MS } from '../config/compile-limits.js';
@@ -8,7 +9,7 @@ import { MAX_LIMIT_PERIOD_MS, MIN_LIMIT_PERIOD_MS } from '../config/compile-limi
  * The header carrying a job's own OJS `rate_limit` policy (JSON), stamped by stagecoach's
  * producers from the job's `rate_limit` field: a stage reads it without decoding the body.
  */
-export const RATE_LIMIT_HEADER = 'x-ojs-rate-limit';
+const RATE_LIMIT_HEADER = OJS_HEADERS.rateLimit;
 
 /** Where a runner's jobs come from, as its limits see it. */
 export interface LimitScope {

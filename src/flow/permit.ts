@@ -4,9 +4,10 @@ import type { Token, TokenSource, TokenWait } from './token-source.js';
 /**
  * The tokens one job needs to start, taken one bucket after another in the order given
  * (concurrency buckets first: see `bucketsOf`), so that two jobs never hold each other's next
- * token. Lifecycle: `waiting` until every token is held (then `onGranted`), `started` once the
- * job runs (its rate and throttle tokens are spent), `ended` when the job ends or never starts
- * (what it still holds goes back).
+ * token. Lifecycle: `waiting` until every token is held (then `onGranted`), `started` once its
+ * handler is about to run (its rate and throttle tokens are spent), `ended` when the job ends or
+ * never starts (what it still holds goes back: a job refused, cancelled or parked before its
+ * handler spends nothing).
  */
 export class Permit {
   private readonly held: Token[] = [];

@@ -27,6 +27,8 @@ export const OJS_HEADERS = {
   /** A job whose `args` travel by reference (docs/payloads.md): `<tenant>/<id>` in the payload store, and their size in bytes. */
   payloadRef: 'x-ojs-payload-ref',
   payloadSize: 'x-ojs-payload-size',
+  /** The job's own `rate_limit` policy, JSON (docs/flow-control.md): a stage reads it before decoding the body. */
+  rateLimit: 'x-ojs-rate-limit',
 } as const;
 
 /** Headers the broker adds on dead-lettering and redelivery: a republished job starts without them. */
@@ -78,6 +80,7 @@ export function toWire(job: Job, wire: WireOptions): WireMessage {
   if (wire.traceparent !== undefined) headers[OJS_HEADERS.traceparent] = wire.traceparent;
   const batch = job.meta.batch;
   if (typeof batch === 'string') headers[OJS_HEADERS.batch] = batch;
+  if (job.rate_limit !== undefined) headers[OJS_HEADERS.rateLimit] = JSON.stringify(job.rate_limit);
   if (job.error !== undefined) {
     headers[OJS_HEADERS.errorType] = job.error.type;
     headers[OJS_HEADERS.errorMessage] = job.error.message;

@@ -1,5 +1,6 @@
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { validateRetryPolicy } from '../retry/retry-policy.js';
+import { validateRateLimitPolicy } from './rate-limit-policy.js';
 import { parseDuration } from '../util/duration.js';
 import { checkTenantSlug, isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import { isTimestamp } from '../util/timestamp.js';
@@ -32,6 +33,7 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
     throw new InvalidPayloadError(`job "${spec.type}": "args" must be a JSON array`, origin.queue);
   }
   validateRetryPolicy(spec.retry, `job "${spec.type}": retry`);
+  validateRateLimitPolicy(spec.rate_limit, `job "${spec.type}": rate_limit`);
   // Checked here, not only on receipt: a scheduled_at nobody can read would not be scheduled.
   if (spec.scheduled_at !== undefined && !isTimestamp(spec.scheduled_at)) {
     throw new InvalidPayloadError(
@@ -59,6 +61,7 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   if (spec.retry !== undefined) job.retry = spec.retry;
   if (spec.scheduled_at !== undefined) job.scheduled_at = spec.scheduled_at;
   if (spec.enqueue_ttl !== undefined) job.enqueue_ttl = spec.enqueue_ttl;
+  if (spec.rate_limit !== undefined) job.rate_limit = spec.rate_limit;
   return job;
 }
 
@@ -111,6 +114,7 @@ export function parseEnvelope(body: unknown): Job {
   );
   expect(job.scheduled_at === undefined || isTimestamp(job.scheduled_at), '"scheduled_at" must be an ISO 8601 timestamp with a time zone');
   expect(job.created_at === undefined || isTimestamp(job.created_at), '"created_at" must be an ISO 8601 timestamp with a time zone');
+  validateRateLimitPolicy(job.rate_limit, `the envelope's "rate_limit"`);
   try {
     validateRetryPolicy(job.retry, `the envelope's "retry"`);
   } catch (err) {

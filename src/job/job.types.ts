@@ -33,6 +33,30 @@ export interface Job {
   tenant?: string;
   /** Set on dead letters. */
   error?: JobError;
+  /** Its own limit (OJS rate-limiting extension), carried in header `x-ojs-rate-limit` too. */
+  rate_limit?: RateLimitPolicy;
+}
+
+/**
+ * A job's own limit (OJS rate-limiting extension 6.1; docs/flow-control.md): jobs with the same
+ * `key` share it, across every process. A limit configured under the same key in `limits` wins
+ * over the numbers a job carries.
+ */
+export interface RateLimitPolicy {
+  /** The partition: `^[a-zA-Z0-9][a-zA-Z0-9._:-]*$`. */
+  key: string;
+  /** Most jobs of the key active at once; 0 holds them all. */
+  concurrency?: number;
+  /** Most starts in any window of `period` (ISO 8601, 10 ms to 1 day). */
+  rate?: { limit: number; period: string };
+  /** Starts spaced at least `period / limit` apart. */
+  throttle?: { limit: number; period: string };
+  /**
+   * When the limit is reached: `wait` (the job waits, no attempt counted), `reschedule` (it goes
+   * back to the broker, to come again after about a window), `drop` (discarded, lossy: counted
+   * and evented as `rate_limit.dropped`). @defaultValue "wait"
+   */
+  on_limit?: 'wait' | 'reschedule' | 'drop';
 }
 
 /** Header values stagecoach sets on messages. */
@@ -57,6 +81,8 @@ export interface JobSpec {
   enqueue_ttl?: string;
   /** Extra AMQP headers, e.g. the variant header (`mime`). */
   headers?: Record<string, HeaderValue>;
+  /** Its own limit, shared with every job of the same key (docs/flow-control.md). @defaultValue none */
+  rate_limit?: RateLimitPolicy;
 }
 
 /** What a handler emits: `ctx.emit(output, spec)`. */

@@ -77,6 +77,9 @@ export class DeliveryProcessor {
       }
     }
     const ctx = new JobContext(stage.name, stage.outputs, handled, headers, sink, log, undefined, onPublished, this.options.track);
+    // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
+    // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
+    delivery.permit?.start();
     const began = performance.now();
     try {
       const timeout = job.timeout ?? this.options.input.default_timeout;

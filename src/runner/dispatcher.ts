@@ -186,7 +186,7 @@ export class Dispatcher implements ShareMember {
       void this.options.process(delivery).then(this.done, this.done);
       return;
     }
-    permit.start();
+    // The permit is started (its rate tokens spent) by the processor, right before the handler.
     void this.options.process(delivery).finally(() => {
       permit.end();
       this.done();
@@ -207,20 +207,23 @@ export class Dispatcher implements ShareMember {
   /** While deliveries wait for permits, those waiting too long are handed back (see MAX_PERMIT_WAIT_MS). */
   private watchOverdue(): void {
     if (this.overdue !== undefined) return;
-    this.overdue = setInterval(() => {
-      const now = performance.now();
-      for (let i = this.waiting.length - 1; i >= 0; i--) {
-        const permit = this.waiting[i].permit;
-        if (permit === undefined || permit.granted || now - permit.since < MAX_PERMIT_WAIT_MS) continue;
-        const [delivery] = this.waiting.splice(i, 1);
-        permit.end();
-        this.handBack(delivery);
-      }
-      if (!this.waiting.some((delivery) => delivery.permit !== undefined)) {
-        clearInterval(this.overdue);
-        this.overdue = undefined;
-      }
-    }, Math.min(5000, MAX_PERMIT_WAIT_MS / 4));
+    this.overdue = setInterval(
+      () => {
+        const now = performance.now();
+        for (let i = this.waiting.length - 1; i >= 0; i--) {
+          const permit = this.waiting[i].permit;
+          if (permit === undefined || permit.granted || now - permit.since < MAX_PERMIT_WAIT_MS) continue;
+          const [delivery] = this.waiting.splice(i, 1);
+          permit.end();
+          this.handBack(delivery);
+        }
+        if (!this.waiting.some((delivery) => delivery.permit !== undefined)) {
+          clearInterval(this.overdue);
+          this.overdue = undefined;
+        }
+      },
+      Math.min(5000, MAX_PERMIT_WAIT_MS / 4),
+    );
     this.overdue.unref();
   }
 

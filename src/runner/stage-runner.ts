@@ -105,7 +105,9 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onFatal: fatal,
       process: (delivery) => this.process(delivery),
       giveBack: (delivery) => this.settlement.giveBack(delivery),
-      ...(options.flow === undefined ? {} : { admit: admission(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }) }),
+      ...(options.flow === undefined
+        ? {}
+        : { admit: admission(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }) }),
     });
     this.suspects = this.intake.suspects;
     this.settlement = new Settlement({

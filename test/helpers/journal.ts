@@ -7,6 +7,7 @@ export interface JournalEntry {
   pid: number;
   tenant: string;
   job: string;
+  attempt: number;
 }
 
 export async function readJournal(file: string): Promise<JournalEntry[]> {
@@ -20,8 +21,8 @@ export async function readJournal(file: string): Promise<JournalEntry[]> {
     .split('\n')
     .filter((line) => line.length > 0)
     .map((line) => {
-      const [what, at, pid, tenant, job] = line.split(' ');
-      return { what: what as 'start' | 'end', at: Number(at), pid: Number(pid), tenant, job };
+      const [what, at, pid, tenant, job, attempt] = line.split(' ');
+      return { what: what as 'start' | 'end', at: Number(at), pid: Number(pid), tenant, job, attempt: Number(attempt) };
     })
     .sort((a, b) => a.at - b.at || (a.what === 'end' ? -1 : 1));
 }

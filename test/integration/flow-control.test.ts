@@ -8,6 +8,7 @@ import { activeAt, peakActive, peakStartsPerWindow, readJournal, type JournalEnt
 import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 import type { RawConfig } from '../../src/config/config.types.js';
+import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 
 const FLOW_STAGES_MODULE = path.join(REPO_ROOT, 'dist/test/fixtures/flow-stages.js');
 const log = createLogger({ test: 'flow-control' }, 'error');
@@ -17,7 +18,14 @@ const CALLER = [{ name: 'caller', input: 'calls', outputs: [] }];
 type Child = ReturnType<typeof spawnCli>;
 
 /** `count` jobs of `ms` ms each for `tenant` on `queue`. */
-async function publishNaps(project: ConfigFile, queue: string, tenant: string, count: number, ms: number, extra: object = {}): Promise<string[]> {
+async function publishNaps(
+  project: ConfigFile,
+  queue: string,
+  tenant: string,
+  count: number,
+  ms: number,
+  extra: object = {},
+): Promise<string[]> {
   const publisher = await Publisher.connect(project.config, { log });
   try {
     const ids = [];
@@ -104,8 +112,182 @@ describe('flow control: limits held across processes (docs/flow-control.md)', fu
     // The survivors never ran more than 3 at once, before or after the kill (the victim's
     // handlers that were cut off have no end line: they are left out).
     expect(peakActive(alive(entries))).to.equal(3);
+    // Waiting counted no attempt: until the kill, every job started at attempt 1, though most
+    // waited for a token first. (After it, what the victim had in hand comes back as suspects.)
+    expect(starts(entries).filter((entry) => entry.at < killedAt && entry.attempt !== 1)).to.deep.equal([]);
+  });
+
+  it('rate 20 per PT1S on a queue read by 2 processes: no 1-second window over 20 starts, and at least 90% of 20/s sustained over 10 s', async () => {
+    await setUp(
+      {
+        tenants: ['acme'],
+        queues: { work: { rate_limit: { limit: 20, period: 'PT1S' } } },
+        stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 8, options: { journal: '' } } },
+      },
+      LIMITED,
+      'flow-rate',
+    );
+    await rewriteJournal(project, journal);
+    run('limited', ['--tenant', 'acme']);
+    run('limited', ['--tenant', 'acme']);
+    await publishNaps(project, 'work', 'acme', 300, 5);
+    await waitFor(
+      '12 s of starts',
+      async () => {
+        const started = starts(await readJournal(journal));
+        return started.length > 0 && (started.at(-1) as JournalEntry).at - started[0].at >= 12_000;
+      },
+      40_000,
+      200,
+    );
+    const entries = await readJournal(journal);
+    const started = starts(entries);
+    expect(new Set(started.map((entry) => entry.pid)).size, 'both processes started jobs').to.equal(2);
+    expect(peakStartsPerWindow(entries, 1000)).to.be.at.most(20);
+    // Sustained: the 10 s after the first second.
+    const from = started[0].at + 1000;
+    const inTen = started.filter((entry) => entry.at >= from && entry.at < from + 10_000).length;
+    expect(inTen, 'starts in 10 s').to.be.at.least(180);
+  });
+
+  it('throttle 10 per PT1S (a named limit): starts at least about 100 ms apart', async () => {
+    await setUp(
+      {
+        tenants: ['acme'],
+        limits: { api: { throttle: { limit: 10, period: 'PT1S' } } },
+        stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 8, limits: ['api'], options: { journal: '' } } },
+      },
+      LIMITED,
+      'flow-throttle',
+    );
+    await rewriteJournal(project, journal);
+    run('limited', ['--tenant', 'acme']);
+    run('limited', ['--tenant', 'acme']);
+    await publishNaps(project, 'work', 'acme', 25, 5);
+    await waitFor('every start', async () => starts(await readJournal(journal)).length === 25, 20_000, 200);
+    const started = starts(await readJournal(journal)).map((entry) => entry.at);
+    const gaps = started.slice(1).map((at, i) => at - started[i]);
+    expect(Math.min(...gaps), `gaps ${gaps.join(' ')}`).to.be.at.least(95);
+    // Even, not slower than it must be: 25 starts in about 2.4 s.
+    expect((started.at(-1) as number) - started[0]).to.be.below(4000);
+  });
+
+  it('a per-tenant limit in a pooled process holds a flooding tenant to its rate while another tenant runs at its own', async () => {
+    await setUp(
+      {
+        tenants: ['acme', 'globex'],
+        limits: { ocr: { per_tenant: true, rate: { limit: 10, period: 'PT1S' } } },
+        stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 8, limits: ['ocr'], options: { journal: '' } } },
+      },
+      LIMITED,
+      'flow-per-tenant',
+    );
+    await rewriteJournal(project, journal);
+    run('limited', ['--tenants', 'acme,globex']);
+    await publishNaps(project, 'work', 'acme', 120, 5);
+    await waitFor('acme under way', async () => starts(await readJournal(journal)).length >= 15, 20_000, 100);
+    const globexFrom = Date.now();
+    await publishNaps(project, 'work', 'globex', 20, 5);
+    await waitFor(
+      'globex done',
+      async () => starts(await readJournal(journal)).filter((e) => e.tenant === 'globex').length === 20,
+      10_000,
+      50,
+    );
+    const entries = await readJournal(journal);
+    const globex = starts(entries).filter((entry) => entry.tenant === 'globex');
+    // At its own 10 a second from when it was published: acme's backlog held none of it back.
+    expect((globex.at(-1) as JournalEntry).at - globexFrom, 'globex took').to.be.below(3500);
+    const acme = starts(entries).filter((entry) => entry.tenant === 'acme');
+    expect(peakStartsPerWindow(acme, 1000), acme.map((e) => e.at - acme[0].at).join(' ')).to.be.at.most(10);
+    expect(
+      peakStartsPerWindow(
+        entries.filter((entry) => entry.tenant === 'globex'),
+        1000,
+      ),
+    ).to.be.at.most(10);
+  });
+
+  it('a job whose key is exhausted does not hold back an unlimited job behind it (RL-004)', async () => {
+    await setUp(
+      { tenants: ['acme'], stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 2, options: { journal: '' } } } },
+      LIMITED,
+      'flow-skip',
+    );
+    await rewriteJournal(project, journal);
+    run('limited', ['--tenant', 'acme']);
+    const keyed = await publishNaps(project, 'work', 'acme', 4, 2000, { rate_limit: { key: 'one-at-a-time', concurrency: 1 } });
+    await waitFor('a keyed job running', async () => starts(await readJournal(journal)).some((e) => keyed.includes(e.job)), 15_000, 50);
+    // Behind three keyed jobs waiting for the key, in the same queue and the same process.
+    const free = await publishNaps(project, 'work', 'acme', 3, 10);
+    await waitFor(
+      'the free jobs run',
+      async () => starts(await readJournal(journal)).filter((e) => free.includes(e.job)).length === 3,
+      15_000,
+      50,
+    );
+    const entries = await readJournal(journal);
+    // They ran while the first keyed job still ran alone: none waited for the key.
+    expect(starts(entries).filter((entry) => keyed.includes(entry.job))).to.have.length(1);
+    expect(entries.filter((entry) => entry.what === 'end' && keyed.includes(entry.job))).to.have.length(0);
+    await waitFor(
+      'every keyed job run',
+      async () => (await readJournal(journal)).filter((e) => e.what === 'end' && keyed.includes(e.job)).length === 4,
+      20_000,
+      100,
+    );
+    expect(peakActive((await readJournal(journal)).filter((entry) => keyed.includes(entry.job)))).to.equal(1);
+  });
+
+  it('queue concurrency raised and lowered through the admin API on running processes takes effect within 1 s', async () => {
+    await setUp(
+      {
+        tenants: ['acme'],
+        queues: { work: { concurrency: 2 } },
+        stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 8, options: { journal: '' } } },
+      },
+      LIMITED,
+      'flow-admin',
+    );
+    await rewriteJournal(project, journal);
+    run('limited', ['--tenant', 'acme']);
+    run('limited', ['--tenant', 'acme']);
+    const server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL } });
+    try {
+      await publishNaps(project, 'work', 'acme', 200, 200);
+      await waitFor('2 running', async () => activeAt(await readJournal(journal), Date.now() - 10) === 2, 20_000, 50);
+      expect(await putConcurrency(server, 5)).to.equal(200);
+      const raisedAt = Date.now();
+      await waitFor('5 running', async () => activeAt(await readJournal(journal), Date.now() - 10) === 5, 5000, 20);
+      expect(Date.now() - raisedAt, 'raised in').to.be.below(1000 + 50);
+      expect(await putConcurrency(server, 1)).to.equal(200);
+      const loweredAt = Date.now();
+      // Within 1 s no job starts beyond the new limit; the 200 ms jobs running then end.
+      await waitFor('1 s and a job length', () => Date.now() - loweredAt > 1300, 3000, 20);
+      await waitFor('2 s more', () => Date.now() - loweredAt > 3300, 3000, 20);
+      const entries = await readJournal(journal);
+      const after = entries.filter((entry) => entry.at >= loweredAt + 1000);
+      const runningThen = activeAt(entries, loweredAt + 1000);
+      expect(starts(after).length, 'jobs started after the lowering').to.be.above(0);
+      for (let at = loweredAt + 1300; at < loweredAt + 3300; at += 10)
+        expect(activeAt(entries, at), `active at +${at - loweredAt} ms (${runningThen} at +1 s)`).to.be.at.most(1);
+    } finally {
+      await server.close();
+    }
   });
 });
+
+const TOKEN = 'test-admin-token-flow';
+
+async function putConcurrency(server: AdminServer, concurrency: number): Promise<number> {
+  const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/queues/work/config`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ concurrency }),
+  });
+  await response.text();
+  return response.status;
+}
 
 /** Handlers running on average between `from` and `to` (time-weighted). */
 function meanActive(entries: readonly JournalEntry[], from: number, to: number): number {
@@ -123,4 +305,3 @@ async function rewriteJournal(project: ConfigFile, file: string): Promise<void> 
 }
 
 void CALLER;
-void peakStartsPerWindow;
