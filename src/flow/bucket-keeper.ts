@@ -61,11 +61,8 @@ export class BucketKeeper {
   resize(bucket: Bucket): Promise<ResizeOutcome> {
     const pending = this.resizing.get(bucket.id);
     if (pending !== undefined) return pending.then(() => this.resize(bucket));
-    const lowering = this.lowerings.get(bucket.id);
-    if (lowering !== undefined) {
-      if (lowering.target === bucket.size) return Promise.resolve('lowering');
-      lowering.stop();
-    }
+    // A lowering to this size goes on; one to another size is stopped first (resizeOnce).
+    if (this.lowerings.get(bucket.id)?.target === bucket.size) return Promise.resolve('lowering');
     const resized = this.resizeOnce(bucket).finally(() => this.resizing.delete(bucket.id));
     this.resizing.set(bucket.id, resized);
     return resized;
