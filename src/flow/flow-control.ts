@@ -5,7 +5,7 @@ import { bucketsOf, type Bucket } from './bucket.js';
 import { BucketKeeper } from './bucket-keeper.js';
 import { LimitResolver, queueBuckets, type LimitScope, type LimitSettings } from './limit-resolver.js';
 import { Permit } from './permit.js';
-import { TokenSource } from './token-source.js';
+import { TokenSource, type BucketSample, type GrantObserver } from './token-source.js';
 
 /** How often a process checks the sizes of the buckets it used lately, ms (a lowering whose keeper died is taken over). */
 const RECHECK_MS = 10_000;
@@ -41,9 +41,11 @@ export class FlowControl implements LimitSettings {
   constructor(
     config: CompiledConfig,
     private readonly log: Logger,
+    /** Told of every token granted: metrics and `rate_limit.*` events (FlowWatch). */
+    observe?: GrantObserver,
   ) {
     this.config = config;
-    this.source = new TokenSource(config.prefix, log, (bucket) => this.ready(bucket));
+    this.source = new TokenSource(config.prefix, log, (bucket) => this.ready(bucket), observe);
     this.resetAttached();
     this.timer = setInterval(() => void this.recheck(), RECHECK_MS);
     this.timer.unref();
@@ -62,9 +64,9 @@ export class FlowControl implements LimitSettings {
     return new Permit(this.source, buckets, onGranted);
   }
 
-  /** Jobs of this process waiting for a token, by bucket id. */
-  waiting(): Map<string, number> {
-    return this.source.waiting();
+  /** Every bucket this process has used: its jobs waiting and the tokens it holds. */
+  samples(): BucketSample[] {
+    return this.source.samples();
   }
 
   async attach(connection: AmqpConnection): Promise<void> {

@@ -4,6 +4,7 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import { bucketsOf, bucketQueues, type Bucket } from '../../src/flow/bucket.js';
 import { LimitResolver, type LimitScope } from '../../src/flow/limit-resolver.js';
 import { Permit } from '../../src/flow/permit.js';
+import { FlowWatch } from '../../src/flow/flow-watch.js';
 import type { Token, TokenSource } from '../../src/flow/token-source.js';
 import { Dispatcher } from '../../src/runner/dispatcher.js';
 import type { Delivery } from '../../src/runner/delivery.js';
@@ -248,5 +249,30 @@ describe('Dispatcher with flow limits', () => {
     expect(handed).to.deep.equal([1]);
     expect(fake.given).to.deep.equal(['k.concurrency']);
     expect(fake.waiting('j.concurrency')).to.equal(0);
+  });
+});
+
+describe('flow limits: FlowWatch', () => {
+  const bucket: Bucket = { id: 'ocr@acme.rate.1010', partition: 'ocr@acme', strategy: 'rate', size: 5, cooldownMs: 1010 };
+
+  it('counts every wait, turns a limit met into one exceeded event and its end into one released event', () => {
+    const events: Array<[string, Record<string, unknown>]> = [];
+    const counted = { waited: 0, exceeded: 0 };
+    let now = 0;
+    const watch = new FlowWatch(
+      { waited: () => counted.waited++, exceeded: () => counted.exceeded++ },
+      (type, _key, data) => events.push([type, data]),
+      () => now,
+    );
+    watch.granted(bucket, 2, 0); // a free token: its round trip only
+    watch.granted(bucket, 400, 3);
+    now += 1000;
+    watch.granted(bucket, 500, 2);
+    watch.granted(bucket, 600, 0);
+    expect(counted).to.deep.equal({ waited: 4, exceeded: 3 });
+    expect(events).to.deep.equal([
+      ['rate_limit.exceeded', { key: 'ocr@acme', strategy: 'rate', limit: 5, current: 3 }],
+      ['rate_limit.released', { key: 'ocr@acme', strategy: 'rate' }],
+    ]);
   });
 });
