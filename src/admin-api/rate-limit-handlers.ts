@@ -24,7 +24,8 @@ export async function listRateLimits(ctx: AdminContext, { query }: ApiRequest): 
 export async function getRateLimit(ctx: AdminContext, { params }: ApiRequest): Promise<ApiResponse> {
   const config = await ctx.configFile.load();
   const [report] = await inspectLimits(config, params.key);
-  if (report === undefined) throw new ApiError(404, 'NOT_FOUND', `no flow-limit partition "${params.key}" on the broker (no job has needed it yet)`);
+  if (report === undefined)
+    throw new ApiError(404, 'NOT_FOUND', `no flow-limit partition "${params.key}" on the broker (no job has needed it yet)`);
   return { status: 200, body: report };
 }
 
@@ -41,18 +42,34 @@ export function putRateLimit(ctx: AdminContext, { params, req }: ApiRequest): Pr
   return (async () => {
     const body = await readJsonObject(req);
     if (key.startsWith('queue:')) {
-      throw new ApiError(422, 'INVALID_REQUEST', `"${key}" is a queue's own limit: change it with PUT /ojs/v1/queues/{name}/config (concurrency, rate_limit)`);
+      throw new ApiError(
+        422,
+        'INVALID_REQUEST',
+        `"${key}" is a queue's own limit: change it with PUT /ojs/v1/queues/{name}/config (concurrency, rate_limit)`,
+      );
     }
     if (key.includes('@')) {
-      throw new ApiError(422, 'INVALID_REQUEST', `"${key}" is one tenant's partition of limit "${key.split('@')[0]}": every tenant's follows that limit; PUT it`);
+      throw new ApiError(
+        422,
+        'INVALID_REQUEST',
+        `"${key}" is one tenant's partition of limit "${key.split('@')[0]}": every tenant's follows that limit; PUT it`,
+      );
     }
     if ('expires_at' in body) {
-      throw new ApiError(422, 'INVALID_REQUEST', 'expires_at is not supported: a change is kept in the configuration file until changed again', {
-        fields: ['expires_at'],
-      });
+      throw new ApiError(
+        422,
+        'INVALID_REQUEST',
+        'expires_at is not supported: a change is kept in the configuration file until changed again',
+        {
+          fields: ['expires_at'],
+        },
+      );
     }
     const others = Object.keys(body).filter((field) => !LIMIT_FIELDS.includes(field));
-    if (others.length > 0) throw new ApiError(422, 'INVALID_REQUEST', `unknown limit fields: ${others.join(', ')} (allowed: ${LIMIT_FIELDS.join(', ')})`, { fields: others });
+    if (others.length > 0)
+      throw new ApiError(422, 'INVALID_REQUEST', `unknown limit fields: ${others.join(', ')} (allowed: ${LIMIT_FIELDS.join(', ')})`, {
+        fields: others,
+      });
     return ctx.serializer.run(async () => {
       const raw = await ctx.configFile.readRaw();
       const next = { ...raw, limits: { ...raw.limits, [key]: body as LimitConfig } };

@@ -1,11 +1,25 @@
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
+import type { ControlMessage } from '../control/control-protocol.js';
+import type { RateLimitedError } from '../errors/errors.js';
+import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
+import type { FlowEventSink } from './flow-watch.js';
 import { bucketsOf, type Bucket } from './bucket.js';
 import { BucketKeeper } from './bucket-keeper.js';
 import { LimitResolver, queueBuckets, type LimitScope, type LimitSettings } from './limit-resolver.js';
 import { Permit } from './permit.js';
 import { TokenSource, type BucketSample, type GrantObserver } from './token-source.js';
+
+/** What FlowControl tells the rest of its process (ProcessServices wires them). */
+export interface FlowHooks {
+  /** Told of every token granted: metrics and `rate_limit.*` events (FlowWatch). */
+  observe?: GrantObserver;
+  /** Sends a `limits` control message to every process (a hold of partitions). */
+  broadcast?: (message: ControlMessage) => Promise<void>;
+  /** Publishes a `rate_limit.*` event. */
+  event?: FlowEventSink;
+}
 
 /** How often a process checks the sizes of the buckets it used lately, ms (a lowering whose keeper died is taken over). */
 const RECHECK_MS = 10_000;
@@ -41,11 +55,10 @@ export class FlowControl implements LimitSettings {
   constructor(
     config: CompiledConfig,
     private readonly log: Logger,
-    /** Told of every token granted: metrics and `rate_limit.*` events (FlowWatch). */
-    observe?: GrantObserver,
+    private readonly hooks: FlowHooks = {},
   ) {
     this.config = config;
-    this.source = new TokenSource(config.prefix, log, (bucket) => this.ready(bucket), observe);
+    this.source = new TokenSource(config.prefix, log, (bucket) => this.ready(bucket), hooks.observe);
     this.resetAttached();
     this.timer = setInterval(() => void this.recheck(), RECHECK_MS);
     this.timer.unref();
@@ -55,6 +68,17 @@ export class FlowControl implements LimitSettings {
   resolver(scope: LimitScope): LimitResolver {
     this.scopes.set(scope.physical, scope);
     return new LimitResolver(this, scope, this.config.tenantHeader);
+  }
+
+  /** The dispatcher's `admit` for a runner's scope: a permit for each delivery some limit applies to. */
+  admission(
+    scope: LimitScope,
+  ): (delivery: { message: { properties: { headers?: Record<string, unknown> | undefined } } }, granted: () => void) => Permit | undefined {
+    const resolver = this.resolver(scope);
+    return (delivery, granted) => {
+      const buckets = resolver.buckets(delivery.message.properties.headers);
+      return buckets.length === 0 ? undefined : this.permit(buckets, granted);
+    };
   }
 
   /** Waits for a token of every bucket (see Permit); `onGranted` once all are held. */
@@ -99,6 +123,41 @@ export class FlowControl implements LimitSettings {
       this.sized.delete(`${now.id}#${now.size}`);
       void this.ready(now);
     }
+  }
+
+  /**
+   * A handler met a limit downstream (RateLimitedError, OJS rate-limiting extension 9.1): no job
+   * of its partitions starts before `until`, here at once and in every other process as soon as
+   * the `limits` control message reaches it. The partitions: the error's `key` (a tenant's own
+   * partition of a per-tenant limit), else every partition the job held but its queue's.
+   */
+  rateLimited(permit: Permit | undefined, job: Job, error: RateLimitedError): void {
+    const partitions =
+      error.key === undefined
+        ? (permit?.partitions ?? []).filter((partition) => !partition.startsWith('queue:'))
+        : [this.config.limits.get(error.key)?.perTenant === true ? `${error.key}@${job.tenant ?? '-'}` : error.key];
+    if (partitions.length === 0) return;
+    const until = error.until.getTime();
+    this.hold(partitions, until);
+    const message: ControlMessage = { command: 'limits', hold: partitions, until: error.until.toISOString() };
+    void this.hooks
+      .broadcast?.(message)
+      .catch((err: Error) => this.log.warn('limit hold not sent to other processes', { err: err.message }));
+    for (const key of partitions) {
+      this.hooks.event?.('rate_limit.dynamic_adjusted', key, {
+        key,
+        until: error.until.toISOString(),
+        reason: error.message,
+        job_id: job.id,
+      });
+    }
+  }
+
+  /** Holds partitions until `until` (epoch ms): see TokenSource.hold. */
+  hold(partitions: readonly string[], until: number): void {
+    if (!(until > Date.now())) return;
+    this.log.info('flow limits held: a handler was rate limited downstream', { partitions, until: new Date(until).toISOString() });
+    this.source.hold(partitions, until);
   }
 
   async close(): Promise<void> {

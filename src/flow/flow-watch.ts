@@ -13,7 +13,11 @@ export interface FlowCounters {
 }
 
 /** Where the watch sends `rate_limit.*` events (the process's EventPublisher). */
-export type FlowEventSink = (type: 'rate_limit.exceeded' | 'rate_limit.released', key: string, data: Record<string, unknown>) => void;
+export type FlowEventSink = (
+  type: 'rate_limit.exceeded' | 'rate_limit.released' | 'rate_limit.dynamic_adjusted' | 'rate_limit.dropped',
+  key: string,
+  data: Record<string, unknown>,
+) => void;
 
 /**
  * Watches every token granted in a process (OJS rate-limiting extension 11): counts each wait

@@ -24,6 +24,11 @@ export class Permit {
     this.next();
   }
 
+  /** The partitions it takes tokens of. */
+  get partitions(): string[] {
+    return [...new Set(this.buckets.map((bucket) => bucket.partition))];
+  }
+
   get granted(): boolean {
     return this.state === 'granted';
   }

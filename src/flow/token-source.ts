@@ -65,6 +65,8 @@ export class TokenSource {
   private readonly lines = new Map<string, Line>();
   /** Consumer starts one after another: the channel's prefetch applies to the next consumer started. */
   private starting: Promise<unknown> = Promise.resolve();
+  /** Partitions held until a time (epoch ms): a handler met their limit downstream (`hold`). */
+  private readonly holds = new Map<string, number>();
 
   constructor(
     private readonly prefix: string,
@@ -139,6 +141,24 @@ export class TokenSource {
     settle(() => token.channel.nack(token.message, false, true));
   }
 
+  /**
+   * Grants no token of these partitions until `until` (epoch ms): a handler was told "too many
+   * requests" downstream (RateLimitedError). Jobs waiting for them wait on; their consumers stop
+   * and start again then. A later hold of a partition extends it, an earlier one does not shorten it.
+   */
+  hold(partitions: readonly string[], until: number): void {
+    for (const partition of partitions) this.holds.set(partition, Math.max(until, this.holds.get(partition) ?? 0));
+    const timer = setTimeout(
+      () => {
+        for (const partition of partitions) if ((this.holds.get(partition) ?? 0) <= Date.now()) this.holds.delete(partition);
+        for (const line of this.lines.values()) this.pump(line);
+      },
+      Math.max(0, until - Date.now()) + 5,
+    );
+    timer.unref();
+    for (const line of this.lines.values()) if (partitions.includes(line.bucket.partition)) this.pump(line);
+  }
+
   /** Every bucket this process has used, with its waiting jobs and held tokens. */
   samples(): BucketSample[] {
     return [...this.lines.values()].map((line) => ({ bucket: line.bucket, waiting: line.waiters.length, held: line.held }));
@@ -149,8 +169,14 @@ export class TokenSource {
     if (line !== undefined && line.held > 0) line.held--;
   }
 
-  /** Grants the token to the line's first waiter; false when none waits. */
+  private heldBack(line: Line): boolean {
+    const until = this.holds.get(line.bucket.partition);
+    return until !== undefined && until > Date.now();
+  }
+
+  /** Grants the token to the line's first waiter; false when none waits or the partition is held. */
   private grant(line: Line, token: Token): boolean {
+    if (this.heldBack(line)) return false;
     const waiter = line.waiters.shift();
     if (waiter === undefined) return false;
     line.held++;
@@ -172,7 +198,7 @@ export class TokenSource {
   private pump(line: Line): void {
     const channel = this.channel;
     if (channel === undefined) return;
-    const wanted = line.waiters.length > 0;
+    const wanted = line.waiters.length > 0 && !this.heldBack(line);
     if (wanted && line.state === 'idle') {
       line.state = 'starting';
       const allowance = Math.min(line.waiters.length, MAX_TOKEN_PREFETCH);

@@ -50,7 +50,8 @@ export function buildLimitReports(config: CompiledConfig, stats: readonly Broker
       report.concurrency = { limit, tokens: ledger, active: held, available: ready(tokens) };
     } else if (bucket.strategy === 'rate') {
       // A stale window (the period changed) is a bucket nobody takes any more: the configured one wins.
-      if (report.rate === undefined || configured !== undefined) report.rate = { limit, tokens: ledger, period_ms: periodMs, current_count: cooling + held };
+      if (report.rate === undefined || configured !== undefined)
+        report.rate = { limit, tokens: ledger, period_ms: periodMs, current_count: cooling + held };
     } else if (report.throttle === undefined || configured !== undefined) {
       const configuredLimit = configuredWindow(config, bucket.partition, 'throttle')?.limit ?? 1;
       report.throttle = { limit: configuredLimit, period_ms: periodMs * configuredLimit, cooling: cooling + held > 0 };

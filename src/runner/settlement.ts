@@ -154,6 +154,17 @@ export class Settlement {
           return await this.route(delivery, parkRoute(this.routes, delivery, outcome.job, outcome.by));
         case 'crashed':
           return await this.route(delivery, suspectRoute(this.routes, delivery, outcome.job));
+        case 'rate-limited': {
+          // Not a try: what it emitted is dropped, and it comes back after the wait, same attempt.
+          outcome.ctx.close();
+          const { job, error } = outcome;
+          const delayMs = Math.max(0, error.until.getTime() - Date.now());
+          const report = this.reports.of(job, 'retrying', {
+            next_attempt: job.attempt,
+            error: { type: 'RateLimitedError', message: error.message },
+          });
+          return await this.take(delivery, handBackRoute(this.routes, delivery, delayMs), report);
+        }
       }
     } catch (err) {
       this.options.log.error('settlement failed; rejecting the delivery to its dead-letter route', {

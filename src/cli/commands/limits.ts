@@ -60,12 +60,20 @@ export function formatLimits(reports: readonly LimitReport[]): string {
   if (reports.length === 0) return 'no flow-limit partition on the broker yet (a partition appears when a job first needs it)\n';
   const rows = reports.map((report) => [
     report.key,
-    report.concurrency === undefined ? '-' : `${report.concurrency.active}/${report.concurrency.limit}${report.concurrency.tokens === report.concurrency.limit ? '' : ` (${report.concurrency.tokens} tokens)`}`,
+    report.concurrency === undefined
+      ? '-'
+      : `${report.concurrency.active}/${report.concurrency.limit}${report.concurrency.tokens === report.concurrency.limit ? '' : ` (${report.concurrency.tokens} tokens)`}`,
     report.rate === undefined ? '-' : `${report.rate.current_count}/${report.rate.limit} per ${report.rate.period_ms} ms`,
-    report.throttle === undefined ? '-' : `${report.throttle.limit} per ${report.throttle.period_ms} ms${report.throttle.cooling ? ' (cooling)' : ''}`,
+    report.throttle === undefined
+      ? '-'
+      : `${report.throttle.limit} per ${report.throttle.period_ms} ms${report.throttle.cooling ? ' (cooling)' : ''}`,
   ]);
   const header = ['KEY', 'ACTIVE/CONCURRENCY', 'STARTS/RATE', 'THROTTLE'];
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i].length)));
-  const line = (cells: string[]): string => `${cells.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()}\n`;
+  const line = (cells: string[]): string =>
+    `${cells
+      .map((cell, i) => cell.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd()}\n`;
   return line(header) + rows.map(line).join('');
 }

@@ -7,7 +7,8 @@ import { QueueLimits } from '../../observability/queue-limits.js';
 import { StageMetrics } from '../../observability/stage-metrics.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
 import { FlowControl } from '../../flow/flow-control.js';
-import { FlowWatch } from '../../flow/flow-watch.js';
+import { FlowWatch, type FlowEventSink } from '../../flow/flow-watch.js';
+import { publishControl } from '../../control/send-control.js';
 import { FlowMetrics } from '../../observability/flow-metrics.js';
 import { DirectiveGate } from '../directive-gate.js';
 import { EventLoopWatch } from '../event-loop-watch.js';
@@ -67,8 +68,16 @@ export class ProcessServices {
     this.events = new EventPublisher(config, { source: `stagecoach/${options.names}`, log, connection: options.connection });
     this.limits = new QueueLimits(config, log);
     const flowMetrics = FlowMetrics.of(this.metrics.registry);
-    const watch = new FlowWatch(flowMetrics, (type, key, data) => void this.events.publish(type, key, data).catch(() => undefined));
-    this.flow = new FlowControl(config, log, watch.granted);
+    const event: FlowEventSink = (type, key, data) => void this.events.publish(type, key, data).catch(() => undefined);
+    const watch = new FlowWatch(flowMetrics, event);
+    this.flow = new FlowControl(config, log, {
+      observe: watch.granted,
+      event,
+      broadcast: async (message) => {
+        const connection = options.connection();
+        if (connection !== undefined) await publishControl(connection, config, message);
+      },
+    });
     this.dropFlowSource = flowMetrics.addSource(() => this.flow.samples());
     this.queueFull = new QueueFullReporter(config, this.events, {
       onRefused: (refused) => this.metrics.queueOverflow({ ...refused, policy: 'reject' }),
