@@ -11,6 +11,13 @@ import { LimitResolver, queueBuckets, type LimitScope, type LimitSettings } from
 import { Permit } from './permit.js';
 import { TokenSource, type BucketSample, type GrantObserver } from './token-source.js';
 
+/** See FlowControl.admission. */
+export type Admit = (
+  delivery: { message: { properties: { headers?: Record<string, unknown> | undefined } } },
+  granted: () => void,
+  limited: (action: 'reschedule' | 'drop', waitMs: number) => void,
+) => Permit | undefined;
+
 /** What FlowControl tells the rest of its process (ProcessServices wires them). */
 export interface FlowHooks {
   /** Told of every token granted: metrics and `rate_limit.*` events (FlowWatch). */
@@ -70,22 +77,27 @@ export class FlowControl implements LimitSettings {
     return new LimitResolver(this, scope, this.config.tenantHeader);
   }
 
-  /** The dispatcher's `admit` for a runner's scope: a permit for each delivery some limit applies to. */
-  admission(
-    scope: LimitScope,
-  ): (delivery: { message: { properties: { headers?: Record<string, unknown> | undefined } } }, granted: () => void) => Permit | undefined {
+  /**
+   * The dispatcher's `admit` for a runner's scope: a permit for each delivery some limit applies
+   * to. `limited` is called for a job whose own policy says `reschedule` or `drop` once its limit
+   * is found reached (see Permit).
+   */
+  admission(scope: LimitScope): Admit {
     const resolver = this.resolver(scope);
-    return (delivery, granted) => {
-      const buckets = resolver.buckets(delivery.message.properties.headers);
-      return buckets.length === 0 ? undefined : this.permit(buckets, granted);
+    return (delivery, granted, limited) => {
+      const headers = delivery.message.properties.headers;
+      const buckets = resolver.buckets(headers);
+      if (buckets.length === 0) return undefined;
+      const action = resolver.onLimit(headers);
+      return this.permit(buckets, granted, action === 'wait' ? undefined : (waitMs) => limited(action, waitMs));
     };
   }
 
   /** Waits for a token of every bucket (see Permit); `onGranted` once all are held. */
-  permit(buckets: readonly Bucket[], onGranted: (permit: Permit) => void): Permit {
+  permit(buckets: readonly Bucket[], onGranted: (permit: Permit) => void, onLimit?: (waitMs: number) => void): Permit {
     const now = performance.now();
     for (const bucket of buckets) this.known.set(bucket.id, { bucket, used: now });
-    return new Permit(this.source, buckets, onGranted);
+    return new Permit(this.source, buckets, onGranted, onLimit);
   }
 
   /** Every bucket this process has used: its jobs waiting and the tokens it holds. */
@@ -151,6 +163,13 @@ export class FlowControl implements LimitSettings {
         job_id: job.id,
       });
     }
+  }
+
+  /** A job dropped for its own policy (`on_limit: drop`): the extension's `rate_limit.dropped`. */
+  dropped(job: Job): void {
+    const key = job.rate_limit?.key ?? '';
+    this.log.info('job dropped: its rate limit was reached (on_limit: drop)', { key, job_id: job.id, type: job.type });
+    this.hooks.event?.('rate_limit.dropped', key, { key, job_id: job.id, job_type: job.type });
   }
 
   /** Holds partitions until `until` (epoch ms): see TokenSource.hold. */

@@ -104,7 +104,10 @@ export class StageRunner extends EventEmitter implements Isolatable {
       giveBack: (delivery) => this.settlement.giveBack(delivery),
       ...(options.flow === undefined
         ? {}
-        : { admit: options.flow.admission({ stage: meta.name, queue: meta.input, physical: this.queue, tenant }) }),
+        : {
+            admit: options.flow.admission({ stage: meta.name, queue: meta.input, physical: this.queue, tenant }),
+            limited: (delivery, action, waitMs) => this.settlement.limitReached(delivery, action, waitMs, options.flow),
+          }),
     });
     this.suspects = this.intake.suspects;
     this.settlement = new Settlement({

@@ -23,6 +23,8 @@ export interface WorkIntakeOptions {
   giveBack(delivery: Delivery): Promise<unknown>;
   /** Flow control: the permit a delivery needs to start (see DispatcherOptions.admit). */
   admit?: DispatcherOptions['admit'];
+  /** Flow control: a delivery whose limit was reached under `reschedule` or `drop` (see DispatcherOptions.limited). */
+  limited?: DispatcherOptions['limited'];
 }
 
 /**
@@ -69,6 +71,7 @@ export class WorkIntake {
     this.dispatcher = new Dispatcher({
       ...resources.slots,
       ...(options.admit === undefined ? {} : { admit: options.admit }),
+      ...(options.limited === undefined ? {} : { limited: options.limited }),
       process: (delivery) => options.process(delivery),
       // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
       // run in the pool as a first delivery. It is settled as the crash it is instead (moved to

@@ -257,6 +257,39 @@ describe('flow control: limits held across processes (docs/flow-control.md)', fu
     expect(peakActive((await readJournal(journal)).filter((entry) => keyed.includes(entry.job)))).to.equal(1);
   });
 
+  it("on_limit of a job's own policy: drop discards it unrun once its limit is reached, reschedule sends it back until it fits", async () => {
+    await setUp(
+      { tenants: ['acme'], stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 4, options: { journal: '' } } } },
+      LIMITED,
+      'flow-on-limit',
+    );
+    await rewriteJournal(project, journal);
+    run('limited', ['--tenant', 'acme']);
+    const policy = (on_limit: string): object => ({ rate_limit: { key: 'single', concurrency: 1, on_limit } });
+    const [first] = await publishNaps(project, 'work', 'acme', 1, 1500, policy('wait'));
+    await waitFor('the first keyed job running', async () => starts(await readJournal(journal)).some((e) => e.job === first), 15_000, 20);
+    const dropped = await publishNaps(project, 'work', 'acme', 3, 5, policy('drop'));
+    const rescheduled = await publishNaps(project, 'work', 'acme', 2, 5, policy('reschedule'));
+    await waitFor(
+      'the rescheduled jobs run',
+      async () => starts(await readJournal(journal)).filter((e) => rescheduled.includes(e.job)).length === 2,
+      20_000,
+      100,
+    );
+    await waitFor('the queue empty', async () => (await project.raw.count(project.names.queue('work', 'acme'))) === 0, 10_000, 100);
+    const entries = await readJournal(journal);
+    expect(
+      starts(entries).filter((entry) => dropped.includes(entry.job)),
+      'dropped jobs run',
+    ).to.deep.equal([]);
+    const firstEnd = (entries.find((entry) => entry.job === first && entry.what === 'end') as JournalEntry).at;
+    for (const entry of starts(entries).filter((e) => rescheduled.includes(e.job))) {
+      expect(entry.at, 'a rescheduled job started after the key was free').to.be.at.least(firstEnd);
+      expect(entry.attempt).to.equal(1);
+    }
+    expect(peakActive(entries)).to.equal(1);
+  });
+
   it('a handler told "429 until T" holds its limit in every process until T, and its job runs again then at the same attempt', async () => {
     await setUp(
       {
