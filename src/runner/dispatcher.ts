@@ -218,7 +218,7 @@ export class Dispatcher implements ShareMember {
       this.handBack(delivery);
       return;
     }
-    this.track(settle(delivery, action, waitMs));
+    void this.track(settle(delivery, action, waitMs));
   }
 
   /** While deliveries wait for permits, those waiting too long are handed back (see MAX_PERMIT_WAIT_MS). */

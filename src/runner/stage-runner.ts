@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { flowIntake } from './flow-intake.js';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { JobRouter } from '../broker/job-router.js';
@@ -102,12 +103,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onFatal: fatal,
       process: (delivery) => this.process(delivery),
       giveBack: (delivery) => this.settlement.giveBack(delivery),
-      ...(options.flow === undefined
-        ? {}
-        : {
-            admit: options.flow.admission({ stage: meta.name, queue: meta.input, physical: this.queue, tenant }),
-            limited: (delivery, action, waitMs) => this.settlement.limitReached(delivery, action, waitMs, options.flow),
-          }),
+      ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.settlement),
     });
     this.suspects = this.intake.suspects;
     this.settlement = new Settlement({

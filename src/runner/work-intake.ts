@@ -21,9 +21,8 @@ export interface WorkIntakeOptions {
   process(delivery: Delivery): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
   giveBack(delivery: Delivery): Promise<unknown>;
-  /** Flow control: the permit a delivery needs to start (see DispatcherOptions.admit). */
+  /** Flow control (see DispatcherOptions.admit and .limited; flow-intake.ts). */
   admit?: DispatcherOptions['admit'];
-  /** Flow control: a delivery whose limit was reached under `reschedule` or `drop` (see DispatcherOptions.limited). */
   limited?: DispatcherOptions['limited'];
 }
 
