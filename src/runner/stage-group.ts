@@ -8,6 +8,7 @@ import { QueueDepths } from '../observability/queue-depths.js';
 import type { StageMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { provisionTopology } from '../topology/build-topology.js';
+import { settleWithin } from '../util/settle-within.js';
 import type { Topology } from '../topology/topology.types.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
@@ -183,6 +184,11 @@ export class StageGroup {
     return this.roster.tenants;
   }
 
+  /** `gracePeriod` (seconds): what `stop()` takes at most. */
+  get gracePeriod(): number {
+    return this.config.gracePeriod;
+  }
+
   get state(): GroupState {
     return this.lifecycle.state;
   }
@@ -252,22 +258,38 @@ export class StageGroup {
   }
 
   /**
-   * Drains every runner within the grace period, then closes the connection. A second call
-   * (SIGTERM after a `terminate`) waits for the first and gets its result.
-   * @returns false when the grace period ran out for some runner.
+   * Drains every runner within the grace period, then closes the connection; the whole of it
+   * takes at most `graceMs`. Every step waits on the broker (a cancel, a confirm, a channel's or
+   * the connection's close), and a broker that stopped reading (an alarm) answers none of them:
+   * at `graceMs` whatever is left is cut short by destroying the connection's socket, so that
+   * the unfinished jobs go back to their queues (once the broker reads again) and the process
+   * can exit. A second call (SIGTERM after a `terminate`) waits for the first and gets its result.
+   * @returns false when the grace period ran out (for some runner, or for the closing).
    */
   stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
     this.connection.halt(new Error('stage group stopped while starting'));
     return this.lifecycle.stop(async () => {
-      await this.roster.freeze();
-      await this.control.close();
-      // A runner already stopping (terminate) hands back its own stop promise: waited for too.
-      const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
-      await this.roster.close();
-      await this.services.close();
-      await this.connection.close();
-      return drained.every(Boolean);
+      const began = Date.now();
+      const inTime = await settleWithin(this.shutdown(graceMs, began), graceMs);
+      if (inTime !== undefined) return inTime;
+      this.log.warn('stopping took the whole grace period; cutting the broker connection (unfinished jobs go back to their queues)', {
+        grace_ms: graceMs,
+      });
+      this.connection.cut();
+      return false;
     });
+  }
+
+  /** The steps of `stop()`, the connection's close bounded by what is left of the grace period. */
+  private async shutdown(graceMs: number, began: number): Promise<boolean> {
+    await this.roster.freeze();
+    await this.control.close();
+    // A runner already stopping (terminate) hands back its own stop promise: waited for too.
+    const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
+    await this.roster.close();
+    await this.services.close();
+    await this.connection.close(Math.max(0, graceMs - (Date.now() - began)));
+    return drained.every(Boolean);
   }
 
   /** Everything of the process on `connection`: at start, and again after every reconnection. */

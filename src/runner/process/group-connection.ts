@@ -11,7 +11,7 @@ export const REATTACH_RETRY_MS = 1000;
 /** What the group uses of its {@link ConnectionManager} (a unit test passes a stub). */
 export type ManagedConnection = Pick<
   ConnectionManager,
-  'connection' | 'connected' | 'node' | 'connections' | 'start' | 'close' | 'on' | 'once' | 'off'
+  'connection' | 'connected' | 'node' | 'connections' | 'start' | 'close' | 'cut' | 'on' | 'once' | 'off'
 >;
 
 export interface GroupConnectionOptions {
@@ -127,9 +127,17 @@ export class GroupConnection {
     this.stopWaiting?.(reason);
   }
 
-  /** Closes the connection (its channels first, so no acknowledgement is lost); a `start()` still connecting gives up. */
-  close(): Promise<void> {
-    return this.manager.close();
+  /**
+   * Closes the connection (its channels first, so no acknowledgement is lost), waiting at most
+   * `timeoutMs` for the broker; a `start()` still connecting gives up.
+   */
+  close(timeoutMs?: number): Promise<void> {
+    return this.manager.close(timeoutMs);
+  }
+
+  /** A stop out of time: the socket is destroyed now, open or closing; unacknowledged deliveries go back. */
+  cut(): void {
+    this.manager.cut();
   }
 
   private connectedTo(connection: AmqpConnection): void {
