@@ -252,9 +252,12 @@ export class StageGroup {
     await this.connection.attachFirst(connection);
   }
 
-  /** Ready when connected and every runner consumes, or is meant not to (paused, quiet). */
+  /**
+   * Ready when connected and every runner consumes, or is meant not to (paused, quiet). A
+   * connection the broker blocks (an alarm) is said (`blocked`), and stays ready: see {@link Readiness.blocked}.
+   */
   readiness(): Readiness {
-    return readinessOf(this.connection.connected, this.connection.attached, this.runners);
+    return readinessOf(this.connection.connected, this.connection.attached, this.runners, this.connection.blocked);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import type { ConnectionManager } from '../../broker/connection-manager.js';
+import { BlockedWatch, type Blocked } from '../../broker/blocked-watch.js';
 import { isOpen } from '../../broker/connection-state.js';
 import type { Logger } from '../../logging/logger.js';
 import type { StageMetrics } from '../../observability/stage-metrics.js';
@@ -16,8 +17,8 @@ export type ManagedConnection = Pick<
 
 export interface GroupConnectionOptions {
   log: Logger;
-  /** `stagecoach_connection_up` and `stagecoach_reconnects_total`. */
-  metrics: Pick<StageMetrics, 'setConnected' | 'reconnected'>;
+  /** `stagecoach_connection_up`, `stagecoach_connection_blocked` and `stagecoach_reconnects_total`. */
+  metrics: Pick<StageMetrics, 'setConnected' | 'setBlocked' | 'reconnected'>;
   /** Attaches everything of the process on a connection: the first one, and each one after a loss. */
   attach(connection: AmqpConnection): Promise<void>;
   /** The connection is gone, and every channel on it: what was opened there is to be forgotten. */
@@ -48,11 +49,19 @@ export class GroupConnection {
   private halted = false;
   /** Set while `next()` waits for a connection: `halt()` ends the wait. */
   private stopWaiting: ((err: Error) => void) | undefined;
+  private readonly blocking: BlockedWatch;
 
   constructor(
     private readonly manager: ManagedConnection,
     private readonly options: GroupConnectionOptions,
-  ) {}
+  ) {
+    this.blocking = new BlockedWatch(options.log, (blocked) => options.metrics.setBlocked(blocked));
+  }
+
+  /** Set while the broker blocks the connection (a resource alarm): since when and why. */
+  get blocked(): Blocked | undefined {
+    return this.blocking.state;
+  }
 
   /** The connection up now; undefined while disconnected. */
   get current(): AmqpConnection | undefined {
@@ -83,6 +92,7 @@ export class GroupConnection {
     this.manager.on('connected', (connection: AmqpConnection) => this.connectedTo(connection));
     this.manager.on('disconnected', () => {
       this.options.metrics.setConnected(false);
+      this.blocking.lost();
       this.options.onLost();
     });
     return this.manager.start();
@@ -142,6 +152,7 @@ export class GroupConnection {
 
   private connectedTo(connection: AmqpConnection): void {
     this.options.metrics.setConnected(true);
+    this.blocking.watch(connection);
     if (!this.following) return;
     this.options.metrics.reconnected();
     void this.reattach(connection);
