@@ -4,7 +4,7 @@ import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
-import { QueueDepths } from '../observability/queue-depths.js';
+import type { QueueDepthCache } from '../observability/queue-depth-cache.js';
 import type { StageMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { provisionTopology } from '../topology/build-topology.js';
@@ -13,6 +13,7 @@ import type { Topology } from '../topology/topology.types.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
 import { GroupConnection } from './process/group-connection.js';
+import { groupDepths } from './process/group-depths.js';
 import { GroupLifecycle, type GroupState } from './process/group-lifecycle.js';
 import { readinessOf, type Readiness } from './process/group-readiness.js';
 import { checkKnownTenants } from './process/known-tenants.js';
@@ -21,7 +22,6 @@ import { ProcessServices } from './process/process-services.js';
 import type { StageInstance } from './process/stage-instance.js';
 import type { TenantPool } from './process/tenant-pool.js';
 import { TenantRoster } from './process/tenant-roster.js';
-import { QueueProbe } from './shared-channel.js';
 import type { StageRunner } from './stage-runner.js';
 
 export { devInstances, type StageInstance } from './process/stage-instance.js';
@@ -99,7 +99,7 @@ export class StageGroup {
   private readonly connection: GroupConnection;
   private readonly roster: TenantRoster;
   private readonly control: ControlRouter;
-  private readonly depths: QueueDepths;
+  private readonly depths: QueueDepthCache;
   private readonly knownTenantsOnly: boolean;
   /** What `start(provision)` declares on every connection; nothing without `provision`. */
   private topology: Topology | undefined;
@@ -156,6 +156,7 @@ export class StageGroup {
       attach: (connection) => this.attachAll(connection),
       onLost: () => this.roster.detach(),
       onFatal: (err) => this.fail(err),
+      stallMs: config.broker.stallTimeout * 1000,
     });
     this.control = new ControlRouter({
       config,
@@ -165,13 +166,8 @@ export class StageGroup {
       connection: () => this.connection.current,
       onTerminated: () => this.terminate(),
     });
-    this.depths = new QueueDepths(services.limits, () => {
-      const connection = this.connection.current;
-      if (connection === undefined) return undefined;
-      const probe = new QueueProbe();
-      probe.attach(connection);
-      return probe;
-    });
+    const connection = (): AmqpConnection | undefined => this.connection.current;
+    this.depths = groupDepths(services.limits, connection, () => this.roster.queues);
   }
 
   /** Every runner of the process (a pooled one: one per tenant served). */
@@ -231,7 +227,7 @@ export class StageGroup {
         this.instances.map((i) => i.stage.metadata),
       );
     }
-    this.metrics.setQueueDepthSource(() => this.depths.sample(this.roster.queues));
+    this.metrics.setQueueDepthSource(() => this.depths.read());
     this.metrics.setRunnerSource(() =>
       this.runners.map((runner) => ({
         stage: runner.stageName,
@@ -250,34 +246,28 @@ export class StageGroup {
     if (typeof provision === 'object') await provision.beforeAttach(this.services.events.sink);
     this.lifecycle.run();
     await this.connection.attachFirst(connection);
+    this.depths.start();
   }
 
-  /**
-   * Ready when connected and every runner consumes, or is meant not to (paused, quiet). A
-   * connection the broker blocks (an alarm) is said (`blocked`), and stays ready: see {@link Readiness.blocked}.
-   */
+  /** Ready when connected, heard from (StallWatch), and every runner consumes or is meant not to; see {@link readinessOf}. */
   readiness(): Readiness {
-    return readinessOf(this.connection.connected, this.connection.attached, this.runners, this.connection.blocked);
+    const { connected, attached, blocked, silentMs } = this.connection;
+    return readinessOf(connected, attached, this.runners, blocked, silentMs);
   }
 
   /**
-   * Drains every runner within the grace period, then closes the connection; the whole of it
-   * takes at most `graceMs`. Every step waits on the broker (a cancel, a confirm, a channel's or
-   * the connection's close), and a broker that stopped reading (an alarm) answers none of them:
-   * at `graceMs` whatever is left is cut short by destroying the connection's socket, so that
-   * the unfinished jobs go back to their queues (once the broker reads again) and the process
-   * can exit. A second call (SIGTERM after a `terminate`) waits for the first and gets its result.
+   * Drains every runner, then closes the connection, all within `graceMs`: every step waits on
+   * the broker, and one that stopped reading (an alarm) answers none, so at `graceMs` the socket
+   * is cut (unfinished jobs go back to their queues once it reads again). A second call (SIGTERM
+   * after a `terminate`) waits for the first and gets its result.
    * @returns false when the grace period ran out (for some runner, or for the closing).
    */
   stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
     this.connection.halt(new Error('stage group stopped while starting'));
     return this.lifecycle.stop(async () => {
-      const began = Date.now();
-      const inTime = await settleWithin(this.shutdown(graceMs, began), graceMs);
+      const inTime = await settleWithin(this.shutdown(graceMs, Date.now()), graceMs);
       if (inTime !== undefined) return inTime;
-      this.log.warn('stopping took the whole grace period; cutting the broker connection (unfinished jobs go back to their queues)', {
-        grace_ms: graceMs,
-      });
+      this.log.warn('stopping took the whole grace period; cutting the broker connection', { grace_ms: graceMs });
       this.connection.cut();
       return false;
     });
@@ -285,6 +275,7 @@ export class StageGroup {
 
   /** The steps of `stop()`, the connection's close bounded by what is left of the grace period. */
   private async shutdown(graceMs: number, began: number): Promise<boolean> {
+    this.depths.stop();
     await this.roster.freeze();
     await this.control.close();
     // A runner already stopping (terminate) hands back its own stop promise: waited for too.

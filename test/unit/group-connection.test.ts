@@ -80,6 +80,7 @@ function setup(
     onLost: () => void lost++,
     onFatal: (err) => void fatal.push(err),
     reattachRetryMs: RETRY_MS,
+    stallMs: 15_000,
     ...(over.attempts === undefined ? {} : { reattachAttempts: over.attempts }),
   });
   return { manager, connection, attached, fatal, metrics, lost: () => lost };

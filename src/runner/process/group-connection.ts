@@ -2,6 +2,7 @@ import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import type { ConnectionManager } from '../../broker/connection-manager.js';
 import { BlockedWatch, type Blocked } from '../../broker/blocked-watch.js';
 import { isOpen } from '../../broker/connection-state.js';
+import { StallWatch } from '../../broker/stall-watch.js';
 import type { Logger } from '../../logging/logger.js';
 import type { StageMetrics } from '../../observability/stage-metrics.js';
 
@@ -25,6 +26,8 @@ export interface GroupConnectionOptions {
   onLost(): void;
   /** A re-attach a live broker refused `reattachAttempts` times: the process cannot recover by itself. */
   onFatal(err: Error): void;
+  /** `broker.stallTimeout`, in ms: silence from the broker before the connection counts as stalled. */
+  stallMs: number;
   /** @defaultValue REATTACH_ATTEMPTS */
   reattachAttempts?: number;
   /** @defaultValue REATTACH_RETRY_MS */
@@ -50,12 +53,19 @@ export class GroupConnection {
   /** Set while `next()` waits for a connection: `halt()` ends the wait. */
   private stopWaiting: ((err: Error) => void) | undefined;
   private readonly blocking: BlockedWatch;
+  private readonly stall: StallWatch;
 
   constructor(
     private readonly manager: ManagedConnection,
     private readonly options: GroupConnectionOptions,
   ) {
     this.blocking = new BlockedWatch(options.log, (blocked) => options.metrics.setBlocked(blocked));
+    this.stall = new StallWatch(options.stallMs, options.log, () => this.blocking.state !== undefined);
+  }
+
+  /** How long the broker has said nothing, once past `stallMs` (a connection cut without a reset); undefined otherwise. */
+  get silentMs(): number | undefined {
+    return this.stall.silentMs;
   }
 
   /** Set while the broker blocks the connection (a resource alarm): since when and why. */
@@ -93,6 +103,7 @@ export class GroupConnection {
     this.manager.on('disconnected', () => {
       this.options.metrics.setConnected(false);
       this.blocking.lost();
+      this.stall.lost();
       this.options.onLost();
     });
     return this.manager.start();
@@ -142,17 +153,20 @@ export class GroupConnection {
    * `timeoutMs` for the broker; a `start()` still connecting gives up.
    */
   close(timeoutMs?: number): Promise<void> {
+    this.stall.lost();
     return this.manager.close(timeoutMs);
   }
 
   /** A stop out of time: the socket is destroyed now, open or closing; unacknowledged deliveries go back. */
   cut(): void {
+    this.stall.lost();
     this.manager.cut();
   }
 
   private connectedTo(connection: AmqpConnection): void {
     this.options.metrics.setConnected(true);
     this.blocking.watch(connection);
+    this.stall.watch(connection);
     if (!this.following) return;
     this.options.metrics.reconnected();
     void this.reattach(connection);

@@ -25,8 +25,13 @@ export function readinessOf(
   started: boolean,
   runners: ReadonlyArray<{ readonly healthy: boolean; readonly name: string }>,
   blocked?: Blocked,
+  /** How long the broker has said nothing, once past `broker.stallTimeout` (StallWatch). */
+  silentMs?: number,
 ): Readiness {
   const detail = blocked === undefined ? {} : { blocked };
+  if (connected && silentMs !== undefined) {
+    return { ready: false, reason: `no answer from the broker for ${Math.round(silentMs / 1000)} s (the connection looks cut)`, ...detail };
+  }
   return { ...readinessOfRunners(connected, started, runners), ...detail };
 }
 
