@@ -49,8 +49,8 @@ function useMatrix(query, version) {
 function AlarmBanner({ alarms }) {
   if (!alarms || alarms.length === 0) return null;
   return html`<p class="notice error" role="alert" data-field="alarm">
-    Broker alarm: ${alarms.map((a) => `${a.resource} on ${a.node}`).join(', ')}. The broker blocks every connection that
-    publishes until it clears: stages hold their jobs (nothing is lost) and resume by themselves.
+    Broker alarm: ${alarms.map((a) => `${a.resource} on ${a.node}`).join(', ')}. The broker blocks every connection that publishes until it
+    clears: stages hold their jobs (nothing is lost) and resume by themselves.
   </p>`;
 }
 

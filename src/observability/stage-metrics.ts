@@ -45,7 +45,7 @@ export { DURATION_BUCKETS } from './instance-metrics.js';
  * | `stagecoach_jobs_published_total` | counter | `output` | jobs the stage emitted and the broker confirmed, by logical output queue |
  * | `stagecoach_acks_total` | counter | | input deliveries acknowledged to the broker |
  * | `stagecoach_handler_duration_seconds` | histogram | `outcome` (`completed`/`failed`) | handler run time, buckets 1 ms .. 5 min |
- * | `stagecoach_queue_depth` | gauge | `physical_queue` | ready messages in a queue, read at scrape time from {@link StageMetrics.setQueueDepthSource} |
+ * | `stagecoach_queue_depth` | gauge | `physical_queue` | ready messages in a queue, from {@link StageMetrics.setQueueDepthSource} at scrape time (a group's serves its last background reading: QueueDepthCache) |
  * | `stagecoach_queue_max_size` | gauge | `physical_queue` | the queue's `max_size` (messages) in force on the broker, from the same source; no series when unlimited or unknown |
  * | `stagecoach_queue_utilization` | gauge | `physical_queue` | depth / max_size (ratio, 1 = full), from the same scrape; no series when unlimited or unknown |
  * | `stagecoach_queue_overflow_total` | counter | `physical_queue`, `policy`; no `stage` | jobs this process published that a full queue refused (`policy` `reject`); see {@link StageMetrics.queueOverflow} |
@@ -126,7 +126,7 @@ export class StageMetrics {
     };
     this.queueDepth = new Gauge({
       name: 'stagecoach_queue_depth',
-      help: 'Messages ready in a queue, read from the broker at scrape time.',
+      help: 'Messages ready in a queue, as last read from the broker.',
       labelNames: [...STAGE_LABELS, 'physical_queue'],
       registers,
       // Called by prom-client on every scrape of this gauge.

@@ -15,13 +15,13 @@ export class TcpProxy {
   ) {}
 
   static async start(target: { host: string; port: number }): Promise<TcpProxy> {
-    let proxy: TcpProxy | undefined;
-    const server = net.createServer((client) => (proxy as TcpProxy).join(client, target));
+    const server = net.createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
     });
-    proxy = new TcpProxy(server, (server.address() as net.AddressInfo).port);
+    const proxy = new TcpProxy(server, (server.address() as net.AddressInfo).port);
+    server.on('connection', (client: net.Socket) => proxy.join(client, target));
     return proxy;
   }
 
