@@ -8,7 +8,12 @@ describe('QueueDepthCache', () => {
   it('serves the last reading at once, and nothing to trust once a reading fails, times out or grows stale', async () => {
     let now = 0;
     let next: () => Promise<QueueDepthSample[]> = () => Promise.resolve([sample(3)]);
-    const cache = new QueueDepthCache(() => next(), 1000, 20, () => now);
+    const cache = new QueueDepthCache(
+      () => next(),
+      1000,
+      20,
+      () => now,
+    );
     expect(cache.read(), 'nothing read yet').to.deep.equal([]);
     await cache.refresh();
     expect(cache.read()).to.deep.equal([sample(3)]);
