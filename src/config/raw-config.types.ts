@@ -232,7 +232,7 @@ export interface RawConfig {
     /**
      * Seconds without a byte from the broker after which a stage process is not ready (`/readyz`
      * 503): a connection cut without a reset (a black-holed network path), long before the
-     * heartbeat notices. A quiet connection is probed (a channel opened and closed) after a third
+     * heartbeat notices. A quiet connection is probed (a `basic.qos` on a channel of its own) after a third
      * of it. Not counted while the broker blocks the connection. @defaultValue 15
      */
     stallTimeout?: number;

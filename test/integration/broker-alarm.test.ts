@@ -138,7 +138,8 @@ describe('a broker alarm blocks the connection (private broker node)', function 
     const took = Date.now() - began;
     expect(took, `stopped after ${took} ms; stderr: ${exit.stderr}`).to.be.below(GRACE_SECONDS * 1000 + EXIT_MARGIN_MS);
     expect(exit.code, exit.stderr).to.equal(1);
-    expect(exit.stderr).to.match(/stopping/);
+    expect(logged(exit.stderr, 'info', /^stopping: finishing the jobs in flight/), 'SIGTERM is logged').to.not.equal(undefined);
+    expect(logged(exit.stderr, 'warn', /^stopping took the whole grace period/), 'the cut is logged').to.not.equal(undefined);
     await lowerAlarm();
     // Nothing lost: the job unfinished at SIGTERM is back in its queue (its output, sent before the
     // connection was cut, may arrive too once the broker reads again: a duplicate, never a loss).

@@ -54,6 +54,34 @@ describe('StallWatch', () => {
     watch.lost();
   });
 
+  it('probes on one kept channel (a basic.qos), one probe at a time', async () => {
+    const watch = new StallWatch(3000, log, () => blocked, clock);
+    const stream = { bytesRead: 0 };
+    let opened = 0;
+    let qos = 0;
+    const channel = Object.assign(new EventEmitter(), {
+      prefetch: () => {
+        qos++;
+        return Promise.resolve();
+      },
+    });
+    const connection = Object.assign(new EventEmitter(), {
+      connection: { stream },
+      createChannel: () => {
+        opened++;
+        return Promise.resolve(channel);
+      },
+    }) as unknown as AmqpConnection;
+    watch.watch(connection);
+    for (let i = 0; i < 3; i++) {
+      run(watch, 1000);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(opened).to.equal(1);
+    expect(qos).to.equal(3);
+    watch.lost();
+  });
+
   it('does not count silence while the broker blocks the connection, nor across a stall of the event loop', () => {
     const watch = new StallWatch(5000, log, () => blocked, clock);
     watch.watch(fakeConnection().connection);
