@@ -45,6 +45,15 @@ function useMatrix(query, version) {
   return state;
 }
 
+/** A resource alarm of the broker: it blocks every publishing connection, so nothing moves until it clears. */
+function AlarmBanner({ alarms }) {
+  if (!alarms || alarms.length === 0) return null;
+  return html`<p class="notice error" role="alert" data-field="alarm">
+    Broker alarm: ${alarms.map((a) => `${a.resource} on ${a.node}`).join(', ')}. The broker blocks every connection that publishes until it
+    clears: stages hold their jobs (nothing is lost) and resume by themselves.
+  </p>`;
+}
+
 function Summary({ matrix, error, at }) {
   const t = matrix.totals;
   return html`<div class="summary">
@@ -115,6 +124,7 @@ function App() {
       <${Summary} matrix=${matrix} error=${error} at=${at} />
       <${TokenBar} onChange=${() => setVersion((v) => v + 1)} />
     </header>
+    <${AlarmBanner} alarms=${matrix.alarms} />
     <${ViewTabs} view=${view} setView=${setView} />
     ${
       notice

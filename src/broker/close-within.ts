@@ -10,8 +10,9 @@ export const CLOSE_TIMEOUT_MS = 5000;
 
 /**
  * Closes `connection`, waiting at most `timeoutMs` for the broker: past that the socket is
- * destroyed, which the broker sees as a lost connection (unacknowledged deliveries go back to
- * their queues, as they would with the close). Never rejects.
+ * destroyed ({@link cutConnection}), which the broker sees as a lost connection (unacknowledged
+ * deliveries go back to their queues, as they would with the close; a broker that stopped
+ * reading, during an alarm, sees it once it reads again). Never rejects.
  * @returns false when the broker did not answer in time.
  */
 export async function closeWithin(connection: AmqpConnection, timeoutMs = CLOSE_TIMEOUT_MS): Promise<boolean> {
@@ -24,9 +25,17 @@ export async function closeWithin(connection: AmqpConnection, timeoutMs = CLOSE_
     new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
   ]);
   clearTimeout(timer);
-  if (!answered) {
-    // The socket under amqplib's connection: not in its types, present in every version we use.
-    (connection as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-  }
+  if (!answered) cutConnection(connection);
   return answered;
+}
+
+/**
+ * Destroys the socket under `connection` without waiting for anything: what is unacknowledged on
+ * it goes back to its queues. With an error, so that amqplib closes its side too (its channels
+ * emit 'close', its heartbeat timer stops) instead of waiting for missed heartbeats.
+ */
+export function cutConnection(connection: AmqpConnection): void {
+  // The socket under amqplib's connection: not in its types, present in every version we use.
+  const socket = (connection as unknown as { connection?: { stream?: { destroy(err?: Error): void } } }).connection?.stream;
+  socket?.destroy(new Error('connection cut: the broker did not answer in time'));
 }

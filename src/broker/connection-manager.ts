@@ -1,4 +1,4 @@
-import { closeWithin, CLOSE_TIMEOUT_MS } from './close-within.js';
+import { closeWithin, cutConnection, CLOSE_TIMEOUT_MS } from './close-within.js';
 import { EventEmitter } from 'node:events';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
@@ -18,6 +18,8 @@ import { reconnectDelayMs } from './reconnect-backoff.js';
  */
 export class ConnectionManager extends EventEmitter {
   private current: AmqpConnection | undefined;
+  /** The connection `close()` is closing: `cut()` destroys it when its close takes too long. */
+  private closingConnection: AmqpConnection | undefined;
   private closing = false;
   private attempts = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -65,15 +67,31 @@ export class ConnectionManager extends EventEmitter {
     }
   }
 
-  async close(): Promise<void> {
+  /** Closes the connection, waiting at most `timeoutMs` for the broker (then its socket is destroyed); stops reconnecting. */
+  async close(timeoutMs = CLOSE_TIMEOUT_MS): Promise<void> {
     this.closing = true;
     clearTimeout(this.timer);
     this.wake?.();
     const connection = this.current;
     this.current = undefined;
-    if (connection !== undefined && !(await closeWithin(connection))) {
-      this.log.warn('the broker did not answer the connection close in time; its socket was destroyed', { timeout_ms: CLOSE_TIMEOUT_MS });
+    if (connection === undefined) return;
+    this.closingConnection = connection;
+    if (!(await closeWithin(connection, timeoutMs))) {
+      this.log.warn('the broker did not answer the connection close in time; its socket was destroyed', { timeout_ms: timeoutMs });
     }
+  }
+
+  /**
+   * Destroys the connection's socket at once, open or closing (a stop out of time), and stops
+   * reconnecting: what is unacknowledged on it goes back to its queues.
+   */
+  cut(): void {
+    this.closing = true;
+    clearTimeout(this.timer);
+    this.wake?.();
+    const connection = this.current ?? this.closingConnection;
+    this.current = undefined;
+    if (connection !== undefined) cutConnection(connection);
   }
 
   private async connect(): Promise<AmqpConnection> {

@@ -102,6 +102,8 @@ export interface BrokerSettings {
   /** Every node's URL, `url` first; one entry on a single broker. */
   urls: string[];
   heartbeat: number;
+  /** Seconds without a byte from the broker before the process is not ready. */
+  stallTimeout: number;
   reconnect: { initialDelay: number; maxDelay: number };
   /** Management API URL, credentials included: the first of `managementUrls`. */
   management: string;

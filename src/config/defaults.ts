@@ -39,6 +39,8 @@ export const DEFAULT_URL = 'amqp://guest:guest@localhost:5672/';
 export const DEFAULT_MANAGEMENT_URL = 'http://guest:guest@localhost:15672/';
 export const DEFAULT_TENANT_HEADER = 'x-ojs-tenant';
 export const DEFAULT_HEARTBEAT_SECONDS = 60;
+/** Silence from the broker before a process is not ready: a few of its probes (a third of this) unanswered. */
+export const DEFAULT_STALL_TIMEOUT_SECONDS = 15;
 export const DEFAULT_CONCURRENCY = 1;
 export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 /** How long the batch-tracking stream keeps settlement reports (docs/batches.md). */
@@ -128,6 +130,7 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
       url,
       urls,
       heartbeat: raw.broker?.heartbeat ?? DEFAULT_HEARTBEAT_SECONDS,
+      stallTimeout: raw.broker?.stallTimeout ?? DEFAULT_STALL_TIMEOUT_SECONDS,
       reconnect: {
         initialDelay: raw.broker?.reconnect?.initialDelay ?? DEFAULT_RECONNECT.initialDelay,
         maxDelay: raw.broker?.reconnect?.maxDelay ?? DEFAULT_RECONNECT.maxDelay,

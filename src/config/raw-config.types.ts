@@ -266,6 +266,13 @@ export interface RawConfig {
     urls?: string[];
     /** AMQP heartbeat, in seconds. @defaultValue 60 */
     heartbeat?: number;
+    /**
+     * Seconds without a byte from the broker after which a stage process is not ready (`/readyz`
+     * 503): a connection cut without a reset (a black-holed network path), long before the
+     * heartbeat notices. A quiet connection is probed (a `basic.qos` on a channel of its own) after a third
+     * of it. Not counted while the broker blocks the connection. @defaultValue 15
+     */
+    stallTimeout?: number;
     /** Reconnection backoff, exponential with jitter. */
     reconnect?: {
       /** Seconds before the first retry. @defaultValue 1 */

@@ -18,7 +18,7 @@ const DEFAULT_LIST = 100;
  *
  * | route | token | answer |
  * | --- | --- | --- |
- * | `GET /ojs/v1/dashboard/matrix?filter=&problems=&sort=&offset=&limit=` | | one page of the tenants x queues matrix (tenant-matrix.ts) |
+ * | `GET /ojs/v1/dashboard/matrix?filter=&problems=&sort=&offset=&limit=` | | one page of the tenants x queues matrix (tenant-matrix.ts), with the broker's resource `alarms` |
  * | `GET /ojs/v1/queues/{name}/dead-letters?tenant=&limit=` | | dead letters, each with its error and attempt, without bodies |
  * | `GET /ojs/v1/queues/{name}/dead-letters/{ref}?tenant=` | | one dead letter with its headers and body (and its payload's arguments, sent by reference) |
  * | `POST /ojs/v1/queues/{name}/dead-letters/retry?tenant=` | yes | sends them back to their queue (`stagecoach dead retry`) |
@@ -61,7 +61,8 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
           offset: integerOf(query, 'offset', 0, 0, 10_000_000),
           limit: integerOf(query, 'limit', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE),
         });
-        return { status: 200, body: matrix };
+        // The broker's alarms beside the queues: while one is raised nothing is published anywhere.
+        return { status: 200, body: { ...matrix, alarms: snapshot.alarms } };
       },
     },
     {

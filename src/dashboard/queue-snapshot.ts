@@ -1,4 +1,5 @@
 import type { CompiledConfig } from '../config/config.types.js';
+import { readBrokerAlarms, type BrokerAlarm } from '../inspect/broker-alarms.js';
 import { buildQueueReports, type QueueReport } from '../inspect/queue-report.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import type { ManagementApi } from '../security/management-api.js';
@@ -8,6 +9,8 @@ import { BrokerNames } from '../topology/names.js';
 export interface QueueSnapshot {
   reports: QueueReport[];
   unroutable: number | null;
+  /** Resource alarms raised on the broker's nodes (publishing blocked); null when the API did not say. */
+  alarms: BrokerAlarm[] | null;
   /** When the management API answered. */
   takenAt: number;
 }
@@ -44,7 +47,7 @@ export class QueueSnapshots {
 
 async function take(config: CompiledConfig, api: ManagementApi, clock: () => number): Promise<QueueSnapshot> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
-  const [queues, exchanges] = await Promise.all([api.queueStatistics(vhost), api.listExchanges(vhost)]);
+  const [queues, exchanges, alarms] = await Promise.all([api.queueStatistics(vhost), api.listExchanges(vhost), readBrokerAlarms(api)]);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);
   const unroutableName = new BrokerNames(config.prefix).unroutable;
   const unroutable = queues.find((queue) => queue.name === unroutableName);
@@ -55,6 +58,7 @@ async function take(config: CompiledConfig, api: ManagementApi, clock: () => num
       exchanges.map((exchange) => exchange.name).filter(ours),
     ),
     unroutable: unroutable?.messages_ready === undefined ? null : unroutable.messages_ready + (unroutable.messages_unacknowledged ?? 0),
+    alarms,
     takenAt: clock(),
   };
 }

@@ -14,6 +14,8 @@ export interface Readiness {
   reason?: string;
   /** The broker node (`host:port`) the process is connected to, shown when known. */
   node?: string;
+  /** Set while the broker blocks the connection (a resource alarm): shown as is. */
+  blocked?: { reason: string; since: string };
 }
 
 export interface HealthServerOptions {
@@ -80,6 +82,7 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
       const body = {
         ...(state.ready === true ? { ready: true } : { ready: false, reason: state.reason ?? 'not ready' }),
         ...(state.node === undefined ? {} : { node: state.node }),
+        ...(state.blocked === undefined ? {} : { blocked: state.blocked }),
       };
       send(res, head, state.ready === true ? 200 : 503, JSON_TYPE, `${JSON.stringify(body)}\n`);
     },

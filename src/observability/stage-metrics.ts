@@ -45,13 +45,14 @@ export { DURATION_BUCKETS } from './instance-metrics.js';
  * | `stagecoach_jobs_published_total` | counter | `output` | jobs the stage emitted and the broker confirmed, by logical output queue |
  * | `stagecoach_acks_total` | counter | | input deliveries acknowledged to the broker |
  * | `stagecoach_handler_duration_seconds` | histogram | `outcome` (`completed`/`failed`) | handler run time, buckets 1 ms .. 5 min |
- * | `stagecoach_queue_depth` | gauge | `physical_queue` | ready messages in a queue, read at scrape time from {@link StageMetrics.setQueueDepthSource} |
+ * | `stagecoach_queue_depth` | gauge | `physical_queue` | ready messages in a queue, from {@link StageMetrics.setQueueDepthSource} at scrape time (a group's serves its last background reading: QueueDepthCache) |
  * | `stagecoach_queue_max_size` | gauge | `physical_queue` | the queue's `max_size` (messages) in force on the broker, from the same source; no series when unlimited or unknown |
  * | `stagecoach_queue_utilization` | gauge | `physical_queue` | depth / max_size (ratio, 1 = full), from the same scrape; no series when unlimited or unknown |
  * | `stagecoach_queue_overflow_total` | counter | `physical_queue`, `policy`; no `stage` | jobs this process published that a full queue refused (`policy` `reject`); see {@link StageMetrics.queueOverflow} |
  * | `stagecoach_consuming` | gauge | | 1 while the instance (one tenant of a pooled process) consumes as it should, or is meant not to (paused, quiet); 0 while it should and does not. From {@link StageMetrics.setRunnerSource} at scrape time |
  * | `stagecoach_jobs_in_flight` | gauge | | jobs of the instance being processed or settled now, from the same source |
  * | `stagecoach_connection_up` | gauge | none at all | 1 while the broker connection is up, else 0 |
+ * | `stagecoach_connection_blocked` | gauge | none at all | 1 while the broker blocks the connection (a resource alarm), else 0 |
  * | `stagecoach_reconnects_total` | counter | none at all | times the broker connection was re-established after a loss |
  *
  * Hot path: a runner calls {@link StageMetrics.instance} once per stage instance and keeps the
@@ -84,6 +85,7 @@ export class StageMetrics {
   private readonly queueUtilization: Gauge<StageLabelName | 'physical_queue'>;
   private readonly queueOverflows: Counter<'queue' | 'tenant' | 'physical_queue' | 'policy'>;
   private readonly connectionUp: Gauge;
+  private readonly connectionBlocked: Gauge;
   private runnerSource: (() => readonly RunnerSample[]) | undefined;
   private readonly reconnects: Counter;
 
@@ -124,7 +126,7 @@ export class StageMetrics {
     };
     this.queueDepth = new Gauge({
       name: 'stagecoach_queue_depth',
-      help: 'Messages ready in a queue, read from the broker at scrape time.',
+      help: 'Messages ready in a queue, as last read from the broker.',
       labelNames: [...STAGE_LABELS, 'physical_queue'],
       registers,
       // Called by prom-client on every scrape of this gauge.
@@ -178,6 +180,12 @@ export class StageMetrics {
     runnerGauge('stagecoach_jobs_in_flight', 'Jobs of the instance being processed or settled now.', (s) => s.inFlight);
     this.connectionUp = new Gauge({ name: 'stagecoach_connection_up', help: '1 while the broker connection is up, else 0.', registers });
     this.connectionUp.set(0);
+    this.connectionBlocked = new Gauge({
+      name: 'stagecoach_connection_blocked',
+      help: '1 while the broker blocks the connection (a memory or disk alarm): nothing is published or confirmed, else 0.',
+      registers,
+    });
+    this.connectionBlocked.set(0);
     this.reconnects = new Counter({
       name: 'stagecoach_reconnects_total',
       help: 'Times the broker connection was re-established after a loss.',
@@ -258,6 +266,11 @@ export class StageMetrics {
   /** Sets `stagecoach_connection_up`. */
   setConnected(up: boolean): void {
     this.connectionUp.set(up ? 1 : 0);
+  }
+
+  /** Sets `stagecoach_connection_blocked`. */
+  setBlocked(blocked: boolean): void {
+    this.connectionBlocked.set(blocked ? 1 : 0);
   }
 
   /** Counts one re-established broker connection (`stagecoach_reconnects_total`). */

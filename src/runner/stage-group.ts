@@ -2,17 +2,19 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConnectionManager } from '../broker/connection-manager.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
-import { loadConfig } from '../config/load-config.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
-import { QueueDepths } from '../observability/queue-depths.js';
+import type { QueueDepthCache } from '../observability/queue-depth-cache.js';
 import type { StageMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { provisionTopology } from '../topology/build-topology.js';
+import { settleWithin } from '../util/settle-within.js';
 import type { Topology } from '../topology/topology.types.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
+import { limitsControl } from './process/limits-control.js';
 import { GroupConnection } from './process/group-connection.js';
+import { groupDepths } from './process/group-depths.js';
 import { GroupLifecycle, type GroupState } from './process/group-lifecycle.js';
 import { readinessOf, type Readiness } from './process/group-readiness.js';
 import { checkKnownTenants } from './process/known-tenants.js';
@@ -21,7 +23,6 @@ import { ProcessServices } from './process/process-services.js';
 import type { StageInstance } from './process/stage-instance.js';
 import type { TenantPool } from './process/tenant-pool.js';
 import { TenantRoster } from './process/tenant-roster.js';
-import { QueueProbe } from './shared-channel.js';
 import type { StageRunner } from './stage-runner.js';
 
 export { devInstances, type StageInstance } from './process/stage-instance.js';
@@ -99,7 +100,7 @@ export class StageGroup {
   private readonly connection: GroupConnection;
   private readonly roster: TenantRoster;
   private readonly control: ControlRouter;
-  private readonly depths: QueueDepths;
+  private readonly depths: QueueDepthCache;
   private readonly knownTenantsOnly: boolean;
   /** What `start(provision)` declares on every connection; nothing without `provision`. */
   private topology: Topology | undefined;
@@ -155,10 +156,11 @@ export class StageGroup {
       metrics: this.metrics,
       attach: (connection) => this.attachAll(connection),
       onLost: () => {
-        services.flow.detach();
+        services.detach();
         this.roster.detach();
       },
       onFatal: (err) => this.fail(err),
+      stallMs: config.broker.stallTimeout * 1000,
     });
     this.control = new ControlRouter({
       config,
@@ -167,18 +169,10 @@ export class StageGroup {
       directives: this.directives,
       connection: () => this.connection.current,
       onTerminated: () => this.terminate(),
-      onLimits: async (message) => {
-        if (message.hold !== undefined && message.until !== undefined) services.flow.hold(message.hold, Date.parse(message.until));
-        else await this.reloadLimits();
-      },
+      onLimits: limitsControl(services.flow, config, log),
     });
-    this.depths = new QueueDepths(services.limits, () => {
-      const connection = this.connection.current;
-      if (connection === undefined) return undefined;
-      const probe = new QueueProbe();
-      probe.attach(connection);
-      return probe;
-    });
+    const connection = (): AmqpConnection | undefined => this.connection.current;
+    this.depths = groupDepths(services.limits, connection, () => this.roster.queues);
   }
 
   /** Every runner of the process (a pooled one: one per tenant served). */
@@ -189,6 +183,11 @@ export class StageGroup {
   /** Tenants a pooled group serves now. */
   get tenants(): string[] {
     return this.roster.tenants;
+  }
+
+  /** `gracePeriod` (seconds): what `stop()` takes at most. */
+  get gracePeriod(): number {
+    return this.config.gracePeriod;
   }
 
   get state(): GroupState {
@@ -233,7 +232,7 @@ export class StageGroup {
         this.instances.map((i) => i.stage.metadata),
       );
     }
-    this.metrics.setQueueDepthSource(() => this.depths.sample(this.roster.queues));
+    this.metrics.setQueueDepthSource(() => this.depths.read());
     this.metrics.setRunnerSource(() =>
       this.runners.map((runner) => ({
         stage: runner.stageName,
@@ -252,20 +251,7 @@ export class StageGroup {
     if (typeof provision === 'object') await provision.beforeAttach(this.services.events.sink);
     this.lifecycle.run();
     await this.connection.attachFirst(connection);
-  }
-
-  /**
-   * The flow limits changed (a `limits` control message): they are read again from the
-   * configuration file the group was started with, and take effect at once. A configuration
-   * given inline (no file) keeps its limits; `updateLimits` takes a new one.
-   */
-  async reloadLimits(): Promise<void> {
-    if (this.config.source === '<inline>') return;
-    try {
-      this.updateLimits(await loadConfig(this.config.source));
-    } catch (err) {
-      this.log.error('flow limits not reloaded: the configuration file does not load', { err: (err as Error).message });
-    }
+    this.depths.start();
   }
 
   /** Takes the flow limits (`queues.*.concurrency`, `rate_limit`, `limits`) of `config` from now on. */
@@ -273,34 +259,46 @@ export class StageGroup {
     this.services.flow.update(config);
   }
 
-  /** Ready when connected and every runner consumes, or is meant not to (paused, quiet). */
+  /** Ready when connected, heard from (StallWatch), and every runner consumes or is meant not to; see {@link readinessOf}. */
   readiness(): Readiness {
-    return readinessOf(this.connection.connected, this.connection.attached, this.runners);
+    const { connected, attached, blocked, silentMs } = this.connection;
+    return readinessOf(connected, attached, this.runners, blocked, silentMs);
   }
 
   /**
-   * Drains every runner within the grace period, then closes the connection. A second call
-   * (SIGTERM after a `terminate`) waits for the first and gets its result.
-   * @returns false when the grace period ran out for some runner.
+   * Drains every runner, then closes the connection, all within `graceMs`: every step waits on
+   * the broker, and one that stopped reading (an alarm) answers none, so at `graceMs` the socket
+   * is cut (unfinished jobs go back to their queues once it reads again). A second call (SIGTERM
+   * after a `terminate`) waits for the first and gets its result.
+   * @returns false when the grace period ran out (for some runner, or for the closing).
    */
   stop(graceMs = this.config.gracePeriod * 1000): Promise<boolean> {
     this.connection.halt(new Error('stage group stopped while starting'));
     return this.lifecycle.stop(async () => {
-      await this.roster.freeze();
-      await this.control.close();
-      // A runner already stopping (terminate) hands back its own stop promise: waited for too.
-      const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
-      await this.roster.close();
-      await this.services.close();
-      await this.connection.close();
-      return drained.every(Boolean);
+      const inTime = await settleWithin(this.shutdown(graceMs, Date.now()), graceMs);
+      if (inTime !== undefined) return inTime;
+      this.log.warn('stopping took the whole grace period; cutting the broker connection', { grace_ms: graceMs });
+      this.connection.cut();
+      return false;
     });
+  }
+
+  /** The steps of `stop()`, the connection's close bounded by what is left of the grace period. */
+  private async shutdown(graceMs: number, began: number): Promise<boolean> {
+    this.depths.stop();
+    await this.roster.freeze();
+    await this.control.close();
+    // A runner already stopping (terminate) hands back its own stop promise: waited for too.
+    const drained = await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
+    await this.roster.close();
+    await this.services.close();
+    await this.connection.close(Math.max(0, graceMs - (Date.now() - began)));
+    return drained.every(Boolean);
   }
 
   /** Everything of the process on `connection`: at start, and again after every reconnection. */
   private async attachAll(connection: AmqpConnection): Promise<void> {
-    this.directives.attach(connection);
-    await this.services.flow.attach(connection);
+    await this.services.attach(connection);
     if (this.topology !== undefined) await declareTopology(connection, this.topology, this.log);
     await this.roster.attach(connection);
     await this.control.attach(connection);

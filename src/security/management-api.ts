@@ -109,6 +109,11 @@ export class ManagementApi {
     return this.get(`queues/${encodeURIComponent(vhost)}?columns=${columns.join(',')}`);
   }
 
+  /** Every node of the cluster with its resource alarms (`GET /api/nodes`; needs the `monitoring` tag). */
+  listNodeAlarms(): Promise<BrokerNodeAlarms[]> {
+    return this.get('nodes?columns=name,mem_alarm,disk_free_alarm');
+  }
+
   listExchanges(vhost: string): Promise<BrokerExchange[]> {
     return this.get(`exchanges/${encodeURIComponent(vhost)}?columns=name,type,durable,auto_delete,internal,arguments&disable_stats=true`);
   }
@@ -281,6 +286,13 @@ export interface BrokerQueueStats {
 }
 
 /** An exchange as `GET /api/exchanges` lists it (`name` is '' for the default exchange). */
+/** A node's resource alarms: while any is raised, the broker blocks every publishing connection of the cluster. */
+export interface BrokerNodeAlarms {
+  name: string;
+  mem_alarm?: boolean;
+  disk_free_alarm?: boolean;
+}
+
 export interface BrokerExchange {
   name: string;
   type: string;

@@ -265,8 +265,18 @@ describe('QUEUE_FULL, queue.full and the capacity metrics', function () {
       const maxLength = body.effective_policy_definition?.['max-length'];
       return typeof maxLength === 'number' && body.messages_ready === 2 ? { maxLength, ready: body.messages_ready } : undefined;
     });
-    const text = await group.metrics.text();
     const labels = `{stage="relay",queue="in",tenant="acme",physical_queue="${queue}"}`;
+    // Depths are read in the background every 15 s (QueueDepthCache): the next reading shows it.
+    const text = await waitFor(
+      'a depth reading with the policy',
+      async () => {
+        const t = await group.metrics.text();
+        return (
+          sample(t, `stagecoach_queue_depth${labels}`) === reported.ready && sample(t, `stagecoach_queue_max_size${labels}`) === 2 && t
+        );
+      },
+      25_000,
+    );
     expect(sample(text, `stagecoach_queue_depth${labels}`)).to.equal(reported.ready);
     expect(sample(text, `stagecoach_queue_max_size${labels}`))
       .to.equal(reported.maxLength)

@@ -108,7 +108,12 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
     const metrics = await group.metrics.text();
     expect(metrics).to.contain('stagecoach_jobs_completed_total{stage="sleeper",queue="naps",tenant="t77"} 3');
     expect(metrics).to.contain('stagecoach_consuming{stage="sleeper",queue="naps",tenant="t149"} 1');
-    expect(metrics).to.contain('stagecoach_queue_depth{stage="sleeper",queue="naps",tenant="t0"');
+    // Depths are read in the background (QueueDepthCache): the first reading may still be under way.
+    await waitFor(
+      "t0's depth read",
+      async () => (await (group as StageGroup).metrics.text()).includes('stagecoach_queue_depth{stage="sleeper",queue="naps",tenant="t0"'),
+      25_000,
+    );
 
     // One tenant's queue deleted under it: readiness names it among 150, then it heals alone.
     const raw = await RawBroker.connect(config.broker.url);

@@ -28,6 +28,7 @@ describe('configuration', () => {
       url: 'amqp://guest:guest@localhost:5672/',
       urls: ['amqp://guest:guest@localhost:5672/'],
       heartbeat: 60,
+      stallTimeout: 15,
       reconnect: { initialDelay: 1, maxDelay: 30 },
       management: 'http://guest:guest@localhost:15672/',
       managementUrls: ['http://guest:guest@localhost:15672/'],

@@ -71,7 +71,7 @@ function setup(
   let lost = 0;
   const connection = new GroupConnection(manager as unknown as ManagedConnection, {
     log,
-    metrics: { setConnected: (up) => void metrics.up.push(up), reconnected: () => void metrics.reconnects++ },
+    metrics: { setConnected: (up) => void metrics.up.push(up), setBlocked: () => undefined, reconnected: () => void metrics.reconnects++ },
     attach: (c) => {
       attached.push(c);
       const err = over.failures?.(c, attached.filter((a) => a === c).length, manager);
@@ -80,6 +80,7 @@ function setup(
     onLost: () => void lost++,
     onFatal: (err) => void fatal.push(err),
     reattachRetryMs: RETRY_MS,
+    stallMs: 15_000,
     ...(over.attempts === undefined ? {} : { reattachAttempts: over.attempts }),
   });
   return { manager, connection, attached, fatal, metrics, lost: () => lost };

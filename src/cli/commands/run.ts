@@ -132,6 +132,10 @@ async function runGroup(group: StageGroup, provision: StageProvisioning | false,
       return EXIT_OK;
     }
     const outcome = await Promise.race([signal.promise, group.terminated, group.failed]);
+    log.info('stopping: finishing the jobs in flight within the grace period', {
+      cause: typeof outcome === 'string' ? outcome : outcome instanceof Error ? 'failed' : 'terminate',
+      grace_period_s: group.gracePeriod,
+    });
     const drained = await group.stop();
     return outcome instanceof Error || !drained ? EXIT_RUNTIME : EXIT_OK;
   } catch (err) {

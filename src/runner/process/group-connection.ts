@@ -1,6 +1,8 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import type { ConnectionManager } from '../../broker/connection-manager.js';
+import { BlockedWatch, type Blocked } from '../../broker/blocked-watch.js';
 import { isOpen } from '../../broker/connection-state.js';
+import { StallWatch } from '../../broker/stall-watch.js';
 import type { Logger } from '../../logging/logger.js';
 import type { StageMetrics } from '../../observability/stage-metrics.js';
 
@@ -11,19 +13,21 @@ export const REATTACH_RETRY_MS = 1000;
 /** What the group uses of its {@link ConnectionManager} (a unit test passes a stub). */
 export type ManagedConnection = Pick<
   ConnectionManager,
-  'connection' | 'connected' | 'node' | 'connections' | 'start' | 'close' | 'on' | 'once' | 'off'
+  'connection' | 'connected' | 'node' | 'connections' | 'start' | 'close' | 'cut' | 'on' | 'once' | 'off'
 >;
 
 export interface GroupConnectionOptions {
   log: Logger;
-  /** `stagecoach_connection_up` and `stagecoach_reconnects_total`. */
-  metrics: Pick<StageMetrics, 'setConnected' | 'reconnected'>;
+  /** `stagecoach_connection_up`, `stagecoach_connection_blocked` and `stagecoach_reconnects_total`. */
+  metrics: Pick<StageMetrics, 'setConnected' | 'setBlocked' | 'reconnected'>;
   /** Attaches everything of the process on a connection: the first one, and each one after a loss. */
   attach(connection: AmqpConnection): Promise<void>;
   /** The connection is gone, and every channel on it: what was opened there is to be forgotten. */
   onLost(): void;
   /** A re-attach a live broker refused `reattachAttempts` times: the process cannot recover by itself. */
   onFatal(err: Error): void;
+  /** `broker.stallTimeout`, in ms: silence from the broker before the connection counts as stalled. */
+  stallMs: number;
   /** @defaultValue REATTACH_ATTEMPTS */
   reattachAttempts?: number;
   /** @defaultValue REATTACH_RETRY_MS */
@@ -48,11 +52,26 @@ export class GroupConnection {
   private halted = false;
   /** Set while `next()` waits for a connection: `halt()` ends the wait. */
   private stopWaiting: ((err: Error) => void) | undefined;
+  private readonly blocking: BlockedWatch;
+  private readonly stall: StallWatch;
 
   constructor(
     private readonly manager: ManagedConnection,
     private readonly options: GroupConnectionOptions,
-  ) {}
+  ) {
+    this.blocking = new BlockedWatch(options.log, (blocked) => options.metrics.setBlocked(blocked));
+    this.stall = new StallWatch(options.stallMs, options.log, () => this.blocking.state !== undefined);
+  }
+
+  /** How long the broker has said nothing, once past `stallMs` (a connection cut without a reset); undefined otherwise. */
+  get silentMs(): number | undefined {
+    return this.stall.silentMs;
+  }
+
+  /** Set while the broker blocks the connection (a resource alarm): since when and why. */
+  get blocked(): Blocked | undefined {
+    return this.blocking.state;
+  }
 
   /** The connection up now; undefined while disconnected. */
   get current(): AmqpConnection | undefined {
@@ -83,6 +102,8 @@ export class GroupConnection {
     this.manager.on('connected', (connection: AmqpConnection) => this.connectedTo(connection));
     this.manager.on('disconnected', () => {
       this.options.metrics.setConnected(false);
+      this.blocking.lost();
+      this.stall.lost();
       this.options.onLost();
     });
     return this.manager.start();
@@ -127,13 +148,25 @@ export class GroupConnection {
     this.stopWaiting?.(reason);
   }
 
-  /** Closes the connection (its channels first, so no acknowledgement is lost); a `start()` still connecting gives up. */
-  close(): Promise<void> {
-    return this.manager.close();
+  /**
+   * Closes the connection (its channels first, so no acknowledgement is lost), waiting at most
+   * `timeoutMs` for the broker; a `start()` still connecting gives up.
+   */
+  close(timeoutMs?: number): Promise<void> {
+    this.stall.lost();
+    return this.manager.close(timeoutMs);
+  }
+
+  /** A stop out of time: the socket is destroyed now, open or closing; unacknowledged deliveries go back. */
+  cut(): void {
+    this.stall.lost();
+    this.manager.cut();
   }
 
   private connectedTo(connection: AmqpConnection): void {
     this.options.metrics.setConnected(true);
+    this.blocking.watch(connection);
+    this.stall.watch(connection);
     if (!this.following) return;
     this.options.metrics.reconnected();
     void this.reattach(connection);

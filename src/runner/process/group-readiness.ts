@@ -1,7 +1,15 @@
+import type { Blocked } from '../../broker/blocked-watch.js';
+
 /** The answer of `/readyz`: `reason` says what is missing when not ready. */
 export interface Readiness {
   ready: boolean;
   reason?: string;
+  /**
+   * Set while the broker blocks the connection (a resource alarm). Not a reason to be unready:
+   * the process is alive and resumes by itself when the alarm clears, and a restart would only
+   * hand its jobs back to a broker that blocks the next connection the same way.
+   */
+  blocked?: Blocked;
 }
 
 /** Names of runners not consuming that readiness spells out. */
@@ -14,6 +22,21 @@ const READINESS_NAMES = 5;
 export function readinessOf(
   connected: boolean,
   /** From the first attach on (before it: connecting, checking tenants, provisioning). */
+  started: boolean,
+  runners: ReadonlyArray<{ readonly healthy: boolean; readonly name: string }>,
+  blocked?: Blocked,
+  /** How long the broker has said nothing, once past `broker.stallTimeout` (StallWatch). */
+  silentMs?: number,
+): Readiness {
+  const detail = blocked === undefined ? {} : { blocked };
+  if (connected && silentMs !== undefined) {
+    return { ready: false, reason: `no answer from the broker for ${Math.round(silentMs / 1000)} s (the connection looks cut)`, ...detail };
+  }
+  return { ...readinessOfRunners(connected, started, runners), ...detail };
+}
+
+function readinessOfRunners(
+  connected: boolean,
   started: boolean,
   runners: ReadonlyArray<{ readonly healthy: boolean; readonly name: string }>,
 ): Readiness {

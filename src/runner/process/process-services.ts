@@ -109,6 +109,17 @@ export class ProcessServices {
     };
   }
 
+  /** What of the process lives on its connection (directives, flow control), at every connection. */
+  async attach(connection: AmqpConnection): Promise<void> {
+    this.directives.attach(connection);
+    await this.flow.attach(connection);
+  }
+
+  /** The connection is gone: flow control's tokens went with it. */
+  detach(): void {
+    this.flow.detach();
+  }
+
   /**
    * After every runner stopped, before the connection closes: flow control (its token channel:
    * whatever tokens are left go back), the directive gate (its channel), the payload store when the process opened it, the event publisher (its channel on the
