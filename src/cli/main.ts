@@ -182,6 +182,7 @@ export function buildProgram(): Command {
     .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
     .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')
     .option('--retry <json>', 'the job\'s own OJS retry policy, a JSON object, e.g. {"max_attempts":5}')
+    .option('--rate-limit <json>', 'the job\'s own OJS rate_limit policy, e.g. {"key":"ocr","concurrency":5} (docs/flow-control.md)')
     .option('--enqueue-ttl <duration>', 'how long the job may wait in its queue, an ISO 8601 duration, e.g. PT10M')
     .addOption(
       new Option(

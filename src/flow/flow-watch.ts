@@ -36,7 +36,9 @@ export class FlowWatch {
   ) {}
 
   readonly granted = (bucket: Bucket, waitedMs: number, stillWaiting: number): void => {
-    this.counters?.waited(bucket, waitedMs / 1000);
+    // A token handed over within the process (a job ended, a spare) is not a wait worth a
+    // histogram observation per job: only waits of a millisecond or more are measured.
+    if (waitedMs >= 1) this.counters?.waited(bucket, waitedMs / 1000);
     if (waitedMs >= EXCEEDED_AFTER_MS) {
       this.counters?.exceeded(bucket);
       const last = this.lastEvent.get(bucket.id);

@@ -10,6 +10,8 @@ export interface Token {
   readonly channel: Channel;
   /** When it came to this process, ms (performance.now): a reused token goes back after a quantum. */
   readonly since: number;
+  /** When it became a spare, ms (performance.now). */
+  spareSince?: number;
 }
 
 /** A wait for a token, cancellable until granted. */
@@ -23,7 +25,15 @@ export interface TokenWait {
  * goes back, and the broker hands it to the next process in turn. Fairness between processes
  * costs a round trip per token and quantum, not per job.
  */
-const REUSE_QUANTUM_MS = 250;
+const REUSE_QUANTUM_MS = 1000;
+
+/**
+ * A token this process has no job for (one came as a job stopped waiting, or a job ended with
+ * nobody waiting) stays this long as a spare, ms, for the next job that asks, then goes back;
+ * the bucket's consumer is cancelled once nobody waited for that long. Without it, a busy
+ * process would cancel and start a consumer, and send tokens back and forth, many times a second.
+ */
+const SPARE_MS = 100;
 
 /** Most tokens one consumer of a bucket may be sent ahead: the jobs waiting for it, up to this. */
 const MAX_TOKEN_PREFETCH = 100;
@@ -92,6 +102,7 @@ export class TokenSource {
     for (const line of this.lines.values()) {
       line.reset();
       line.held = 0;
+      line.spares.length = 0;
     }
   }
 
@@ -107,6 +118,8 @@ export class TokenSource {
     const line = this.line(bucket);
     const waiter: Waiter = { grant, cancelled: false, asked: performance.now() };
     line.waiters.push(waiter);
+    // A spare goes to it at once (granted before this returns).
+    while (line.spares.length > 0 && line.waiters.length > 0 && this.grant(line, line.spares[0])) line.spares.shift();
     this.pump(line);
     return {
       cancel: () => {
@@ -118,15 +131,16 @@ export class TokenSource {
     };
   }
 
-  /** A job ends: its concurrency token goes to the next job waiting here, or back to the broker. */
+  /**
+   * A job ends: its concurrency token goes to the next job waiting here, or stays a spare for a
+   * moment, or goes back to the broker once this process has had it for REUSE_QUANTUM_MS.
+   */
   release(token: Token): void {
+    this.returned(token);
     const line = this.lines.get(token.bucket.id);
-    if (line !== undefined && performance.now() - token.since < REUSE_QUANTUM_MS) {
-      line.held--;
-      if (this.grant(line, token)) return;
-      line.held++;
-    }
-    this.giveBack(token);
+    if (line !== undefined && performance.now() - token.since < REUSE_QUANTUM_MS && (this.grant(line, token) || this.spare(line, token)))
+      return;
+    settle(() => token.channel.nack(token.message, false, true));
   }
 
   /** A job starts: its rate or throttle token cools down (rejected: dead-lettered to its cooldown queue). */
@@ -164,6 +178,34 @@ export class TokenSource {
     return [...this.lines.values()].map((line) => ({ bucket: line.bucket, waiting: line.waiters.length, held: line.held }));
   }
 
+  /** Keeps a token no job here needs now for the next that asks (see SPARE_MS); false when its partition is held. */
+  private spare(line: Line, token: Token): boolean {
+    if (this.heldBack(line) || token.channel !== this.channel) return false;
+    token.spareSince = performance.now();
+    line.spares.push(token);
+    this.sweepLater(line);
+    return true;
+  }
+
+  /**
+   * SPARE_MS after the line last had a spare or a waiter: spares go back, and a consumer nobody
+   * waits for is cancelled.
+   */
+  private sweepLater(line: Line): void {
+    if (line.sweep !== undefined) return;
+    line.sweep = setTimeout(() => {
+      line.sweep = undefined;
+      const now = performance.now();
+      while (line.spares.length > 0 && now - (line.spares[0].spareSince ?? now) >= SPARE_MS) {
+        const token = line.spares.shift() as Token;
+        settle(() => token.channel.nack(token.message, false, true));
+      }
+      if (line.spares.length > 0 || line.waiters.length > 0) this.sweepLater(line);
+      this.pump(line);
+    }, SPARE_MS);
+    line.sweep.unref();
+  }
+
   private returned(token: Token): void {
     const line = this.lines.get(token.bucket.id);
     if (line !== undefined && line.held > 0) line.held--;
@@ -199,6 +241,7 @@ export class TokenSource {
     const channel = this.channel;
     if (channel === undefined) return;
     const wanted = line.waiters.length > 0 && !this.heldBack(line);
+    if (wanted) line.lastWanted = performance.now();
     if (wanted && line.state === 'idle') {
       line.state = 'starting';
       const allowance = Math.min(line.waiters.length, MAX_TOKEN_PREFETCH);
@@ -217,19 +260,29 @@ export class TokenSource {
         });
       return;
     }
-    if (line.state === 'consuming' && (!wanted || line.allowance === 0)) {
-      const tag = line.tag as string;
-      line.state = 'cancelling';
-      void channel
-        .cancel(tag)
-        .catch(() => undefined)
-        .finally(() => {
-          if (line.tag !== tag) return;
-          line.state = 'idle';
-          line.tag = undefined;
-          this.pump(line);
-        });
+    if (!wanted && line.state === 'consuming') {
+      // The consumer goes once nobody has waited for SPARE_MS and no spare is left.
+      if (line.spares.length === 0 && performance.now() - line.lastWanted >= SPARE_MS) this.cancel(line, channel);
+      else this.sweepLater(line);
+      return;
     }
+    if (line.state === 'consuming' && line.allowance === 0) {
+      this.cancel(line, channel);
+    }
+  }
+
+  private cancel(line: Line, channel: Channel): void {
+    const tag = line.tag as string;
+    line.state = 'cancelling';
+    void channel
+      .cancel(tag)
+      .catch(() => undefined)
+      .finally(() => {
+        if (line.tag !== tag) return;
+        line.state = 'idle';
+        line.tag = undefined;
+        this.pump(line);
+      });
   }
 
   private received(line: Line, channel: Channel, message: ConsumeMessage | null): void {
@@ -240,7 +293,7 @@ export class TokenSource {
     }
     if (line.allowance > 0) line.allowance--;
     const token: Token = { bucket: line.bucket, message, channel, since: performance.now() };
-    if (!this.grant(line, token)) settle(() => channel.nack(message, false, true));
+    if (!this.grant(line, token) && !this.spare(line, token)) settle(() => channel.nack(message, false, true));
     this.pump(line);
   }
 }
@@ -252,8 +305,13 @@ class Line {
   tag: string | undefined;
   /** Tokens the current consumer may still be sent. */
   allowance = 0;
-  /** Its tokens in this process's hands. */
+  /** Its tokens in this process's jobs' hands. */
   held = 0;
+  /** Tokens no job here needs now, oldest first (see SPARE_MS). */
+  readonly spares: Token[] = [];
+  sweep: NodeJS.Timeout | undefined;
+  /** When a job last waited for it, ms (performance.now). */
+  lastWanted = 0;
 
   constructor(
     readonly bucket: Bucket,

@@ -14,7 +14,7 @@ import type { FlowCounters } from '../flow/flow-watch.js';
  * | `stagecoach_limit_waiting` | gauge | key, strategy | jobs of this process waiting for a token now |
  * | `stagecoach_limit_held` | gauge | key, strategy | tokens this process holds now (concurrency: its jobs running under the limit) |
  * | `stagecoach_limit_exceeded_total` | counter | key, strategy | jobs that waited over 50 ms for a token: the limit was met |
- * | `stagecoach_limit_wait_seconds` | histogram | strategy | how long jobs waited for a token |
+ * | `stagecoach_limit_wait_seconds` | histogram | strategy | how long jobs waited for a token, waits of 1 ms or more (a token handed over within the process is not observed) |
  */
 export class FlowMetrics implements FlowCounters {
   private static readonly byRegistry = new WeakMap<Registry, FlowMetrics>();

@@ -1,6 +1,7 @@
 import type { Permit } from '../flow/permit.js';
 import type { Delivery } from './delivery.js';
 import type { FairShare, SeatOptions, ShareMember, ShareSeat } from './fair-share.js';
+import { WaitingLine } from './waiting-line.js';
 
 /**
  * A delivery that has waited this long for its limits' tokens goes back to the broker unstarted
@@ -50,7 +51,7 @@ export interface DispatcherOptions {
  *   or is handed back.
  */
 export class Dispatcher implements ShareMember {
-  private readonly waiting: Delivery[] = [];
+  private readonly waiting = new WaitingLine();
   private readonly seat: ShareSeat | undefined;
   private running = 0;
   /** `open` starts deliveries; `held` keeps them waiting; `closed` hands them back. */
@@ -97,14 +98,21 @@ export class Dispatcher implements ShareMember {
       this.handBack(delivery);
       return;
     }
-    this.waiting.push(delivery);
     if (this.options.admit !== undefined) {
-      const permit = this.options.admit(delivery, this.pump, (action, waitMs) => this.limitReached(delivery, action, waitMs));
+      const permit = this.options.admit(
+        delivery,
+        () => {
+          this.waiting.granted(delivery);
+          this.pump();
+        },
+        (action, waitMs) => this.limitReached(delivery, action, waitMs),
+      );
       if (permit !== undefined) {
         delivery.permit = permit;
         this.watchOverdue();
       }
     }
+    this.waiting.push(delivery);
     this.pump();
   }
 
@@ -148,11 +156,7 @@ export class Dispatcher implements ShareMember {
 
   /** Forgets what waits: its channel is gone and the broker redelivers it. */
   abandonWaiting(isGone: (delivery: Delivery) => boolean): void {
-    for (let i = this.waiting.length - 1; i >= 0; i--) {
-      if (!isGone(this.waiting[i])) continue;
-      this.waiting[i].permit?.end();
-      this.waiting.splice(i, 1);
-    }
+    for (const delivery of this.waiting.takeAll(isGone)) delivery.permit?.end();
   }
 
   /** Called by the share on a slot it granted (pooled). */
@@ -198,20 +202,16 @@ export class Dispatcher implements ShareMember {
 
   /** The first waiting delivery that may start (no permit needed, or granted), taken out of the line. */
   private nextStartable(): Delivery | undefined {
-    if (this.options.admit === undefined) return this.waiting.shift();
-    const at = this.waiting.findIndex(startable);
-    return at < 0 ? undefined : this.waiting.splice(at, 1)[0];
+    return this.waiting.next();
   }
 
   private hasStartable(): boolean {
-    return this.options.admit === undefined ? this.waiting.length > 0 : this.waiting.some(startable);
+    return this.waiting.startable;
   }
 
   /** Its job's own policy does not wait: it is taken out of the line and settled as the policy says. */
   private limitReached(delivery: Delivery, action: 'reschedule' | 'drop', waitMs: number): void {
-    const at = this.waiting.indexOf(delivery);
-    if (at < 0) return;
-    this.waiting.splice(at, 1);
+    if (!this.waiting.remove(delivery)) return;
     delivery.permit?.end();
     const settle = this.options.limited;
     if (settle === undefined || this.mode === 'closed') {
@@ -226,15 +226,11 @@ export class Dispatcher implements ShareMember {
     if (this.overdue !== undefined) return;
     this.overdue = setInterval(
       () => {
-        const now = performance.now();
-        for (let i = this.waiting.length - 1; i >= 0; i--) {
-          const permit = this.waiting[i].permit;
-          if (permit === undefined || permit.granted || now - permit.since < MAX_PERMIT_WAIT_MS) continue;
-          const [delivery] = this.waiting.splice(i, 1);
-          permit.end();
+        for (const delivery of this.waiting.takeOverdue(performance.now(), MAX_PERMIT_WAIT_MS)) {
+          delivery.permit?.end();
           this.handBack(delivery);
         }
-        if (!this.waiting.some((delivery) => delivery.permit !== undefined)) {
+        if (!this.waiting.holding) {
           clearInterval(this.overdue);
           this.overdue = undefined;
         }
@@ -253,7 +249,7 @@ export class Dispatcher implements ShareMember {
   };
 
   private async giveBackWaiting(): Promise<void> {
-    const unstarted = this.waiting.splice(0);
+    const unstarted = this.waiting.takeAll();
     for (const delivery of unstarted) delivery.permit?.end();
     await Promise.all(unstarted.map((delivery) => this.handBackNow(delivery)));
   }
@@ -281,8 +277,4 @@ export class Dispatcher implements ShareMember {
     if (this.running !== 0 || this.giving.size !== 0) return;
     for (const waiter of this.idleWaiters.splice(0)) waiter();
   }
-}
-
-function startable(delivery: Delivery): boolean {
-  return delivery.permit === undefined || delivery.permit.granted;
 }

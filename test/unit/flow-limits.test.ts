@@ -265,6 +265,7 @@ describe('flow limits: FlowWatch', () => {
       () => now,
     );
     watch.granted(bucket, 2, 0); // a free token: its round trip only
+    watch.granted(bucket, 0.1, 0); // handed over within the process: not observed
     watch.granted(bucket, 400, 3);
     now += 1000;
     watch.granted(bucket, 500, 2);

@@ -6,6 +6,7 @@ import { checkCallbackSpec } from '../../batch/batch-callbacks.js';
 import { createLogger } from '../../logging/logger.js';
 import { Publisher } from '../../publisher/publisher.js';
 import { validateRetryPolicy } from '../../retry/retry-policy.js';
+import { validateRateLimitPolicy } from '../../job/rate-limit-policy.js';
 import { MAX_DELAY_SECONDS } from '../../topology/delay-topology.js';
 import { parseDuration } from '../../util/duration.js';
 import { isTimestamp } from '../../util/timestamp.js';
@@ -29,6 +30,7 @@ export interface PublishOptions {
   priority?: string;
   timeout?: string;
   retry?: string;
+  rateLimit?: string;
   enqueueTtl?: string;
   scheduledAt?: string;
   delay?: string;
@@ -37,7 +39,7 @@ export interface PublishOptions {
 
 /**
  * `stagecoach publish <queue> --type X [--args JSON] [--meta JSON] [--tenant T] [--header k=v]...
- * [--priority N] [--timeout S] [--retry JSON] [--enqueue-ttl D] [--scheduled-at T | --delay D]
+ * [--priority N] [--timeout S] [--retry JSON] [--rate-limit JSON] [--enqueue-ttl D] [--scheduled-at T | --delay D]
  * [--batch B [--on-complete JSON] [--on-success JSON] [--on-failure JSON]]`
  *
  * Every option is checked before the configuration is read or the broker touched: a mistake
@@ -99,6 +101,11 @@ function jobFields(opts: PublishOptions): JobSpec {
     const retry = parseJson(opts.retry, '--retry');
     validateRetryPolicy(retry, '--retry');
     spec.retry = retry as RetryPolicy;
+  }
+  if (opts.rateLimit !== undefined) {
+    const policy = parseJson(opts.rateLimit, '--rate-limit');
+    validateRateLimitPolicy(policy, '--rate-limit');
+    if (policy !== undefined) spec.rate_limit = policy;
   }
   if (opts.enqueueTtl !== undefined) {
     const ttl = parseDuration(opts.enqueueTtl);
