@@ -135,15 +135,17 @@ describe('configuration', () => {
       });
     }
 
-    it('compiles min_concurrency, and refuses one above the tenant\'s own max_concurrency, naming the key', () => {
+    it("compiles min_concurrency, and refuses one above the tenant's own max_concurrency, naming the key", () => {
       const config = compileConfig({ tenants: [{ name: 'acme', min_concurrency: 3, max_concurrency: 3 }] });
       expect(tenantShare(config, 'acme')).to.deep.equal({ weight: 1, maxConcurrency: 3, minConcurrency: 3 });
-      const err = configError(() => compileConfig({ tenants: ['a', { name: 'acme', min_concurrency: 4, max_concurrency: 3 }] }, '/srv/p.json'));
+      const err = configError(() =>
+        compileConfig({ tenants: ['a', { name: 'acme', min_concurrency: 4, max_concurrency: 3 }] }, '/srv/p.json'),
+      );
       expect(err.message).to.equal("/srv/p.json: tenants.1.min_concurrency: at most the tenant's max_concurrency (3), got 4");
       expect(exitCodeFor(err)).to.equal(2);
     });
 
-    it('refuses a pooled process whose tenants\' minimums add up to more than the stage\'s concurrency, naming the stage\'s key', () => {
+    it("refuses a pooled process whose tenants' minimums add up to more than the stage's concurrency, naming the stage's key", () => {
       const config = compileConfig(
         { tenants: [{ name: 'acme', min_concurrency: 3 }, { name: 'globex', min_concurrency: 2 }, 'hooli'] },
         '/srv/p.json',

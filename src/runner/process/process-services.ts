@@ -65,7 +65,7 @@ export class ProcessServices {
     this.limits = new QueueLimits(config, log);
     this.flow = new FlowControl(config, log);
     this.queueFull = new QueueFullReporter(config, this.events, {
-      onRefused: (refused) => this.metrics.queueOverflow({ ...refused, policy: 'reject' }),
+      onRefused: (refused) => this.metrics.queueOverflow(refused),
     });
   }
 
