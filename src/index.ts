@@ -31,7 +31,17 @@ export { HandlerOutcome, RetryJob, DiscardJob, DeadLetterJob } from './retry/han
 export { inject, injectable, ContainerModule } from 'inversify';
 
 // Jobs and publishing them.
-export type { Job, JobError, JobSpec, PublishSpec, HeaderValue, BatchCallbacks, CallbackName, CallbackSpec } from './job/job.types.js';
+export type {
+  Job,
+  JobError,
+  JobSpec,
+  PublishSpec,
+  HeaderValue,
+  RateLimitPolicy,
+  BatchCallbacks,
+  CallbackName,
+  CallbackSpec,
+} from './job/job.types.js';
 export { createJob } from './job/envelope.js';
 export { Publisher } from './publisher/publisher.js';
 export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';
@@ -77,6 +87,7 @@ export {
   NonRetryableError,
   PublishError,
   QueueFullError,
+  RateLimitedError,
   type RefusedJob,
   StageNotFoundError,
   TenantError,

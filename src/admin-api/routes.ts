@@ -2,6 +2,7 @@ import type { AdminContext } from './admin-context.js';
 import { batchDetails, batchDirective, batchJobs, jobDetails, listBatches, tenantDirective } from './batch-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
+import { getRateLimit, listRateLimits, putRateLimit } from './rate-limit-handlers.js';
 import { deleteQueue } from './delete-handler.js';
 import { changeState, listQueues, queueDetails } from './queue-handlers.js';
 import type { ApiRequest, ApiResponse, Route } from './router.js';
@@ -9,7 +10,7 @@ import type { ApiRequest, ApiResponse, Route } from './router.js';
 const BASE = '/ojs/v1/queues';
 const BATCHES = '/ojs/v1/batches';
 
-/** Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1, plus batch and job status). */
+/** Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1, batch and job status, and the rate-limiting extension's section 10). */
 export function adminRoutes(ctx: AdminContext): Route[] {
   const bind =
     (handler: (ctx: AdminContext, request: ApiRequest) => Promise<ApiResponse>) =>
@@ -36,5 +37,8 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/pause', mutating: true, handle: bind(tenantDirective('pause')) },
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/resume', mutating: true, handle: bind(tenantDirective('resume')) },
     { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, handle: bind(jobDetails) },
+    { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
+    { method: 'GET', path: '/ojs/v1/rate-limits/{key}', mutating: false, handle: bind(getRateLimit) },
+    { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },
   ];
 }

@@ -8,6 +8,7 @@ import { queueDelete, tenantRetire } from './commands/remove.js';
 import { dead } from './commands/dead.js';
 import { publish, type PublishOptions } from './commands/publish.js';
 import { queues } from './commands/queues.js';
+import { limits, limitsSet } from './commands/limits.js';
 import { admin } from './commands/admin.js';
 import { payloadsCount, payloadsSweep } from './commands/payloads.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
@@ -96,6 +97,27 @@ export function buildProgram(): Command {
     .addOption(configOption())
     .action(async (opts: { tenant?: string; json?: boolean; config?: string }) => {
       process.exitCode = await queues(opts);
+    });
+
+  const limitsCommand = program
+    .command('limits')
+    .description('flow-limit partitions on the broker: limit, active, starts in the window (docs/flow-control.md)')
+    .option('--key <key>', 'only this partition')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { key?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await limits(opts);
+    });
+  limitsCommand
+    .command('set <key>')
+    .description('replace limits.<key> in the configuration file; running stages take it within a second')
+    .option('--concurrency <n>', 'most jobs holding it active at once, across every process')
+    .option('--rate <n/period>', 'most starts in any window, e.g. 50/PT1S')
+    .option('--throttle <n/period>', 'starts spaced evenly, e.g. 10/PT1S')
+    .option('--per-tenant', 'one partition per tenant')
+    .addOption(configOption())
+    .action(async (key: string, opts: { concurrency?: string; rate?: string; throttle?: string; perTenant?: boolean; config?: string }) => {
+      process.exitCode = await limitsSet(key, opts);
     });
 
   program

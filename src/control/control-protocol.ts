@@ -22,6 +22,10 @@ export interface ControlMessage {
   stage?: string;
   /** The batch a `directive` is about (else `tenant` names the tenant it is about). */
   batch?: string;
+  /** `limits`: flow-limit partitions a handler found limited downstream, held until `until` (else the file is read again). */
+  hold?: string[];
+  /** `limits` with `hold`: ISO 8601 timestamp. */
+  until?: string;
 }
 
 const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive', 'limits'];
@@ -31,8 +35,9 @@ export function parseControlMessage(content: Buffer): ControlMessage | undefined
   try {
     const value = JSON.parse(content.toString('utf8')) as Record<string, unknown>;
     if (typeof value !== 'object' || value === null || !COMMANDS.includes(value.command as string)) return undefined;
-    for (const key of ['queue', 'tenant', 'stage', 'batch'])
+    for (const key of ['queue', 'tenant', 'stage', 'batch', 'until'])
       if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
+    if (value.hold !== undefined && !(Array.isArray(value.hold) && value.hold.every((p) => typeof p === 'string'))) return undefined;
     return value as unknown as ControlMessage;
   } catch {
     return undefined;

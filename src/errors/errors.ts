@@ -39,7 +39,10 @@ export type ErrorCode =
   | 'BROKER_DEAD_LETTER'
   // A job sent by reference (`x-ojs-payload-ref`) whose payload is no longer in the store (CAF's
   // missing payload): dead-lettered, never retried.
-  | 'PAYLOAD_MISSING';
+  | 'PAYLOAD_MISSING'
+  // A handler met a downstream limit (an HTTP 429): the job waits, no attempt counted, and its
+  // limits hold every job of their keys until then (OJS rate-limiting extension 9.1).
+  | 'RATE_LIMITED';
 
 export class StagecoachError extends Error {
   constructor(
@@ -225,5 +228,22 @@ export class NonRetryableError extends StagecoachError {
     readonly type = 'NonRetryableError',
   ) {
     super('NON_RETRYABLE', message);
+  }
+}
+
+/**
+ * Thrown by a handler whose downstream answered "too many requests" (OJS rate-limiting extension
+ * 9.1, `rate_limit_until`; docs/flow-control.md "Dynamic limits"). Not a failure: the job goes
+ * back to the broker until `until`, no attempt counted, and no job of the same limits starts
+ * before then in any process. `key` names the limit meant (a key of `limits`, or of the job's
+ * own `rate_limit`); without it, every limit the job holds except its queue's.
+ */
+export class RateLimitedError extends StagecoachError {
+  constructor(
+    readonly until: Date,
+    message = 'rate limited downstream',
+    readonly key?: string,
+  ) {
+    super('RATE_LIMITED', `${message} (until ${until.toISOString()})`);
   }
 }

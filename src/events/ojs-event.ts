@@ -15,6 +15,11 @@ export const EVENT_TYPES = [
   'tenant.retired',
   // A batch's every known job settled (docs/batches.md); published by `stagecoach tracker`.
   'batch.completed',
+  // Flow limits (OJS rate-limiting extension 11.1; docs/flow-control.md), from stage processes.
+  'rate_limit.exceeded',
+  'rate_limit.released',
+  'rate_limit.dropped',
+  'rate_limit.dynamic_adjusted',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

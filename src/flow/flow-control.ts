@@ -1,11 +1,32 @@
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
+import type { ControlMessage } from '../control/control-protocol.js';
+import type { RateLimitedError } from '../errors/errors.js';
+import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
+import type { FlowEventSink } from './flow-watch.js';
 import { bucketsOf, type Bucket } from './bucket.js';
 import { BucketKeeper } from './bucket-keeper.js';
 import { LimitResolver, queueBuckets, type LimitScope, type LimitSettings } from './limit-resolver.js';
 import { Permit } from './permit.js';
-import { TokenSource } from './token-source.js';
+import { TokenSource, type BucketSample, type GrantObserver } from './token-source.js';
+
+/** See FlowControl.admission. */
+export type Admit = (
+  delivery: { message: { properties: { headers?: Record<string, unknown> | undefined } } },
+  granted: () => void,
+  limited: (action: 'reschedule' | 'drop', waitMs: number) => void,
+) => Permit | undefined;
+
+/** What FlowControl tells the rest of its process (ProcessServices wires them). */
+export interface FlowHooks {
+  /** Told of every token granted: metrics and `rate_limit.*` events (FlowWatch). */
+  observe?: GrantObserver;
+  /** Sends a `limits` control message to every process (a hold of partitions). */
+  broadcast?: (message: ControlMessage) => Promise<void>;
+  /** Publishes a `rate_limit.*` event. */
+  event?: FlowEventSink;
+}
 
 /** How often a process checks the sizes of the buckets it used lately, ms (a lowering whose keeper died is taken over). */
 const RECHECK_MS = 10_000;
@@ -41,9 +62,10 @@ export class FlowControl implements LimitSettings {
   constructor(
     config: CompiledConfig,
     private readonly log: Logger,
+    private readonly hooks: FlowHooks = {},
   ) {
     this.config = config;
-    this.source = new TokenSource(config.prefix, log, (bucket) => this.ready(bucket));
+    this.source = new TokenSource(config.prefix, log, (bucket) => this.ready(bucket), hooks.observe);
     this.resetAttached();
     this.timer = setInterval(() => void this.recheck(), RECHECK_MS);
     this.timer.unref();
@@ -55,16 +77,32 @@ export class FlowControl implements LimitSettings {
     return new LimitResolver(this, scope, this.config.tenantHeader);
   }
 
-  /** Waits for a token of every bucket (see Permit); `onGranted` once all are held. */
-  permit(buckets: readonly Bucket[], onGranted: (permit: Permit) => void): Permit {
-    const now = performance.now();
-    for (const bucket of buckets) this.known.set(bucket.id, { bucket, used: now });
-    return new Permit(this.source, buckets, onGranted);
+  /**
+   * The dispatcher's `admit` for a runner's scope: a permit for each delivery some limit applies
+   * to. `limited` is called for a job whose own policy says `reschedule` or `drop` once its limit
+   * is found reached (see Permit).
+   */
+  admission(scope: LimitScope): Admit {
+    const resolver = this.resolver(scope);
+    return (delivery, granted, limited) => {
+      const headers = delivery.message.properties.headers;
+      const buckets = resolver.buckets(headers);
+      if (buckets.length === 0) return undefined;
+      const action = resolver.onLimit(headers);
+      return this.permit(buckets, granted, action === 'wait' ? undefined : (waitMs) => limited(action, waitMs));
+    };
   }
 
-  /** Jobs of this process waiting for a token, by bucket id. */
-  waiting(): Map<string, number> {
-    return this.source.waiting();
+  /** Waits for a token of every bucket (see Permit); `onGranted` once all are held. */
+  permit(buckets: readonly Bucket[], onGranted: (permit: Permit) => void, onLimit?: (waitMs: number) => void): Permit {
+    const now = performance.now();
+    for (const bucket of buckets) this.known.set(bucket.id, { bucket, used: now });
+    return new Permit(this.source, buckets, onGranted, onLimit);
+  }
+
+  /** Every bucket this process has used: its jobs waiting and the tokens it holds. */
+  samples(): BucketSample[] {
+    return this.source.samples();
   }
 
   async attach(connection: AmqpConnection): Promise<void> {
@@ -97,6 +135,48 @@ export class FlowControl implements LimitSettings {
       this.sized.delete(`${now.id}#${now.size}`);
       void this.ready(now);
     }
+  }
+
+  /**
+   * A handler met a limit downstream (RateLimitedError, OJS rate-limiting extension 9.1): no job
+   * of its partitions starts before `until`, here at once and in every other process as soon as
+   * the `limits` control message reaches it. The partitions: the error's `key` (a tenant's own
+   * partition of a per-tenant limit), else every partition the job held but its queue's.
+   */
+  rateLimited(permit: Permit | undefined, job: Job, error: RateLimitedError): void {
+    const partitions =
+      error.key === undefined
+        ? (permit?.partitions ?? []).filter((partition) => !partition.startsWith('queue:'))
+        : [this.config.limits.get(error.key)?.perTenant === true ? `${error.key}@${job.tenant ?? '-'}` : error.key];
+    if (partitions.length === 0) return;
+    const until = error.until.getTime();
+    this.hold(partitions, until);
+    const message: ControlMessage = { command: 'limits', hold: partitions, until: error.until.toISOString() };
+    void this.hooks
+      .broadcast?.(message)
+      .catch((err: Error) => this.log.warn('limit hold not sent to other processes', { err: err.message }));
+    for (const key of partitions) {
+      this.hooks.event?.('rate_limit.dynamic_adjusted', key, {
+        key,
+        until: error.until.toISOString(),
+        reason: error.message,
+        job_id: job.id,
+      });
+    }
+  }
+
+  /** A job dropped for its own policy (`on_limit: drop`): the extension's `rate_limit.dropped`. */
+  dropped(job: Job): void {
+    const key = job.rate_limit?.key ?? '';
+    this.log.info('job dropped: its rate limit was reached (on_limit: drop)', { key, job_id: job.id, type: job.type });
+    this.hooks.event?.('rate_limit.dropped', key, { key, job_id: job.id, job_type: job.type });
+  }
+
+  /** Holds partitions until `until` (epoch ms): see TokenSource.hold. */
+  hold(partitions: readonly string[], until: number): void {
+    if (!(until > Date.now())) return;
+    this.log.info('flow limits held: a handler was rate limited downstream', { partitions, until: new Date(until).toISOString() });
+    this.source.hold(partitions, until);
   }
 
   async close(): Promise<void> {

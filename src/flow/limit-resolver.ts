@@ -11,6 +11,9 @@ import { MAX_LIMIT_PERIOD_MS, MIN_LIMIT_PERIOD_MS } from '../config/compile-limi
  */
 const RATE_LIMIT_HEADER = OJS_HEADERS.rateLimit;
 
+/** What a job does when its limit is reached: waits (the default), goes back for later, or is dropped. */
+export type OnLimit = 'wait' | 'reschedule' | 'drop';
+
 /** Where a runner's jobs come from, as its limits see it. */
 export interface LimitScope {
   /** The stage's name in the configuration (its `limits`). */
@@ -79,6 +82,18 @@ export class LimitResolver {
       else fixed.push(...limitBuckets(limit, scope.tenant));
     }
     this.fixed = inTakingOrder(fixed);
+  }
+
+  /** What a job's own policy says to do when its limit is reached (OJS rate-limiting extension 6.2); `wait` without one. */
+  onLimit(headers: Record<string, unknown> | undefined): OnLimit {
+    const header = headers?.[RATE_LIMIT_HEADER];
+    if (typeof header !== 'string' || !header.includes('on_limit')) return 'wait';
+    try {
+      const action = (JSON.parse(header) as { on_limit?: unknown }).on_limit;
+      return action === 'reschedule' || action === 'drop' ? action : 'wait';
+    } catch {
+      return 'wait';
+    }
   }
 
   private policyBuckets(header: string, tenant: unknown): Bucket[] {

@@ -1,4 +1,5 @@
 import type { Bucket } from './bucket.js';
+import { EXCEEDED_AFTER_MS } from './flow-watch.js';
 import type { Token, TokenSource, TokenWait } from './token-source.js';
 
 /**
@@ -16,12 +17,31 @@ export class Permit {
   /** When the job began waiting, ms (performance.now). */
   readonly since = performance.now();
 
+  private limitTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * @param onLimit for a job whose policy says `reschedule` or `drop`: called once when it has
+   * waited EXCEEDED_AFTER_MS without its tokens (the limit is reached), with the wait a token of
+   * the bucket it waits for takes to come back; the caller ends the permit.
+   */
   constructor(
     private readonly source: TokenSource,
     private readonly buckets: readonly Bucket[],
     private readonly onGranted: (permit: Permit) => void,
+    onLimit?: (expectedWaitMs: number) => void,
   ) {
     this.next();
+    if (onLimit !== undefined && this.state === 'waiting') {
+      this.limitTimer = setTimeout(() => {
+        if (this.state === 'waiting') onLimit(this.blockedOn?.cooldownMs ?? 1000);
+      }, EXCEEDED_AFTER_MS);
+      this.limitTimer.unref();
+    }
+  }
+
+  /** The partitions it takes tokens of. */
+  get partitions(): string[] {
+    return [...new Set(this.buckets.map((bucket) => bucket.partition))];
   }
 
   get granted(): boolean {
@@ -47,6 +67,7 @@ export class Permit {
 
   /** The job ended, or will not start here: what it holds goes back (to a job waiting here first). */
   end(): void {
+    clearTimeout(this.limitTimer);
     if (this.state === 'ended') return;
     const started = this.state === 'started';
     this.state = 'ended';
@@ -61,6 +82,7 @@ export class Permit {
   private next(): void {
     const bucket = this.buckets[this.held.length];
     if (bucket === undefined) {
+      clearTimeout(this.limitTimer);
       this.state = 'granted';
       this.onGranted(this);
       return;

@@ -31,6 +31,20 @@ const MAX_TOKEN_PREFETCH = 100;
 interface Waiter {
   grant(token: Token): void;
   cancelled: boolean;
+  /** When it began waiting, ms (performance.now). */
+  asked: number;
+}
+
+/** Told of every token granted (FlowWatch: metrics and `rate_limit.*` events). */
+export type GrantObserver = (bucket: Bucket, waitedMs: number, stillWaiting: number) => void;
+
+/** One bucket as this process sees it now. */
+export interface BucketSample {
+  bucket: Bucket;
+  /** Jobs of this process waiting for one of its tokens. */
+  waiting: number;
+  /** Its tokens in this process's hands (concurrency: jobs running with it). */
+  held: number;
 }
 
 /**
@@ -51,12 +65,15 @@ export class TokenSource {
   private readonly lines = new Map<string, Line>();
   /** Consumer starts one after another: the channel's prefetch applies to the next consumer started. */
   private starting: Promise<unknown> = Promise.resolve();
+  /** Partitions held until a time (epoch ms): a handler met their limit downstream (`hold`). */
+  private readonly holds = new Map<string, number>();
 
   constructor(
     private readonly prefix: string,
     private readonly log: Logger,
     /** Declares and sizes a bucket before it is first consumed (FlowControl). */
     private readonly ready: (bucket: Bucket) => Promise<void>,
+    private readonly observe: GrantObserver = () => undefined,
   ) {}
 
   async attach(connection: AmqpConnection): Promise<void> {
@@ -72,7 +89,10 @@ export class TokenSource {
   /** The channel is gone, and the tokens with it: lines consume again on the next attach. */
   detach(): void {
     this.channel = undefined;
-    for (const line of this.lines.values()) line.reset();
+    for (const line of this.lines.values()) {
+      line.reset();
+      line.held = 0;
+    }
   }
 
   async close(): Promise<void> {
@@ -85,7 +105,7 @@ export class TokenSource {
   /** Waits for a token of `bucket`; `grant` is called once, unless the wait is cancelled first. */
   take(bucket: Bucket, grant: (token: Token) => void): TokenWait {
     const line = this.line(bucket);
-    const waiter: Waiter = { grant, cancelled: false };
+    const waiter: Waiter = { grant, cancelled: false, asked: performance.now() };
     line.waiters.push(waiter);
     this.pump(line);
     return {
@@ -101,25 +121,68 @@ export class TokenSource {
   /** A job ends: its concurrency token goes to the next job waiting here, or back to the broker. */
   release(token: Token): void {
     const line = this.lines.get(token.bucket.id);
-    if (line !== undefined && performance.now() - token.since < REUSE_QUANTUM_MS && line.grantNext(token)) return;
+    if (line !== undefined && performance.now() - token.since < REUSE_QUANTUM_MS) {
+      line.held--;
+      if (this.grant(line, token)) return;
+      line.held++;
+    }
     this.giveBack(token);
   }
 
   /** A job starts: its rate or throttle token cools down (rejected: dead-lettered to its cooldown queue). */
   spend(token: Token): void {
+    this.returned(token);
     settle(() => token.channel.reject(token.message, false));
   }
 
   /** An unused token, or a job's that ends: back to the broker, for whoever is next. */
   giveBack(token: Token): void {
+    this.returned(token);
     settle(() => token.channel.nack(token.message, false, true));
   }
 
-  /** Jobs waiting for a token of each bucket this process consumes, by bucket id. */
-  waiting(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const [id, line] of this.lines) counts.set(id, line.waiters.length);
-    return counts;
+  /**
+   * Grants no token of these partitions until `until` (epoch ms): a handler was told "too many
+   * requests" downstream (RateLimitedError). Jobs waiting for them wait on; their consumers stop
+   * and start again then. A later hold of a partition extends it, an earlier one does not shorten it.
+   */
+  hold(partitions: readonly string[], until: number): void {
+    for (const partition of partitions) this.holds.set(partition, Math.max(until, this.holds.get(partition) ?? 0));
+    const timer = setTimeout(
+      () => {
+        for (const partition of partitions) if ((this.holds.get(partition) ?? 0) <= Date.now()) this.holds.delete(partition);
+        for (const line of this.lines.values()) this.pump(line);
+      },
+      Math.max(0, until - Date.now()) + 5,
+    );
+    timer.unref();
+    for (const line of this.lines.values()) if (partitions.includes(line.bucket.partition)) this.pump(line);
+  }
+
+  /** Every bucket this process has used, with its waiting jobs and held tokens. */
+  samples(): BucketSample[] {
+    return [...this.lines.values()].map((line) => ({ bucket: line.bucket, waiting: line.waiters.length, held: line.held }));
+  }
+
+  private returned(token: Token): void {
+    const line = this.lines.get(token.bucket.id);
+    if (line !== undefined && line.held > 0) line.held--;
+  }
+
+  private heldBack(line: Line): boolean {
+    const until = this.holds.get(line.bucket.partition);
+    return until !== undefined && until > Date.now();
+  }
+
+  /** Grants the token to the line's first waiter; false when none waits or the partition is held. */
+  private grant(line: Line, token: Token): boolean {
+    if (this.heldBack(line)) return false;
+    const waiter = line.waiters.shift();
+    if (waiter === undefined) return false;
+    line.held++;
+    this.observe(line.bucket, performance.now() - waiter.asked, line.waiters.length);
+    waiter.grant(token);
+    return true;
   }
 
   private line(bucket: Bucket): Line {
@@ -135,7 +198,7 @@ export class TokenSource {
   private pump(line: Line): void {
     const channel = this.channel;
     if (channel === undefined) return;
-    const wanted = line.waiters.length > 0;
+    const wanted = line.waiters.length > 0 && !this.heldBack(line);
     if (wanted && line.state === 'idle') {
       line.state = 'starting';
       const allowance = Math.min(line.waiters.length, MAX_TOKEN_PREFETCH);
@@ -177,7 +240,7 @@ export class TokenSource {
     }
     if (line.allowance > 0) line.allowance--;
     const token: Token = { bucket: line.bucket, message, channel, since: performance.now() };
-    if (!line.grantNext(token)) settle(() => channel.nack(message, false, true));
+    if (!this.grant(line, token)) settle(() => channel.nack(message, false, true));
     this.pump(line);
   }
 }
@@ -189,6 +252,8 @@ class Line {
   tag: string | undefined;
   /** Tokens the current consumer may still be sent. */
   allowance = 0;
+  /** Its tokens in this process's hands. */
+  held = 0;
 
   constructor(
     readonly bucket: Bucket,
@@ -211,14 +276,6 @@ class Line {
   forget(waiter: Waiter): void {
     const at = this.waiters.indexOf(waiter);
     if (at >= 0) this.waiters.splice(at, 1);
-  }
-
-  /** Grants the token to the first waiter; false when none waits. */
-  grantNext(token: Token): boolean {
-    const waiter = this.waiters.shift();
-    if (waiter === undefined) return false;
-    waiter.grant(token);
-    return true;
   }
 }
 

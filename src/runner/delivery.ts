@@ -1,5 +1,6 @@
 import type { Message } from 'amqplib';
 import type { Permit } from '../flow/permit.js';
+import type { RateLimitedError } from '../errors/errors.js';
 import type { Job } from '../job/job.types.js';
 import type { JobContext } from '../stage/job-context.js';
 import type { ConsumerSource } from './consumer-source.js';
@@ -36,10 +37,13 @@ export interface Delivery {
  *   only prefetched. Moved to the suspect queue, not judged.
  * - `cancelled`: its batch was cancelled (DirectiveGate): discarded unrun, reported `cancelled`.
  * - `parked`: its tenant or batch is paused: moved unrun to the parked queue until `resume`.
+ * - `rate-limited`: the handler threw RateLimitedError: handed back until then, same attempt,
+ *   what it emitted dropped; its limits are held meanwhile (docs/flow-control.md).
  */
 export type Outcome =
   | { kind: 'completed'; job: Job; ctx: JobContext; seconds: number }
   | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number; refused?: Job }
   | { kind: 'crashed'; job: Job }
   | { kind: 'cancelled'; job: Job }
-  | { kind: 'parked'; job: Job; by: 'tenant' | 'batch' };
+  | { kind: 'parked'; job: Job; by: 'tenant' | 'batch' }
+  | { kind: 'rate-limited'; job: Job; error: RateLimitedError; ctx: JobContext };

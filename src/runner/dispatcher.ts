@@ -24,9 +24,12 @@ export interface DispatcherOptions {
   share?: { pool: FairShare } & SeatOptions;
   /**
    * Flow control (docs/flow-control.md): the permit a delivery needs before it starts, asked for
-   * as it arrives; undefined when no limit applies to it. `granted` is called when it is held.
+   * as it arrives; undefined when no limit applies to it. `granted` is called when it is held;
+   * `limited` when the job's own policy says `reschedule` or `drop` and its limit is reached.
    */
-  admit?: (delivery: Delivery, granted: () => void) => Permit | undefined;
+  admit?: (delivery: Delivery, granted: () => void, limited: (action: 'reschedule' | 'drop', waitMs: number) => void) => Permit | undefined;
+  /** A delivery whose limit was reached under `reschedule` or `drop`: settled so (never rejects). */
+  limited?: (delivery: Delivery, action: 'reschedule' | 'drop', waitMs: number) => Promise<unknown>;
 }
 
 /**
@@ -96,7 +99,7 @@ export class Dispatcher implements ShareMember {
     }
     this.waiting.push(delivery);
     if (this.options.admit !== undefined) {
-      const permit = this.options.admit(delivery, this.pump);
+      const permit = this.options.admit(delivery, this.pump, (action, waitMs) => this.limitReached(delivery, action, waitMs));
       if (permit !== undefined) {
         delivery.permit = permit;
         this.watchOverdue();
@@ -204,6 +207,20 @@ export class Dispatcher implements ShareMember {
     return this.options.admit === undefined ? this.waiting.length > 0 : this.waiting.some(startable);
   }
 
+  /** Its job's own policy does not wait: it is taken out of the line and settled as the policy says. */
+  private limitReached(delivery: Delivery, action: 'reschedule' | 'drop', waitMs: number): void {
+    const at = this.waiting.indexOf(delivery);
+    if (at < 0) return;
+    this.waiting.splice(at, 1);
+    delivery.permit?.end();
+    const settle = this.options.limited;
+    if (settle === undefined || this.mode === 'closed') {
+      this.handBack(delivery);
+      return;
+    }
+    void this.track(settle(delivery, action, waitMs));
+  }
+
   /** While deliveries wait for permits, those waiting too long are handed back (see MAX_PERMIT_WAIT_MS). */
   private watchOverdue(): void {
     if (this.overdue !== undefined) return;
@@ -245,8 +262,12 @@ export class Dispatcher implements ShareMember {
     void this.handBackNow(delivery);
   }
 
-  private async handBackNow(delivery: Delivery): Promise<void> {
-    const giving = this.options.giveBack(delivery);
+  private handBackNow(delivery: Delivery): Promise<void> {
+    return this.track(this.options.giveBack(delivery));
+  }
+
+  /** A settlement of an unstarted delivery: the dispatcher is idle only once it is done. */
+  private async track(giving: Promise<unknown>): Promise<void> {
     this.giving.add(giving);
     try {
       await giving;

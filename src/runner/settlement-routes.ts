@@ -68,14 +68,15 @@ export function suspectRoute(ctx: RouteContext, delivery: Delivery, job: Job): R
  * A delivery prefetched but never started, handed back unflagged (no requeue: a requeued
  * delivery comes back `redelivered`, which reads as a crash), through the ladder with no delay,
  * to `due` (or back to `suspect`): another instance, or this one later, takes it as a first delivery.
+ * With `delayMs`, a job its handler found rate limited downstream, back after that wait, same attempt.
  */
-export function handBackRoute(ctx: RouteContext, delivery: Delivery): Route {
+export function handBackRoute(ctx: RouteContext, delivery: Delivery, delayMs = 0): Route {
   const { message } = delivery;
   return {
     what: 'hand-back',
     message: {
       exchange: ctx.names.retry,
-      routingKey: delayRoutingKey(0, returnQueue(ctx, delivery)),
+      routingKey: delayRoutingKey(delayMs, returnQueue(ctx, delivery)),
       content: message.content,
       options: { ...message.properties, headers: withoutBrokerHeaders(message.properties.headers) },
     },

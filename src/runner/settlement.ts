@@ -4,6 +4,8 @@ import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { PublishError, StagecoachError } from '../errors/errors.js';
 import { toJobError } from '../job/job-error.js';
+import { fromWire } from '../job/amqp-mapping.js';
+import type { FlowControl } from '../flow/flow-control.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
@@ -21,6 +23,7 @@ import {
   cancelRoute,
   deadLetterHereRoute,
   deadLetterRoute,
+  discardRoute,
   failureRoute,
   handBackRoute,
   parkRoute,
@@ -154,6 +157,17 @@ export class Settlement {
           return await this.route(delivery, parkRoute(this.routes, delivery, outcome.job, outcome.by));
         case 'crashed':
           return await this.route(delivery, suspectRoute(this.routes, delivery, outcome.job));
+        case 'rate-limited': {
+          // Not a try: what it emitted is dropped, and it comes back after the wait, same attempt.
+          outcome.ctx.close();
+          const { job, error } = outcome;
+          const delayMs = Math.max(0, error.until.getTime() - Date.now());
+          const report = this.reports.of(job, 'retrying', {
+            next_attempt: job.attempt,
+            error: { type: 'RateLimitedError', message: error.message },
+          });
+          return await this.take(delivery, handBackRoute(this.routes, delivery, delayMs), report);
+        }
       }
     } catch (err) {
       this.options.log.error('settlement failed; rejecting the delivery to its dead-letter route', {
@@ -173,6 +187,28 @@ export class Settlement {
    */
   async giveBack(delivery: Delivery, report?: SettledReport): Promise<Settled> {
     return this.take(delivery, handBackRoute(this.routes, delivery), report);
+  }
+
+  /**
+   * A job whose own `rate_limit` policy does not wait met its limit before it started (OJS
+   * rate-limiting extension 6.2): `reschedule` hands it back for about a window, same attempt;
+   * `drop` discards it (lossy, as asked: counted, evented `rate_limit.dropped`). A body that is
+   * not a job is handed back instead: its refusal, with the reason, is the processor's.
+   */
+  async limitReached(delivery: Delivery, action: 'reschedule' | 'drop', waitMs: number, flow?: FlowControl): Promise<Settled> {
+    if (action === 'reschedule') return this.take(delivery, handBackRoute(this.routes, delivery, waitMs));
+    let job: Job;
+    try {
+      job = fromWire(delivery.message, this.options.config.tenantHeader).job;
+    } catch {
+      return this.giveBack(delivery);
+    }
+    flow?.dropped(job);
+    const error = {
+      type: 'RateLimitDropped',
+      message: `dropped: its rate_limit "${job.rate_limit?.key ?? '?'}" was reached (on_limit: drop)`,
+    };
+    return this.route(delivery, discardRoute(job, error, false), { error });
   }
 
   /**

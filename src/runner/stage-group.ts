@@ -167,7 +167,10 @@ export class StageGroup {
       directives: this.directives,
       connection: () => this.connection.current,
       onTerminated: () => this.terminate(),
-      onLimits: () => this.reloadLimits(),
+      onLimits: async (message) => {
+        if (message.hold !== undefined && message.until !== undefined) services.flow.hold(message.hold, Date.parse(message.until));
+        else await this.reloadLimits();
+      },
     });
     this.depths = new QueueDepths(services.limits, () => {
       const connection = this.connection.current;

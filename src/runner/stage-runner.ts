@@ -1,7 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { FlowControl } from '../flow/flow-control.js';
-import type { LimitScope } from '../flow/limit-resolver.js';
-import type { DispatcherOptions } from './dispatcher.js';
+import { flowIntake } from './flow-intake.js';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { JobRouter } from '../broker/job-router.js';
@@ -105,9 +103,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onFatal: fatal,
       process: (delivery) => this.process(delivery),
       giveBack: (delivery) => this.settlement.giveBack(delivery),
-      ...(options.flow === undefined
-        ? {}
-        : { admit: admission(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }) }),
+      ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.settlement),
     });
     this.suspects = this.intake.suspects;
     this.settlement = new Settlement({
@@ -298,15 +294,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (delivery.source.closed) return;
     this.metrics.consumed();
     const outcome = await (this.processor as DeliveryProcessor).run(delivery);
+    if (outcome.kind === 'rate-limited') this.options.flow?.rateLimited(delivery.permit, outcome.job, outcome.error);
     await this.settlement.settle(delivery, outcome);
   }
-}
-
-/** The dispatcher's `admit` for a runner's scope: a permit for each delivery some limit applies to. */
-function admission(flow: FlowControl, scope: LimitScope): NonNullable<DispatcherOptions['admit']> {
-  const resolver = flow.resolver(scope);
-  return (delivery, granted) => {
-    const buckets = resolver.buckets(delivery.message.properties.headers);
-    return buckets.length === 0 ? undefined : flow.permit(buckets, granted);
-  };
 }

@@ -21,8 +21,9 @@ export interface WorkIntakeOptions {
   process(delivery: Delivery): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
   giveBack(delivery: Delivery): Promise<unknown>;
-  /** Flow control: the permit a delivery needs to start (see DispatcherOptions.admit). */
+  /** Flow control (see DispatcherOptions.admit and .limited; flow-intake.ts). */
   admit?: DispatcherOptions['admit'];
+  limited?: DispatcherOptions['limited'];
 }
 
 /**
@@ -69,6 +70,7 @@ export class WorkIntake {
     this.dispatcher = new Dispatcher({
       ...resources.slots,
       ...(options.admit === undefined ? {} : { admit: options.admit }),
+      ...(options.limited === undefined ? {} : { limited: options.limited }),
       process: (delivery) => options.process(delivery),
       // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
       // run in the pool as a first delivery. It is settled as the crash it is instead (moved to

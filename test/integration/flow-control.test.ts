@@ -6,6 +6,7 @@ import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { activeAt, peakActive, peakStartsPerWindow, readJournal, type JournalEntry } from '../helpers/journal.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
+import { freePorts } from '../helpers/broker-node.js';
 import { waitFor } from '../helpers/wait-for.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
@@ -25,11 +26,12 @@ async function publishNaps(
   count: number,
   ms: number,
   extra: object = {},
+  more: unknown[] = [],
 ): Promise<string[]> {
   const publisher = await Publisher.connect(project.config, { log });
   try {
     const ids = [];
-    for (let i = 0; i < count; i++) ids.push(await publisher.publish(queue, { type: 'nap', args: [ms], tenant, ...extra }));
+    for (let i = 0; i < count; i++) ids.push(await publisher.publish(queue, { type: 'nap', args: [ms, ...more], tenant, ...extra }));
     return ids;
   } finally {
     await publisher.close();
@@ -51,9 +53,25 @@ describe('flow control: limits held across processes (docs/flow-control.md)', fu
     journal = path.join(project.dir, 'journal.log');
   }
 
-  function run(stage: string, tenantArgs: string[]): Child {
-    const child = spawnCli(['run', stage, ...tenantArgs, '--config', project.file], { AMQP_URL });
+  function run(stage: string, tenantArgs: string[], httpPort?: number): Child {
+    const child = spawnCli(['run', stage, ...tenantArgs, '--config', project.file], {
+      AMQP_URL,
+      ...(httpPort === undefined ? {} : { STAGECOACH_HTTP_PORT: String(httpPort) }),
+    });
     children.push(child);
+    return child;
+  }
+
+  /** Runs the stage with a health port and waits until /readyz says ready: its control listener is bound too. */
+  async function runReady(stage: string, tenantArgs: string[]): Promise<Child> {
+    const [port] = await freePorts(1);
+    const child = run(stage, tenantArgs, port);
+    await waitFor(
+      `${stage} ready`,
+      async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200,
+      20_000,
+      50,
+    );
     return child;
   }
 
@@ -237,6 +255,68 @@ describe('flow control: limits held across processes (docs/flow-control.md)', fu
       100,
     );
     expect(peakActive((await readJournal(journal)).filter((entry) => keyed.includes(entry.job)))).to.equal(1);
+  });
+
+  it("on_limit of a job's own policy: drop discards it unrun once its limit is reached, reschedule sends it back until it fits", async () => {
+    await setUp(
+      { tenants: ['acme'], stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 4, options: { journal: '' } } } },
+      LIMITED,
+      'flow-on-limit',
+    );
+    await rewriteJournal(project, journal);
+    run('limited', ['--tenant', 'acme']);
+    const policy = (on_limit: string): object => ({ rate_limit: { key: 'single', concurrency: 1, on_limit } });
+    const [first] = await publishNaps(project, 'work', 'acme', 1, 1500, policy('wait'));
+    await waitFor('the first keyed job running', async () => starts(await readJournal(journal)).some((e) => e.job === first), 15_000, 20);
+    const dropped = await publishNaps(project, 'work', 'acme', 3, 5, policy('drop'));
+    const rescheduled = await publishNaps(project, 'work', 'acme', 2, 5, policy('reschedule'));
+    await waitFor(
+      'the rescheduled jobs run',
+      async () => starts(await readJournal(journal)).filter((e) => rescheduled.includes(e.job)).length === 2,
+      20_000,
+      100,
+    );
+    await waitFor('the queue empty', async () => (await project.raw.count(project.names.queue('work', 'acme'))) === 0, 10_000, 100);
+    const entries = await readJournal(journal);
+    expect(
+      starts(entries).filter((entry) => dropped.includes(entry.job)),
+      'dropped jobs run',
+    ).to.deep.equal([]);
+    const firstEnd = (entries.find((entry) => entry.job === first && entry.what === 'end') as JournalEntry).at;
+    for (const entry of starts(entries).filter((e) => rescheduled.includes(e.job))) {
+      expect(entry.at, 'a rescheduled job started after the key was free').to.be.at.least(firstEnd);
+      expect(entry.attempt).to.equal(1);
+    }
+    expect(peakActive(entries)).to.equal(1);
+  });
+
+  it('a handler told "429 until T" holds its limit in every process until T, and its job runs again then at the same attempt', async () => {
+    await setUp(
+      {
+        tenants: ['acme'],
+        limits: { api: { concurrency: 10 } },
+        stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 4, limits: ['api'], options: { journal: '' } } },
+      },
+      LIMITED,
+      'flow-429',
+    );
+    await rewriteJournal(project, journal);
+    // Both listening for control messages: a process that connects after a hold was sent does not learn of it.
+    await runReady('limited', ['--tenant', 'acme']);
+    await runReady('limited', ['--tenant', 'acme']);
+    const [limited] = await publishNaps(project, 'work', 'acme', 1, 5, {}, ['429-once', 2000]);
+    await waitFor('the 429', async () => starts(await readJournal(journal)).some((entry) => entry.job === limited), 20_000, 20);
+    const heldFrom = (starts(await readJournal(journal)).find((entry) => entry.job === limited) as JournalEntry).at;
+    const others = await publishNaps(project, 'work', 'acme', 10, 5);
+    await waitFor('everything run', async () => (await readJournal(journal)).filter((e) => e.what === 'end').length === 12, 20_000, 50);
+    const entries = await readJournal(journal);
+    const otherStarts = starts(entries).filter((entry) => others.includes(entry.job));
+    // None of the other jobs of the limit started while it was held (both processes obeyed).
+    expect(Math.min(...otherStarts.map((entry) => entry.at)) - heldFrom, 'first other start after the 429').to.be.at.least(1950);
+    expect(new Set(otherStarts.map((entry) => entry.pid)).size).to.equal(2);
+    const again = starts(entries).filter((entry) => entry.job === limited);
+    expect(again.map((entry) => entry.attempt)).to.deep.equal([1, 1]);
+    expect(again[1].at - heldFrom).to.be.at.least(1950);
   });
 
   it('queue concurrency raised and lowered through the admin API on running processes takes effect within 1 s', async () => {

@@ -1,3 +1,4 @@
+import { publishControl } from '../../control/send-control.js';
 import { openConnection } from '../../broker/amqp-connection.js';
 import { checkSameBroker } from '../../broker/same-broker.js';
 import type { CompiledConfig } from '../../config/config.types.js';
@@ -39,6 +40,11 @@ export async function apply(opts: { json?: boolean; config?: string }): Promise<
   let result;
   try {
     result = await withCommandEvents(config, 'apply', log, (onEvent) => applyPlan(config, before, connection, api, log, onEvent));
+    // Flow limits are no policy the plan can compare: running stages read the file again and
+    // resize their tokens to it (docs/flow-control.md).
+    await publishControl(connection, config, { command: 'limits' }).catch((err: Error) =>
+      log.warn('running stages not told to read the flow limits again: they take them at their next start', { err: err.message }),
+    );
   } finally {
     await connection.close().catch(() => undefined);
   }

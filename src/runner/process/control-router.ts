@@ -24,8 +24,8 @@ export interface ControlRouterOptions {
   connection(): AmqpConnection | undefined;
   /** A `terminate` stopped every runner of the process: it has nothing left to do. */
   onTerminated(): void;
-  /** `limits`: the flow limits of the configuration file changed (docs/flow-control.md). */
-  onLimits?(): Promise<void>;
+  /** `limits`: the flow limits of the configuration file changed, or partitions are held (docs/flow-control.md). */
+  onLimits?(message: ControlMessage): Promise<void>;
   /** @defaultValue a ControlListener on `<prefix>.control` (a unit test routes messages itself) */
   listener?: Pick<ControlListener, 'attach' | 'close'>;
 }
@@ -86,7 +86,7 @@ export class ControlRouter {
         if (await targets.terminate(matching, message.tenant)) this.options.onTerminated();
         break;
       case 'limits':
-        await this.options.onLimits?.();
+        await this.options.onLimits?.(message);
         break;
     }
   }

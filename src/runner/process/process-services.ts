@@ -7,6 +7,9 @@ import { QueueLimits } from '../../observability/queue-limits.js';
 import { StageMetrics } from '../../observability/stage-metrics.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
 import { FlowControl } from '../../flow/flow-control.js';
+import { FlowWatch, type FlowEventSink } from '../../flow/flow-watch.js';
+import { publishControl } from '../../control/send-control.js';
+import { FlowMetrics } from '../../observability/flow-metrics.js';
 import { DirectiveGate } from '../directive-gate.js';
 import { EventLoopWatch } from '../event-loop-watch.js';
 import { IsolationGate } from '../isolation-gate.js';
@@ -53,6 +56,7 @@ export class ProcessServices {
   readonly limits: QueueLimits;
   readonly flow: FlowControl;
   private readonly ownsPayloads: boolean;
+  private readonly dropFlowSource: () => void;
 
   constructor(private readonly options: ProcessServicesOptions) {
     const { config, log } = options;
@@ -63,7 +67,18 @@ export class ProcessServices {
     this.ownsPayloads = options.payloads === undefined;
     this.events = new EventPublisher(config, { source: `stagecoach/${options.names}`, log, connection: options.connection });
     this.limits = new QueueLimits(config, log);
-    this.flow = new FlowControl(config, log);
+    const flowMetrics = FlowMetrics.of(this.metrics.registry);
+    const event: FlowEventSink = (type, key, data) => void this.events.publish(type, key, data).catch(() => undefined);
+    const watch = new FlowWatch(flowMetrics, event);
+    this.flow = new FlowControl(config, log, {
+      observe: watch.granted,
+      event,
+      broadcast: async (message) => {
+        const connection = options.connection();
+        if (connection !== undefined) await publishControl(connection, config, message);
+      },
+    });
+    this.dropFlowSource = flowMetrics.addSource(() => this.flow.samples());
     this.queueFull = new QueueFullReporter(config, this.events, {
       onRefused: (refused) => this.metrics.queueOverflow(refused),
     });
@@ -100,6 +115,7 @@ export class ProcessServices {
    * connection), then the event-loop watch.
    */
   async close(): Promise<void> {
+    this.dropFlowSource();
     await this.flow.close();
     await this.directives.close();
     if (this.ownsPayloads) await this.payloads?.store.close();
