@@ -23,6 +23,7 @@ export function configView(config: CompiledConfig, name: string, tenant?: string
     max_size: settings.max_size ?? null,
     max_size_bytes: settings.max_size_bytes ?? null,
     overflow_policy: settings.overflow_policy,
+    ...(settings.block_timeout === undefined ? {} : { block_timeout: settings.block_timeout }),
     dead_letter_ttl: settings.dead_letter_ttl ?? null,
     dead_letter_max_size: settings.dead_letter_max_size ?? null,
     ...(queue.dead_letter_queue === undefined ? {} : { dead_letter_queue: queue.dead_letter_queue }),

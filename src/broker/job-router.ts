@@ -1,6 +1,6 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
-import { StagecoachError, TenantMismatchError, TenantRequiredError, type QueueFullError } from '../errors/errors.js';
+import { QueueFullError, StagecoachError, TenantMismatchError, TenantRequiredError } from '../errors/errors.js';
 import { toWire, type WireMessage, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { identitiesOf } from '../security/broker-users.js';
@@ -8,6 +8,7 @@ import { DELAY_LEVELS, delayRoutingKey, MAX_DELAY_SECONDS } from '../topology/de
 import { BrokerNames } from '../topology/names.js';
 import { matchesAny } from '../util/patterns.js';
 import type { PublishChannel } from './confirm-publisher.js';
+import { blockTimeoutOf, waitForRoom, type BlockScope } from './overflow-block.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 
 export interface Route {
@@ -171,12 +172,17 @@ export function typeAllowed(patterns: readonly string[] | undefined, type: strin
 
 /** Where emitted jobs go: the broker in production, a list in the in-memory harness. */
 export interface JobSink {
-  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>): Promise<void>;
+  /** @param scope read while a full `block` queue makes the send wait: it stops waiting once abandoned. */
+  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>, scope?: BlockScope): Promise<void>;
 }
 
 /**
  * Publishes envelopes to their route and resolves when the broker confirmed them. With a
  * {@link PayloadOffloader}, a job above its queue's `payload_threshold` travels by reference.
+ * A job a full queue refuses rejects with QUEUE_FULL at once, unless the queue's
+ * `overflow_policy` is `block`: then the same message is tried again until the broker takes it,
+ * up to `block_timeout` (broker/overflow-block.ts). Scheduled jobs enter the delay ladder, which
+ * is unbounded: they never wait.
  */
 export class JobRouter implements JobSink {
   constructor(
@@ -189,24 +195,31 @@ export class JobRouter implements JobSink {
    * Not async on purpose: one promise per job on the hot path, the publisher's. A job scheduled
    * ahead goes by the delay ladder (see `routeFor`).
    */
-  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
+  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}, scope?: BlockScope): Promise<void> {
     try {
       const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
       if (this.payloads?.exceeds(job.queue, message.content.length) === true) {
-        return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) => this.publishRouted(job, slim));
+        return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) => this.publishRouted(job, slim, scope));
       }
-      return this.publishRouted(job, message);
+      return this.publishRouted(job, message, scope);
     } catch (err) {
       return Promise.reject(err as Error);
     }
   }
 
-  private publishRouted(job: Job, message: WireMessage): Promise<void> {
+  private publishRouted(job: Job, message: WireMessage, scope: BlockScope | undefined): Promise<void> {
     const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} });
     // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
     // broker drops `expiration` when it dead-letters it on): a scheduled job's enqueue_ttl is
     // not applied.
     if (route.delaySeconds !== undefined) delete message.options.expiration;
-    return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+    // Known per queue and tenant after the first job: the common case stays one promise per job.
+    const timeout = route.delaySeconds === undefined ? blockTimeoutOf(this.config, job.queue, job.tenant) : undefined;
+    if (timeout === undefined) return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+    const publish = (): Promise<void> => this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+    return publish().catch((err: unknown) => {
+      if (!(err instanceof QueueFullError)) throw err;
+      return waitForRoom(err, publish, timeout, scope);
+    });
   }
 }

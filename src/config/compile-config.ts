@@ -68,7 +68,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   checkQueueType(source, defaultQueue, raw, config.durable);
   const tenants = tenantNames(source, config.tenants);
   const queueSettings = settingsLayers(source, config.queues, config.tenants);
-  const tenantShares = compileTenantShares(config.tenants);
+  const tenantShares = compileTenantShares(source, config.tenants);
 
   const stages = new Map<string, CompiledStageConfig>();
   for (const [name, stage] of Object.entries(config.stages)) {

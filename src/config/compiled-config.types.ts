@@ -21,6 +21,8 @@ export interface TenantShare {
   readonly weight: number;
   /** Positive integer; undefined means unlimited. */
   readonly maxConcurrency: number | undefined;
+  /** Slots guaranteed when it has work; 0 unless configured, at most `maxConcurrency`. */
+  readonly minConcurrency: number;
 }
 
 /** `payloads.store` compiled: the directory absolute, the table named. */
@@ -52,12 +54,14 @@ export interface ResolvedQueueConfig
 
 /**
  * Queue settings after layering: `null` (unlimited) became undefined, and the defaults of
- * `overflow_policy` and `dead_letter_ttl` are filled in.
+ * `overflow_policy` and `dead_letter_ttl` (and `block_timeout` of a `block` queue) are filled in.
  */
 export interface ResolvedQueueSettings {
   max_size?: number;
   max_size_bytes?: number;
-  overflow_policy: 'reject' | 'drop_oldest';
+  overflow_policy: 'reject' | 'drop_oldest' | 'block';
+  /** ISO 8601; present with `overflow_policy` `block` only (its default filled in). */
+  block_timeout?: string;
   /** ISO 8601; undefined: dead letters are kept until purged. */
   dead_letter_ttl?: string;
   dead_letter_max_size?: number;

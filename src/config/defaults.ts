@@ -21,11 +21,13 @@ export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
 
 /**
  * The system defaults of the settings the broker enforces: no bound, `reject` when a bound is
- * set, dead letters kept 30 days (OJS queue configuration 6.4).
+ * set, dead letters kept 30 days (OJS queue configuration 6.4); a `block` queue's producers wait
+ * 30 s for room.
  */
 export const SYSTEM_QUEUE_SETTINGS = {
   overflow_policy: 'reject',
   dead_letter_ttl: 'P30D',
+  block_timeout: 'PT30S',
 } as const satisfies QueueSettings;
 
 export const SYSTEM_QUEUE_DEFAULTS = {

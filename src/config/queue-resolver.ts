@@ -16,6 +16,7 @@ export const SETTING_KEYS = [
   'max_size',
   'max_size_bytes',
   'overflow_policy',
+  'block_timeout',
   'dead_letter_ttl',
   'dead_letter_max_size',
   'concurrency',
@@ -60,6 +61,7 @@ export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings
     for (const key of SETTING_KEYS) if (layer[key] !== undefined) (merged as Record<string, unknown>)[key] = layer[key];
   }
   const resolved: ResolvedQueueSettings = { overflow_policy: merged.overflow_policy ?? SYSTEM_QUEUE_SETTINGS.overflow_policy };
+  if (resolved.overflow_policy === 'block') resolved.block_timeout = merged.block_timeout ?? SYSTEM_QUEUE_SETTINGS.block_timeout;
   if (typeof merged.max_size === 'number') resolved.max_size = merged.max_size;
   if (typeof merged.max_size_bytes === 'number') resolved.max_size_bytes = merged.max_size_bytes;
   if (typeof merged.dead_letter_ttl === 'string') resolved.dead_letter_ttl = merged.dead_letter_ttl;

@@ -44,8 +44,20 @@ export interface QueueSettings {
   max_size?: number | null;
   /** Most bytes of job bodies the physical queue holds (policy `max-length-bytes`). @defaultValue unlimited */
   max_size_bytes?: number | null;
-  /** What a full queue does: `reject` (publish is nacked: QUEUE_FULL) or `drop_oldest`. @defaultValue "reject" */
-  overflow_policy?: 'reject' | 'drop_oldest';
+  /**
+   * What a full queue does: `reject` (the publish is nacked: QUEUE_FULL at once), `drop_oldest`
+   * (the oldest job is dead-lettered to make room), or `block` (the broker refuses as for
+   * `reject`, and the producer, a `Publisher` or a stage's `ctx.emit`, waits for room and tries
+   * again, up to `block_timeout`). @defaultValue "reject"
+   */
+  overflow_policy?: 'reject' | 'drop_oldest' | 'block';
+  /**
+   * With `overflow_policy` `block`: how long a producer waits for room in the full queue, ISO
+   * 8601 duration, before it fails with QUEUE_FULL (`PT0S`: at once, as `reject`). Counted from
+   * the first refusal; tries are spaced 50 ms doubling to 1 s, with jitter. A stage emitting into
+   * the queue holds its input job meanwhile (backpressure upstream). @defaultValue "PT30S"
+   */
+  block_timeout?: string;
   /**
    * How long a dead letter is kept, ISO 8601 (policy `message-ttl` of the dead-letter queue: an
    * expired dead letter is dropped). At most 49 days, RabbitMQ's limit. @defaultValue "P30D"
@@ -149,6 +161,15 @@ export interface TenantConfig {
    * positive integer. @defaultValue unlimited (the stage's `concurrency` bounds it)
    */
   max_concurrency?: number;
+  /**
+   * Jobs of this tenant a pooled stage process always makes room for when the tenant has work: a
+   * guaranteed minimum of the stage's `concurrency` slots. While it holds fewer, every slot that
+   * frees goes to it first (slots are not kept idle for it); above it, it shares by `weight` up
+   * to `max_concurrency`. A whole number, at most `max_concurrency`; the minimums of the tenants
+   * one pooled process serves may not add up to more than the stage's `concurrency`.
+   * @defaultValue 0 (no minimum)
+   */
+  min_concurrency?: number;
   /** Queue name (or `_default`) -> the tenant's own settings. @defaultValue {} */
   queues?: Record<string, QueueSettings>;
 }

@@ -167,9 +167,21 @@ export interface RefusedJob {
   headers?: Readonly<Record<string, unknown>>;
 }
 
+/** How long a producer waited for room in a full `block` queue before it gave up (see broker/overflow-block.ts). */
+export interface BlockedWait {
+  /** The queue's `block_timeout`, as configured. */
+  timeout: string;
+  waitedMs: number;
+  /** Publishes the broker refused, the first included. */
+  tries: number;
+  /** The sender stopped waiting before the timeout (its job's handler failed or timed out). */
+  abandoned?: boolean;
+}
+
 /**
  * OJS `QUEUE_FULL`: the broker refused a job because a queue it routes to is at its `max_size`
- * (`overflow_policy` `reject`, a RabbitMQ `reject-publish` policy: the broker nacks the publish).
+ * (`overflow_policy` `reject` or `block`, a RabbitMQ `reject-publish` policy: the broker nacks
+ * the publish); with `block`, once the producer waited `block_timeout` for room (`blocked`).
  * Never transient: the same job is refused again until the queue has room. A subclass of
  * {@link PublishError}, so that code which handles a refused publish keeps doing so.
  */
@@ -177,21 +189,33 @@ export class QueueFullError extends PublishError {
   readonly queue: string | undefined;
   readonly tenant: string | undefined;
   readonly headers: Readonly<Record<string, unknown>>;
+  /** With `block`: how long the producer waited for room. */
+  readonly blocked: BlockedWait | undefined;
 
-  constructor(exchange: string, routingKey: string, job: RefusedJob = {}, options?: { cause?: unknown }) {
+  constructor(exchange: string, routingKey: string, job: RefusedJob = {}, options?: { cause?: unknown; blocked?: BlockedWait }) {
     const what = job.queue === undefined ? `"${exchange}" (${routingKey})` : `queue "${job.queue}"`;
     const whose = job.tenant === undefined ? '' : ` of tenant "${job.tenant}"`;
+    const blocked = options?.blocked;
     super(
-      `${what}${whose} is full (QUEUE_FULL: max_size reached, overflow_policy reject): the broker refused the job, nothing was enqueued`,
+      blocked === undefined
+        ? `${what}${whose} is full (QUEUE_FULL: max_size reached, overflow_policy reject): the broker refused the job, nothing was enqueued`
+        : `${what}${whose} is full (QUEUE_FULL: max_size reached, overflow_policy block): ${blockedReason(blocked)}, nothing was enqueued`,
       exchange,
       routingKey,
       false,
-      { ...options, code: 'QUEUE_FULL' },
+      { ...(options?.cause === undefined ? {} : { cause: options.cause }), code: 'QUEUE_FULL' },
     );
     this.queue = job.queue;
     this.tenant = job.tenant;
     this.headers = job.headers ?? {};
+    this.blocked = blocked;
   }
+}
+
+function blockedReason(blocked: BlockedWait): string {
+  const waited = `waited ${(blocked.waitedMs / 1000).toFixed(1)} s, ${blocked.tries} ${blocked.tries === 1 ? 'try' : 'tries'}`;
+  if (blocked.abandoned === true) return `its sender stopped waiting for room (${waited}; its job's handler had ended)`;
+  return `no room within block_timeout ${blocked.timeout} (${waited})`;
 }
 
 /**

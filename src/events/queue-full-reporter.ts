@@ -1,4 +1,5 @@
 import { refusedQueue } from '../broker/job-router.js';
+import { blockTimeoutOf } from '../broker/overflow-block.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { QueueFullError } from '../errors/errors.js';
 import type { EventPublisher } from './event-publisher.js';
@@ -13,6 +14,8 @@ export interface QueueFullSighting {
   tenant: string | undefined;
   /** The physical queue that refused it, when the route names one (see `refusedQueue`). */
   physicalQueue: string | undefined;
+  /** `block` when the job's queue makes its producer wait and try again (each refused try counts), else `reject`. */
+  policy: 'reject' | 'block';
 }
 
 /**
@@ -59,7 +62,8 @@ export const processThrottle = new QueueFullThrottle();
  * {@link observe} to `ConfirmPublisher.open` (or a `StageRunner`'s `onQueueFull`).
  *
  * `queue.full` data: `queue`, `tenant` (when the job had one), `physical_queue`, `policy`
- * (`reject`: only that policy refuses), `exchange`, `routing_key`, and `refusals`, the refusals
+ * (`reject`, or `block`: its producer waits and tries again, and every refused try counts; a
+ * `drop_oldest` queue refuses nothing), `exchange`, `routing_key`, and `refusals`, the refusals
  * this process saw of that queue since its previous `queue.full` event of it (this one included).
  */
 export class QueueFullReporter {
@@ -72,7 +76,8 @@ export class QueueFullReporter {
   /** Never throws: a refusal is reported by its publish already, this only informs. */
   readonly observe = (refusal: QueueFullError): void => {
     const physicalQueue = queueOf(this.config, refusal);
-    this.options.onRefused?.({ queue: refusal.queue, tenant: refusal.tenant, physicalQueue });
+    const policy = policyOf(this.config, refusal);
+    this.options.onRefused?.({ queue: refusal.queue, tenant: refusal.tenant, physicalQueue, policy });
     if (this.events === undefined) return;
     // A refusal whose queue cannot be named is throttled by its route instead.
     const key = physicalQueue ?? `${refusal.exchange} ${refusal.routingKey}`;
@@ -82,12 +87,22 @@ export class QueueFullReporter {
       ...(refusal.queue === undefined ? {} : { queue: refusal.queue }),
       ...(refusal.tenant === undefined ? {} : { tenant: refusal.tenant }),
       ...(physicalQueue === undefined ? {} : { physical_queue: physicalQueue }),
-      policy: 'reject',
+      policy,
       exchange: refusal.exchange,
       routing_key: refusal.routingKey,
       refusals,
     });
   };
+}
+
+function policyOf(config: CompiledConfig, refusal: QueueFullError): 'reject' | 'block' {
+  if (refusal.queue === undefined) return 'reject';
+  try {
+    return blockTimeoutOf(config, refusal.queue, refusal.tenant) === undefined ? 'reject' : 'block';
+  } catch {
+    // A queue the configuration refuses to name (strict_queues): its producer does not wait either.
+    return 'reject';
+  }
 }
 
 function queueOf(config: CompiledConfig, refusal: QueueFullError): string | undefined {

@@ -48,7 +48,7 @@ export { DURATION_BUCKETS } from './instance-metrics.js';
  * | `stagecoach_queue_depth` | gauge | `physical_queue` | ready messages in a queue, from {@link StageMetrics.setQueueDepthSource} at scrape time (a group's serves its last background reading: QueueDepthCache) |
  * | `stagecoach_queue_max_size` | gauge | `physical_queue` | the queue's `max_size` (messages) in force on the broker, from the same source; no series when unlimited or unknown |
  * | `stagecoach_queue_utilization` | gauge | `physical_queue` | depth / max_size (ratio, 1 = full), from the same scrape; no series when unlimited or unknown |
- * | `stagecoach_queue_overflow_total` | counter | `physical_queue`, `policy`; no `stage` | jobs this process published that a full queue refused (`policy` `reject`); see {@link StageMetrics.queueOverflow} |
+ * | `stagecoach_queue_overflow_total` | counter | `physical_queue`, `policy`; no `stage` | publishes of this process that a full queue refused (`policy` `reject`, or `block`: each refused try); see {@link StageMetrics.queueOverflow} |
  * | `stagecoach_consuming` | gauge | | 1 while the instance (one tenant of a pooled process) consumes as it should, or is meant not to (paused, quiet); 0 while it should and does not. From {@link StageMetrics.setRunnerSource} at scrape time |
  * | `stagecoach_jobs_in_flight` | gauge | | jobs of the instance being processed or settled now, from the same source |
  * | `stagecoach_connection_up` | gauge | none at all | 1 while the broker connection is up, else 0 |
@@ -154,7 +154,7 @@ export class StageMetrics {
     });
     this.queueOverflows = new Counter({
       name: 'stagecoach_queue_overflow_total',
-      help: 'Jobs this process published that a full queue refused, by queue and overflow policy.',
+      help: 'Publishes of this process that a full queue refused (a producer waiting for room in a block queue counts each try), by queue and overflow policy.',
       labelNames: ['queue', 'tenant', 'physical_queue', 'policy'],
       registers,
     });
@@ -247,7 +247,8 @@ export class StageMetrics {
   /**
    * Counts one job a full queue refused (`stagecoach_queue_overflow_total`). Counted where it can
    * be seen: by the process whose publish the broker refused. `drop_oldest` drops happen inside
-   * the broker, which tells no client, so `policy` is `reject` for every count made here.
+   * the broker, which tells no client, so `policy` is `reject` or `block` for every count made
+   * here; with `block`, every refused try of a producer waiting for room counts.
    */
   queueOverflow(labels: {
     queue?: string | undefined;

@@ -9,6 +9,8 @@ export interface SeatOptions {
   weight?: number;
   /** Most slots this seat holds at once, whatever its weight. @defaultValue unbounded */
   maxConcurrency?: number;
+  /** Slots this seat is given before any other seat while it holds fewer and has work. @defaultValue 0 */
+  minConcurrency?: number;
 }
 
 /**
@@ -19,12 +21,16 @@ export interface SeatOptions {
 export class ShareSeat {
   readonly weight: number;
   readonly maxConcurrency: number;
+  readonly minConcurrency: number;
   /** Slots held now. */
   running = 0;
   /** Virtual finish time of its last grant: the seat with the lowest is served next. */
   pass = 0;
-  /** In the share's heap of seats asking for slots. */
+  /** In the share's heap of seats asking for slots (at `heapAt`). */
   queued = false;
+  heapAt = -1;
+  /** Also in the share's line of seats below their minimum. */
+  guaranteed = false;
   left = false;
 
   constructor(
@@ -34,6 +40,12 @@ export class ShareSeat {
   ) {
     this.weight = options.weight ?? 1;
     this.maxConcurrency = options.maxConcurrency ?? Number.POSITIVE_INFINITY;
+    this.minConcurrency = Math.min(options.minConcurrency ?? 0, this.maxConcurrency);
+  }
+
+  /** Holds fewer slots than its minimum (and may take more). */
+  get belowMinimum(): boolean {
+    return this.running < this.minConcurrency;
   }
 
   /** The owner has jobs waiting: grant it slots in its turn. */
@@ -61,6 +73,15 @@ export class ShareSeat {
  * jobs waits behind at most one job per other busy tenant, however deep their backlogs. A seat
  * holding its `maxConcurrency` is passed over until one of its jobs ends.
  *
+ * A seat with a `minConcurrency` (tenant `min_concurrency`) holding fewer slots than that while it
+ * has work is served before every other seat: each slot that frees goes to it until it holds its
+ * minimum. No slot is kept idle for it (the share stays work-conserving), so a tenant arriving
+ * while others hold every slot reaches its minimum as that many of their jobs end. Its
+ * guaranteed grants count in its virtual time like any other, so above its minimum it takes
+ * slots by weight only when its weighted share is larger (it holds the larger of the two); that
+ * virtual time is kept within `running / weight` of the share's, so that a long stretch at its
+ * minimum leaves it no debt to pay off once the other tenants are gone.
+ *
  * The work-conserving property holds as long as the seats have jobs at hand: with one busy
  * tenant, it gets every slot. Deliveries reach a seat by its consumer's prefetch, so a tenant can
  * use at most that many slots at once (see `stages.<name>.tenant_prefetch`).
@@ -69,6 +90,11 @@ export class FairShare {
   private free: number;
   /** Min-heap on `pass` of the seats that asked for a slot. */
   private readonly heap: ShareSeat[] = [];
+  /**
+   * Seats that asked for a slot while below their minimum, in the order they asked; each is also
+   * in the heap. An entry whose seat is no longer below its minimum is dropped when reached.
+   */
+  private readonly below: ShareSeat[] = [];
   private virtualTime = 0;
   private granting = false;
 
@@ -86,19 +112,30 @@ export class FairShare {
   }
 
   want(seat: ShareSeat): void {
-    if (seat.queued || seat.left) return;
+    if (seat.left) return;
     if (seat.running >= seat.maxConcurrency) return; // asks again when a job of it ends
-    // Idle time earns nothing: it re-enters at the current virtual time.
-    if (seat.pass < this.virtualTime) seat.pass = this.virtualTime;
-    this.push(seat);
+    if (!seat.queued) {
+      // Idle time earns nothing: it re-enters at the current virtual time.
+      if (seat.pass < this.virtualTime) seat.pass = this.virtualTime;
+      this.push(seat);
+    }
+    if (seat.belowMinimum) this.guarantee(seat);
     this.grant();
   }
 
   release(seat: ShareSeat): void {
     seat.running--;
     this.free++;
+    // Still asking (its jobs wait in the heap) and now below its minimum: the slot is its own.
+    if (seat.queued && seat.belowMinimum) this.guarantee(seat);
     // A seat that was at its cap may have jobs waiting: it asks again through its owner's pump.
     this.grant();
+  }
+
+  private guarantee(seat: ShareSeat): void {
+    if (seat.guaranteed) return;
+    seat.guaranteed = true;
+    this.below.push(seat);
   }
 
   private grant(): void {
@@ -106,58 +143,113 @@ export class FairShare {
     if (this.granting) return;
     this.granting = true;
     try {
-      while (this.free > 0 && this.heap.length > 0) {
-        const seat = this.pop();
-        if (seat.left || seat.running >= seat.maxConcurrency) continue;
-        seat.running++;
-        this.free--;
-        if (!seat.member.startOne()) {
-          // Nothing waits after all: the slot stays free, and the seat asks again when it has work.
-          seat.running--;
-          this.free++;
-          continue;
-        }
-        this.virtualTime = seat.pass;
-        seat.pass += 1 / seat.weight;
-        if (seat.running < seat.maxConcurrency) this.push(seat);
+      while (this.free > 0) {
+        if (this.below.length > 0) this.grantGuaranteed(this.below.shift() as ShareSeat);
+        else if (this.heap.length > 0) this.grantByWeight(this.pop());
+        else break;
       }
     } finally {
       this.granting = false;
     }
   }
 
+  /** A slot to a seat below its minimum, out of turn. */
+  private grantGuaranteed(seat: ShareSeat): void {
+    seat.guaranteed = false;
+    if (seat.left || !seat.queued || !seat.belowMinimum) return;
+    if (!this.start(seat)) {
+      // Nothing waits after all: out of the heap too, until it asks again.
+      this.remove(seat);
+      return;
+    }
+    // Counted like any grant, but never more than its holding ahead of the share's virtual time.
+    const pass = Math.max(seat.pass, this.virtualTime) + 1 / seat.weight;
+    seat.pass = Math.min(pass, this.virtualTime + seat.running / seat.weight);
+    this.reposition(seat);
+    if (seat.running >= seat.maxConcurrency) this.remove(seat);
+    else if (seat.belowMinimum) this.guarantee(seat);
+  }
+
+  /** A slot to the seat whose turn it is by weight. */
+  private grantByWeight(seat: ShareSeat): void {
+    if (seat.left || seat.running >= seat.maxConcurrency) return;
+    if (!this.start(seat)) return; // asks again when it has work
+    this.virtualTime = seat.pass;
+    seat.pass += 1 / seat.weight;
+    if (seat.running < seat.maxConcurrency) this.push(seat);
+  }
+
+  /** Gives `seat` a slot and has its member start a job on it; false (the slot free again) when it had none. */
+  private start(seat: ShareSeat): boolean {
+    seat.running++;
+    this.free--;
+    if (seat.member.startOne()) return true;
+    seat.running--;
+    this.free++;
+    return false;
+  }
+
   private push(seat: ShareSeat): void {
     seat.queued = true;
+    this.heap.push(seat);
+    this.siftUp(seat, this.heap.length - 1);
+  }
+
+  private pop(): ShareSeat {
+    const top = this.heap[0];
+    this.remove(top);
+    return top;
+  }
+
+  /** Takes `seat` out of the heap, wherever it is. */
+  private remove(seat: ShareSeat): void {
+    if (!seat.queued) return;
     const heap = this.heap;
-    heap.push(seat);
-    let at = heap.length - 1;
+    const at = seat.heapAt;
+    const last = heap.pop() as ShareSeat;
+    seat.queued = false;
+    seat.heapAt = -1;
+    if (last === seat) return;
+    heap[at] = last;
+    last.heapAt = at;
+    this.reposition(last);
+  }
+
+  /** Restores the heap's order around `seat` after its `pass` changed. */
+  private reposition(seat: ShareSeat): void {
+    if (!seat.queued) return;
+    this.siftUp(seat, seat.heapAt);
+    this.siftDown(seat, seat.heapAt);
+  }
+
+  private siftUp(seat: ShareSeat, from: number): void {
+    const heap = this.heap;
+    let at = from;
     while (at > 0) {
       const parent = (at - 1) >> 1;
       if (heap[parent].pass <= seat.pass) break;
       heap[at] = heap[parent];
+      heap[at].heapAt = at;
       at = parent;
     }
     heap[at] = seat;
+    seat.heapAt = at;
   }
 
-  private pop(): ShareSeat {
+  private siftDown(seat: ShareSeat, from: number): void {
     const heap = this.heap;
-    const top = heap[0];
-    const last = heap.pop() as ShareSeat;
-    if (heap.length > 0) {
-      let at = 0;
-      for (;;) {
-        const left = 2 * at + 1;
-        if (left >= heap.length) break;
-        const right = left + 1;
-        const child = right < heap.length && heap[right].pass < heap[left].pass ? right : left;
-        if (heap[child].pass >= last.pass) break;
-        heap[at] = heap[child];
-        at = child;
-      }
-      heap[at] = last;
+    let at = from;
+    for (;;) {
+      const left = 2 * at + 1;
+      if (left >= heap.length) break;
+      const right = left + 1;
+      const child = right < heap.length && heap[right].pass < heap[left].pass ? right : left;
+      if (heap[child].pass >= seat.pass) break;
+      heap[at] = heap[child];
+      heap[at].heapAt = at;
+      at = child;
     }
-    top.queued = false;
-    return top;
+    heap[at] = seat;
+    seat.heapAt = at;
   }
 }

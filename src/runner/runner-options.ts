@@ -84,6 +84,8 @@ export interface PooledResources {
   share: FairShare;
   weight: number;
   maxConcurrency: number | undefined;
+  /** Slots guaranteed to this tenant when it has work (tenant `min_concurrency`). @defaultValue 0 */
+  minConcurrency?: number;
   /** Deliveries the broker may send ahead, per consumer of this tenant. */
   prefetch: number;
   /** A handler serving every tenant (worker threads shared by the pool); else one stage instance per tenant, built at its first job. */

@@ -115,6 +115,7 @@ export class RunnerResources {
               pool: pooled.share,
               weight: pooled.weight,
               ...(pooled.maxConcurrency === undefined ? {} : { maxConcurrency: pooled.maxConcurrency }),
+              ...(pooled.minConcurrency === undefined || pooled.minConcurrency === 0 ? {} : { minConcurrency: pooled.minConcurrency }),
             },
           }),
     };

@@ -22,6 +22,12 @@ function ignore(): void {}
 export class JobContext implements StageContext {
   private readonly pending: Promise<string>[] = [];
   private closed = false;
+  /**
+   * Abandoned by `close()` (the handler failed or timed out): an emit still waiting for room in a
+   * full `block` queue stops, since the job is being retried or dead-lettered. `settle()` leaves
+   * it: a returned handler's emits are waited for (up to `block_timeout`), holding the input job.
+   */
+  private readonly scope = { abandoned: false };
   private logger: Logger | undefined;
   private abortSignal: AbortSignal;
   /** The job's batch: every job it emits joins it. */
@@ -115,6 +121,7 @@ export class JobContext implements StageContext {
   /** Refuses further emits: the handler's time is over (it failed, timed out, or was settled). */
   close(): void {
     this.closed = true;
+    this.scope.abandoned = true;
   }
 
   private async send(output: string, spec: EmitSpec): Promise<string> {
@@ -134,12 +141,20 @@ export class JobContext implements StageContext {
     if (spec.batch !== undefined && spec.batch !== batch) return this.startBatch(output, spec, checkBatchId(spec.batch, 'batch'));
     const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant, batch });
     if (batch === undefined) {
-      await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
+      await this.sink.send(
+        job,
+        { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
+        this.scope,
+      );
     } else {
       // Listed before it is sent: the settlement report names every child that may exist.
       this.children?.push(job.id);
       try {
-        await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
+        await this.sink.send(
+          job,
+          { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
+          this.scope,
+        );
       } catch (err) {
         this.unsent?.push(job.id);
         throw err;
@@ -164,7 +179,11 @@ export class JobContext implements StageContext {
     const where = { job: job.id, batch, queue: output, type: job.type, ...(tenant === undefined ? {} : { tenant }) };
     await this.track(stamp<CreatedReport>({ kind: 'created', ...where }));
     try {
-      await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers });
+      await this.sink.send(
+        job,
+        { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
+        this.scope,
+      );
     } catch (err) {
       const error = toJobError(err);
       await this.track(

@@ -162,6 +162,49 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
     expect(pooled.peak.get('free'), 'the other tenant takes the slots the capped one may not').to.be.at.least(3);
   });
 
+  it('holds min_concurrency slots for a tenant among flooding tenants of the same weight (3 of 6, not 1)', async () => {
+    const flood = ['f1', 'f2', 'f3', 'f4', 'f5'];
+    config = configWith({ tenants: [{ name: 'guaranteed', min_concurrency: 3 }, ...flood] }, 6);
+    group = await pooledGroup(config, ['guaranteed', ...flood]);
+    await publishMany(
+      config,
+      flood.map((tenant) => ({ tenant, count: 40, ms: 100 })),
+    );
+    await waitFor('the flood holding every slot', () => [...pooled.active.values()].reduce((a, b) => a + b, 0) === 6);
+    await publishNaps(config, 'guaranteed', 24, 100);
+    await waitFor('every job run', () => pooled.runs.length === 224, 60_000);
+    const mine = pooled.runs.filter((run) => run.tenant === 'guaranteed').sort((a, b) => a.start - b.start);
+    const floodLastStart = Math.max(...pooled.runs.filter((run) => run.tenant !== 'guaranteed').map((run) => run.start));
+    // Its jobs running when each of its jobs started (that one included), once it reached its minimum, while the flood had work.
+    const held = mine
+      .slice(3)
+      .filter((run) => run.start < floodLastStart)
+      .map((run) => mine.filter((other) => other.start <= run.start && run.start < other.end).length);
+    expect(held.length, 'its jobs started while the flood had work').to.be.at.least(10);
+    expect(held.reduce((a, b) => a + b, 0) / held.length, 'its mean concurrency').to.be.at.least(2.5);
+    expect(pooled.peak.get('guaranteed'), 'no more than its minimum: its weighted share is 1').to.equal(3);
+  });
+
+  it("refuses a pooled process whose tenants' minimums add up to more than the stage's concurrency, naming the key", async () => {
+    config = configWith({ tenants: [{ name: 'a', min_concurrency: 3 }, { name: 'b', min_concurrency: 2 }, 'c'] }, 4);
+    const stage = await sleeperOf(config);
+    const refused = (tenants: string[], follow = false): unknown => {
+      try {
+        new StageGroup(
+          config,
+          tenants.map((tenant) => ({ stage, tenant })),
+          log,
+          { pooled: { stage, follow } },
+        );
+        return undefined;
+      } catch (err) {
+        return err;
+      }
+    };
+    expect(refused(['a', 'b'])).to.include({ code: 'INVALID_CONFIG', key: 'stages.sleeper.concurrency' });
+    expect(refused([], true), '--all-tenants: every configured tenant may join').to.include({ key: 'stages.sleeper.concurrency' });
+  });
+
   it('with --all-tenants, serves a tenant provisioned while it runs within 5 s and releases it when retired', async () => {
     config = configWith({ tenants: ['acme'] }, 2);
     group = await pooledGroup(config, [], true);

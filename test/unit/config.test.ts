@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
-import { DEFAULT_TENANT_SHARE, tenantShare } from '../../src/config/tenant-share.js';
+import { checkMinimums, DEFAULT_TENANT_SHARE, tenantShare } from '../../src/config/tenant-share.js';
 import { exitCodeFor } from '../../src/cli/exit-codes.js';
 import { ConfigError } from '../../src/errors/errors.js';
 
@@ -96,9 +96,9 @@ describe('configuration', () => {
     it('defaults a slug and an object without them to weight 1, unlimited', () => {
       const config = compileConfig({ tenants: ['acme', { name: 'globex' }, { name: 'initech', queues: {} }] });
       for (const tenant of ['acme', 'globex', 'initech']) {
-        expect(config.tenantShares.get(tenant), tenant).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+        expect(config.tenantShares.get(tenant), tenant).to.deep.equal({ weight: 1, maxConcurrency: undefined, minConcurrency: 0 });
       }
-      expect(DEFAULT_TENANT_SHARE).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+      expect(DEFAULT_TENANT_SHARE).to.deep.equal({ weight: 1, maxConcurrency: undefined, minConcurrency: 0 });
     });
 
     it('compiles weight and max_concurrency per tenant, next to its queue settings', () => {
@@ -110,11 +110,11 @@ describe('configuration', () => {
         ],
       });
       expect(config.tenants).to.deep.equal(['acme', 'globex', 'hooli']);
-      expect(tenantShare(config, 'globex')).to.deep.equal({ weight: 2.5, maxConcurrency: 8 });
-      expect(tenantShare(config, 'hooli')).to.deep.equal({ weight: 3, maxConcurrency: undefined });
-      expect(tenantShare(config, 'acme')).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+      expect(tenantShare(config, 'globex')).to.deep.equal({ weight: 2.5, maxConcurrency: 8, minConcurrency: 0 });
+      expect(tenantShare(config, 'hooli')).to.deep.equal({ weight: 3, maxConcurrency: undefined, minConcurrency: 0 });
+      expect(tenantShare(config, 'acme')).to.deep.equal({ weight: 1, maxConcurrency: undefined, minConcurrency: 0 });
       // A tenant provisioned but not configured (provision --tenant, --all-tenants) gets the default.
-      expect(tenantShare(config, 'umbrella')).to.deep.equal({ weight: 1, maxConcurrency: undefined });
+      expect(tenantShare(config, 'umbrella')).to.deep.equal({ weight: 1, maxConcurrency: undefined, minConcurrency: 0 });
       expect(config.queueSettings.tenants.get('globex')?.get('_default')).to.deep.equal({ max_size: 10 });
     });
 
@@ -125,6 +125,8 @@ describe('configuration', () => {
       ['max_concurrency', 0, 'must be >= 1'],
       ['max_concurrency', 2.5, 'must be integer'],
       ['max_concurrency', '8', 'must be integer'],
+      ['min_concurrency', -1, 'must be >= 0'],
+      ['min_concurrency', 1.5, 'must be integer'],
     ] as const) {
       it(`refuses ${field} ${JSON.stringify(value)}, naming the key (exit 2)`, () => {
         const err = configError(() => compileConfig({ tenants: ['acme', { name: 'globex', [field]: value }] }, '/srv/pipeline.json'));
@@ -133,6 +135,31 @@ describe('configuration', () => {
         expect(exitCodeFor(err)).to.equal(2);
       });
     }
+
+    it("compiles min_concurrency, and refuses one above the tenant's own max_concurrency, naming the key", () => {
+      const config = compileConfig({ tenants: [{ name: 'acme', min_concurrency: 3, max_concurrency: 3 }] });
+      expect(tenantShare(config, 'acme')).to.deep.equal({ weight: 1, maxConcurrency: 3, minConcurrency: 3 });
+      const err = configError(() =>
+        compileConfig({ tenants: ['a', { name: 'acme', min_concurrency: 4, max_concurrency: 3 }] }, '/srv/p.json'),
+      );
+      expect(err.message).to.equal("/srv/p.json: tenants.1.min_concurrency: at most the tenant's max_concurrency (3), got 4");
+      expect(exitCodeFor(err)).to.equal(2);
+    });
+
+    it("refuses a pooled process whose tenants' minimums add up to more than the stage's concurrency, naming the stage's key", () => {
+      const config = compileConfig(
+        { tenants: [{ name: 'acme', min_concurrency: 3 }, { name: 'globex', min_concurrency: 2 }, 'hooli'] },
+        '/srv/p.json',
+      );
+      const stage = { name: 'converter', concurrency: 4 };
+      checkMinimums(config, stage, ['acme', 'hooli', 'umbrella']);
+      checkMinimums(config, { ...stage, concurrency: 5 }, config.tenants);
+      const err = configError(() => checkMinimums(config, stage, config.tenants));
+      expect(err.key).to.equal('stages.converter.concurrency');
+      expect(err.message).to.equal(
+        '/srv/p.json: stages.converter.concurrency: at least 5, the sum of the min_concurrency of the tenants a pooled process of it serves (acme: 3, globex: 2); got 4',
+      );
+    });
 
     it('refuses an unknown key in a tenant object', () => {
       expect(configError(() => compileConfig({ tenants: [{ name: 'acme', weigth: 2 }] as never })).key).to.equal('tenants.0.weigth');

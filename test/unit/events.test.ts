@@ -95,8 +95,8 @@ describe('events', () => {
       reporter.observe(refusal);
       reporter.observe(refusal);
       expect(sightings).to.deep.equal([
-        { queue: 'conversions', tenant: 'acme', physicalQueue: 'p.queue.conversions.acme' },
-        { queue: 'conversions', tenant: 'acme', physicalQueue: 'p.queue.conversions.acme' },
+        { queue: 'conversions', tenant: 'acme', physicalQueue: 'p.queue.conversions.acme', policy: 'reject' },
+        { queue: 'conversions', tenant: 'acme', physicalQueue: 'p.queue.conversions.acme', policy: 'reject' },
       ]);
       expect(published).to.deep.equal([
         {

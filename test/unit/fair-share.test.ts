@@ -32,8 +32,11 @@ class Tenant {
   }
 }
 
-/** Runs every job to the end, oldest first, the way slots free up in a process; returns the start order. */
-function drain(share: FairShare, tenants: Tenant[], order: string[], jobs: number): string[] {
+/**
+ * Runs every job to the end, oldest first, the way slots free up in a process; returns the start
+ * order. `afterEach` is called after every job that ends (and the grants it led to).
+ */
+function drain(share: FairShare, tenants: Tenant[], order: string[], jobs: number, afterEach?: () => void): string[] {
   const inFlight: Tenant[] = [];
   // What runs already are the last starts: slots free up oldest first.
   let seen = order.length - share.inUse;
@@ -43,6 +46,7 @@ function drain(share: FairShare, tenants: Tenant[], order: string[], jobs: numbe
     const next = inFlight.shift();
     if (next === undefined) break;
     next.end();
+    afterEach?.();
   }
   expect(share.inUse).to.equal(0);
   return order;
@@ -116,5 +120,77 @@ describe('FairShare', () => {
     const other = new Tenant(share, 'other', 3, order);
     other.seat.want();
     expect(share.inUse).to.equal(3);
+  });
+
+  describe('min_concurrency', () => {
+    it('holds 3 slots for a tenant with min 3 and weight 1 among 9 flooding tenants of weight 1 (concurrency 10), not its 1 by weight', () => {
+      const share = new FairShare(10);
+      const order: string[] = [];
+      const guaranteed = new Tenant(share, 'guaranteed', 300, order, { minConcurrency: 3 });
+      const flood = Array.from({ length: 9 }, (_, i) => new Tenant(share, `flood-${i}`, 1000, order));
+      const held: number[] = [];
+      let ended = 0;
+      // The first tenant to ask takes every slot; from the 100th job that ends on, the share is steady.
+      drain(share, [guaranteed, ...flood], order, 9300, () => {
+        if (++ended > 100 && guaranteed.backlog > 0) held.push(guaranteed.running);
+      });
+      expect(held.length).to.be.above(500);
+      expect(Math.min(...held), 'fewest slots it held while it had work').to.equal(3);
+      expect(Math.max(...held), 'most slots it held while it had work').to.equal(3);
+    });
+
+    it('shares by weight above its minimum: min 3 next to one other tenant of the same weight gets half of 10 slots', () => {
+      const share = new FairShare(10);
+      const order: string[] = [];
+      const guaranteed = new Tenant(share, 'guaranteed', 2000, order, { minConcurrency: 3 });
+      const other = new Tenant(share, 'other', 2000, order);
+      const held: number[] = [];
+      let ended = 0;
+      drain(share, [other, guaranteed], order, 4000, () => {
+        if (++ended > 100 && guaranteed.backlog > 0 && other.backlog > 0) held.push(guaranteed.running);
+      });
+      expect(Math.min(...held)).to.be.at.least(4);
+      expect(Math.max(...held)).to.be.at.most(6);
+      expect(order.slice(0, 1000).filter((name) => name === 'guaranteed').length / 1000).to.be.closeTo(0.5, 0.01);
+    });
+
+    it('carries no debt from a long flood: once the flood is over, the tenant takes its share by weight at once', () => {
+      const share = new FairShare(10);
+      const order: string[] = [];
+      const guaranteed = new Tenant(share, 'guaranteed', 3000, order, { minConcurrency: 3 });
+      const other = new Tenant(share, 'other', 3000, order);
+      const flood = Array.from({ length: 8 }, (_, i) => new Tenant(share, `flood-${i}`, 300, order));
+      drain(share, [guaranteed, other, ...flood], order, 8400);
+      const floodOver = Math.max(...flood.map((tenant) => order.lastIndexOf(tenant.name)));
+      expect(floodOver).to.be.below(order.length - 2000);
+      const after = order.slice(floodOver + 1, floodOver + 101);
+      // Had the guaranteed grants run its virtual time far ahead, `other` would take nearly every slot here.
+      expect(after.filter((name) => name === 'guaranteed').length / 100).to.be.within(0.4, 0.6);
+    });
+
+    it('gives the slots that free up to a tenant below its minimum first, and keeps none idle for it', () => {
+      const share = new FairShare(4);
+      const order: string[] = [];
+      const flood = new Tenant(share, 'flood', 100, order);
+      const late = new Tenant(share, 'late', 0, order, { minConcurrency: 2 });
+      flood.seat.want();
+      expect(flood.running, 'work-conserving: the flood takes every slot while the other has no work').to.equal(4);
+      late.backlog = 50;
+      late.seat.want();
+      expect(late.running).to.equal(0);
+      flood.end();
+      expect(late.running).to.equal(1);
+      flood.end();
+      expect(late.running).to.equal(2);
+      expect(flood.running).to.equal(2);
+    });
+
+    it('never grants above max_concurrency, even below a minimum it was given', () => {
+      const share = new FairShare(10);
+      const order: string[] = [];
+      const capped = new Tenant(share, 'capped', 100, order, { minConcurrency: 5, maxConcurrency: 2 });
+      capped.seat.want();
+      expect(capped.running).to.equal(2);
+    });
   });
 });

@@ -1,5 +1,6 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import { declareTopology } from '../../broker/declare-topology.js';
+import { checkMinimums } from '../../config/tenant-share.js';
 import { isOpen } from '../../broker/connection-state.js';
 import type { QueueFullObserver } from '../../broker/confirm-publisher.js';
 import type { LoadedStage } from '../../stage/stage-loader.js';
@@ -77,6 +78,8 @@ export class PooledRoster extends TenantRoster {
       redeclare: pooled.follow !== true,
       ...(pooled.threads === undefined ? {} : { threads: pooled.threads }),
     });
+    // Following the broker, every configured tenant may join: their minimums must fit together.
+    if (pooled.follow === true) checkMinimums(config, settings, config.tenants);
     if (pooled.follow === true) {
       this.membership = new TenantMembership(this, {
         config,
@@ -84,6 +87,15 @@ export class PooledRoster extends TenantRoster {
         ...(pooled.resyncMs === undefined ? {} : { resyncMs: pooled.resyncMs }),
       });
     }
+  }
+
+  /**
+   * Counts a tenant in, refusing one whose `min_concurrency` would not fit beside those of the
+   * tenants served already (a ConfigError naming `stages.<name>.concurrency`).
+   */
+  override admit(instance: StageInstance): StageRunner {
+    if (instance.tenant !== undefined) checkMinimums(this.options.config, this.pool.settings, [...this.tenants, instance.tenant]);
+    return super.admit(instance);
   }
 
   /** Following the broker: the tenants configured or provisioned now join those given; then every stage is built. */

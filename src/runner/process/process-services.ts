@@ -80,7 +80,7 @@ export class ProcessServices {
     });
     this.dropFlowSource = flowMetrics.addSource(() => this.flow.samples());
     this.queueFull = new QueueFullReporter(config, this.events, {
-      onRefused: (refused) => this.metrics.queueOverflow({ ...refused, policy: 'reject' }),
+      onRefused: (refused) => this.metrics.queueOverflow(refused),
     });
   }
 

@@ -57,6 +57,11 @@ export class TenantPool {
   private readonly assigned = new Map<SharedChannel, number>();
   private connection: AmqpConnection | undefined;
 
+  /** The stage's settings: its `concurrency` is the share's slots. */
+  get settings(): CompiledStageConfig {
+    return this.options.settings;
+  }
+
   constructor(private readonly options: TenantPoolOptions) {
     const { settings, log, onFatal } = options;
     this.share = new FairShare(settings.concurrency);
@@ -78,13 +83,15 @@ export class TenantPool {
 
   /**
    * What one tenant's runner gets: the least-filled work channel (a new one when all are full),
-   * its weight and cap, and its prefetch: `tenant_prefetch`, at most its cap plus the usual
-   * buffer (more in hand than it may run only delays other processes).
+   * its weight, cap and minimum, and its prefetch: `tenant_prefetch`, at most its cap plus the
+   * usual buffer (more in hand than it may run only delays other processes), at least its minimum
+   * (a guarantee needs the deliveries in hand to use it).
    */
   resourcesFor(tenant: string): PooledResources {
     const share = tenantShare(this.options.config, tenant);
     const prefetch = Math.max(
       1,
+      share.minConcurrency,
       Math.min(this.options.settings.tenantPrefetch, (share.maxConcurrency ?? Number.POSITIVE_INFINITY) + PREFETCH_BUFFER),
     );
     return {
@@ -95,6 +102,7 @@ export class TenantPool {
       share: this.share,
       weight: share.weight,
       maxConcurrency: share.maxConcurrency,
+      minConcurrency: share.minConcurrency,
       prefetch,
       redeclare: this.options.redeclare ?? true,
       // Each runner gets a view that refuses another tenant's job and cannot close the threads.
