@@ -2,7 +2,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
+import { readFile } from 'node:fs/promises';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { activeAt, peakActive, peakStartsPerWindow, readJournal, type JournalEntry } from '../helpers/journal.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
@@ -317,6 +318,68 @@ describe('flow control: limits held across processes (docs/flow-control.md)', fu
     const again = starts(entries).filter((entry) => entry.job === limited);
     expect(again.map((entry) => entry.attempt)).to.deep.equal([1, 1]);
     expect(again[1].at - heldFrom).to.be.at.least(1950);
+  });
+
+  it('GET /ojs/v1/rate-limits/{key} and `stagecoach limits` show a partition; PUT changes the limit in the file and on the broker', async () => {
+    await setUp(
+      {
+        tenants: ['acme'],
+        limits: { ocr: { concurrency: 2 } },
+        stages: { limited: { module: FLOW_STAGES_MODULE, concurrency: 4, limits: ['ocr'], options: { journal: '' } } },
+      },
+      LIMITED,
+      'flow-api',
+    );
+    await rewriteJournal(project, journal);
+    await runReady('limited', ['--tenant', 'acme']);
+    const server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL } });
+    const get = async (key: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+      const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/rate-limits/${encodeURIComponent(key)}`);
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    try {
+      await publishNaps(project, 'work', 'acme', 4, 10);
+      // The management API's statistics lag by up to 5 s.
+      const first = await waitFor(
+        'the partition seen',
+        async () => {
+          const answer = await get('ocr');
+          return answer.status === 200 && (answer.body.concurrency as { tokens: number }).tokens === 2 && answer.body;
+        },
+        20_000,
+        500,
+      );
+      expect(first).to.deep.include({ key: 'ocr', configured: true });
+      expect(first.concurrency).to.include({ limit: 2 });
+      expect((await get('nope')).status).to.equal(404);
+
+      const put = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/rate-limits/ocr`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ concurrency: 4 }),
+      });
+      expect(put.status).to.equal(200);
+      const file = JSON.parse(await readFile(project.file, 'utf8')) as RawConfig;
+      expect(file.limits?.ocr).to.deep.equal({ concurrency: 4 });
+      await waitFor(
+        '4 tokens on the broker',
+        async () => ((await get('ocr')).body.concurrency as { tokens?: number } | undefined)?.tokens === 4,
+        20_000,
+        500,
+      );
+
+      const expiring = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/rate-limits/ocr`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ concurrency: 0, expires_at: '2030-01-01T00:00:00Z' }),
+      });
+      expect(expiring.status).to.equal(422);
+      const cli = await runCli(['limits', '--json', '--config', project.file], { AMQP_URL });
+      expect(cli.code, cli.stderr).to.equal(0);
+      expect((JSON.parse(cli.stdout) as Array<{ key: string }>).map((report) => report.key)).to.include('ocr');
+    } finally {
+      await server.close();
+    }
   });
 
   it('queue concurrency raised and lowered through the admin API on running processes takes effect within 1 s', async () => {
