@@ -96,7 +96,11 @@ export class FlowControl implements LimitSettings {
   /** Waits for a token of every bucket (see Permit); `onGranted` once all are held. */
   permit(buckets: readonly Bucket[], onGranted: (permit: Permit) => void, onLimit?: (waitMs: number) => void): Permit {
     const now = performance.now();
-    for (const bucket of buckets) this.known.set(bucket.id, { bucket, used: now });
+    for (const bucket of buckets) {
+      const entry = this.known.get(bucket.id);
+      if (entry === undefined) this.known.set(bucket.id, { bucket, used: now });
+      else entry.used = now;
+    }
     return new Permit(this.source, buckets, onGranted, onLimit);
   }
 
