@@ -21,9 +21,10 @@ export interface TokenWait {
 
 /**
  * A concurrency token freed while a job of this process waits for it goes to that job directly,
- * without a round trip to the broker, unless it has been in this process this long (ms): then it
- * goes back, and the broker hands it to the next process in turn. Fairness between processes
- * costs a round trip per token and quantum, not per job.
+ * without a round trip to the broker, unless it has been in this process this long (ms) and
+ * other processes wait for the bucket: then it goes back, and the broker hands it to the next
+ * process in turn. Fairness between processes costs a round trip per token and quantum, not per
+ * job, and nothing while tokens are free (the bucket's queue has some ready).
  */
 const REUSE_QUANTUM_MS = 1000;
 
@@ -77,6 +78,7 @@ export class TokenSource {
   private starting: Promise<unknown> = Promise.resolve();
   /** Partitions held until a time (epoch ms): a handler met their limit downstream (`hold`). */
   private readonly holds = new Map<string, number>();
+  private contention: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly prefix: string,
@@ -107,6 +109,7 @@ export class TokenSource {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.contention);
     const channel = this.channel;
     this.channel = undefined;
     this.lines.clear();
@@ -230,7 +233,31 @@ export class TokenSource {
   private line(bucket: Bucket): Line {
     let line = this.lines.get(bucket.id);
     if (line === undefined) this.lines.set(bucket.id, (line = new Line(bucket, this.ready(bucket))));
+    this.watchContention();
     return line;
+  }
+
+  /**
+   * Every quantum, for each bucket whose tokens this process holds: whether other processes
+   * wait for it (no token ready, and consumers besides this process's). Until it is known, it is
+   * taken as contended.
+   */
+  private watchContention(): void {
+    if (this.contention !== undefined) return;
+    this.contention = setInterval(() => {
+      const channel = this.channel;
+      if (channel === undefined) return;
+      for (const line of this.lines.values()) {
+        if (line.held === 0 && line.spares.length === 0) continue;
+        void channel
+          .checkQueue(bucketQueues(this.prefix, line.bucket).tokens)
+          .then(({ messageCount, consumerCount }) => {
+            line.contended = messageCount === 0 && consumerCount > (line.state === 'consuming' ? 1 : 0);
+          })
+          .catch(() => undefined);
+      }
+    }, REUSE_QUANTUM_MS);
+    this.contention.unref();
   }
 
   /**
@@ -312,6 +339,8 @@ class Line {
   sweep: NodeJS.Timeout | undefined;
   /** When a job last waited for it, ms (performance.now). */
   lastWanted = 0;
+  /** Whether other processes wait for its tokens (see watchContention). */
+  contended = true;
 
   constructor(
     readonly bucket: Bucket,
