@@ -183,6 +183,41 @@ describe('failures without loss', function () {
     expect(refused).to.have.property('code', 'INVALID_RETRY_POLICY');
   });
 
+  it('dead-letters with its reason what cannot carry it whole: a huge error, huge headers, args nested 10,000 deep', async () => {
+    const k = nextKey();
+    const huge = await flaky('huge-error', k, 100_000, { retry: { max_attempts: 1 } });
+    const ct = 'application/openjobspec+json';
+    const big = { 'x-ojs-tenant': 'acme', 'x-big': 'b'.repeat(62 * 1024), 'x-small': 'kept' };
+    await raw.publish('', work(), JSON.stringify({ id: 'big-headers', type: 'flaky', queue: 'work', args: ['ok', 'h'] }), {
+      headers: big,
+      contentType: ct,
+      messageId: 'big-headers',
+    });
+    // Written out: JSON.stringify itself cannot take it.
+    const deep = `{"id":"deep","type":"flaky","queue":"work","args":["ok","d",${'['.repeat(10_000)}${']'.repeat(10_000)}]}`;
+    await raw.publish('', work(), deep, { headers: { 'x-ojs-tenant': 'acme' }, contentType: ct, messageId: 'deep' });
+    await waitFor('three dead letters', async () => (await raw.count(dead())) === 3);
+    const letters = await raw.drain(dead());
+    const byId = new Map(letters.map((letter) => [letter.properties.messageId as string, letter]));
+    const hugeLetter = byId.get(huge);
+    const headers = (id: string): Record<string, unknown> => byId.get(id)?.properties.headers ?? {};
+    expect(headers(huge)['x-ojs-error-type'], 'the handler error keeps its type').to.equal('Error');
+    expect(String(headers(huge)['x-ojs-error-message'])).to.match(/^huge x+.*cut\]$/);
+    expect(Buffer.byteLength(String(headers(huge)['x-ojs-error-message']))).to.be.at.most(1024);
+    expect(hugeLetter && body(hugeLetter).error?.message.length).to.be.at.most(1024);
+    expect(headers('big-headers')).to.include({
+      'x-ojs-error-type': 'INVALID_PAYLOAD',
+      'x-small': 'kept',
+      'x-ojs-dropped-headers': 'x-big',
+    });
+    expect(String(headers('big-headers')['x-ojs-error-message'])).to.match(/the headers take \d+ bytes/);
+    expect(headers('big-headers')).not.to.have.property('x-big');
+    expect(headers('deep')).to.include({ 'x-ojs-error-type': 'INVALID_PAYLOAD' });
+    expect(String(headers('deep')['x-ojs-error-message'])).to.match(/nested deeper than 512 levels/);
+    expect(byId.get('deep')?.content.toString(), 'the body is kept byte for byte').to.equal(deep);
+    expect(seen.get('h'), 'refused before its handler').to.equal(undefined);
+  });
+
   it('dead-letters ten kinds of malformed messages with a reason each, and keeps processing good jobs', async () => {
     const ct = 'application/openjobspec+json';
     const h = { 'x-ojs-tenant': 'acme' };
