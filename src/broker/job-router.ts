@@ -171,7 +171,12 @@ export function typeAllowed(patterns: readonly string[] | undefined, type: strin
 
 /** Where emitted jobs go: the broker in production, a list in the in-memory harness. */
 export interface JobSink {
-  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>): Promise<void>;
+  /**
+   * @param lost aborted when the emitting delivery is lost: a send still waiting (for its
+   *   payload to be stored, for a publisher channel to heal or drain) is then dropped, rejected
+   *   with the signal's reason, never published.
+   */
+  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>, lost?: AbortSignal): Promise<void>;
 }
 
 /**
@@ -189,24 +194,25 @@ export class JobRouter implements JobSink {
    * Not async on purpose: one promise per job on the hot path, the publisher's. A job scheduled
    * ahead goes by the delay ladder (see `routeFor`).
    */
-  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}): Promise<void> {
+  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}, lost?: AbortSignal): Promise<void> {
     try {
       const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
       if (this.payloads?.exceeds(job.queue, message.content.length) === true) {
-        return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) => this.publishRouted(job, slim));
+        return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) => this.publishRouted(job, slim, lost));
       }
-      return this.publishRouted(job, message);
+      return this.publishRouted(job, message, lost);
     } catch (err) {
       return Promise.reject(err as Error);
     }
   }
 
-  private publishRouted(job: Job, message: WireMessage): Promise<void> {
+  private publishRouted(job: Job, message: WireMessage, lost?: AbortSignal): Promise<void> {
+    if (lost?.aborted === true) return Promise.reject(lost.reason as Error);
     const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} });
     // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
     // broker drops `expiration` when it dead-letters it on): a scheduled job's enqueue_ttl is
     // not applied.
     if (route.delaySeconds !== undefined) delete message.options.expiration;
-    return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+    return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options, lost);
   }
 }

@@ -39,7 +39,10 @@ export type ErrorCode =
   | 'BROKER_DEAD_LETTER'
   // A job sent by reference (`x-ojs-payload-ref`) whose payload is no longer in the store (CAF's
   // missing payload): dead-lettered, never retried.
-  | 'PAYLOAD_MISSING';
+  | 'PAYLOAD_MISSING'
+  // The channel (or connection) that carried a delivery died while its handler ran: the broker
+  // delivers the job again, so this run is void (ctx.signal's reason; see DeliveryLostError).
+  | 'DELIVERY_LOST';
 
 export class StagecoachError extends Error {
   constructor(
@@ -201,5 +204,17 @@ export class NonRetryableError extends StagecoachError {
     readonly type = 'NonRetryableError',
   ) {
     super('NON_RETRYABLE', message);
+  }
+}
+
+/**
+ * The reason `ctx.signal` is aborted when the channel or connection that carried a delivery dies
+ * while its handler runs: the broker has taken the job back and delivers it again (to this
+ * process or another), so this run is void. Emits after it are refused with this error, and
+ * nothing is settled for the delivery: its settlement could not reach the broker.
+ */
+export class DeliveryLostError extends StagecoachError {
+  constructor() {
+    super('DELIVERY_LOST', 'the channel that carried this delivery closed: the broker delivers the job again, and this run is void');
   }
 }

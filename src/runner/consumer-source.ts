@@ -1,4 +1,6 @@
+import { setMaxListeners } from 'node:events';
 import type { Channel, Message } from 'amqplib';
+import { DeliveryLostError } from '../errors/errors.js';
 
 /**
  * How a delivery is settled; `ConsumerSource` batches the acknowledgements. There is no requeue:
@@ -33,8 +35,21 @@ export class ConsumerSource implements Settler {
   private readonly outstandingIds: unknown[] = [];
   private toAck: Message[] = [];
   private flushing = false;
+  private readonly losing = new AbortController();
 
-  constructor(readonly channel: Channel) {}
+  constructor(readonly channel: Channel) {
+    // One listener per job in flight that looks at its ctx.signal (JobContext links it here
+    // until it is settled): bounded by the prefetch, never a leak.
+    setMaxListeners(0, this.losing.signal);
+  }
+
+  /**
+   * Aborted (with a DeliveryLostError) when the channel is gone: every delivery still in hand
+   * is the broker's again, and the handlers running them work for nothing.
+   */
+  get lost(): AbortSignal {
+    return this.losing.signal;
+  }
 
   /** Deliveries arrive in tag order on a channel, so `outstanding` stays sorted. */
   delivered(message: Message): void {
@@ -69,6 +84,7 @@ export class ConsumerSource implements Settler {
     this.outstanding.length = 0;
     this.outstandingIds.length = 0;
     this.toAck = [];
+    if (!this.losing.signal.aborted) this.losing.abort(new DeliveryLostError());
     return inHand;
   }
 

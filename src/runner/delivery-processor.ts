@@ -76,7 +76,17 @@ export class DeliveryProcessor {
         return { kind: 'failed', job, error };
       }
     }
-    const ctx = new JobContext(stage.name, stage.outputs, handled, headers, sink, log, undefined, onPublished, this.options.track);
+    const ctx = new JobContext(
+      stage.name,
+      stage.outputs,
+      handled,
+      headers,
+      sink,
+      log,
+      delivery.source.lost,
+      onPublished,
+      this.options.track,
+    );
     const began = performance.now();
     try {
       const timeout = job.timeout ?? this.options.input.default_timeout;
