@@ -33,6 +33,10 @@ export class ConsumerSource implements Settler {
   private readonly outstanding: number[] = [];
   /** The message id of each outstanding tag, in the same order (for the loss ledger). */
   private readonly outstandingIds: unknown[] = [];
+  /** The consumer each outstanding tag came from (undefined: `basic.get`), in the same order. */
+  private readonly outstandingConsumers: Array<string | undefined> = [];
+  /** Per consumer tag, the deliveries in hand when the channel was abandoned (see `inHandAtLoss`). */
+  private atLoss: Map<string | undefined, number> | undefined;
   private toAck: Message[] = [];
   private flushing = false;
   private readonly losing = new AbortController();
@@ -55,6 +59,16 @@ export class ConsumerSource implements Settler {
   delivered(message: Message): void {
     this.outstanding.push(message.fields.deliveryTag);
     this.outstandingIds.push(message.properties.messageId);
+    this.outstandingConsumers.push((message.fields as { consumerTag?: string }).consumerTag);
+  }
+
+  /**
+   * How many deliveries of consumer `consumerTag` were in hand (unsettled with the broker, acks
+   * gathered but not sent included) when the channel was abandoned: each took one of its
+   * prefetch slots. 0 before.
+   */
+  inHandAtLoss(consumerTag: string): number {
+    return this.atLoss?.get(consumerTag) ?? 0;
   }
 
   ack(message: Message): void {
@@ -80,9 +94,19 @@ export class ConsumerSource implements Settler {
     const inHand = [...this.outstandingIds, ...this.toAck.map((message) => message.properties.messageId as unknown)].filter(
       (id): id is string => typeof id === 'string',
     );
+    if (this.atLoss === undefined) {
+      const counts = new Map<string | undefined, number>();
+      const consumers = [
+        ...this.outstandingConsumers,
+        ...this.toAck.map((message) => (message.fields as { consumerTag?: string }).consumerTag),
+      ];
+      for (const tag of consumers) counts.set(tag, (counts.get(tag) ?? 0) + 1);
+      this.atLoss = counts;
+    }
     this.closed = true;
     this.outstanding.length = 0;
     this.outstandingIds.length = 0;
+    this.outstandingConsumers.length = 0;
     this.toAck = [];
     if (!this.losing.signal.aborted) this.losing.abort(new DeliveryLostError());
     return inHand;
@@ -114,6 +138,7 @@ export class ConsumerSource implements Settler {
     if (at < 0 || this.outstanding[at] !== tag) return false;
     this.outstanding.splice(at, 1);
     this.outstandingIds.splice(at, 1);
+    this.outstandingConsumers.splice(at, 1);
     return true;
   }
 }

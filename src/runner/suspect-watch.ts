@@ -1,4 +1,4 @@
-import type { Channel } from 'amqplib';
+import type { Channel, GetMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { Logger } from '../logging/logger.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
@@ -31,8 +31,13 @@ export interface SuspectWatchOptions {
   /** Runs one suspect with nothing else in flight (the gate suspended everything first). */
   runAlone(delivery: Delivery): Promise<void>;
   onFatal(err: Error): void;
-  /** Told what was in hand when the channel closed (see LossLedger). */
-  lost(messageIds: string[]): void;
+  /**
+   * Told what was in hand when the channel closed, and per queue how many more the broker may
+   * have sent into it that never arrived (see LossLedger).
+   */
+  lost(messageIds: string[], unseen?: ReadonlyMap<string, number>): void;
+  /** Told of every suspect as it arrives (see LossLedger.arrived). */
+  arrived(queue: string, message: GetMessage): void;
   /** @defaultValue DEFAULT_SUSPECT_CHECK_MS */
   checkMs?: number;
   /**
@@ -64,6 +69,8 @@ export class SuspectWatch implements LinkMember {
   /** The last turn ran out of time with suspects left. */
   private unfinished = false;
   private closed = false;
+  /** A `basic.get` is on its way: its answer, a suspect, may be lost with the channel. */
+  private getting = false;
 
   constructor(private readonly options: SuspectWatchOptions) {
     this.supervisor = new ChannelSupervisor<SuspectChannel>({
@@ -101,7 +108,9 @@ export class SuspectWatch implements LinkMember {
   }
 
   linkClosed(_link: SharedLink): void {
-    // Nothing of it is ours between turns; a turn in progress ends on its failed get.
+    // Nothing of it is ours between turns; a turn in progress ends on its failed get, whose
+    // suspect may have been on the way (the shared channel recorded what was in hand).
+    if (this.getting) this.options.lost([], this.unseenGet());
   }
 
   detach(): void {
@@ -157,11 +166,23 @@ export class SuspectWatch implements LinkMember {
       // The previous suspect's ack goes out first: on one channel the broker handles frames in
       // order, so it is settled before the next suspect (which may kill the process) arrives.
       suspects.source.flush();
-      const message = await suspects.channel.get(this.options.queue, { noAck: false });
+      this.getting = true;
+      let message: GetMessage | false;
+      try {
+        message = await suspects.channel.get(this.options.queue, { noAck: false });
+      } finally {
+        this.getting = false;
+      }
       if (message === false) return;
       suspects.source.delivered(message);
+      this.options.arrived(this.options.queue, message);
       await this.options.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.options.queue });
     }
+  }
+
+  /** A get on its way when the channel closed: at most one suspect lost unseen. */
+  private unseenGet(): Map<string, number> {
+    return new Map([[this.options.queue, 1]]);
   }
 
   /** Suspects in the queue now; 0 without a channel (its supervisor, or the pool, heals it). */
@@ -182,7 +203,7 @@ export class SuspectWatch implements LinkMember {
     channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.options.queue, err: err.message }));
     channel.on('close', () => {
       const expected = suspects.source.closed;
-      this.options.lost(suspects.source.abandon());
+      this.options.lost(suspects.source.abandon(), this.getting ? this.unseenGet() : undefined);
       if (!expected) lost('suspect channel closed');
     });
     return suspects;

@@ -39,7 +39,9 @@ export class WorkIntake {
 
   constructor(private readonly options: WorkIntakeOptions) {
     const { queues, resources, decision, log, onFatal } = options;
-    const lost = (ids: string[]): void => resources.ledger.record(ids);
+    const lost = (ids: string[], unseen?: ReadonlyMap<string, number>): void => resources.ledger.record(ids, unseen);
+    const arrived = (queue: string, message: Delivery['message']): void =>
+      resources.ledger.arrived(queue, message.properties.messageId, isRedelivery({ message }));
     const declare = (connection: AmqpConnection): Promise<void> => resources.declare(connection);
     this.work = new WorkConsumers({
       ...resources.work,
@@ -52,6 +54,7 @@ export class WorkIntake {
       abandon: (source) => this.dispatcher.abandonWaiting((delivery) => delivery.source === source),
       onFatal,
       lost,
+      arrived,
     });
     this.suspects = new SuspectWatch({
       ...resources.suspects,
@@ -63,6 +66,7 @@ export class WorkIntake {
       runAlone: (delivery) => this.dispatcher.runAlone(delivery),
       onFatal,
       lost,
+      arrived,
     });
     this.dispatcher = new Dispatcher({
       ...resources.slots,
