@@ -152,7 +152,7 @@ export class StageGroup {
     this.connection = new GroupConnection(manager, {
       log,
       metrics: this.metrics,
-      attach: (connection) => this.attachAll(connection),
+      attach: (connection) => this.services.gate.whileAttaching(() => this.attachAll(connection)),
       onLost: () => this.roster.detach(),
       onFatal: (err) => this.fail(err),
     });

@@ -127,9 +127,14 @@ export class WorkIntake {
     this.suspects.mayWait(0);
   }
 
-  /** The gate isolates a suspect: nothing stays in hand, and what was settled is sent. */
+  /**
+   * The gate isolates a suspect: nothing stays in hand, and what was settled is sent. This
+   * runner's own suspects, if any, are looked for at once, to take their turn in the same window
+   * (see IsolationGate) rather than open one of their own later.
+   */
   async suspend(): Promise<void> {
     this.options.decision.suspend();
+    this.suspects.mayWait(0);
     await this.stopTaking();
     await this.dispatcher.whenIdle();
     // Nothing in hand means nothing the broker does not know is settled.
