@@ -83,6 +83,7 @@ export { checkPayloadKey } from './payload/payload-key.js';
 export {
   StagecoachError,
   ConfigError,
+  DeliveryLostError,
   InvalidPayloadError,
   NonRetryableError,
   PublishError,

@@ -5,8 +5,12 @@ import { publisherUserId, type AmqpConnection } from './amqp-connection.js';
 
 /** Something that publishes with confirms: a {@link ConfirmPublisher}, or a runner's healing one. */
 export interface PublishChannel {
-  /** Resolves when the broker confirmed the message; rejects with a PublishError otherwise. */
-  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void>;
+  /**
+   * Resolves when the broker confirmed the message; rejects with a PublishError otherwise.
+   * `lost`: once aborted, a publish still waiting to be sent (for a drain, a healed channel) is
+   * dropped, rejected with its reason (JobSink.send).
+   */
+  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, lost?: AbortSignal): Promise<void>;
 }
 
 /**
@@ -64,9 +68,13 @@ export class ConfirmPublisher implements PublishChannel {
     return this.closed === undefined;
   }
 
-  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
+  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, lost?: AbortSignal): Promise<void> {
     // Not async: while the channel is not saturated, a publish costs one promise.
-    if (this.drained) return this.drained.then(() => this.publish(exchange, routingKey, content, options));
+    if (this.drained) {
+      return this.drained.then(() =>
+        lost?.aborted === true ? Promise.reject(lost.reason as Error) : this.publish(exchange, routingKey, content, options, lost),
+      );
+    }
     if (this.closed) {
       return Promise.reject(new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey, true));
     }

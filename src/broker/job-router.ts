@@ -172,8 +172,13 @@ export function typeAllowed(patterns: readonly string[] | undefined, type: strin
 
 /** Where emitted jobs go: the broker in production, a list in the in-memory harness. */
 export interface JobSink {
-  /** @param scope read while a full `block` queue makes the send wait: it stops waiting once abandoned. */
-  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>, scope?: BlockScope): Promise<void>;
+  /**
+   * @param scope read while a full `block` queue makes the send wait: it stops waiting once abandoned.
+   * @param lost aborted when the emitting delivery is lost: a send still waiting (for its
+   *   payload to be stored, for a publisher channel to heal or drain) is then dropped, rejected
+   *   with the signal's reason, never published.
+   */
+  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>, scope?: BlockScope, lost?: AbortSignal): Promise<void>;
 }
 
 /**
@@ -195,19 +200,22 @@ export class JobRouter implements JobSink {
    * Not async on purpose: one promise per job on the hot path, the publisher's. A job scheduled
    * ahead goes by the delay ladder (see `routeFor`).
    */
-  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}, scope?: BlockScope): Promise<void> {
+  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}, scope?: BlockScope, lost?: AbortSignal): Promise<void> {
     try {
       const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
       if (this.payloads?.exceeds(job.queue, message.content.length) === true) {
-        return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) => this.publishRouted(job, slim, scope));
+        return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) =>
+          this.publishRouted(job, slim, scope, lost),
+        );
       }
-      return this.publishRouted(job, message, scope);
+      return this.publishRouted(job, message, scope, lost);
     } catch (err) {
       return Promise.reject(err as Error);
     }
   }
 
-  private publishRouted(job: Job, message: WireMessage, scope: BlockScope | undefined): Promise<void> {
+  private publishRouted(job: Job, message: WireMessage, scope: BlockScope | undefined, lost?: AbortSignal): Promise<void> {
+    if (lost?.aborted === true) return Promise.reject(lost.reason as Error);
     const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} });
     // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
     // broker drops `expiration` when it dead-letters it on): a scheduled job's enqueue_ttl is
@@ -215,10 +223,10 @@ export class JobRouter implements JobSink {
     if (route.delaySeconds !== undefined) delete message.options.expiration;
     // Known per queue and tenant after the first job: the common case stays one promise per job.
     const timeout = route.delaySeconds === undefined ? blockTimeoutOf(this.config, job.queue, job.tenant) : undefined;
-    if (timeout === undefined) return this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
-    const publish = (): Promise<void> => this.publisher.publish(route.exchange, route.routingKey, message.content, message.options);
+    const publish = (): Promise<void> => this.publisher.publish(route.exchange, route.routingKey, message.content, message.options, lost);
+    if (timeout === undefined) return publish();
     return publish().catch((err: unknown) => {
-      if (!(err instanceof QueueFullError)) throw err;
+      if (!(err instanceof QueueFullError) || lost?.aborted === true) throw err;
       return waitForRoom(err, publish, timeout, scope);
     });
   }

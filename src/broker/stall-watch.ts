@@ -87,18 +87,33 @@ export class StallWatch {
     }
   }
 
-  /** A round trip the broker must answer; one at a time (a stalled one stays pending, and is not repeated). */
-  private probe(): void {
-    const connection = this.connection;
-    if (this.probing || connection === undefined) return;
-    this.probing = true;
-    const opening = (this.channel ??= connection.createChannel().then((channel) => {
+  /**
+   * The probe's channel. A connection that cannot even open one (closing, or a test's stand-in)
+   * answers with a rejection, never a throw out of the timer.
+   */
+  private openProbeChannel(connection: NonNullable<StallWatch['connection']>): Promise<Channel> {
+    let created: Promise<Channel>;
+    try {
+      created = connection.createChannel();
+    } catch (err) {
+      created = Promise.reject(err as Error);
+    }
+    const opening: Promise<Channel> = created.then((channel) => {
       channel.on('error', () => undefined);
       channel.on('close', () => {
         if (this.channel === opening) this.channel = undefined;
       });
       return channel;
-    }));
+    });
+    return opening;
+  }
+
+  /** A round trip the broker must answer; one at a time (a stalled one stays pending, and is not repeated). */
+  private probe(): void {
+    const connection = this.connection;
+    if (this.probing || connection === undefined) return;
+    this.probing = true;
+    const opening = (this.channel ??= this.openProbeChannel(connection));
     opening
       .then((channel) => channel.prefetch(0))
       .catch(() => {

@@ -42,7 +42,10 @@ export type ErrorCode =
   | 'PAYLOAD_MISSING'
   // A handler met a downstream limit (an HTTP 429): the job waits, no attempt counted, and its
   // limits hold every job of their keys until then (OJS rate-limiting extension 9.1).
-  | 'RATE_LIMITED';
+  | 'RATE_LIMITED'
+  // The channel (or connection) that carried a delivery died while its handler ran: the broker
+  // delivers the job again, so this run is void (ctx.signal's reason; see DeliveryLostError).
+  | 'DELIVERY_LOST';
 
 export class StagecoachError extends Error {
   constructor(
@@ -245,5 +248,17 @@ export class RateLimitedError extends StagecoachError {
     readonly key?: string,
   ) {
     super('RATE_LIMITED', `${message} (until ${until.toISOString()})`);
+  }
+}
+
+/**
+ * The reason `ctx.signal` is aborted when the channel or connection that carried a delivery dies
+ * while its handler runs: the broker has taken the job back and delivers it again (to this
+ * process or another), so this run is void. Emits after it are refused with this error, and
+ * nothing is settled for the delivery: its settlement could not reach the broker.
+ */
+export class DeliveryLostError extends StagecoachError {
+  constructor() {
+    super('DELIVERY_LOST', 'the channel that carried this delivery closed: the broker delivers the job again, and this run is void');
   }
 }

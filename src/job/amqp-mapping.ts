@@ -5,6 +5,7 @@ import { isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import { isBatchId } from '../util/batch-id.js';
 import { JOB_CONTENT_TYPE, parseEnvelope } from './envelope.js';
 import type { HeaderValue, Job } from './job.types.js';
+import { headerBytes, MAX_INCOMING_HEADER_BYTES } from './wire-limits.js';
 
 /** The `x-ojs-*` headers of the OJS AMQP binding, and the ones stagecoach adds for dead letters. */
 export const OJS_HEADERS = {
@@ -29,6 +30,8 @@ export const OJS_HEADERS = {
   payloadSize: 'x-ojs-payload-size',
   /** The job's own `rate_limit` policy, JSON (docs/flow-control.md): a stage reads it before decoding the body. */
   rateLimit: 'x-ojs-rate-limit',
+  /** On a dead letter whose delivery's headers did not fit (see dead-letter-bounds.ts): the names of those left out. */
+  droppedHeaders: 'x-ojs-dropped-headers',
 } as const;
 
 /** Headers the broker adds on dead-lettering and redelivery: a republished job starts without them. */
@@ -122,6 +125,12 @@ export interface DecodedJob {
  */
 export function fromWire(message: IncomingMessage, tenantHeader: string = OJS_HEADERS.tenant): DecodedJob {
   const headers = message.properties.headers ?? {};
+  const size = headerBytes(headers);
+  if (size > MAX_INCOMING_HEADER_BYTES) {
+    throw new InvalidPayloadError(
+      `the headers take ${size} bytes, more than the ${MAX_INCOMING_HEADER_BYTES} a message stagecoach publishes again (a retry, a dead letter) can carry`,
+    );
+  }
   const contentType = message.properties.contentType;
   if (contentType !== undefined && contentType !== JOB_CONTENT_TYPE && contentType !== 'application/json') {
     throw new InvalidPayloadError(`content type "${contentType}" is not ${JOB_CONTENT_TYPE}`);

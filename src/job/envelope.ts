@@ -6,6 +6,7 @@ import { checkTenantSlug, isTenantSlug, notATenantSlug } from '../util/tenant-sl
 import { isTimestamp } from '../util/timestamp.js';
 import { BATCH_ID_RULE, isBatchId } from '../util/batch-id.js';
 import { uuidv7 } from './uuid-v7.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from './wire-limits.js';
 import type { Job, JobSpec } from './job.types.js';
 
 export const SPEC_VERSION = '1.0.0-rc.1';
@@ -115,6 +116,12 @@ export function parseEnvelope(body: unknown): Job {
   expect(job.scheduled_at === undefined || isTimestamp(job.scheduled_at), '"scheduled_at" must be an ISO 8601 timestamp with a time zone');
   expect(job.created_at === undefined || isTimestamp(job.created_at), '"created_at" must be an ISO 8601 timestamp with a time zone');
   validateRateLimitPolicy(job.rate_limit, `the envelope's "rate_limit"`);
+  // Last: the fields above are shallow, and a body this deep could never be published again.
+  if (nestedDeeperThan(job, MAX_JSON_DEPTH)) {
+    throw new InvalidPayloadError(
+      `the envelope is nested deeper than ${MAX_JSON_DEPTH} levels (it could not be published again, not even as a dead letter)`,
+    );
+  }
   try {
     validateRetryPolicy(job.retry, `the envelope's "retry"`);
   } catch (err) {

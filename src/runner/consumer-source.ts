@@ -1,4 +1,6 @@
+import { setMaxListeners } from 'node:events';
 import type { Channel, Message } from 'amqplib';
+import { DeliveryLostError } from '../errors/errors.js';
 
 /**
  * How a delivery is settled; `ConsumerSource` batches the acknowledgements. There is no requeue:
@@ -31,15 +33,42 @@ export class ConsumerSource implements Settler {
   private readonly outstanding: number[] = [];
   /** The message id of each outstanding tag, in the same order (for the loss ledger). */
   private readonly outstandingIds: unknown[] = [];
+  /** The consumer each outstanding tag came from (undefined: `basic.get`), in the same order. */
+  private readonly outstandingConsumers: Array<string | undefined> = [];
+  /** Per consumer tag, the deliveries in hand when the channel was abandoned (see `inHandAtLoss`). */
+  private atLoss: Map<string | undefined, number> | undefined;
   private toAck: Message[] = [];
   private flushing = false;
+  private readonly losing = new AbortController();
 
-  constructor(readonly channel: Channel) {}
+  constructor(readonly channel: Channel) {
+    // One listener per job in flight that looks at its ctx.signal (JobContext links it here
+    // until it is settled): bounded by the prefetch, never a leak.
+    setMaxListeners(0, this.losing.signal);
+  }
+
+  /**
+   * Aborted (with a DeliveryLostError) when the channel is gone: every delivery still in hand
+   * is the broker's again, and the handlers running them work for nothing.
+   */
+  get lost(): AbortSignal {
+    return this.losing.signal;
+  }
 
   /** Deliveries arrive in tag order on a channel, so `outstanding` stays sorted. */
   delivered(message: Message): void {
     this.outstanding.push(message.fields.deliveryTag);
     this.outstandingIds.push(message.properties.messageId);
+    this.outstandingConsumers.push((message.fields as { consumerTag?: string }).consumerTag);
+  }
+
+  /**
+   * How many deliveries of consumer `consumerTag` were in hand (unsettled with the broker, acks
+   * gathered but not sent included) when the channel was abandoned: each took one of its
+   * prefetch slots. 0 before.
+   */
+  inHandAtLoss(consumerTag: string): number {
+    return this.atLoss?.get(consumerTag) ?? 0;
   }
 
   ack(message: Message): void {
@@ -65,10 +94,21 @@ export class ConsumerSource implements Settler {
     const inHand = [...this.outstandingIds, ...this.toAck.map((message) => message.properties.messageId as unknown)].filter(
       (id): id is string => typeof id === 'string',
     );
+    if (this.atLoss === undefined) {
+      const counts = new Map<string | undefined, number>();
+      const consumers = [
+        ...this.outstandingConsumers,
+        ...this.toAck.map((message) => (message.fields as { consumerTag?: string }).consumerTag),
+      ];
+      for (const tag of consumers) counts.set(tag, (counts.get(tag) ?? 0) + 1);
+      this.atLoss = counts;
+    }
     this.closed = true;
     this.outstanding.length = 0;
     this.outstandingIds.length = 0;
+    this.outstandingConsumers.length = 0;
     this.toAck = [];
+    if (!this.losing.signal.aborted) this.losing.abort(new DeliveryLostError());
     return inHand;
   }
 
@@ -98,6 +138,7 @@ export class ConsumerSource implements Settler {
     if (at < 0 || this.outstanding[at] !== tag) return false;
     this.outstanding.splice(at, 1);
     this.outstandingIds.splice(at, 1);
+    this.outstandingConsumers.splice(at, 1);
     return true;
   }
 }

@@ -76,7 +76,17 @@ export class DeliveryProcessor {
         return { kind: 'failed', job, error };
       }
     }
-    const ctx = new JobContext(stage.name, stage.outputs, handled, headers, sink, log, undefined, onPublished, this.options.track);
+    const ctx = new JobContext(
+      stage.name,
+      stage.outputs,
+      handled,
+      headers,
+      sink,
+      log,
+      delivery.source.lost,
+      onPublished,
+      this.options.track,
+    );
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
     delivery.permit?.start();

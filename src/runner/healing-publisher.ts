@@ -10,11 +10,12 @@ import type { ChannelSupervisor } from './channel-supervisor.js';
  */
 export function healingPublisher(publishers: ChannelSupervisor<ConfirmPublisher>): PublishChannel {
   return {
-    publish: (exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> => {
+    publish: (exchange: string, routingKey: string, content: Buffer, options: Options.Publish, lost?: AbortSignal): Promise<void> => {
       const publisher = publishers.current;
-      if (publisher !== undefined) return publisher.publish(exchange, routingKey, content, options);
+      if (publisher !== undefined) return publisher.publish(exchange, routingKey, content, options, lost);
       return publishers.ready().then(
-        (healed) => healed.publish(exchange, routingKey, content, options),
+        (healed) =>
+          lost?.aborted === true ? Promise.reject(lost.reason as Error) : healed.publish(exchange, routingKey, content, options, lost),
         (err: Error) => Promise.reject(new PublishError(`cannot publish to "${exchange}": ${err.message}`, exchange, routingKey, true)),
       );
     },

@@ -7,24 +7,58 @@ export interface Isolatable {
 }
 
 /**
- * One per process: runs a suspect job with nothing else of the process in hand.
+ * One per process: runs suspect jobs with nothing else of the process in hand.
  *
  * A crash takes down everything the process holds, so a suspect that kills it must be the only
  * job there for the crash to be pinned on it, and for no innocent job to die (and be counted as
- * a crash) beside it. `runAlone(fn)` suspends every member (each stops consuming, hands its
- * prefetched deliveries back unstarted, and waits for its jobs in flight), runs `fn`, and lets
- * them go again. Calls queue up one behind another. A member that joins during a call starts
- * suspended.
+ * a crash) beside it. Nothing else may be in flight while a suspect runs, and nothing else in
+ * hand either: a delivery held unstarted would come back `redelivered` after the crash and be
+ * blamed with it (moved to the suspect queue, its attempt counted). So isolating costs every
+ * member its jobs in flight (it waits for them) and its prefetched deliveries (handed back, then
+ * fetched again).
+ *
+ * That cost is paid once per window, not once per suspect: `runAlone(fn)` opens a window when
+ * none is open (suspends every member: each stops consuming, hands its prefetched deliveries
+ * back and waits for its jobs in flight), and every call made while a window is open (one per
+ * runner whose suspect queue has suspects; after a crash, most tenants of a pooled process have
+ * some) takes its turn in that window, one after the other; the members go again only when no
+ * call is left. A member that joins during a window starts suspended.
+ *
+ * Lifecycle of a window: requested (waiting while the process attaches, `whileAttaching`),
+ * `suspending` (its members, then the calls, in order), closed (every
+ * member unsuspended) once the last call ended, then every caller answered; a call that rejects
+ * does not end the window, the next one runs.
  */
 export class IsolationGate {
   private readonly members = new Set<Isolatable>();
   private readonly suspended = new Set<Isolatable>();
-  private chain: Promise<unknown> = Promise.resolve();
-  private active = false;
+  private readonly calls: Array<{ run: () => Promise<() => void>; refuse: (err: unknown) => void }> = [];
+  private window: Promise<void> | undefined;
+  /** From the members' suspension to the window's close: a member joining then starts suspended. */
+  private suspending = false;
+  /** (Re)attaches in progress (`whileAttaching`), and their end. */
+  private attaching = 0;
+  private attached: Promise<void> = Promise.resolve();
+  private endAttach: () => void = () => undefined;
 
   join(member: Isolatable): void {
     this.members.add(member);
-    if (this.active) void this.suspendMember(member);
+    if (this.suspending) void this.suspendMember(member);
+  }
+
+  /**
+   * Runs `attach` (the process attaching its runners to a connection, at start or after a loss)
+   * with no window opening meanwhile: after a crash or a lost connection, what comes back is
+   * moved to the suspect queues as each runner starts consuming, and a window opened before the
+   * last runner consumes would leave that runner's share for another window.
+   */
+  async whileAttaching<T>(attach: () => Promise<T>): Promise<T> {
+    if (this.attaching++ === 0) this.attached = new Promise<void>((resolve) => (this.endAttach = resolve));
+    try {
+      return await attach();
+    } finally {
+      if (--this.attaching === 0) this.endAttach();
+    }
   }
 
   leave(member: Isolatable): void {
@@ -32,26 +66,43 @@ export class IsolationGate {
     if (this.suspended.delete(member)) member.unsuspend();
   }
 
-  /** Whether a call is running or waiting for the members to be idle. */
+  /** Whether a window is open: calls running or waiting for the members to be idle. */
   get isolating(): boolean {
-    return this.active;
+    return this.window !== undefined;
   }
 
   runAlone<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.chain.then(async () => {
-      this.active = true;
-      try {
-        await Promise.all([...this.members].map((member) => this.suspendMember(member)));
-        return await fn();
-      } finally {
-        this.active = false;
-        const members = [...this.suspended];
-        this.suspended.clear();
-        for (const member of members) member.unsuspend();
-      }
+    return new Promise<T>((resolve, reject) => {
+      // Each caller is answered when the window has closed: its members run again by then.
+      const run = (): Promise<() => void> =>
+        fn().then(
+          (value) => () => resolve(value),
+          (err: unknown) => () => reject(err),
+        );
+      this.calls.push({ run, refuse: reject });
+      this.window ??= this.open();
     });
-    this.chain = run.catch(() => undefined);
-    return run;
+  }
+
+  private async open(): Promise<void> {
+    while (this.attaching > 0) await this.attached;
+    this.suspending = true;
+    try {
+      await Promise.all([...this.members].map((member) => this.suspendMember(member)));
+    } catch (err) {
+      // A member could not be isolated: no call may run in this window.
+      for (const call of this.calls.splice(0)) call.refuse(err);
+    }
+    // Calls made while the members were being suspended, or while an earlier one ran, run here:
+    // checked again after each, with no await between the last check and the close.
+    const answers: Array<() => void> = [];
+    for (let call = this.calls.shift(); call !== undefined; call = this.calls.shift()) answers.push(await call.run());
+    this.window = undefined;
+    this.suspending = false;
+    const members = [...this.suspended];
+    this.suspended.clear();
+    for (const member of members) member.unsuspend();
+    for (const answer of answers) answer();
   }
 
   private suspendMember(member: Isolatable): Promise<void> {

@@ -6,17 +6,36 @@ const REMEMBER_MS = 10 * 60 * 1000;
 const MAX_ENTRIES = 100_000;
 
 /**
- * The deliveries this process had in hand when it lost a channel or its connection while it was
- * itself healthy (no event-loop stall). When one comes back flagged `redelivered`, the flag tells
- * of that loss, not of a crash: it is taken as a first delivery again, unblamed (no attempt
- * counted, not moved to the suspect queue), instead of joining the suspects that run one by one.
+ * What this process lost with a channel or its connection while it was itself healthy (no
+ * event-loop stall). When such a delivery comes back flagged `redelivered`, the flag tells of that
+ * loss, not of a crash: it is taken as a first delivery again, unblamed (no attempt counted, not
+ * moved to the suspect queue), instead of joining the suspects that run one by one.
  *
- * Only this process can know: a redelivery that another instance gets is a suspect there, as
- * it must be. A job whose handler stalls the loop (and so loses the connection) is never
- * forgiven: it is the classic poison job.
+ * The rule (docs/failures.md, "Lost deliveries"): a redelivery is forgiven only when this process
+ * can tell it was its own loss:
+ * - its message id was in hand (received, not yet settled with the broker) on the channel that
+ *   died: `record(ids)`;
+ * - or it was sent into that channel and never arrived (a connection cut with deliveries on the
+ *   wire): the broker had at most `prefetch` unacknowledged deliveries out per consumer, so at
+ *   most `prefetch` minus what was in hand can have been lost on the way (`record(ids, unseen)`,
+ *   per queue; 1 for a `basic.get` in progress). The broker puts a dead channel's deliveries back
+ *   at their place in the queue, ahead of anything never delivered, so they come back first: a
+ *   redelivered delivery of that queue this process never saw is forgiven against that count
+ *   while the queue's deliveries arriving here are all redelivered (`arrived`); the first one
+ *   that is not ends it.
+ *
+ * Anything else is blamed as it must be: a redelivery this process never saw, beyond that count
+ * or after fresh deliveries, was in the hands of another process that died. The count cannot
+ * tell which redelivered delivery at the head is which: when another consumer of the same queue
+ * died at the same moment, one of its jobs can be taken for one of ours and run unblamed here
+ * once (a poison job then crashes this process too and comes back a suspect, its attempt
+ * counted: one more crash, never a lost job). A job whose handler stalls the loop (and so loses
+ * the connection) is never forgiven: it is the classic poison job.
  */
 export class LossLedger {
   private readonly lost = new Map<string, number>();
+  /** Per queue: deliveries the broker may have sent into a lost channel that never arrived. */
+  private readonly unseen = new Map<string, { count: number; at: number }>();
 
   constructor(
     private readonly watch: EventLoopWatch,
@@ -24,12 +43,37 @@ export class LossLedger {
     private readonly stallWindowMs: number,
   ) {}
 
-  /** The deliveries in hand on a channel that just closed (by message id). */
-  record(messageIds: readonly string[]): void {
-    if (messageIds.length === 0 || this.watch.stalledWithin(this.stallWindowMs)) return;
+  /**
+   * A channel just closed: the deliveries in hand on it (by message id), and per queue how many
+   * more the broker may have sent it that never arrived.
+   */
+  record(messageIds: readonly string[], unseen?: ReadonlyMap<string, number>): void {
+    if ((messageIds.length === 0 && (unseen === undefined || unseen.size === 0)) || this.watch.stalledWithin(this.stallWindowMs)) return;
     const now = Date.now();
     this.expire(now);
     for (const id of messageIds) if (this.lost.size < MAX_ENTRIES) this.lost.set(id, now);
+    if (unseen === undefined) return;
+    for (const [queue, count] of unseen) {
+      if (count > 0) this.unseen.set(queue, { count: (this.unseen.get(queue)?.count ?? 0) + count, at: now });
+    }
+  }
+
+  /**
+   * A delivery arrived from `queue`, in the broker's order. At the head of a queue with unseen
+   * losses, a redelivered one this process never had is taken as one of them (see the rule).
+   */
+  arrived(queue: string, messageId: unknown, redelivered: boolean): void {
+    // The hot path: nothing lost unseen, nothing to do.
+    if (this.unseen.size === 0) return;
+    const head = this.unseen.get(queue);
+    if (head === undefined) return;
+    if (!redelivered || Date.now() - head.at >= REMEMBER_MS) {
+      this.unseen.delete(queue);
+      return;
+    }
+    if (typeof messageId !== 'string' || this.lost.has(messageId) || this.lost.size >= MAX_ENTRIES) return;
+    this.lost.set(messageId, Date.now());
+    if (--head.count === 0) this.unseen.delete(queue);
   }
 
   /** True once for a delivery recorded as lost: its redelivery is not a crash. */

@@ -7,7 +7,8 @@ import { decideFailure } from '../retry/failure-decision.js';
 import { resolveRetryPolicy } from '../retry/retry-policy.js';
 import { delayRoutingKey } from '../topology/delay-topology.js';
 import { parkKey } from '../topology/names.js';
-import { deadLetterMessage, originHeaders } from './dead-letters.js';
+import { boundedError, fittedHeaders } from './dead-letter-bounds.js';
+import { deadLetterMessage, jobDeadLetter, originHeaders } from './dead-letters.js';
 import type { Delivery } from './delivery.js';
 import type { Route, RouteContext } from './settlement-route.js';
 
@@ -158,19 +159,11 @@ export function deadLetterRoute(
   const here = (): Route => deadLetterHereRoute(ctx, delivery, job, error, exhausted);
   const target = input.dead_letter_queue;
   if (job === undefined || target === undefined || REFUSED_AT_ADMISSION.has(error.type)) return here();
-  const dead: Job = {
-    ...job,
-    queue: target,
-    error,
-    meta: { ...job.meta, original_queue: job.queue, dead_lettered_at: new Date().toISOString(), stage: ctx.stage },
-  };
   try {
-    const route = routeFor(ctx.config, dead);
-    const wire = toWire(dead, {
-      tenantHeader: ctx.config.tenantHeader,
-      headers: { ...withoutBrokerHeaders(delivery.message.properties.headers), ...originHeaders(ctx.origin) },
-    });
-    delete wire.options.expiration;
+    const moved: Job = { ...job, queue: target, meta: { ...job.meta, original_queue: job.queue } };
+    const route = routeFor(ctx.config, moved);
+    const headers = { ...fittedHeaders(withoutBrokerHeaders(delivery.message.properties.headers)), ...originHeaders(ctx.origin) };
+    const wire = jobDeadLetter(moved, boundedError(error), ctx.stage, ctx.config.tenantHeader, headers, new Date().toISOString());
     return {
       what: 'dead letter',
       message: { exchange: route.exchange, routingKey: route.routingKey, content: wire.content, options: wire.options },
@@ -205,7 +198,8 @@ export function failureRoute(
 
 /** The job again, at `nextAttempt`, with the reason it comes back. */
 function retried(ctx: RouteContext, message: Message, job: Job, nextAttempt: number, error: JobError): WireMessage {
-  const again: Job = { ...job, attempt: nextAttempt, meta: { ...job.meta, last_error: { type: error.type, message: error.message } } };
+  const last = boundedError({ type: error.type, message: error.message });
+  const again: Job = { ...job, attempt: nextAttempt, meta: { ...job.meta, last_error: last } };
   delete again.error;
   const headers = withoutBrokerHeaders(message.properties.headers);
   const traceparent = headers[OJS_HEADERS.traceparent];

@@ -120,6 +120,9 @@ export class Settlement {
    * refuses the delivery to its queue's dead-letter route rather than leaving it in limbo.
    */
   async settle(delivery: Delivery, outcome: Outcome): Promise<Settled> {
+    // Lost with its channel (its handler aborted, or done too late): the broker delivers it
+    // again, so nothing of this run is published, acknowledged or counted (see JobContext).
+    if (delivery.source.closed) return this.lost(delivery, outcome);
     try {
       if (outcome.kind === 'completed') {
         const batch = batchOf(outcome.job);
@@ -179,6 +182,16 @@ export class Settlement {
       delivery.source.reject(delivery.message);
       return 'rejected';
     }
+  }
+
+  private lost(delivery: Delivery, outcome: Outcome): Settled {
+    if ('ctx' in outcome) outcome.ctx?.close();
+    this.options.log.debug('delivery lost with its channel; nothing settled', {
+      queue: delivery.queue,
+      job_id: delivery.message.properties.messageId,
+      outcome: outcome.kind,
+    });
+    return 'abandoned';
   }
 
   /**

@@ -154,7 +154,7 @@ export class StageGroup {
     this.connection = new GroupConnection(manager, {
       log,
       metrics: this.metrics,
-      attach: (connection) => this.attachAll(connection),
+      attach: (connection) => this.services.gate.whileAttaching(() => this.attachAll(connection)),
       onLost: () => {
         services.detach();
         this.roster.detach();

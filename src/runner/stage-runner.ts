@@ -116,7 +116,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       log,
       stats: this.stats,
       metrics: this.metrics,
-      onSuspected: () => this.suspects.mayWait(0),
+      onSuspected: () => this.suspects.moved(),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
     });
     this.sink = new JobRouter(config, healingPublisher(this.publishers), options.payloads);

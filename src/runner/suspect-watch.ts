@@ -1,4 +1,4 @@
-import type { Channel } from 'amqplib';
+import type { Channel, GetMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { Logger } from '../logging/logger.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
@@ -10,12 +10,21 @@ import type { LinkMember, QueueProbe, SharedChannel, SharedLink } from './shared
 /**
  * One isolated turn runs suspects for this long at most before the work queues get a turn
  * again, and the next turn follows after SUSPECT_BREAK_MS. Isolating costs: every runner of the
- * process waits for its jobs in flight and hands its prefetched deliveries back. So a turn takes
- * every suspect it can (after a lost connection, all that was in hand comes back as one), not
- * one at a time.
+ * process waits for its jobs in flight and hands its prefetched deliveries back, and fetches
+ * them again after. So a turn takes every suspect waiting (after a crash, all that was in hand
+ * comes back at once), not one at a time, and the turns of every runner of the process share
+ * one window (IsolationGate); the bound only keeps suspects that keep coming from starving the
+ * work queues.
  */
-const SUSPECT_TURN_MS = 2000;
+const SUSPECT_TURN_MS = 30_000;
 const SUSPECT_BREAK_MS = 500;
+/**
+ * How long after a job was moved to the suspect queue the watch looks: a crash sends back all
+ * that the dead process held at once, and the runner moves it over a few hundred milliseconds;
+ * looking a moment later lets one window take all of it, instead of a window for the first
+ * suspects and another for the rest. The work queues run meanwhile: the wait costs no throughput.
+ */
+export const SUSPECT_GATHER_MS = 1000;
 /** How often a running instance looks for suspects it was not told about. */
 export const DEFAULT_SUSPECT_CHECK_MS = 5000;
 
@@ -31,8 +40,13 @@ export interface SuspectWatchOptions {
   /** Runs one suspect with nothing else in flight (the gate suspended everything first). */
   runAlone(delivery: Delivery): Promise<void>;
   onFatal(err: Error): void;
-  /** Told what was in hand when the channel closed (see LossLedger). */
-  lost(messageIds: string[]): void;
+  /**
+   * Told what was in hand when the channel closed, and per queue how many more the broker may
+   * have sent into it that never arrived (see LossLedger).
+   */
+  lost(messageIds: string[], unseen?: ReadonlyMap<string, number>): void;
+  /** Told of every suspect as it arrives (see LossLedger.arrived). */
+  arrived(queue: string, message: GetMessage): void;
   /** @defaultValue DEFAULT_SUSPECT_CHECK_MS */
   checkMs?: number;
   /**
@@ -50,7 +64,7 @@ interface SuspectChannel {
 
 /**
  * Looks for suspects and runs them alone: when the suspect channel opens, when the instance moved
- * a job there (`mayWait(0)`), and every `checkMs` (suspects come back from the delay ladder after
+ * a job there (`moved()`, a moment later), and every `checkMs` (suspects come back from the delay ladder after
  * a retry, or were moved by an instance that died before running them). With suspects waiting, it
  * asks the process-wide gate to isolate, then takes them one by one with `basic.get`, so that no
  * suspect is ever in hand while other jobs run, nor another job while a suspect runs.
@@ -59,11 +73,15 @@ export class SuspectWatch implements LinkMember {
   readonly supervisor: ChannelSupervisor<SuspectChannel>;
   private joined = false;
   private timer: NodeJS.Timeout | undefined;
+  /** When `timer` fires. */
+  private dueAt = 0;
   private checking = false;
   private pending = false;
   /** The last turn ran out of time with suspects left. */
   private unfinished = false;
   private closed = false;
+  /** A `basic.get` is on its way: its answer, a suspect, may be lost with the channel. */
+  private getting = false;
 
   constructor(private readonly options: SuspectWatchOptions) {
     this.supervisor = new ChannelSupervisor<SuspectChannel>({
@@ -101,7 +119,9 @@ export class SuspectWatch implements LinkMember {
   }
 
   linkClosed(_link: SharedLink): void {
-    // Nothing of it is ours between turns; a turn in progress ends on its failed get.
+    // Nothing of it is ours between turns; a turn in progress ends on its failed get, whose
+    // suspect may have been on the way (the shared channel recorded what was in hand).
+    if (this.getting) this.options.lost([], this.unseenGet());
   }
 
   detach(): void {
@@ -111,20 +131,36 @@ export class SuspectWatch implements LinkMember {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
+    this.timer = undefined;
     if (this.options.shared === undefined) await this.supervisor.close();
     else this.options.shared.channel.leave(this);
   }
 
-  /** Suspects may be waiting: look in `delayMs`. */
+  /** Suspects may be waiting: look in `delayMs`, or sooner when a look is due sooner already. */
   mayWait(delayMs: number): void {
     if (this.closed) return;
     if (this.checking) {
       this.pending = true;
       return;
     }
+    const at = Date.now() + delayMs;
+    if (this.timer !== undefined && this.dueAt <= at) return;
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.check(), delayMs);
+    this.dueAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.check();
+    }, delayMs);
     this.timer.unref();
+  }
+
+  /**
+   * A job was just moved to the suspect queue: look soon, once the rest of its crash has come
+   * (SUSPECT_GATHER_MS); at once while a window is open (moved as its runner was suspended), to
+   * take a turn in it.
+   */
+  moved(): void {
+    this.mayWait(this.options.gate.isolating ? 0 : SUSPECT_GATHER_MS);
   }
 
   private async check(): Promise<void> {
@@ -139,7 +175,9 @@ export class SuspectWatch implements LinkMember {
       this.options.log.debug('could not look for suspects', { queue: this.options.queue, err: (err as Error).message });
     } finally {
       this.checking = false;
-      this.mayWait(this.unfinished ? SUSPECT_BREAK_MS : this.pending ? 0 : (this.options.checkMs ?? DEFAULT_SUSPECT_CHECK_MS));
+      this.mayWait(
+        this.unfinished ? SUSPECT_BREAK_MS : this.pending ? SUSPECT_GATHER_MS : (this.options.checkMs ?? DEFAULT_SUSPECT_CHECK_MS),
+      );
     }
   }
 
@@ -157,11 +195,23 @@ export class SuspectWatch implements LinkMember {
       // The previous suspect's ack goes out first: on one channel the broker handles frames in
       // order, so it is settled before the next suspect (which may kill the process) arrives.
       suspects.source.flush();
-      const message = await suspects.channel.get(this.options.queue, { noAck: false });
+      this.getting = true;
+      let message: GetMessage | false;
+      try {
+        message = await suspects.channel.get(this.options.queue, { noAck: false });
+      } finally {
+        this.getting = false;
+      }
       if (message === false) return;
       suspects.source.delivered(message);
+      this.options.arrived(this.options.queue, message);
       await this.options.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.options.queue });
     }
+  }
+
+  /** A get on its way when the channel closed: at most one suspect lost unseen. */
+  private unseenGet(): Map<string, number> {
+    return new Map([[this.options.queue, 1]]);
   }
 
   /** Suspects in the queue now; 0 without a channel (its supervisor, or the pool, heals it). */
@@ -182,7 +232,7 @@ export class SuspectWatch implements LinkMember {
     channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.options.queue, err: err.message }));
     channel.on('close', () => {
       const expected = suspects.source.closed;
-      this.options.lost(suspects.source.abandon());
+      this.options.lost(suspects.source.abandon(), this.getting ? this.unseenGet() : undefined);
       if (!expected) lost('suspect channel closed');
     });
     return suspects;

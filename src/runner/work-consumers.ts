@@ -23,8 +23,13 @@ export interface WorkConsumersOptions {
   /** The channel's waiting deliveries are the broker's again: forget them. */
   abandon(source: ConsumerSource): void;
   onFatal(err: Error): void;
-  /** Told what was in hand when the channel closed (see LossLedger). */
-  lost(messageIds: string[]): void;
+  /**
+   * Told what was in hand when the channel closed, and per queue how many more deliveries the
+   * broker may have sent into it that never arrived (see LossLedger).
+   */
+  lost(messageIds: string[], unseen?: ReadonlyMap<string, number>): void;
+  /** Told of every delivery as it arrives, in the broker's order (see LossLedger.arrived). */
+  arrived(queue: string, message: ConsumeMessage): void;
   /**
    * Pooled: consume on this channel, shared with other tenants' runners, instead of one of its
    * own; queues are checked on the probe before each consume (a consume of a missing queue would
@@ -98,6 +103,8 @@ export class WorkConsumers implements LinkMember {
   /** Pooled: a generation closed; what waits of it is the broker's again. */
   linkClosed(link: SharedLink): void {
     if (this.view?.link !== link) return;
+    // Its ids were recorded by the shared channel; what may have been on the way is per consumer.
+    this.options.lost([], this.unseen(this.view));
     this.view.consumers.clear();
     this.view = undefined;
     this.options.abandon(link.source);
@@ -216,7 +223,9 @@ export class WorkConsumers implements LinkMember {
     );
     channel.on('close', () => {
       const expected = work.source.closed;
-      this.options.lost(work.source.abandon());
+      const inHand = work.source.abandon();
+      // Closed on purpose, its consumers were cancelled first: nothing was left on the way.
+      this.options.lost(inHand, expected ? undefined : this.unseen(work));
       work.consumers.clear();
       this.options.abandon(work.source);
       if (!expected) lost('work channel closed');
@@ -237,7 +246,20 @@ export class WorkConsumers implements LinkMember {
       return;
     }
     work.source.delivered(message);
+    this.options.arrived(queue, message);
     this.options.offer({ message, source: work.source, input: kind, queue });
+  }
+
+  /**
+   * Per queue consumed on a channel just lost, how many deliveries the broker may have sent that
+   * never arrived: a consumer has at most `prefetch` out, and those in hand took their share.
+   */
+  private unseen(work: WorkChannel): Map<string, number> {
+    const unseen = new Map<string, number>();
+    for (const [kind, tag] of work.consumers) {
+      unseen.set(this.options.queues[kind], Math.max(0, this.options.prefetch - work.source.inHandAtLoss(tag)));
+    }
+    return unseen;
   }
 
   /** Re-declares the topology and consumes again, a second later, giving up after a few tries. */

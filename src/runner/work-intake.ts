@@ -42,7 +42,9 @@ export class WorkIntake {
 
   constructor(private readonly options: WorkIntakeOptions) {
     const { queues, resources, decision, log, onFatal } = options;
-    const lost = (ids: string[]): void => resources.ledger.record(ids);
+    const lost = (ids: string[], unseen?: ReadonlyMap<string, number>): void => resources.ledger.record(ids, unseen);
+    const arrived = (queue: string, message: Delivery['message']): void =>
+      resources.ledger.arrived(queue, message.properties.messageId, isRedelivery({ message }));
     const declare = (connection: AmqpConnection): Promise<void> => resources.declare(connection);
     this.work = new WorkConsumers({
       ...resources.work,
@@ -55,6 +57,7 @@ export class WorkIntake {
       abandon: (source) => this.dispatcher.abandonWaiting((delivery) => delivery.source === source),
       onFatal,
       lost,
+      arrived,
     });
     this.suspects = new SuspectWatch({
       ...resources.suspects,
@@ -66,6 +69,7 @@ export class WorkIntake {
       runAlone: (delivery) => this.dispatcher.runAlone(delivery),
       onFatal,
       lost,
+      arrived,
     });
     this.dispatcher = new Dispatcher({
       ...resources.slots,
@@ -128,9 +132,14 @@ export class WorkIntake {
     this.suspects.mayWait(0);
   }
 
-  /** The gate isolates a suspect: nothing stays in hand, and what was settled is sent. */
+  /**
+   * The gate isolates a suspect: nothing stays in hand, and what was settled is sent. This
+   * runner's own suspects, if any, are looked for at once, to take their turn in the same window
+   * (see IsolationGate) rather than open one of their own later.
+   */
   async suspend(): Promise<void> {
     this.options.decision.suspend();
+    this.suspects.mayWait(0);
     await this.stopTaking();
     await this.dispatcher.whenIdle();
     // Nothing in hand means nothing the broker does not know is settled.

@@ -17,7 +17,9 @@ function ignore(): void {}
 /**
  * The context of one delivery. Lifecycle: created before `handle()`; closed by the settlement on
  * every outcome (`settle()` after a return, `close()` after a failure or timeout); `emit()`
- * after that is an error, because the input is being acknowledged or retried.
+ * after that is an error, because the input is being acknowledged or retried. When the delivery
+ * is lost (`lost` aborts: its channel died), `signal` aborts with the loss and `emit()` is
+ * refused with it: the broker delivers the job again, so nothing more of this run is published.
  */
 export class JobContext implements StageContext {
   private readonly pending: Promise<string>[] = [];
@@ -29,7 +31,10 @@ export class JobContext implements StageContext {
    */
   private readonly scope = { abandoned: false };
   private logger: Logger | undefined;
-  private abortSignal: AbortSignal;
+  /** The timeout's signal (useSignal), or the one made on first read when the delivery can be lost. */
+  private abortSignal: AbortSignal | undefined;
+  /** Removes the link from `lost` to the signal made on first read; set while linked. */
+  private unlink: (() => void) | undefined;
   /** The job's batch: every job it emits joins it. */
   private readonly batch: string | undefined;
   /**
@@ -46,7 +51,11 @@ export class JobContext implements StageContext {
     readonly headers: Readonly<Record<string, unknown>>,
     private readonly sink: JobSink,
     private readonly baseLog: Logger,
-    signal: AbortSignal | undefined,
+    /**
+     * Aborted when the delivery is lost (its channel's, shared by every delivery on it: handlers
+     * never listen to it directly, see `signal`). Undefined where nothing can lose it (the harness).
+     */
+    private readonly lost: AbortSignal | undefined,
     /** Called when an emitted job is confirmed (metrics). */
     private readonly onPublished?: (output: string) => void,
     /**
@@ -55,7 +64,6 @@ export class JobContext implements StageContext {
      */
     private readonly track?: (record: TrackingRecord) => Promise<void>,
   ) {
-    this.abortSignal = signal ?? NEVER_ABORTED;
     const batch = job.meta.batch;
     if (typeof batch === 'string') {
       this.batch = batch;
@@ -64,14 +72,34 @@ export class JobContext implements StageContext {
     }
   }
 
-  /** Aborted when the job runs past its timeout; a shared never-aborted signal without one. */
+  /**
+   * Aborted when the job runs past its timeout or its delivery is lost. Without a timeout, made
+   * on first read (most handlers never read it), linked to the delivery's loss until the context
+   * closes; a shared never-aborted signal when nothing can lose the delivery.
+   */
   get signal(): AbortSignal {
+    if (this.abortSignal !== undefined) return this.abortSignal;
+    const lost = this.lost;
+    if (lost === undefined) return NEVER_ABORTED;
+    const controller = new AbortController();
+    this.abortSignal = controller.signal;
+    if (lost.aborted) controller.abort(lost.reason);
+    else if (!this.closed) {
+      const onLost = (): void => controller.abort(lost.reason);
+      lost.addEventListener('abort', onLost, { once: true });
+      this.unlink = () => lost.removeEventListener('abort', onLost);
+    }
     return this.abortSignal;
   }
 
-  /** The job's timeout signal (set by the invoker before `handle()` runs). */
+  /** The job's timeout signal, which the invoker also aborts on loss (set before `handle()` runs). */
   useSignal(signal: AbortSignal): void {
     this.abortSignal = signal;
+  }
+
+  /** The delivery's loss signal, for the invoker (see constructor). */
+  get lossSignal(): AbortSignal | undefined {
+    return this.lost;
   }
 
   get tenant(): string | undefined {
@@ -106,7 +134,9 @@ export class JobContext implements StageContext {
    * @throws the first emit failure: the input must then not be acknowledged as done.
    */
   async settle(): Promise<number> {
+    // Closed, but not abandoned: emits waiting for room in a full `block` queue go on waiting.
     this.closed = true;
+    this.unlinkSignal();
     if (this.pending.length === 1) {
       // The common case: one emit, no results array.
       await this.pending[0];
@@ -122,9 +152,17 @@ export class JobContext implements StageContext {
   close(): void {
     this.closed = true;
     this.scope.abandoned = true;
+    this.unlinkSignal();
+  }
+
+  private unlinkSignal(): void {
+    this.unlink?.();
+    this.unlink = undefined;
   }
 
   private async send(output: string, spec: EmitSpec): Promise<string> {
+    // The loss first: a handler aborted by it learns why its emit is refused.
+    if (this.lost?.aborted === true) throw this.lost.reason as Error;
     if (this.closed) {
       throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}" emitted to "${output}" after its handler returned`);
     }
@@ -145,6 +183,7 @@ export class JobContext implements StageContext {
         job,
         { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
         this.scope,
+        this.lost,
       );
     } else {
       // Listed before it is sent: the settlement report names every child that may exist.
@@ -154,6 +193,7 @@ export class JobContext implements StageContext {
           job,
           { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
           this.scope,
+          this.lost,
         );
       } catch (err) {
         this.unsent?.push(job.id);
@@ -183,6 +223,7 @@ export class JobContext implements StageContext {
         job,
         { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
         this.scope,
+        this.lost,
       );
     } catch (err) {
       const error = toJobError(err);

@@ -25,8 +25,10 @@ export interface StageContext {
   readonly headers: Readonly<Record<string, unknown>>;
   /**
    * Aborted when the job runs past its timeout (the job's `timeout`, else the queue's
-   * `default_timeout`). Pass it to fetch, streams and child processes so that their work stops
-   * too; the job has then failed with HANDLER_TIMEOUT and its emits are refused.
+   * `default_timeout`), or when its delivery is lost (the channel or connection that carried it
+   * died: the broker delivers the job again). Pass it to fetch, streams and child processes so
+   * that their work stops too; the job has then failed with HANDLER_TIMEOUT, or its run is void
+   * (reason: a DeliveryLostError, DELIVERY_LOST), and its emits are refused.
    */
   readonly signal: AbortSignal;
   /** Logger whose lines carry the job id, type, tenant, stage and attempt. */

@@ -13,7 +13,8 @@ import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { DELAY_LEVELS, delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
-import { healed, seen } from '../fixtures/failure-stages.js';
+import { abortReasons, healed, lateEmits, seen } from '../fixtures/failure-stages.js';
+import { closeConnections } from '../helpers/broker-admin.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
@@ -181,6 +182,58 @@ describe('failures without loss', function () {
   it('refuses an invalid retry policy at publish with INVALID_RETRY_POLICY', async () => {
     const refused = await flaky('ok', nextKey(), undefined, { retry: { max_attempts: 0 } }).catch((e: unknown) => e);
     expect(refused).to.have.property('code', 'INVALID_RETRY_POLICY');
+  });
+
+  it('aborts ctx.signal with DELIVERY_LOST when the connection carrying the delivery dies, and publishes nothing of that run', async () => {
+    const k = nextKey();
+    await flaky('hold', k);
+    await waitFor('the handler holding the job', () => seen.get(k)?.length === 1);
+    expect(await closeConnections(`stagecoach flaky,fragile [${config.prefix}]`, 'test: delivery lost')).to.equal(1);
+    await waitFor('the handler told of the loss', () => abortReasons.has(k), 10_000);
+    expect(abortReasons.get(k), 'the abort reason (not "not aborted": its 8 s wait ran out)').to.equal('DELIVERY_LOST');
+    await waitFor('its emit after the loss refused', () => lateEmits.has(k));
+    expect(lateEmits.get(k)).to.equal('DELIVERY_LOST');
+    // The broker delivers it again after the reconnection: that run's output is the only one.
+    await waitFor('the job run again, done', async () => (await raw.count(done())) === 1, 20_000);
+    const [result] = await raw.drain(done());
+    expect(body(result).args[1], 'the output of the second run').not.to.equal('late');
+    await waitFor('the group ready again', () => group.readiness().ready, 20_000);
+    expect(await raw.count(done())).to.equal(0);
+  });
+
+  it('dead-letters with its reason what cannot carry it whole: a huge error, huge headers, args nested 10,000 deep', async () => {
+    const k = nextKey();
+    const huge = await flaky('huge-error', k, 100_000, { retry: { max_attempts: 1 } });
+    const ct = 'application/openjobspec+json';
+    const big = { 'x-ojs-tenant': 'acme', 'x-big': 'b'.repeat(62 * 1024), 'x-small': 'kept' };
+    await raw.publish('', work(), JSON.stringify({ id: 'big-headers', type: 'flaky', queue: 'work', args: ['ok', 'h'] }), {
+      headers: big,
+      contentType: ct,
+      messageId: 'big-headers',
+    });
+    // Written out: JSON.stringify itself cannot take it.
+    const deep = `{"id":"deep","type":"flaky","queue":"work","args":["ok","d",${'['.repeat(10_000)}${']'.repeat(10_000)}]}`;
+    await raw.publish('', work(), deep, { headers: { 'x-ojs-tenant': 'acme' }, contentType: ct, messageId: 'deep' });
+    await waitFor('three dead letters', async () => (await raw.count(dead())) === 3);
+    const letters = await raw.drain(dead());
+    const byId = new Map(letters.map((letter) => [letter.properties.messageId as string, letter]));
+    const hugeLetter = byId.get(huge);
+    const headers = (id: string): Record<string, unknown> => byId.get(id)?.properties.headers ?? {};
+    expect(headers(huge)['x-ojs-error-type'], 'the handler error keeps its type').to.equal('Error');
+    expect(String(headers(huge)['x-ojs-error-message'])).to.match(/^huge x+.*cut\]$/);
+    expect(Buffer.byteLength(String(headers(huge)['x-ojs-error-message']))).to.be.at.most(1024);
+    expect(hugeLetter && body(hugeLetter).error?.message.length).to.be.at.most(1024);
+    expect(headers('big-headers')).to.include({
+      'x-ojs-error-type': 'INVALID_PAYLOAD',
+      'x-small': 'kept',
+      'x-ojs-dropped-headers': 'x-big',
+    });
+    expect(String(headers('big-headers')['x-ojs-error-message'])).to.match(/the headers take \d+ bytes/);
+    expect(headers('big-headers')).not.to.have.property('x-big');
+    expect(headers('deep')).to.include({ 'x-ojs-error-type': 'INVALID_PAYLOAD' });
+    expect(String(headers('deep')['x-ojs-error-message'])).to.match(/nested deeper than 512 levels/);
+    expect(byId.get('deep')?.content.toString(), 'the body is kept byte for byte').to.equal(deep);
+    expect(seen.get('h'), 'refused before its handler').to.equal(undefined);
   });
 
   it('dead-letters ten kinds of malformed messages with a reason each, and keeps processing good jobs', async () => {

@@ -153,7 +153,7 @@ describe('IsolationGate', () => {
     expect(broken.unsuspended).to.equal(1);
   });
 
-  it('never overlaps two runAlone calls: the second starts after the first has ended', async () => {
+  it('never overlaps two runAlone calls, and runs a call made during a window in that window: one suspension for both', async () => {
     const log: string[] = [];
     const gate = new IsolationGate();
     const a = new Member('a', log);
@@ -166,25 +166,27 @@ describe('IsolationGate', () => {
     expect(log).to.include('first runs');
     expect(log).to.not.include('second runs');
     first.finish();
-    expect(await one).to.equal('first');
     await settle();
     expect(log).to.include('second runs');
-    expect(a.suspended, 'suspended again for the second call').to.equal(true);
+    expect(a.suspended, 'still suspended: the window is still open').to.equal(true);
     second.finish();
+    expect(await one, 'each caller answered once the window closed').to.equal('first');
     expect(await two).to.equal('second');
-    expect(log).to.deep.equal([
-      'a suspend',
-      'a idle',
-      'first runs',
-      'first ends',
-      'a unsuspend',
-      'a suspend',
-      'a idle',
-      'second runs',
-      'second ends',
-      'a unsuspend',
-    ]);
+    expect(log).to.deep.equal(['a suspend', 'a idle', 'first runs', 'first ends', 'second runs', 'second ends', 'a unsuspend']);
     expect(a.suspensions).to.equal(0);
+    expect(gate.isolating).to.equal(false);
+  });
+
+  it('opens a new window for a call made after the last one closed', async () => {
+    const log: string[] = [];
+    const gate = new IsolationGate();
+    const a = new Member('a', log);
+    gate.join(a);
+    expect(await gate.runAlone(() => Promise.resolve(1))).to.equal(1);
+    await settle();
+    expect(await gate.runAlone(() => Promise.resolve(2))).to.equal(2);
+    await settle();
+    expect(log).to.deep.equal(['a suspend', 'a idle', 'a unsuspend', 'a suspend', 'a idle', 'a unsuspend']);
   });
 
   it('runs the next call even when the one before it failed', async () => {
@@ -271,5 +273,25 @@ describe('IsolationGate', () => {
     gate.join(a);
     gate.leave(a);
     expect(log).to.deep.equal([]);
+  });
+});
+
+describe('IsolationGate while the process attaches', () => {
+  it('opens no window until every attach in progress has ended: members joining meanwhile consume first', async () => {
+    const log: string[] = [];
+    const gate = new IsolationGate();
+    const a = new Member('a', log);
+    gate.join(a);
+    let attached: () => void = () => undefined;
+    const attaching = gate.whileAttaching(() => new Promise<void>((resolve) => (attached = resolve)));
+    const call = gate.runAlone(() => Promise.resolve('ran'));
+    await settle();
+    const b = new Member('b', log);
+    gate.join(b);
+    expect(log, 'nobody suspended while attaching').to.deep.equal([]);
+    attached();
+    await attaching;
+    expect(await call).to.equal('ran');
+    expect(log).to.have.members(['a suspend', 'a idle', 'b suspend', 'b idle', 'a unsuspend', 'b unsuspend']);
   });
 });

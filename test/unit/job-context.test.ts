@@ -1,7 +1,8 @@
+import { getEventListeners } from 'node:events';
 import { expect } from 'chai';
 import type { TrackingRecord } from '../../src/batch/tracking-report.js';
 import type { JobSink } from '../../src/broker/job-router.js';
-import { PublishError, StagecoachError, UnknownOutputError } from '../../src/errors/errors.js';
+import { DeliveryLostError, PublishError, StagecoachError, UnknownOutputError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
@@ -244,5 +245,46 @@ describe('JobContext: a handler starting a batch', () => {
     expect(tracked.map((r) => (r.kind === 'settled' ? r.outcome : r.kind))).to.deep.equal(['created', 'discarded']);
     expect(await rejection(ctx.emit('files', { type: 'file', batch: 'bad id' }))).to.be.instanceOf(StagecoachError);
     expect(((await rejection(ctx.emit('files', { type: 'file', meta: { batch: 'other' } }))) as Error).message).to.match(/give "batch"/);
+  });
+});
+
+describe('JobContext when its delivery is lost', () => {
+  const lostSetup = (): { ctx: JobContext; lost: AbortController; sink: ControlledSink } => {
+    const sink = new ControlledSink();
+    const lost = new AbortController();
+    const job = createJob({ type: 'doc.convert' }, { queue: 'incoming', tenant: 'acme' });
+    return { ctx: new JobContext('converter', ['converted'], job, {}, sink, log, lost.signal), lost, sink };
+  };
+
+  it('aborts ctx.signal with the loss, and refuses every emit after it with DELIVERY_LOST', async () => {
+    const { ctx, lost, sink } = lostSetup();
+    const signal = ctx.signal;
+    expect(signal, 'a signal of its own, never the shared loss signal').not.to.equal(lost.signal);
+    expect(signal.aborted).to.equal(false);
+    lost.abort(new DeliveryLostError());
+    expect(signal.aborted).to.equal(true);
+    expect(signal.reason).to.be.instanceOf(DeliveryLostError);
+    const err = await rejection(ctx.emit('converted', { type: 'doc.converted' }));
+    expect(err).to.have.property('code', 'DELIVERY_LOST');
+    expect(sink.sent, 'nothing handed to the sink').to.have.length(0);
+  });
+
+  it('hands the loss signal to the sink, so that a send still waiting can be dropped', () => {
+    const sent: Array<AbortSignal | undefined> = [];
+    const lost = new AbortController();
+    const job = createJob({ type: 'doc.convert' }, { queue: 'incoming', tenant: 'acme' });
+    const sink: JobSink = { send: (_job, _wire, _scope, signal) => (sent.push(signal), new Promise<void>(() => undefined)) };
+    const ctx = new JobContext('converter', ['converted'], job, {}, sink, log, lost.signal);
+    void ctx.emit('converted', { type: 'doc.converted' });
+    expect(sent).to.deep.equal([lost.signal]);
+  });
+
+  it('leaves no listener on the loss signal once closed, and makes none for a handler that never reads ctx.signal', () => {
+    const { ctx, lost } = lostSetup();
+    expect(getEventListeners(lost.signal, 'abort')).to.have.length(0);
+    void ctx.signal;
+    expect(getEventListeners(lost.signal, 'abort')).to.have.length(1);
+    ctx.close();
+    expect(getEventListeners(lost.signal, 'abort')).to.have.length(0);
   });
 });

@@ -25,6 +25,38 @@ describe('LossLedger: losses this process knows are not crashes', () => {
   });
 });
 
+describe('LossLedger: deliveries lost on the way, never received', () => {
+  it('forgives redelivered strangers at the head of the queue, up to what the broker could have sent', () => {
+    const ledger = new LossLedger(watch(false), 125_000);
+    ledger.record(['a'], new Map([['q', 2]]));
+    ledger.arrived('q', 'a', true);
+    ledger.arrived('q', 'x', true);
+    ledger.arrived('q', 'y', true);
+    ledger.arrived('q', 'z', true);
+    expect(['a', 'x', 'y', 'z'].map((id) => ledger.forgive(id))).to.deep.equal([true, true, true, false]);
+  });
+
+  it('ends the head at the first delivery that is not redelivered: what follows was with another process', () => {
+    const ledger = new LossLedger(watch(false), 125_000);
+    ledger.record([], new Map([['q', 5]]));
+    ledger.arrived('q', 'x', true);
+    ledger.arrived('q', 'fresh', false);
+    ledger.arrived('q', 'y', true);
+    expect(['x', 'y'].map((id) => ledger.forgive(id))).to.deep.equal([true, false]);
+  });
+
+  it('keeps the queues apart, and records nothing after a stall', () => {
+    const ledger = new LossLedger(watch(false), 125_000);
+    ledger.record([], new Map([['q', 1]]));
+    ledger.arrived('other', 'x', true);
+    expect(ledger.forgive('x')).to.equal(false);
+    const stalled = new LossLedger(watch(true), 125_000);
+    stalled.record([], new Map([['q', 1]]));
+    stalled.arrived('q', 'y', true);
+    expect(stalled.forgive('y')).to.equal(false);
+  });
+});
+
 describe('EventLoopWatch', () => {
   it('sees a loop blocked right now as a stall, before its overdue tick runs', () => {
     const loop = new EventLoopWatch();
