@@ -43,8 +43,8 @@ export interface DispatcherOptions {
  *   prefetched in a process that may be about to die. The owner holds it first, cancels its
  *   consumers, then closes it: a copy handed back can then not come back to this process.
  * - `runAlone()` starts only when nothing else is in flight and nothing waits, and nothing else
- *   starts while it runs: a crash then is that job's own (see IsolationGate). A suspect runs
- *   outside the flow limits: it runs alone, and its process is held for it.
+ *   starts while it runs: a crash then is that job's own (see IsolationGate). It waits for its
+ *   flow limits' tokens first, as any job.
  * - With flow control, a delivery starts only once its permit is granted; one still waiting is
  *   passed over for the next one that may start (OJS rate limiting RL-004), and one that waits
  *   beyond MAX_PERMIT_WAIT_MS is handed back. Whatever its permit holds goes back when it ends
@@ -124,12 +124,37 @@ export class Dispatcher implements ShareMember {
     // Outside the share: everything else of the process is suspended, so it takes no one's slot.
     this.running++;
     try {
-      await this.options.process(delivery);
+      // Within its limits, as any job (its process's tokens are all back: nothing else is in
+      // hand); one whose tokens do not come in time goes back to the suspect queue, unstarted.
+      const permitted = this.options.admit === undefined ? true : await this.permitAlone(delivery);
+      if (permitted) await this.options.process(delivery);
+      else await this.options.giveBack(delivery);
     } finally {
+      delivery.permit?.end();
       this.running--;
       this.pump();
       this.checkIdle();
     }
+  }
+
+  /** A suspect's permit: true once granted (or none needed), false when MAX_PERMIT_WAIT_MS ran out first. */
+  private permitAlone(delivery: Delivery): Promise<boolean> {
+    const admit = this.options.admit;
+    if (admit === undefined) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const granted = (): void => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      // Its own policy's `reschedule` or `drop` does not apply: a suspect waits.
+      const permit = admit(delivery, granted, () => undefined);
+      if (permit === undefined) return resolve(true);
+      delivery.permit = permit;
+      if (permit.granted) return resolve(true);
+      timer = setTimeout(() => resolve(false), MAX_PERMIT_WAIT_MS);
+      timer.unref();
+    });
   }
 
   /**

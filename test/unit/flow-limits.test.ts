@@ -232,6 +232,24 @@ describe('Dispatcher with flow limits', () => {
     expect(started).to.deep.equal([2, 1]);
   });
 
+  it('runs a suspect alone only once its permit is granted: the tokens of its limits hold for it too', async () => {
+    const fake = fakeSource();
+    const started: number[] = [];
+    const dispatcher = new Dispatcher({
+      concurrency: 1,
+      process: async (d) => void started.push(d.message.fields.deliveryTag),
+      giveBack: async () => undefined,
+      admit: (_d, granted) => new Permit(fake.source, [bucket], granted),
+    });
+    const alone = dispatcher.runAlone(delivery(7, true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started, 'started before its token').to.deep.equal([]);
+    fake.grant('k.concurrency');
+    await alone;
+    expect(started).to.deep.equal([7]);
+    expect(fake.given, 'its token goes back when it ends').to.deep.equal(['k.concurrency']);
+  });
+
   it('hands back what waits with its permit when it closes, the tokens it holds given back', async () => {
     const fake = fakeSource();
     const handed: number[] = [];
