@@ -46,6 +46,7 @@ function report(queue: string, tenant: string | undefined, fields: Partial<Queue
     due: companion('due'),
     suspect: companion('suspect'),
     dead: companion('dead'),
+    limits: null,
     ...fields,
   };
 }
