@@ -8,6 +8,7 @@ import { BatchDetails } from './batch-details.js';
 import { BatchesView } from './batches-view.js';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { count } from './format.js';
+import { LimitsView } from './limits-view.js';
 import { MatrixView, SharedStrip } from './matrix-view.js';
 import { QueueDetails } from './queue-details.js';
 import { TokenBar } from './token-bar.js';
@@ -149,6 +150,7 @@ function App() {
               <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
               <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
               <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
+              <${LimitsView} limits=${matrix.limits} />
             </div>
             ${
               selected

@@ -41,3 +41,28 @@ export function ago(iso, now = Date.now()) {
 export function where(queue, tenant) {
   return tenant ? `${tenant} / ${queue}` : `${queue} (shared)`;
 }
+
+const PERIODS = new Map([
+  [1000, 's'],
+  [60000, 'min'],
+  [3600000, 'h'],
+  [86400000, 'd'],
+]);
+
+/** `50/s`, `100/min`, or `10 per 2500 ms` for a window of no round unit. */
+export function perWindow(limit, periodMs) {
+  const unit = PERIODS.get(periodMs);
+  return unit ? `${limit}/${unit}` : `${limit} per ${periodMs} ms`;
+}
+
+/**
+ * A queue's own flow limits as `stagecoach queues` prints them: `3/5 run` (jobs running / its
+ * concurrency; a dash before any job took a token), `20/s` (its rate limit), both; '' without.
+ */
+export function queueLimits(limits) {
+  if (!limits) return '';
+  const parts = [];
+  if (limits.concurrency !== null) parts.push(`${count(limits.active)}/${limits.concurrency} run`);
+  if (limits.rate_limit !== null) parts.push(perWindow(limits.rate_limit.limit, limits.rate_limit.period_ms));
+  return parts.join(' ');
+}

@@ -3,7 +3,7 @@
 import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
-import { backlogLevel, count, percent, rate } from './format.js';
+import { backlogLevel, count, percent, queueLimits, rate } from './format.js';
 
 const html = htm.bind(h);
 
@@ -45,6 +45,15 @@ export function Cell({ cell, queue, tenant, selected, onSelect }) {
           >${rate(cell.deliver_rate)}/s${cell.publish_rate ? html` <span class="muted">(${rate(cell.publish_rate)} in)</span>` : null}</span
         >
       </span>
+      ${
+        cell.limits
+          ? html`<span class="line small">
+              <span data-field="limits" title="flow limits of the queue: jobs running / concurrency, starts per window"
+                >${queueLimits(cell.limits)}</span
+              >
+            </span>`
+          : null
+      }
       <span class="line badges">
         ${
           cell.state !== 'active'

@@ -4,7 +4,7 @@ import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
-import { ago, count, rate, where } from './format.js';
+import { ago, count, queueLimits, rate, where } from './format.js';
 import { MessageBody } from './message-body.js';
 
 const html = htm.bind(h);
@@ -192,11 +192,22 @@ export function QueueDetails({ selected, matrix, version, act, onClose }) {
               <dt>suspects</dt>
               <dd>${count(cell.suspect)}</dd>
             </div>
+            ${
+              cell.limits
+                ? html`<div class="wide">
+                    <dt>flow limits (<code>${cell.limits.key}</code>)</dt>
+                    <dd data-field="limits">${queueLimits(cell.limits)}</dd>
+                  </div>`
+                : null
+            }
             ${cell.variants.map(
               (v) =>
                 html`<div class="wide">
                   <dt>variant ${v.variant}</dt>
-                  <dd>${count(v.ready)} ready · ${count(v.unacked)} in flight · ${count(v.consumers)} ⚙ · ${v.state}</dd>
+                  <dd>
+                    ${count(v.ready)} ready · ${count(v.unacked)} in flight · ${count(v.consumers)} ⚙ ·
+                    ${v.state}${v.limits ? ` · ${queueLimits(v.limits)}` : ''}
+                  </dd>
                 </div>`,
             )}
           </dl>`

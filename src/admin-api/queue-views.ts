@@ -26,6 +26,9 @@ export function configView(config: CompiledConfig, name: string, tenant?: string
     ...(settings.block_timeout === undefined ? {} : { block_timeout: settings.block_timeout }),
     dead_letter_ttl: settings.dead_letter_ttl ?? null,
     dead_letter_max_size: settings.dead_letter_max_size ?? null,
+    // Flow limits (docs/flow-control.md): enforced by the stages, shown with the other settings.
+    concurrency: settings.concurrency ?? null,
+    rate_limit: settings.rate_limit ?? null,
     ...(queue.dead_letter_queue === undefined ? {} : { dead_letter_queue: queue.dead_letter_queue }),
     ...(queue.default_timeout === undefined ? {} : { default_timeout: queue.default_timeout }),
     ...(queue.allowed_job_types === undefined ? {} : { allowed_job_types: queue.allowed_job_types }),

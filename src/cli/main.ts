@@ -117,7 +117,9 @@ export function buildProgram(): Command {
     .option('--per-tenant', 'one partition per tenant')
     .addOption(configOption())
     .action(async (key: string, opts: { concurrency?: string; rate?: string; throttle?: string; perTenant?: boolean; config?: string }) => {
-      process.exitCode = await limitsSet(key, opts);
+      // `limits` takes --config too, and commander gives it to `limits` wherever it is written.
+      const config = opts.config ?? limitsCommand.opts<{ config?: string }>().config;
+      process.exitCode = await limitsSet(key, { ...opts, ...(config === undefined ? {} : { config }) });
     });
 
   program

@@ -5,6 +5,7 @@ import { BrokerNames } from '../topology/names.js';
 import type { DashboardContext, DashboardRequest, DashboardRoute } from './dashboard-context.js';
 import { DashboardRequestError, missingQueueOf, orQueueMissing } from './dashboard-errors.js';
 import { flagOf, integerOf, queueOf, sortOf, tenantOf } from './dashboard-params.js';
+import { limitList } from './limit-list.js';
 import { messageRef } from './message-ref.js';
 import { MAX_SCAN, peekMessage } from './peek-message.js';
 import { QueueSnapshots } from './queue-snapshot.js';
@@ -18,7 +19,7 @@ const DEFAULT_LIST = 100;
  *
  * | route | token | answer |
  * | --- | --- | --- |
- * | `GET /ojs/v1/dashboard/matrix?filter=&problems=&sort=&offset=&limit=` | | one page of the tenants x queues matrix (tenant-matrix.ts), with the broker's resource `alarms` |
+ * | `GET /ojs/v1/dashboard/matrix?filter=&problems=&sort=&offset=&limit=` | | one page of the tenants x queues matrix (tenant-matrix.ts), with the broker's resource `alarms` and flow `limits` (limit-list.ts) |
  * | `GET /ojs/v1/queues/{name}/dead-letters?tenant=&limit=` | | dead letters, each with its error and attempt, without bodies |
  * | `GET /ojs/v1/queues/{name}/dead-letters/{ref}?tenant=` | | one dead letter with its headers and body (and its payload's arguments, sent by reference) |
  * | `POST /ojs/v1/queues/{name}/dead-letters/retry?tenant=` | yes | sends them back to their queue (`stagecoach dead retry`) |
@@ -62,7 +63,7 @@ export function dashboardRoutes(ctx: DashboardContext, snapshots: QueueSnapshots
           limit: integerOf(query, 'limit', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE),
         });
         // The broker's alarms beside the queues: while one is raised nothing is published anywhere.
-        return { status: 200, body: { ...matrix, alarms: snapshot.alarms } };
+        return { status: 200, body: { ...matrix, alarms: snapshot.alarms, limits: limitList(snapshot.limits) } };
       },
     },
     {

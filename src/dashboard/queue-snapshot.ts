@@ -1,5 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { readBrokerAlarms, type BrokerAlarm } from '../inspect/broker-alarms.js';
+import { buildLimitReports, type LimitReport } from '../inspect/limit-report.js';
 import { buildQueueReports, type QueueReport } from '../inspect/queue-report.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import type { ManagementApi } from '../security/management-api.js';
@@ -11,6 +12,8 @@ export interface QueueSnapshot {
   unroutable: number | null;
   /** Resource alarms raised on the broker's nodes (publishing blocked); null when the API did not say. */
   alarms: BrokerAlarm[] | null;
+  /** Every flow-limit partition under the prefix, from the same statistics (`stagecoach limits`). */
+  limits: LimitReport[];
   /** When the management API answered. */
   takenAt: number;
 }
@@ -49,16 +52,14 @@ async function take(config: CompiledConfig, api: ManagementApi, clock: () => num
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const [queues, exchanges, alarms] = await Promise.all([api.queueStatistics(vhost), api.listExchanges(vhost), readBrokerAlarms(api)]);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);
+  const oursStats = queues.filter((queue) => ours(queue.name));
   const unroutableName = new BrokerNames(config.prefix).unroutable;
   const unroutable = queues.find((queue) => queue.name === unroutableName);
   return {
-    reports: buildQueueReports(
-      config,
-      queues.filter((queue) => ours(queue.name)),
-      exchanges.map((exchange) => exchange.name).filter(ours),
-    ),
+    reports: buildQueueReports(config, oursStats, exchanges.map((exchange) => exchange.name).filter(ours)),
     unroutable: unroutable?.messages_ready === undefined ? null : unroutable.messages_ready + (unroutable.messages_unacknowledged ?? 0),
     alarms,
+    limits: buildLimitReports(config, oursStats),
     takenAt: clock(),
   };
 }

@@ -1,4 +1,5 @@
 import type { CompiledConfig } from '../config/config.types.js';
+import type { QueueLimits } from '../inspect/queue-limits.js';
 import type { QueueReport } from '../inspect/queue-report.js';
 import type { QueueState } from '../state/queue-state.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
@@ -28,6 +29,8 @@ export interface VariantCell {
   ready: number | null;
   unacked: number | null;
   consumers: number | null;
+  /** The variant queue's own flow limits (its own partition); null: none. */
+  limits: QueueLimits | null;
 }
 
 /**
@@ -53,6 +56,11 @@ export interface MatrixCell {
   dead: number | null;
   /** The fullest physical queue's `ready / max_size`; null when unbounded or not sampled. */
   max_size_use: number | null;
+  /**
+   * The general queue's own flow limits and the jobs running under them (each variant queue has
+   * its own partition: see `variants`); null: none.
+   */
+  limits: QueueLimits | null;
   variants: VariantCell[];
 }
 
@@ -188,6 +196,7 @@ function cellOf(reports: readonly QueueReport[] | undefined): MatrixCell | null 
     // One dead-letter queue per logical queue and tenant, named in every report of the cell.
     dead: depth(general.dead),
     max_size_use: uses.length === 0 ? null : Math.max(...uses),
+    limits: general.limits,
     variants: reports
       .filter((report) => report.variant !== undefined)
       .map((report) => ({
@@ -196,6 +205,7 @@ function cellOf(reports: readonly QueueReport[] | undefined): MatrixCell | null 
         ready: report.ready,
         unacked: report.unacked,
         consumers: report.consumers,
+        limits: report.limits,
       })),
   };
 }

@@ -146,7 +146,7 @@ function jobWindow(value: unknown): CompiledWindow | undefined {
 }
 
 /** The buckets of a physical queue's own limits (`concurrency`, `rate_limit`; the tenant's settings first). */
-export function queueBuckets(config: CompiledConfig, scope: LimitScope): Bucket[] {
+export function queueBuckets(config: CompiledConfig, scope: Pick<LimitScope, 'queue' | 'physical' | 'tenant'>): Bucket[] {
   const settings = settingsFor(config, scope.queue, scope.tenant);
   const window = settings.rate_limit;
   const periodMs = window === undefined ? undefined : parseDuration(window.period);

@@ -1,3 +1,4 @@
+import { formatQueueLimits } from './queue-limits.js';
 import type { CompanionDepth, QueueReport } from './queue-report.js';
 
 const COLUMNS = [
@@ -15,12 +16,13 @@ const COLUMNS = [
   'DUE',
   'SUSPECT',
   'DEAD',
+  'LIMITS',
 ];
 
 /**
  * `stagecoach queues` for people: one line per physical queue, columns aligned, `-` for what is
- * unknown (not sampled yet, unbounded, no such companion queue), then a note on where the
- * numbers come from.
+ * unknown (not sampled yet, unbounded, no such companion queue, no flow limit), then a note on
+ * where the numbers come from.
  */
 export function formatQueues(reports: readonly QueueReport[]): string {
   if (reports.length === 0) return 'no queues\n';
@@ -39,6 +41,7 @@ export function formatQueues(reports: readonly QueueReport[]): string {
     depth(r.due),
     depth(r.suspect),
     depth(r.dead),
+    formatQueueLimits(r.limits),
   ]);
   const widths = COLUMNS.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]): string =>
@@ -51,6 +54,11 @@ export function formatQueues(reports: readonly QueueReport[]): string {
     ...rows.map(line),
     '',
     "counts and rates (messages per second) are the management plugin's samples, up to its collection interval old (5 s by default)",
+    ...(reports.some((r) => r.limits !== null)
+      ? [
+          'LIMITS: the queue\'s own flow limits, jobs running/concurrency ("-" before any job needed a token) and starts per window (`stagecoach limits` for every partition)',
+        ]
+      : []),
     '',
   ].join('\n');
 }

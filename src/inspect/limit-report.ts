@@ -1,7 +1,9 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { bucketsOf, type Strategy } from '../flow/bucket.js';
+import { queueBuckets } from '../flow/limit-resolver.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { managementApiOf, type BrokerQueueStats } from '../security/management-api.js';
+import { parseBrokerName } from '../topology/names.js';
 
 /**
  * One flow-limit partition as the broker holds it (OJS rate-limiting extension 10.1, `GET
@@ -21,6 +23,7 @@ export interface LimitReport {
 }
 
 const FLOW = '.flow.';
+const QUEUE_PARTITION = 'queue:';
 
 /** Every partition under the prefix, sorted by key; `key` keeps one. */
 export async function inspectLimits(config: CompiledConfig, key?: string): Promise<LimitReport[]> {
@@ -43,7 +46,7 @@ export function buildLimitReports(config: CompiledConfig, stats: readonly Broker
     const held = tokens.messages_unacknowledged ?? 0;
     const report = reports.get(bucket.partition) ?? { key: bucket.partition, configured: false };
     const configured = configuredBuckets(config, bucket.partition).find((b) => b.strategy === bucket.strategy && b.id === name);
-    report.configured ||= configured !== undefined || bucket.partition.startsWith('queue:');
+    report.configured ||= configured !== undefined || bucket.partition.startsWith(QUEUE_PARTITION);
     const limit = configured?.size ?? ledger;
     const periodMs = bucket.cooldownMs === undefined ? 0 : periodOf(bucket.cooldownMs);
     if (bucket.strategy === 'concurrency') {
@@ -82,7 +85,18 @@ function periodOf(cooldownMs: number): number {
   return Math.round(cooldownMs / 1.01);
 }
 
+/**
+ * The buckets the configuration makes of a partition now: a queue's own (`queue:<physical>`,
+ * its tenant's settings first) or a named limit's. A bucket not among them is stale (its window
+ * changed) or a job policy's.
+ */
 function configuredBuckets(config: CompiledConfig, partition: string): ReturnType<typeof bucketsOf> {
+  if (partition.startsWith(QUEUE_PARTITION)) {
+    const physical = partition.slice(QUEUE_PARTITION.length);
+    const parsed = parseBrokerName(config.prefix, physical);
+    if (parsed?.kind !== 'queue' || parsed.queue === undefined) return [];
+    return queueBuckets(config, { queue: parsed.queue, physical, tenant: parsed.tenant });
+  }
   const limit = config.limits.get(partition.split('@')[0]);
   return limit === undefined ? [] : bucketsOf(partition, limit);
 }

@@ -3,6 +3,8 @@ import { settingsFor } from '../config/queue-resolver.js';
 import type { BrokerQueueStats } from '../security/management-api.js';
 import { QueueStates, type QueueState } from '../state/queue-state.js';
 import { BrokerNames, parseBrokerName } from '../topology/names.js';
+import { buildLimitReports } from './limit-report.js';
+import { queueLimitsOf, type QueueLimits } from './queue-limits.js';
 
 /**
  * A companion queue of a work queue (`due`, `suspect`, dead letters). Counts are null when the
@@ -52,11 +54,14 @@ export interface QueueReport {
   suspect: CompanionDepth;
   /** Shared by a tenant's general and variant queues (dead letters are per logical queue and tenant). */
   dead: CompanionDepth;
+  /** Its own flow limits in force and the jobs running under them (docs/flow-control.md); null: none applies. */
+  limits: QueueLimits | null;
 }
 
 /**
  * Reports on every physical work queue under `config.prefix` (shared, tenant and variant queues)
- * found in `queues`, with states read from `exchangeNames`. Pure: `inspectQueues` gathers the
+ * found in `queues`, with states read from `exchangeNames` and flow limits' partitions from the
+ * `<prefix>.flow.*` queues among `queues`. Pure: `inspectQueues` gathers the
  * two lists from the management API. Sorted by logical queue, tenant, then variant (the general
  * queue first).
  */
@@ -69,6 +74,8 @@ export function buildQueueReports(
   const names = new BrokerNames(config.prefix);
   const states = new QueueStates(config.prefix, exchangeNames);
   const byName = new Map(queues.map((queue) => [queue.name, queue]));
+  // The flow partitions are queues under the prefix too (`<prefix>.flow.*`): the same statistics.
+  const partitions = new Map(buildLimitReports(config, queues).map((report) => [report.key, report]));
   const reports: QueueReport[] = [];
   for (const stats of queues) {
     const parsed = parseBrokerName(config.prefix, stats.name);
@@ -103,6 +110,7 @@ export function buildQueueReports(
       due,
       suspect,
       dead: companion(byName, names.deadQueue(queue, tenant)),
+      limits: queueLimitsOf(config, { physical: stats.name, queue, tenant }, partitions),
     });
   }
   return reports.sort(

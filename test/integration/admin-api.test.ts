@@ -189,10 +189,10 @@ describe('the admin HTTP API, end to end', function () {
     const invalid = await call('PUT', '/ojs/v1/queues/done/config', { body: { max_size: 'lots' } });
     expect(invalid.status).to.equal(422);
     expect(invalid.body.error?.code).to.equal('INVALID_CONFIG');
-    // (`concurrency`, refused here before flow control, is a queue setting now: docs/flow-control.md.)
-    const unknown = await call('PUT', '/ojs/v1/queues/done/config', { body: { workers: 3 } });
+    // An OJS field stagecoach does not have (`concurrency` is a flow limit now: docs/flow-control.md).
+    const unknown = await call('PUT', '/ojs/v1/queues/done/config', { body: { retention: 'P1D' } });
     expect(unknown.status).to.equal(422);
-    expect(unknown.body.error?.message).to.contain('workers');
+    expect(unknown.body.error?.message).to.contain('retention');
     expect(await readFile(file, 'utf8')).to.equal(before);
   });
 

@@ -8,6 +8,7 @@ import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';
+import { held } from '../fixtures/test-stages.js';
 import { REPO_ROOT } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
@@ -80,8 +81,10 @@ describe('the web dashboard, in a headless browser', function () {
     project = await writeConfigFile(
       {
         tenants: ['acme', 'globex'],
-        queues: { jobs: { scope: 'shared' }, in: {}, out: {} },
-        stages: { fanout: { module: TEST_STAGES_MODULE }, relay: { module: TEST_STAGES_MODULE } },
+        // Flow limits: `in`'s own (each tenant's queue a partition) and a named one the relay takes.
+        queues: { jobs: { scope: 'shared' }, in: { concurrency: 5, rate_limit: { limit: 50, period: 'PT1S' } }, out: {} },
+        limits: { 'relay-api': { concurrency: 4 } },
+        stages: { fanout: { module: TEST_STAGES_MODULE }, relay: { module: TEST_STAGES_MODULE, limits: ['relay-api'] } },
       },
       STAGES,
       'dashboard',
@@ -136,6 +139,7 @@ describe('the web dashboard, in a headless browser', function () {
   });
 
   after(async () => {
+    held.open = true;
     await browser?.close();
     if (profile !== undefined) await rm(profile, { recursive: true, force: true });
     await server?.close();
@@ -178,6 +182,30 @@ describe('the web dashboard, in a headless browser', function () {
     await waitForText(page, `${cell('acme', 'in')} [data-field="dead"]`, /1$/);
     await waitForText(page, '#unroutable [data-field="unroutable-count"]', '1');
     expect(await textOf(page, '#unroutable tbody')).to.contain('initech');
+  });
+
+  it("shows a queue's flow limits with the jobs running under them, and the named limits in the Limits list", async () => {
+    const { names } = project;
+    // acme's `in` ran jobs (its partition exists); nothing consumed globex's (none yet: a dash).
+    await waitForText(page, `${cell('acme', 'in')} [data-field="limits"]`, '0/5 run 50/s');
+    expect(await textOf(page, `${cell('globex', 'in')} [data-field="limits"]`)).to.equal('–/5 run 50/s');
+    expect(await page.$(`${cell('acme', 'out')} [data-field="limits"]`), 'a queue without limits').to.equal(null);
+    await waitForText(page, '#limits tr[data-key="relay-api"] [data-field="concurrency"]', '0/4');
+
+    // A job held running: one token of each concurrency limit it holds, as the broker counts them.
+    held.open = false;
+    await running.publisher.publish('in', { type: 'relay.me', args: ['held', 'hold'], tenant: 'acme' });
+    await waitFor('the relay holding its job', () => held.active === 1);
+    await waitForText(page, `${cell('acme', 'in')} [data-field="limits"]`, '1/5 run 50/s');
+    await waitForText(page, '#limits tr[data-key="relay-api"] [data-field="concurrency"]', '1/4');
+    expect(await textOf(page, '#limits [data-field="limits-count"]')).to.equal('1');
+    await page.click(`${cell('acme', 'in')} button`);
+    await waitForText(page, '.details [data-field="limits"]', '1/5 run 50/s');
+    expect(await textOf(page, '.details .stats')).to.contain(`queue:${names.queue('in', 'acme')}`);
+
+    held.open = true;
+    await waitFor('the held job done', () => held.active === 0);
+    await waitForText(page, '#limits tr[data-key="relay-api"] [data-field="concurrency"]', '0/4');
   });
 
   it('refuses an action without the token, and says so', async () => {

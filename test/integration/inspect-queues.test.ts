@@ -28,8 +28,8 @@ describe('stagecoach queues (inspection)', function () {
       {
         tenants: ['acme', { name: 'globex', queues: { conversions: { max_size: 20 } } }],
         queues: {
-          conversions: { max_size: 10, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
-          specs: { scope: 'shared' },
+          conversions: { max_size: 10, concurrency: 4, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
+          specs: { scope: 'shared', rate_limit: { limit: 50, period: 'PT1S' } },
         },
         stages: {},
       },
@@ -95,6 +95,18 @@ describe('stagecoach queues (inspection)', function () {
 
     expect(row(reports, 'specs')).to.include({ scope: 'shared', state: 'active', ready: 1, max_size: null, max_size_use: null });
     expect(row(reports, 'specs').tenant).to.equal(undefined);
+
+    // Each physical queue's own flow limits; no stage has taken a token yet, so nothing is known to run.
+    expect(acme.limits).to.deep.equal({
+      key: `queue:${names.queue('conversions', 'acme')}`,
+      concurrency: 4,
+      rate_limit: null,
+      active: null,
+      current_count: null,
+    });
+    expect(row(reports, 'conversions', 'acme', 'pdf').limits?.key).to.equal(`queue:${names.queue('conversions', 'acme', 'pdf')}`);
+    expect(row(reports, 'specs').limits).to.include({ concurrency: null, current_count: null });
+    expect(row(reports, 'specs').limits?.rate_limit).to.deep.equal({ limit: 50, period: 'PT1S', period_ms: 1000 });
   });
 
   it('prints a table, or JSON with --json; --tenant selects one tenant', async () => {
@@ -103,16 +115,19 @@ describe('stagecoach queues (inspection)', function () {
     expect(table.code, table.stderr).to.equal(0);
     const lines = table.stdout.split('\n');
     expect(lines[0]).to.match(
-      /^QUEUE\s+TENANT\s+VARIANT\s+STATE\s+READY\s+UNACKED\s+CONSUMERS\s+IN\/S\s+OUT\/S\s+MAX_SIZE\s+USE\s+DUE\s+SUSPECT\s+DEAD$/,
+      /^QUEUE\s+TENANT\s+VARIANT\s+STATE\s+READY\s+UNACKED\s+CONSUMERS\s+IN\/S\s+OUT\/S\s+MAX_SIZE\s+USE\s+DUE\s+SUSPECT\s+DEAD\s+LIMITS$/,
     );
     expect(lines.find((l) => l.startsWith('conversions') && l.includes('globex') && !l.includes('pdf'))).to.contain('draining (drained)');
     expect(lines.find((l) => l.startsWith('conversions') && l.includes('acme') && !l.includes('pdf'))).to.match(/paused\s+3\s+0\s+0/);
     expect(table.stdout).to.contain("management plugin's samples");
+    expect(lines.find((l) => l.startsWith('conversions') && l.includes('acme') && !l.includes('pdf'))).to.match(/\s-\/4 run$/);
+    expect(lines.find((l) => l.startsWith('specs'))).to.match(/\s50\/s$/);
 
     const json = await runCli(['queues', '--tenant', 'acme', '--json', '--config', file], env);
     expect(json.code, json.stderr).to.equal(0);
     const reports = JSON.parse(json.stdout) as QueueReport[];
     expect(reports.map((r) => r.name)).to.deep.equal([names.queue('conversions', 'acme'), names.queue('conversions', 'acme', 'pdf')]);
+    expect(reports[0].limits).to.include({ concurrency: 4, active: null });
   });
 
   it('exits 2 naming what was wrong', async () => {

@@ -6,7 +6,7 @@ import { hostAllowed } from '../../src/admin-api/host-check.js';
 import { ApiError, toOjsError } from '../../src/admin-api/api-error.js';
 import { checkBearer } from '../../src/admin-api/bearer-auth.js';
 import { ConfigFile, Serializer } from '../../src/admin-api/config-file.js';
-import { stateView } from '../../src/admin-api/queue-views.js';
+import { configView, stateView } from '../../src/admin-api/queue-views.js';
 import { Router, type Route } from '../../src/admin-api/router.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { ConfigError, StagecoachError } from '../../src/errors/errors.js';
@@ -169,6 +169,16 @@ describe('inspection reports', () => {
     expect(reports[1]).to.include({ max_size: 5, max_size_source: 'argument' });
     expect(reports[2]).to.include({ scope: 'shared', max_size: null, configured_max_size: null });
     expect(stateView(reports)).to.deep.equal({ state: 'mixed', drained: false, states: { draining: 2, paused: 1 } });
+  });
+
+  it("shows a queue's flow limits in its effective configuration, the tenant's own first", () => {
+    const limited = compileConfig({
+      tenants: ['acme', { name: 'globex', queues: { conv: { concurrency: 1 } } }],
+      queues: { conv: { concurrency: 5, rate_limit: { limit: 20, period: 'PT1S' } }, free: {} },
+    });
+    expect(configView(limited, 'conv')).to.deep.include({ concurrency: 5, rate_limit: { limit: 20, period: 'PT1S' } });
+    expect(configView(limited, 'conv', 'globex')).to.deep.include({ concurrency: 1, rate_limit: { limit: 20, period: 'PT1S' } });
+    expect(configView(limited, 'free')).to.include({ concurrency: null, rate_limit: null });
   });
 
   it('never calls a queue drained before its counts are sampled', () => {

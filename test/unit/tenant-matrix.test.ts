@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { pipelineOrder } from '../../src/dashboard/pipeline-order.js';
+import { limitList } from '../../src/dashboard/limit-list.js';
 import { buildMatrix } from '../../src/dashboard/tenant-matrix.js';
+import type { LimitReport } from '../../src/inspect/limit-report.js';
+import type { QueueLimits } from '../../src/inspect/queue-limits.js';
 import type { QueueReport } from '../../src/inspect/queue-report.js';
 import type { QueueState } from '../../src/state/queue-state.js';
 
@@ -46,6 +49,7 @@ function report(queue: string, tenant: string | undefined, fields: Partial<Queue
     due: companion('due'),
     suspect: companion('suspect'),
     dead: companion('dead'),
+    limits: null,
     ...fields,
   };
 }
@@ -98,7 +102,9 @@ describe('dashboard matrix', () => {
     expect(matrix.columns.map((c) => c.queue)).to.deep.equal(['conversions', 'representations']);
     const acme = matrix.rows.find((row) => row.tenant === 'acme');
     expect(acme?.cells.conversions).to.include({ state: 'active', ready: 8, unacked: 2, consumers: 3, deliver_rate: 1.5, dead: 4 });
-    expect(acme?.cells.conversions?.variants).to.deep.equal([{ variant: 'pdf', state: 'paused', ready: 3, unacked: null, consumers: 2 }]);
+    expect(acme?.cells.conversions?.variants).to.deep.equal([
+      { variant: 'pdf', state: 'paused', ready: 3, unacked: null, consumers: 2, limits: null },
+    ]);
     expect(acme?.cells.representations?.max_size_use).to.equal(0.9);
     expect(acme?.totals).to.deep.equal({ ready: 908, unacked: 2, dead: 4 });
     // A configured tenant with nothing on the broker: a row of missing cells, not a hidden tenant.
@@ -140,5 +146,37 @@ describe('dashboard matrix', () => {
     expect(problems.tenants.matched).to.equal(11);
     expect(problems.rows.slice(0, 10).every((r) => r.totals.dead === 1)).to.equal(true);
     expect(problems.rows.map((r) => r.tenant)).to.include('t0500');
+  });
+
+  it("shows a cell's own flow limits (a variant queue's apart: its own partition), and lists the named partitions", () => {
+    const limits = (physical: string, active: number | null): QueueLimits => ({
+      key: `queue:${physical}`,
+      concurrency: 5,
+      rate_limit: null,
+      active,
+      current_count: null,
+    });
+    const matrix = buildMatrix(
+      config,
+      STAGES,
+      [
+        report('conversions', 'acme', { limits: limits('p.queue.conversions.acme', 3) }),
+        report('conversions', 'acme', { limits: limits('p.queue.conversions.acme.pdf', 1) }, 'pdf'),
+        report('representations', 'acme'),
+      ],
+      null,
+    );
+    const acme = matrix.rows.find((row) => row.tenant === 'acme');
+    expect(acme?.cells.conversions?.limits).to.deep.equal(limits('p.queue.conversions.acme', 3));
+    expect(acme?.cells.conversions?.variants[0].limits).to.deep.equal(limits('p.queue.conversions.acme.pdf', 1));
+    expect(acme?.cells.representations?.limits).to.equal(null);
+
+    const partition = (key: string): LimitReport => ({
+      key,
+      configured: true,
+      concurrency: { limit: 2, tokens: 2, active: 1, available: 1 },
+    });
+    const list = limitList([partition('ocr'), partition('ocr@acme'), partition('queue:p.queue.conversions.acme'), partition('zeta')], 2);
+    expect(list).to.deep.equal({ items: [partition('ocr'), partition('ocr@acme')], total: 3 });
   });
 });
