@@ -19,7 +19,7 @@ import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
 import { checkBrokerUrls, checkQueueType } from './check-cluster.js';
 import { compileTenantShares } from './tenant-share.js';
-import { compileLimits, compileWindow, stageLimits } from './compile-limits.js';
+import { checkFlowWithTenantUsers, compileLimits, compileWindow, stageLimits } from './compile-limits.js';
 
 /** RabbitMQ's largest `message-ttl` (2^32 - 1 ms, about 49.7 days). */
 export const MAX_MESSAGE_TTL_MS = 2 ** 32 - 1;
@@ -68,6 +68,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
   checkQueueType(source, defaultQueue, raw, config.durable);
   const tenants = tenantNames(source, config.tenants);
   const queueSettings = settingsLayers(source, config.queues, config.tenants);
+  checkFlowWithTenantUsers(source, config.security.tenantUsers, config.limits, queueSettings);
   const tenantShares = compileTenantShares(source, config.tenants);
 
   const stages = new Map<string, CompiledStageConfig>();

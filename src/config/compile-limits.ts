@@ -1,7 +1,7 @@
 import { ConfigError } from '../errors/errors.js';
 import { parseDuration } from '../util/duration.js';
-import type { CompiledLimit, CompiledWindow } from './compiled-config.types.js';
-import type { LimitConfig, LimitWindow } from './raw-config.types.js';
+import type { CompiledLimit, CompiledWindow, QueueSettingsLayers } from './compiled-config.types.js';
+import type { LimitConfig, LimitWindow, QueueSettings } from './raw-config.types.js';
 
 /** The shortest window a limit may have, in ms: tokens come back through a broker-side TTL. */
 export const MIN_LIMIT_PERIOD_MS = 10;
@@ -49,4 +49,34 @@ export function stageLimits(
     }
   });
   return [...names];
+}
+
+/**
+ * Flow limits need every stage to declare and consume the `<prefix>.flow.*` queues; the broker
+ * users `security.tenantUsers` gives stages have no permission on them (yet). Refused up front
+ * rather than found as jobs that wait for tokens they can never take.
+ */
+export function checkFlowWithTenantUsers(
+  source: string,
+  tenantUsers: boolean,
+  limits: Readonly<Record<string, LimitConfig>>,
+  layers: QueueSettingsLayers,
+): void {
+  if (!tenantUsers) return;
+  const limited = (settings: QueueSettings): boolean =>
+    (settings.concurrency !== undefined && settings.concurrency !== null) ||
+    (settings.rate_limit !== undefined && settings.rate_limit !== null);
+  const where =
+    Object.keys(limits).length > 0
+      ? 'limits'
+      : limited(layers.defaults)
+        ? 'queues._default'
+        : ([...layers.queues].find(([, settings]) => limited(settings))?.[0] ??
+          [...layers.tenants].find(([, byQueue]) => [...byQueue.values()].some(limited))?.[0]);
+  if (where === undefined) return;
+  throw new ConfigError(
+    source,
+    where.startsWith('queues') || where === 'limits' ? where : `tenants (${where})`,
+    'no flow limits with security.tenantUsers: stage users have no permission on the <prefix>.flow.* queues yet (docs/flow-control.md)',
+  );
 }

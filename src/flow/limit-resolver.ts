@@ -58,6 +58,9 @@ export class LimitResolver {
   /** The buckets, in taking order; empty when no limit applies. */
   buckets(headers: Record<string, unknown> | undefined): Bucket[] {
     if (this.version !== this.settings.version) this.refresh();
+    // Stage users of `security.tenantUsers` cannot take tokens (compileConfig refuses configured
+    // limits there): a job's own policy is not enforced either.
+    if (this.settings.config.security.tenantUsers) return this.fixed;
     const policy = headers?.[RATE_LIMIT_HEADER];
     if (this.perJobTenant.length === 0 && policy === undefined) return this.fixed;
     const extra: Bucket[] = [];

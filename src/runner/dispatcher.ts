@@ -142,18 +142,17 @@ export class Dispatcher implements ShareMember {
     const admit = this.options.admit;
     if (admit === undefined) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const granted = (): void => {
+      const timer = setTimeout(() => resolve(false), MAX_PERMIT_WAIT_MS);
+      timer.unref();
+      const done = (): void => {
         clearTimeout(timer);
         resolve(true);
       };
       // Its own policy's `reschedule` or `drop` does not apply: a suspect waits.
-      const permit = admit(delivery, granted, () => undefined);
-      if (permit === undefined) return resolve(true);
+      const permit = admit(delivery, done, () => undefined);
+      if (permit === undefined) return done();
       delivery.permit = permit;
-      if (permit.granted) return resolve(true);
-      timer = setTimeout(() => resolve(false), MAX_PERMIT_WAIT_MS);
-      timer.unref();
+      if (permit.granted) done();
     });
   }
 
