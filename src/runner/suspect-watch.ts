@@ -205,7 +205,7 @@ export class SuspectWatch implements LinkMember {
       if (message === false) return;
       suspects.source.delivered(message);
       this.options.arrived(this.options.queue, message);
-      await this.options.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.options.queue });
+      await this.options.runAlone({ message, source: suspects.source, input: 'suspect', queue: this.options.queue, permit: undefined });
     }
   }
 

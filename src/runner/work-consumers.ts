@@ -247,7 +247,7 @@ export class WorkConsumers implements LinkMember {
     }
     work.source.delivered(message);
     this.options.arrived(queue, message);
-    this.options.offer({ message, source: work.source, input: kind, queue });
+    this.options.offer({ message, source: work.source, input: kind, queue, permit: undefined });
   }
 
   /**
