@@ -95,7 +95,11 @@ export class TokenSource {
       if (this.channel === channel) this.detach();
     });
     this.channel = channel;
-    for (const line of this.lines.values()) this.pump(line);
+    for (const line of this.lines.values()) {
+      // Declared (and sized) again on every connection: a broker that restarted may not have them.
+      line.declared = this.ready(line.bucket);
+      this.pump(line);
+    }
   }
 
   /** The channel is gone, and the tokens with it: lines consume again on the next attach. */
@@ -344,7 +348,7 @@ class Line {
 
   constructor(
     readonly bucket: Bucket,
-    readonly declared: Promise<void>,
+    public declared: Promise<void>,
   ) {}
 
   consuming(tag: string, allowance: number): void {
