@@ -2,22 +2,9 @@ import type { Channel, ConsumeMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { Logger } from '../logging/logger.js';
 import { bucketQueues, type Bucket } from './bucket.js';
+import { Line, settle, type Token, type TokenWait, type Waiter } from './token-line.js';
 
-/** A token in this process's hands: an unacknowledged message of its bucket's queue. */
-export interface Token {
-  readonly bucket: Bucket;
-  readonly message: ConsumeMessage;
-  readonly channel: Channel;
-  /** When it came to this process, ms (performance.now): a reused token goes back after a quantum. */
-  readonly since: number;
-  /** When it became a spare, ms (performance.now). */
-  spareSince?: number;
-}
-
-/** A wait for a token, cancellable until granted. */
-export interface TokenWait {
-  cancel(): void;
-}
+export type { Token, TokenWait } from './token-line.js';
 
 /**
  * A concurrency token freed while a job of this process waits for it goes to that job directly,
@@ -38,13 +25,6 @@ const SPARE_MS = 100;
 
 /** Most tokens one consumer of a bucket may be sent ahead: the jobs waiting for it, up to this. */
 const MAX_TOKEN_PREFETCH = 100;
-
-interface Waiter {
-  grant(token: Token): void;
-  cancelled: boolean;
-  /** When it began waiting, ms (performance.now). */
-  asked: number;
-}
 
 /** Told of every token granted (FlowWatch: metrics and `rate_limit.*` events). */
 export type GrantObserver = (bucket: Bucket, waitedMs: number, stillWaiting: number) => void;
@@ -326,58 +306,5 @@ export class TokenSource {
     const token: Token = { bucket: line.bucket, message, channel, since: performance.now() };
     if (!this.grant(line, token) && !this.spare(line, token)) settle(() => channel.nack(message, false, true));
     this.pump(line);
-  }
-}
-
-/** One bucket's waiters and its consumer. */
-class Line {
-  readonly waiters: Waiter[] = [];
-  state: 'idle' | 'starting' | 'consuming' | 'cancelling' = 'idle';
-  tag: string | undefined;
-  /** Tokens the current consumer may still be sent. */
-  allowance = 0;
-  /** Its tokens in this process's jobs' hands. */
-  held = 0;
-  /** Tokens no job here needs now, oldest first (see SPARE_MS). */
-  readonly spares: Token[] = [];
-  sweep: NodeJS.Timeout | undefined;
-  /** When a job last waited for it, ms (performance.now). */
-  lastWanted = 0;
-  /** Whether other processes wait for its tokens (see watchContention). */
-  contended = true;
-
-  constructor(
-    readonly bucket: Bucket,
-    public declared: Promise<void>,
-  ) {}
-
-  consuming(tag: string, allowance: number): void {
-    this.tag = tag;
-    this.allowance = allowance;
-    this.state = 'consuming';
-  }
-
-  /** The consumer went with its channel. */
-  reset(): void {
-    this.state = 'idle';
-    this.tag = undefined;
-    this.allowance = 0;
-  }
-
-  forget(waiter: Waiter): void {
-    const at = this.waiters.indexOf(waiter);
-    if (at >= 0) this.waiters.splice(at, 1);
-  }
-}
-
-/**
- * An ack or nack on a channel that is gone throws in amqplib; its tokens went back to the broker
- * with it, so there is nothing left to settle.
- */
-function settle(operation: () => void): void {
-  try {
-    operation();
-  } catch {
-    // The channel is closed: see above.
   }
 }
