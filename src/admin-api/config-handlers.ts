@@ -10,7 +10,7 @@ import type { ApiRequest, ApiResponse } from './router.js';
 import { withCommandEvents } from '../events/command-events.js';
 import { syncQueueSettings, type SettingsSync } from '../plan/queue-settings.js';
 import { provisionQueues } from '../topology/build-topology.js';
-import { sendControl } from '../control/send-control.js';
+import { announceLimits } from '../control/announce-limits.js';
 
 /**
  * Fields that shape the queues on the broker (which queues exist, their arguments): changing one
@@ -96,9 +96,7 @@ export function putConfig(fixed?: '_default') {
       }
       // Running stages read the file again and resize their limits' tokens (docs/flow-control.md).
       if (limitsChanged(before, after, name, tenant)) {
-        await sendControl(after, { command: 'limits' }, ctx.log).catch((err: Error) =>
-          ctx.log.warn('running stages not told of the changed limits: they take them at their next start', { err: err.message }),
-        );
+        await announceLimits(after, ctx.log);
       }
       const restart = tenant === undefined ? changedStageFields(before, after, name) : [];
       ctx.log.info('queue configuration changed through the admin API', { queue: name, tenant, policies, restart_needed: restart });

@@ -1,5 +1,5 @@
 import type { LimitConfig } from '../config/config.types.js';
-import { sendControl } from '../control/send-control.js';
+import { announceLimits } from '../control/announce-limits.js';
 import { inspectLimits } from '../inspect/limit-report.js';
 import type { AdminContext } from './admin-context.js';
 import { ApiError } from './api-error.js';
@@ -74,9 +74,7 @@ export function putRateLimit(ctx: AdminContext, { params, req }: ApiRequest): Pr
       const raw = await ctx.configFile.readRaw();
       const next = { ...raw, limits: { ...raw.limits, [key]: body as LimitConfig } };
       const config = await ctx.configFile.write(next);
-      await sendControl(config, { command: 'limits' }, ctx.log).catch((err: Error) =>
-        ctx.log.warn('running stages not told of the changed limit: they take it at their next start', { key, err: err.message }),
-      );
+      await announceLimits(config, ctx.log, { key });
       ctx.log.info('flow limit changed through the admin API', { key, limit: body });
       return { status: 200, body: { key, limit: body } };
     });

@@ -48,8 +48,13 @@ export function bucketsOf(
  * cannot change their cooldown in place on the broker), a changed limit is the same one, resized.
  */
 function windowBucket(partition: string, strategy: 'rate' | 'throttle', size: number, windowMs: number): Bucket {
-  const cooldownMs = Math.round(windowMs + Math.min(50, Math.max(5, windowMs / 100)));
+  const cooldownMs = cooldownOf(windowMs);
   return { id: `${partition}.${strategy}.${cooldownMs}`, partition, strategy, size, cooldownMs };
+}
+
+/** A token's cooldown for a window of `windowMs`: the window plus 1% of it, from 5 to 50 ms (see windowBucket). */
+export function cooldownOf(windowMs: number): number {
+  return Math.round(windowMs + Math.min(50, Math.max(5, windowMs / 100)));
 }
 
 /** Broker names of a bucket, all under `<prefix>.flow.`. */

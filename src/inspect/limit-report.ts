@@ -1,5 +1,5 @@
 import type { CompiledConfig } from '../config/config.types.js';
-import { bucketsOf, type Strategy } from '../flow/bucket.js';
+import { bucketsOf, cooldownOf, type Strategy } from '../flow/bucket.js';
 import { queueBuckets } from '../flow/limit-resolver.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { managementApiOf, type BrokerQueueStats } from '../security/management-api.js';
@@ -78,10 +78,7 @@ function parseBucketName(name: string): { partition: string; strategy: Strategy;
 
 /** The window a cooldown stands for (see bucket.ts: the window plus 1%, from 5 to 50 ms). */
 function periodOf(cooldownMs: number): number {
-  for (const margin of [5, 50]) {
-    const period = cooldownMs - margin;
-    if (Math.round(period + Math.min(50, Math.max(5, period / 100))) === cooldownMs) return period;
-  }
+  for (const margin of [5, 50]) if (cooldownOf(cooldownMs - margin) === cooldownMs) return cooldownMs - margin;
   return Math.round(cooldownMs / 1.01);
 }
 
