@@ -3,7 +3,7 @@ import { settingsFor } from '../config/queue-resolver.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { parseDuration } from '../util/duration.js';
 import { bucketsOf, type Bucket } from './bucket.js';
-import { MAX_LIMIT_PERIOD_MS, MIN_LIMIT_PERIOD_MS } from '../config/compile-limits.js';
+import { compileWindow, MAX_LIMIT_PERIOD_MS, MIN_LIMIT_PERIOD_MS } from '../config/compile-limits.js';
 
 /**
  * The header carrying a job's own OJS `rate_limit` policy (JSON), stamped by stagecoach's
@@ -152,10 +152,10 @@ function jobWindow(value: unknown): CompiledWindow | undefined {
 export function queueBuckets(config: CompiledConfig, scope: Pick<LimitScope, 'queue' | 'physical' | 'tenant'>): Bucket[] {
   const settings = settingsFor(config, scope.queue, scope.tenant);
   const window = settings.rate_limit;
-  const periodMs = window === undefined ? undefined : parseDuration(window.period);
+  // Checked when the configuration was compiled: compileWindow only converts it here.
   return bucketsOf(`queue:${scope.physical}`, {
     concurrency: settings.concurrency,
-    rate: window === undefined || periodMs === undefined ? undefined : { limit: window.limit, periodMs: Math.round(periodMs) },
+    rate: window === undefined ? undefined : compileWindow(config.source, `queues.${scope.queue}.rate_limit`, window),
   });
 }
 
