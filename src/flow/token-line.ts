@@ -52,9 +52,9 @@ export class Line {
     public declared: Promise<void>,
   ) {}
 
-  consuming(tag: string, allowance: number): void {
+  /** Its consumer started; `allowance` was set before it was asked for. */
+  consuming(tag: string): void {
     this.tag = tag;
-    this.allowance = allowance;
     this.state = 'consuming';
   }
 

@@ -120,13 +120,15 @@ export class TokenSource {
 
   /**
    * A job ends: its concurrency token goes to the next job waiting here, or stays a spare for a
-   * moment, or goes back to the broker once this process has had it for REUSE_QUANTUM_MS.
+   * moment, or goes back to the broker once this process has had it for REUSE_QUANTUM_MS while
+   * other processes wait for the bucket.
    */
   release(token: Token): void {
     this.returned(token);
     const line = this.lines.get(token.bucket.id);
-    if (line !== undefined && performance.now() - token.since < REUSE_QUANTUM_MS && (this.grant(line, token) || this.spare(line, token)))
-      return;
+    if (line === undefined) return settle(() => token.channel.nack(token.message, false, true));
+    const reuse = !line.contended || performance.now() - token.since < REUSE_QUANTUM_MS;
+    if (reuse && (this.grant(line, token) || this.spare(line, token))) return;
     settle(() => token.channel.nack(token.message, false, true));
   }
 
@@ -261,13 +263,16 @@ export class TokenSource {
           await line.declared;
           await channel.prefetch(allowance);
           const queue = bucketQueues(this.prefix, line.bucket).tokens;
+          // Counted from before the consume: the broker may send the first tokens in the same read
+          // as its consume-ok, and they are received before `consume` resumes here.
+          line.allowance = allowance;
           const { consumerTag } = await channel.consume(queue, (message) => this.received(line, channel, message), { noAck: false });
-          line.consuming(consumerTag, allowance);
+          line.consuming(consumerTag);
           this.pump(line);
         })
         .catch((err: Error) => {
           this.log.warn('flow tokens not consumed', { bucket: line.bucket.id, err: err.message });
-          line.state = 'idle';
+          line.reset();
         });
       return;
     }
