@@ -8,6 +8,7 @@ import { managementApiOf } from '../security/management-api.js';
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
 import { BrokerNames } from '../topology/names.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
+import { deleteFlowQueues, isQueuePartition } from './flow-queues.js';
 import { findRemoval, removeQueues } from './remove-queues.js';
 import { checkTarget, jobCounts, type RemovalOptions, type Retirement } from './retire-tenant.js';
 
@@ -45,6 +46,7 @@ export async function deleteLogicalQueue(
       ['variants', 'general', 'state'].includes(parsed.kind) &&
       parsed.queue === queue &&
       (tenant === undefined || parsed.tenant === tenant),
+    flow: (partition) => isQueuePartition(config.prefix, partition, queue, tenant),
   });
   if (found.queues.length === 0) {
     const hint = tenant === undefined ? '' : ` of tenant "${tenant}" (a shared queue belongs to no tenant: leave out --tenant)`;
@@ -88,9 +90,12 @@ export async function deleteLogicalQueue(
     ...(options.target === undefined ? {} : { target: options.target }),
     users: [],
     policies: [],
+    flow: [],
   };
   if (!outcome.removed) return result;
 
+  await deleteFlowQueues(config, found.flow, log);
+  result.flow = found.flow;
   // Its settings: the logical queue's and its tenants' own, or only the tenant's.
   const vhost = vhostOfAmqpUrl(config.broker.url);
   for (const policy of await api.listPolicies(vhost)) {

@@ -1,5 +1,6 @@
 import type { Channel, GetMessage, Options } from 'amqplib';
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
+import { flowPartitionOf } from './flow-queues.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
@@ -316,12 +317,20 @@ function messageId(message: GetMessage): string {
 export async function findRemoval(
   config: CompiledConfig,
   api: ManagementApi,
-  match: { queue: (parsed: ParsedBrokerName) => boolean; exchange: (parsed: ParsedBrokerName) => boolean },
-): Promise<{ queues: DoomedQueue[]; exchanges: string[]; bindings: BrokerBinding[] }> {
+  match: {
+    queue: (parsed: ParsedBrokerName) => boolean;
+    exchange: (parsed: ParsedBrokerName) => boolean;
+    /** Flow-limit partitions whose queues go too (flow-queues.ts). */
+    flow: (partition: string) => boolean;
+  },
+): Promise<{ queues: DoomedQueue[]; exchanges: string[]; bindings: BrokerBinding[]; flow: string[] }> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const [queues, exchanges, bindings] = await Promise.all([api.listQueues(vhost), api.listExchanges(vhost), api.listBindings(vhost)]);
   const doomed: DoomedQueue[] = [];
+  const flow: string[] = [];
   for (const queue of queues) {
+    const partition = flowPartitionOf(config.prefix, queue.name);
+    if (partition !== undefined && match.flow(partition)) flow.push(queue.name);
     const parsed = parseBrokerName(config.prefix, queue.name);
     if (parsed?.queue === undefined || !ROLES.has(parsed.kind) || !match.queue(parsed)) continue;
     doomed.push({
@@ -344,6 +353,7 @@ export async function findRemoval(
       })
       .sort(),
     bindings: bindings.filter((binding) => binding.source !== '' && binding.destination_type === 'queue' && names.has(binding.destination)),
+    flow: flow.sort(),
   };
 }
 

@@ -9,6 +9,7 @@ import { ManagementApi, managementApiOf } from '../security/management-api.js';
 import { isStagecoachPolicy } from '../topology/queue-policies.js';
 import { BrokerNames, parkKey } from '../topology/names.js';
 import type { AdminEventSink } from '../events/admin-events.js';
+import { deleteFlowQueues, isTenantPartition } from './flow-queues.js';
 import { findRemoval, removeQueues, type RemovalOutcome, type RemovalStrategy } from './remove-queues.js';
 
 export interface RemovalOptions {
@@ -27,6 +28,8 @@ export interface Retirement extends RemovalOutcome {
   users: string[];
   /** The tenant's own policies deleted. */
   policies: string[];
+  /** Its flow-limit queues deleted (its queues' limits, its shares of per-tenant limits: flow-queues.ts). */
+  flow: string[];
   /** `tenant retire`: its `tenant pause` was lifted (marker removed, stages told), so that nothing parks its jobs any more. */
   unpaused?: boolean;
 }
@@ -78,6 +81,7 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
   const found = await findRemoval(config, api, {
     queue: (parsed) => parsed.tenant === tenant,
     exchange: (parsed) => parsed.tenant === tenant && ['tenant', 'variants', 'general', 'state'].includes(parsed.kind),
+    flow: (partition) => isTenantPartition(config.prefix, partition, tenant),
   });
   const users: string[] = [];
   if (config.security.tenantUsers) {
@@ -95,9 +99,11 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
     { ...found, strategy: options.strategy, ...(options.target === undefined ? {} : { target: options.target, targetQueues }) },
     log,
   );
-  const result: Retirement = { ...outcome, strategy: options.strategy, ...withTarget(options), users: [], policies: [] };
+  const result: Retirement = { ...outcome, strategy: options.strategy, ...withTarget(options), users: [], policies: [], flow: [] };
   if (!outcome.removed) return result;
 
+  await deleteFlowQueues(config, found.flow, log);
+  result.flow = found.flow;
   for (const user of users) await api.deleteUser(user);
   result.users = users;
   const vhost = vhostOfAmqpUrl(config.broker.url);

@@ -11,6 +11,9 @@ import { ManagementApi } from '../../src/security/management-api.js';
 import { pauseTenant } from '../../src/batch/batch-directives.js';
 import { setQueueState } from '../../src/state/set-queue-state.js';
 import { teardown } from '../../src/testing/test-config.js';
+import { openConnection } from '../../src/broker/amqp-connection.js';
+import { bucketQueues, bucketsOf, type Bucket } from '../../src/flow/bucket.js';
+import { BucketKeeper } from '../../src/flow/bucket-keeper.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
@@ -325,5 +328,60 @@ describe('tenant retire with broker-enforced tenants', function () {
     expect(await api.userExists(`${names.prefix}.producer.hooli`)).to.equal(false);
     expect(await api.userExists(`${names.prefix}.stage.hooli`)).to.equal(false);
     expect(await api.userExists(project.config.security.internalUser), 'the internal user serves every tenant').to.equal(true);
+  });
+});
+
+describe('tenant retire and queue delete remove the flow-limit queues of what they remove', function () {
+  this.timeout(60_000);
+  let project: ConfigFile;
+
+  before(async () => {
+    project = await writeConfigFile({ tenants: ['acme', 'globex'], queues: { in: {}, legacy: {} } }, [], 'removal-flow');
+  });
+
+  after(async () => {
+    await teardown(await loadConfig(project.file, env));
+    await project.remove();
+  });
+
+  it("deletes a tenant's queue limits and its shares of per-tenant limits, a queue's limits; shared limits and other tenants' stay", async () => {
+    const { file, names, raw } = project;
+    const window = { limit: 5, periodMs: 1000 };
+    const buckets = {
+      globexQueue: bucketsOf(`queue:${names.queue('in', 'globex')}`, { concurrency: 3 }),
+      globexShare: bucketsOf('ocr@globex', { rate: window }),
+      acmeShare: bucketsOf('ocr@acme', { rate: window }),
+      shared: bucketsOf('ocr', { concurrency: 20 }),
+      acmeLegacy: bucketsOf(`queue:${names.queue('legacy', 'acme')}`, { concurrency: 2 }),
+    };
+    const connection = await openConnection(project.config, log, 'removal-flow-test');
+    try {
+      const keeper = new BucketKeeper(connection, { prefix: names.prefix, durable: false, log });
+      for (const bucket of Object.values(buckets).flat()) await keeper.declare(bucket);
+    } finally {
+      await connection.close();
+    }
+    const queuesOf = (list: Bucket[]): string[] =>
+      list.flatMap((bucket) =>
+        Object.values(bucketQueues(names.prefix, bucket)).filter((name): name is string => name !== undefined && !name.endsWith('.lock')),
+      );
+    const exist = async (list: Bucket[]): Promise<boolean[]> => Promise.all(queuesOf(list).map((name) => raw.exists(name)));
+    expect(await exist(Object.values(buckets).flat())).to.not.include(false);
+
+    await rewrite(file, (c) => {
+      c.tenants = ['acme'];
+      delete c.queues?.legacy;
+    });
+    const retired = await runCli(['tenant', 'retire', 'globex', '--strategy', 'discard', '--config', file], env);
+    expect(retired.code, retired.stderr).to.equal(0);
+    for (const name of queuesOf([...buckets.globexQueue, ...buckets.globexShare]))
+      expect(retired.stdout).to.contain(`  deleted  flow queue ${name}`);
+    expect(await exist([...buckets.globexQueue, ...buckets.globexShare])).to.not.include(true);
+    expect(await exist([...buckets.acmeShare, ...buckets.shared, ...buckets.acmeLegacy])).to.not.include(false);
+
+    const deleted = await runCli(['queue', 'delete', 'legacy', '--strategy', 'discard', '--config', file], env);
+    expect(deleted.code, deleted.stderr).to.equal(0);
+    expect(await exist(buckets.acmeLegacy)).to.not.include(true);
+    expect(await exist([...buckets.acmeShare, ...buckets.shared])).to.not.include(false);
   });
 });

@@ -78,6 +78,7 @@ function report(what: string, result: Retirement, json: boolean): number {
   for (const exchange of result.exchanges) lines.push(`  deleted  exchange ${exchange}`);
   for (const user of result.users) lines.push(`  deleted  broker user ${user}`);
   for (const policy of result.policies) lines.push(`  deleted  policy ${policy}`);
+  for (const name of result.flow) lines.push(`  deleted  flow queue ${name}`);
   if (result.unpaused === true) lines.push('  resumed  the tenant pause (nothing parks its jobs any more)');
   if (!result.removed && result.strategy === 'reject') lines.push('use --strategy discard (drop them) or --strategy move --target <queue>');
   process.stdout.write(`${lines.join('\n')}\n`);
