@@ -24,8 +24,16 @@
 import 'reflect-metadata';
 
 // Writing a stage.
-export { Stage } from './stage/stage.decorator.js';
-export type { StageContext, StageHandler, StageMetadata, StageOptions } from './stage/stage.types.js';
+export { Stage, type StageOptions } from './stage/stage.decorator.js';
+export type { StageContext, StageHandler, StageMetadata } from './stage/stage.types.js';
+export type {
+  Middleware,
+  EnqueueMiddleware,
+  EnqueueNext,
+  ExecutionMiddleware,
+  ExecutionNext,
+  OutgoingJob,
+} from './stage/middleware/middleware.types.js';
 export { CONFIG, LOGGER, STAGE_OPTIONS, TENANT, VARIANT } from './stage/tokens.js';
 export { HandlerOutcome, RetryJob, DiscardJob, DeadLetterJob } from './retry/handler-outcomes.js';
 export { inject, injectable, ContainerModule } from 'inversify';
@@ -84,6 +92,7 @@ export {
   StagecoachError,
   ConfigError,
   DeliveryLostError,
+  EnqueueRefusedError,
   InvalidPayloadError,
   NonRetryableError,
   PublishError,

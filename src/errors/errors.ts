@@ -136,6 +136,21 @@ export class UnknownOutputError extends StagecoachError {
   }
 }
 
+/**
+ * A job enqueue middleware refused (docs/middleware.md): nothing was published. Stagecoach throws
+ * it for a middleware that returned without calling `next()` or changed what it may not (`id`,
+ * `queue`, `tenant`, `meta.batch`); a middleware may throw it itself to refuse with its reason.
+ */
+export class EnqueueRefusedError extends StagecoachError {
+  constructor(
+    message: string,
+    readonly queue?: string,
+    readonly jobId?: string,
+  ) {
+    super('INVALID_REQUEST', message);
+  }
+}
+
 /** A stage name with no configuration, or a module with no matching `@Stage` class. */
 export class StageNotFoundError extends StagecoachError {
   constructor(

@@ -18,6 +18,8 @@ import { checkBatchId } from '../util/batch-id.js';
 import { stamp, type CreatedReport, type SettledReport } from '../batch/tracking-report.js';
 import { batchOf, publishRecord } from '../batch/tracking-stream.js';
 import { checkCallbacks } from '../batch/batch-callbacks.js';
+import { runEnqueueChain } from '../stage/middleware/enqueue-chain.js';
+import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middleware.types.js';
 
 /**
  * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
@@ -30,6 +32,11 @@ import { checkCallbacks } from '../batch/batch-callbacks.js';
  * created to the tracking stream (confirmed), so a tracker never sees the batch complete before
  * its root job ran (docs/batches.md). Its `callbacks` (OJS batch callbacks) ride in that report:
  * the tracker publishes them when the batch completes.
+ *
+ * Enqueue middleware (`middleware.enqueue`, docs/middleware.md) runs on every job `publish()` or
+ * `send()` is given, in order, before anything of it reaches the broker: it may add `meta` and
+ * headers, or refuse the job by throwing (nothing is then published, and the error is the
+ * caller's).
  *
  * ```ts
  * const publisher = await Publisher.connect(await loadConfig('config/pipeline.json'));
@@ -48,6 +55,7 @@ export class Publisher {
     private readonly events: EventPublisher,
     private readonly payloads: PayloadOffloader,
     private readonly ownsPayloads: boolean,
+    private readonly enqueue: readonly EnqueueMiddleware[],
   ) {
     this.router = new JobRouter(config, publisher, payloads);
   }
@@ -61,10 +69,17 @@ export class Publisher {
    * @param source the `source` of its events (`stagecoach/publisher` by default).
    * @param payloads where arguments above `payloads.threshold` go (docs/payloads.md); by default
    *   the configured store, which `close()` closes.
+   * @param middleware `enqueue`: middleware every job passes, in order, before it is published.
    */
   static async connect(
     config: CompiledConfig,
-    options: { connection?: AmqpConnection; log?: Logger; source?: string; payloads?: PayloadOffloader } = {},
+    options: {
+      connection?: AmqpConnection;
+      log?: Logger;
+      source?: string;
+      payloads?: PayloadOffloader;
+      middleware?: Pick<Middleware, 'enqueue'>;
+    } = {},
   ): Promise<Publisher> {
     const log = options.log ?? createLogger({ component: 'publisher' });
     const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
@@ -72,7 +87,16 @@ export class Publisher {
     const events = new EventPublisher(config, { source: options.source ?? 'stagecoach/publisher', log, connection: () => connection });
     const publisher = await ConfirmPublisher.open(connection, undefined, new QueueFullReporter(config, events).observe);
     const payloads = options.payloads ?? payloadOffloaderFor(config, log);
-    return new Publisher(config, connection, publisher, options.connection === undefined, events, payloads, options.payloads === undefined);
+    return new Publisher(
+      config,
+      connection,
+      publisher,
+      options.connection === undefined,
+      events,
+      payloads,
+      options.payloads === undefined,
+      [...(options.middleware?.enqueue ?? [])],
+    );
   }
 
   /** Builds the envelope (UUIDv7 id, attempt 1) and publishes it; resolves with the job id. */
@@ -97,14 +121,22 @@ export class Publisher {
   }
 
   /**
-   * Publishes an envelope as it is (its id and attempt kept). A batched one (`meta.batch`) is
-   * reported as created first, with the batch's `callbacks` when given; when the job itself then
-   * fails to publish, a `discarded` report follows (best effort), so the batch does not wait for a
-   * job that never was.
+   * Publishes an envelope (its id and attempt kept), once the enqueue middleware let it through.
+   * A batched one (`meta.batch`) is reported as created first, with the batch's `callbacks` when
+   * given; when the job itself then fails to publish, a `discarded` report follows (best effort),
+   * so the batch does not wait for a job that never was.
    * @throws StagecoachError `INVALID_REQUEST` for callbacks without a batch or that could not be
-   * published for the batch's tenant (see checkedCallbacks), before anything is sent.
+   * published for the batch's tenant (see checkedCallbacks), before anything is sent; whatever
+   * an enqueue middleware throws (EnqueueRefusedError for one that did not call `next()`).
    */
   async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'> = {}): Promise<void> {
+    await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) =>
+      this.publishEnvelope(sent, { ...spec, ...(headers === undefined ? {} : { headers }) }),
+    );
+  }
+
+  /** The end of `send()`: the envelope as the middleware left it, reported (when batched) and published. */
+  private async publishEnvelope(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'>): Promise<void> {
     const batch = batchOf(job);
     const callbacks = spec.callbacks === undefined ? undefined : this.checkedCallbacks(spec.callbacks, job, batch);
     const stream = new BrokerNames(this.config.prefix).tracking;

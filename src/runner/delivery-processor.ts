@@ -10,6 +10,7 @@ import type { PublisherCheck } from '../security/publisher-check.js';
 import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
 import { invokeHandler } from '../stage/handler-invoker.js';
 import { JobContext } from '../stage/job-context.js';
+import type { EnqueueMiddleware } from '../stage/middleware/middleware.types.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { Delivery, Outcome } from './delivery.js';
 import type { DirectiveGate } from './directive-gate.js';
@@ -37,6 +38,8 @@ export interface DeliveryProcessorOptions {
   track?: (record: TrackingRecord) => Promise<void>;
   /** Loads arguments that travelled by reference (`x-ojs-payload-ref`) before the handler runs. */
   payloads?: PayloadOffloader;
+  /** Enqueue middleware of every `ctx.emit()`: the process's, then the stage's. @defaultValue [] */
+  enqueue?: readonly EnqueueMiddleware[];
 }
 
 /**
@@ -86,6 +89,7 @@ export class DeliveryProcessor {
       delivery.source.lost,
       onPublished,
       this.options.track,
+      this.options.enqueue,
     );
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).

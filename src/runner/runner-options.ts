@@ -4,6 +4,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
+import type { Middleware } from '../stage/middleware/middleware.types.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import type { StageHandler } from '../stage/stage.types.js';
 import type { QueueState } from '../state/queue-state.js';
@@ -64,6 +65,12 @@ export interface StageRunnerOptions {
    * it no limit applies.
    */
   flow?: FlowControl;
+  /**
+   * Process-wide middleware (StageGroupOptions.middleware; docs/middleware.md), outside the
+   * stage's own: its execution middleware wraps the stage's, its enqueue middleware runs before
+   * the stage's on every emit. @defaultValue none
+   */
+  middleware?: Middleware;
 }
 
 /**

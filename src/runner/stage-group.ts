@@ -4,6 +4,7 @@ import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
+import type { Middleware } from '../stage/middleware/middleware.types.js';
 import type { QueueDepthCache } from '../observability/queue-depth-cache.js';
 import type { StageMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
@@ -51,6 +52,13 @@ export interface StageGroupOptions {
    * turns it off: jobs go inline whatever their size, and a job sent by reference fails (benches).
    */
   payloads?: PayloadOffloader | false;
+  /**
+   * Process-wide middleware (docs/middleware.md), for every stage of the group and outside each
+   * stage's own (`@Stage({ middleware })`): `execution` wraps every handler (on the main thread,
+   * around the worker thread of a stage with `threads`), `enqueue` runs on every `ctx.emit()`
+   * before the stage's. @defaultValue none
+   */
+  middleware?: Middleware;
 }
 
 /**
@@ -125,6 +133,7 @@ export class StageGroup {
       connection: () => manager.connection,
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
+      ...(options.middleware === undefined ? {} : { middleware: options.middleware }),
     });
     this.services = services;
     this.metrics = services.metrics;

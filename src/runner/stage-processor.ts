@@ -4,6 +4,7 @@ import type { ResolvedQueueConfig } from '../config/config.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { identitiesOf } from '../security/broker-users.js';
 import { PublisherCheck } from '../security/publisher-check.js';
+import { withExecutionMiddleware } from '../stage/middleware/execution-chain.js';
 import type { StageHandler } from '../stage/stage.types.js';
 import { BrokerNames } from '../topology/names.js';
 import { DeliveryProcessor } from './delivery-processor.js';
@@ -25,10 +26,13 @@ export interface StageProcessorParts {
 /**
  * The DeliveryProcessor of one runner, configured from its options: the tenant header, the
  * publisher check with broker-enforced tenants (`security.tenantUsers`), the process's loss
- * ledger and directives, the tracking stream (on the healing publisher) and payload offloading.
+ * ledger and directives, the tracking stream (on the healing publisher), payload offloading, and
+ * the process's middleware (outside the stage's own: its execution middleware wraps the handler
+ * here, on the main thread even when the stage runs in worker threads, whose handler is wrapped
+ * in the stage's own there).
  */
 export function createStageProcessor(options: StageRunnerOptions, parts: StageProcessorParts): DeliveryProcessor {
-  const { config, stage, tenant, log, payloads } = options;
+  const { config, stage, tenant, log, payloads, middleware } = options;
   const { resources } = parts;
   const tracking = new BrokerNames(config.prefix).tracking;
   return new DeliveryProcessor({
@@ -36,7 +40,7 @@ export function createStageProcessor(options: StageRunnerOptions, parts: StagePr
     input: parts.input,
     tenant,
     tenantHeader: config.tenantHeader,
-    handler: parts.handler,
+    handler: withExecutionMiddleware(parts.handler, middleware?.execution ?? []),
     sink: parts.sink,
     log,
     onPublished: (output) => parts.metrics.published(output),
@@ -45,5 +49,6 @@ export function createStageProcessor(options: StageRunnerOptions, parts: StagePr
     directives: resources.directives,
     track: (record) => publishRecord(healingPublisher(resources.publishers), tracking, record),
     ...(payloads === undefined ? {} : { payloads }),
+    enqueue: [...(middleware?.enqueue ?? []), ...stage.middleware.enqueue],
   });
 }

@@ -4,11 +4,13 @@ import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { createJob } from '../job/envelope.js';
 import { stamp, type CreatedReport, type SettledReport, type TrackingRecord } from '../batch/tracking-report.js';
 import { toJobError } from '../job/job-error.js';
-import type { EmitSpec, Job } from '../job/job.types.js';
+import type { EmitSpec, HeaderValue, Job } from '../job/job.types.js';
 import { checkBatchId } from '../util/batch-id.js';
 import { traceIdOf } from '../job/trace-context.js';
 import { traceparentForEmit } from '../observability/tracing.js';
 import type { Logger } from '../logging/logger.js';
+import { runEnqueueChain } from './middleware/enqueue-chain.js';
+import type { EnqueueMiddleware } from './middleware/middleware.types.js';
 import { NEVER_ABORTED } from './never-aborted.js';
 import type { StageContext } from './stage.types.js';
 
@@ -63,6 +65,11 @@ export class JobContext implements StageContext {
      * reports its root as created first. Without it, a handler cannot start a batch.
      */
     private readonly track?: (record: TrackingRecord) => Promise<void>,
+    /**
+     * Enqueue middleware every emitted job passes before it is published: the stage group's, then
+     * the stage's (docs/middleware.md). A job it refuses is an emit that failed.
+     */
+    private readonly enqueue: readonly EnqueueMiddleware[] = [],
   ) {
     const batch = job.meta.batch;
     if (typeof batch === 'string') {
@@ -178,30 +185,29 @@ export class JobContext implements StageContext {
     }
     if (spec.batch !== undefined && spec.batch !== batch) return this.startBatch(output, spec, checkBatchId(spec.batch, 'batch'));
     const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant, batch });
-    if (batch === undefined) {
-      await this.sink.send(
-        job,
-        { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
-        this.scope,
-        this.lost,
-      );
-    } else {
-      // Listed before it is sent: the settlement report names every child that may exist.
-      this.children?.push(job.id);
-      try {
-        await this.sink.send(
-          job,
-          { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
-          this.scope,
-          this.lost,
-        );
-      } catch (err) {
-        this.unsent?.push(job.id);
-        throw err;
-      }
-    }
+    if (this.enqueue.length === 0) await this.publish(job, spec.headers);
+    else await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => this.publish(sent, headers));
     this.onPublished?.(output);
     return job.id;
+  }
+
+  /** The end of an emit: the job published, listed among a batched job's children first. */
+  private publish(job: Job, headers: Record<string, HeaderValue> | undefined): Promise<void> {
+    const wire = { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers };
+    // Unbatched, the hot path: no async frame of its own.
+    if (this.batch === undefined) return this.sink.send(job, wire, this.scope, this.lost);
+    return this.publishListed(job, wire);
+  }
+
+  private async publishListed(job: Job, wire: Parameters<JobSink['send']>[1]): Promise<void> {
+    // Listed before it is sent: the settlement report names every child that may exist.
+    this.children?.push(job.id);
+    try {
+      await this.sink.send(job, wire, this.scope, this.lost);
+    } catch (err) {
+      this.unsent?.push(job.id);
+      throw err;
+    }
   }
 
   /**
@@ -216,18 +222,22 @@ export class JobContext implements StageContext {
     }
     const tenant = this.job.tenant;
     const job = createJob(spec, { queue: output, parentId: this.job.id, tenant, batch });
-    const where = { job: job.id, batch, queue: output, type: job.type, ...(tenant === undefined ? {} : { tenant }) };
-    await this.track(stamp<CreatedReport>({ kind: 'created', ...where }));
+    await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => this.sendRoot(sent, headers, batch));
+    this.onPublished?.(output);
+    return job.id;
+  }
+
+  /** The root of a batch this job starts, reported as created, then sent (see startBatch). */
+  private async sendRoot(job: Job, headers: Record<string, HeaderValue> | undefined, batch: string): Promise<void> {
+    const track = this.track as (record: TrackingRecord) => Promise<void>;
+    const tenant = this.job.tenant;
+    const where = { job: job.id, batch, queue: job.queue, type: job.type, ...(tenant === undefined ? {} : { tenant }) };
+    await track(stamp<CreatedReport>({ kind: 'created', ...where }));
     try {
-      await this.sink.send(
-        job,
-        { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers: spec.headers },
-        this.scope,
-        this.lost,
-      );
+      await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers }, this.scope, this.lost);
     } catch (err) {
       const error = toJobError(err);
-      await this.track(
+      await track(
         stamp<SettledReport>({
           kind: 'settled',
           ...where,
@@ -239,7 +249,5 @@ export class JobContext implements StageContext {
       ).catch(ignore);
       throw err;
     }
-    this.onPublished?.(output);
-    return job.id;
   }
 }

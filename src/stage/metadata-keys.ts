@@ -3,3 +3,5 @@
  * symbols, so that a stage module resolving its own copy of stagecoach still interoperates.
  */
 export const STAGE_METADATA = 'stagecoach:stage';
+/** A stage's own middleware (`@Stage({ middleware })`), kept apart from its plain-data metadata. */
+export const STAGE_MIDDLEWARE_METADATA = 'stagecoach:stage-middleware';

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Container } from 'inversify';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
+import { withExecutionMiddleware } from './middleware/execution-chain.js';
 import type { LoadedStage } from './stage-loader.js';
 import type { StageHandler } from './stage.types.js';
 import { CONFIG, LOGGER, STAGE_OPTIONS, TENANT, VARIANT } from './tokens.js';
@@ -21,7 +22,8 @@ export interface StageInstance {
  * One inversify container per stage instance (stage x tenant x variant): the stage class and
  * whatever it injects are singletons within it, never shared across tenants. `autobind` lets
  * a stage inject its own classes without binding them; `ContainerModule`s exported by the
- * stage module are loaded first.
+ * stage module are loaded first. The handler comes wrapped in the stage's own execution
+ * middleware (`@Stage({ middleware })`).
  */
 export async function createStageInstance(
   stage: LoadedStage,
@@ -53,5 +55,6 @@ export async function buildStageInstance(
   if (typeof instance.handle !== 'function') {
     throw new TypeError(`stage "${stage.metadata.name}" has no handle(job, ctx) method`);
   }
-  return { handler: instance, dispose: () => container.unbindAllAsync() };
+  // The stage's own execution middleware, where its handler runs (a worker thread builds it here too).
+  return { handler: withExecutionMiddleware(instance, stage.middleware.execution), dispose: () => container.unbindAllAsync() };
 }

@@ -13,8 +13,6 @@ export interface StageMetadata {
   types?: readonly string[];
 }
 
-export type StageOptions = Omit<StageMetadata, 'outputs'> & { outputs?: readonly string[] };
-
 /** Handed to `handle()` with every job. Valid only until `handle()` settles. */
 export interface StageContext {
   /** The stage's name. */
@@ -43,7 +41,10 @@ export interface StageContext {
   emit(output: string, job: EmitSpec): Promise<string>;
 }
 
-/** A stage class implements this. A thrown error is a failure of the job. */
+/**
+ * A stage class implements this. A thrown error is a failure of the job. What it returns is the
+ * job's result, which execution middleware may read or replace.
+ */
 export interface StageHandler {
-  handle(job: Job, ctx: StageContext): Promise<void> | void;
+  handle(job: Job, ctx: StageContext): Promise<unknown> | void;
 }

@@ -6,7 +6,9 @@ import type { HeaderValue, Job, PublishSpec } from '../job/job.types.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { JobContext } from '../stage/job-context.js';
 import { createStageInstance } from '../stage/stage-container.js';
-import { stageMetadataOf, type StageClass } from '../stage/stage-explorer.js';
+import { withExecutionMiddleware } from '../stage/middleware/execution-chain.js';
+import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middleware.types.js';
+import { stageMetadataOf, stageMiddlewareOf, type StageClass } from '../stage/stage-explorer.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { ContainerModule } from 'inversify';
 
@@ -23,7 +25,9 @@ export interface HarnessResult {
 /**
  * Runs a stage's `handle()` in memory, without a broker: the stage is built through the same
  * container as in production (its injected services included), and every `ctx.emit()` is
- * recorded instead of published.
+ * recorded instead of published. Middleware runs as in a stage group: `options.middleware` (the
+ * group's, process-wide) outside the stage's own (`@Stage({ middleware })`); the recorded jobs
+ * are what the enqueue middleware let through, as it changed them.
  *
  * ```ts
  * const harness = await StageHarness.create(Matcher, { tenant: 'acme' });
@@ -36,11 +40,19 @@ export class StageHarness {
     private readonly handler: StageHandler,
     private readonly tenant: string | undefined,
     private readonly log: Logger,
+    private readonly enqueue: readonly EnqueueMiddleware[],
   ) {}
 
   static async create(
     target: StageClass,
-    options: { tenant?: string; config?: RawConfig; modules?: ContainerModule[]; stageOptions?: Record<string, unknown> } = {},
+    options: {
+      tenant?: string;
+      config?: RawConfig;
+      modules?: ContainerModule[];
+      stageOptions?: Record<string, unknown>;
+      /** Process-wide middleware, as `StageGroupOptions.middleware`. @defaultValue none */
+      middleware?: Middleware;
+    } = {},
   ): Promise<StageHarness> {
     const metadata = stageMetadataOf(target);
     if (!metadata) throw new TypeError(`${target.name} is not decorated with @Stage`);
@@ -50,8 +62,18 @@ export class StageHarness {
       stages: { ...raw.stages, [metadata.name]: { module: '<harness>', options: options.stageOptions ?? {} } },
     });
     const log = createLogger({ stage: metadata.name, harness: true }, process.env.LOG_LEVEL ?? 'warn');
-    const handler = await createStageInstance({ metadata, target, modules: options.modules ?? [] }, config, options.tenant, log);
-    return new StageHarness(metadata, handler, options.tenant, log);
+    const middleware = stageMiddlewareOf(target);
+    const handler = await createStageInstance(
+      { metadata, target, middleware, modules: options.modules ?? [] },
+      config,
+      options.tenant,
+      log,
+    );
+    const group = options.middleware ?? {};
+    return new StageHarness(metadata, withExecutionMiddleware(handler, group.execution ?? []), options.tenant, log, [
+      ...(group.enqueue ?? []),
+      ...middleware.enqueue,
+    ]);
   }
 
   /** Hands one job to the stage; resolves with what it emitted, rejects with what it threw. */
@@ -82,6 +104,7 @@ export class StageHarness {
       undefined,
       undefined,
       () => Promise.resolve(),
+      this.enqueue,
     );
     await this.handler.handle(job, ctx);
     await ctx.settle();

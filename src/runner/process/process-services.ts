@@ -15,6 +15,7 @@ import { EventLoopWatch } from '../event-loop-watch.js';
 import { IsolationGate } from '../isolation-gate.js';
 import { LossLedger } from '../loss-ledger.js';
 import { stallWindowMs, type StageRunnerOptions } from '../stage-runner.js';
+import type { Middleware } from '../../stage/middleware/middleware.types.js';
 import type { StageInstance } from './stage-instance.js';
 
 export interface ProcessServicesOptions {
@@ -28,6 +29,8 @@ export interface ProcessServicesOptions {
   metrics?: StageMetrics;
   /** See StageGroupOptions.payloads. */
   payloads?: PayloadOffloader | false;
+  /** See StageGroupOptions.middleware. */
+  middleware?: Middleware;
 }
 
 /**
@@ -106,6 +109,7 @@ export class ProcessServices {
       ...(this.payloads === undefined ? {} : { payloads: this.payloads }),
       onQueueFull: this.queueFull.observe,
       flow: this.flow,
+      ...(this.options.middleware === undefined ? {} : { middleware: this.options.middleware }),
     };
   }
 
