@@ -21,7 +21,7 @@ import { announceLimits } from '../control/announce-limits.js';
 const TOPOLOGY_FIELDS = ['scope', 'variants', 'max_priority', 'type'] as const;
 
 /** Fields the stages read when they start: written at once, in effect at the next stage start. */
-const STAGE_FIELDS = ['default_timeout', 'default_retry', 'dead_letter_queue', 'allowed_job_types'] as const;
+const STAGE_FIELDS = ['default_timeout', 'default_retry', 'dead_letter_queue', 'allowed_job_types', 'events'] as const;
 
 /** `GET /ojs/v1/queues/{name}/config[?tenant=T]` and `GET /ojs/v1/queues/_default/config[?tenant=T]`: the effective configuration. */
 export function getConfig(fixed?: '_default') {

@@ -29,6 +29,7 @@ export function configView(config: CompiledConfig, name: string, tenant?: string
     // Flow limits (docs/flow-control.md): enforced by the stages, shown with the other settings.
     concurrency: settings.concurrency ?? null,
     rate_limit: settings.rate_limit ?? null,
+    events: settings.events,
     ...(queue.dead_letter_queue === undefined ? {} : { dead_letter_queue: queue.dead_letter_queue }),
     ...(queue.default_timeout === undefined ? {} : { default_timeout: queue.default_timeout }),
     ...(queue.allowed_job_types === undefined ? {} : { allowed_job_types: queue.allowed_job_types }),

@@ -69,6 +69,8 @@ export interface ResolvedQueueSettings {
   concurrency?: number;
   /** Starts per sliding window from the physical queue; undefined: unlimited. */
   rate_limit?: LimitWindow;
+  /** Whether its jobs' `job.*` events are published. */
+  events: boolean;
 }
 
 /** A {@link LimitWindow} compiled: its period in milliseconds. */

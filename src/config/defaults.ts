@@ -28,6 +28,7 @@ export const SYSTEM_QUEUE_SETTINGS = {
   overflow_policy: 'reject',
   dead_letter_ttl: 'P30D',
   block_timeout: 'PT30S',
+  events: false,
 } as const satisfies QueueSettings;
 
 export const SYSTEM_QUEUE_DEFAULTS = {

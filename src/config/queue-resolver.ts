@@ -21,6 +21,7 @@ export const SETTING_KEYS = [
   'dead_letter_max_size',
   'concurrency',
   'rate_limit',
+  'events',
 ] as const;
 
 /**
@@ -60,7 +61,10 @@ export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings
   for (const layer of layers) {
     for (const key of SETTING_KEYS) if (layer[key] !== undefined) (merged as Record<string, unknown>)[key] = layer[key];
   }
-  const resolved: ResolvedQueueSettings = { overflow_policy: merged.overflow_policy ?? SYSTEM_QUEUE_SETTINGS.overflow_policy };
+  const resolved: ResolvedQueueSettings = {
+    overflow_policy: merged.overflow_policy ?? SYSTEM_QUEUE_SETTINGS.overflow_policy,
+    events: merged.events ?? SYSTEM_QUEUE_SETTINGS.events,
+  };
   if (resolved.overflow_policy === 'block') resolved.block_timeout = merged.block_timeout ?? SYSTEM_QUEUE_SETTINGS.block_timeout;
   if (typeof merged.max_size === 'number') resolved.max_size = merged.max_size;
   if (typeof merged.max_size_bytes === 'number') resolved.max_size_bytes = merged.max_size_bytes;

@@ -77,6 +77,13 @@ export interface QueueSettings {
    * every process. @defaultValue unlimited
    */
   rate_limit?: LimitWindow | null;
+  /**
+   * Publish the OJS job events of this queue's jobs on `<prefix>.events` (docs/broker.md
+   * "Events"): `job.completed`, `job.failed`, `job.discarded`, `job.cancelled`, from the stage
+   * that settles them, after the acknowledgement (best effort). Read when a stage starts.
+   * @defaultValue false
+   */
+  events?: boolean;
 }
 
 /** `limit` job starts per `period` (ISO 8601 duration, at least 10 ms, at most a day). */

@@ -20,6 +20,11 @@ export const EVENT_TYPES = [
   'rate_limit.released',
   'rate_limit.dropped',
   'rate_limit.dynamic_adjusted',
+  // Jobs of the queues with `events: true` (OJS events 4.1; events/job-events.ts), from stage processes.
+  'job.completed',
+  'job.failed',
+  'job.discarded',
+  'job.cancelled',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -42,7 +47,7 @@ export interface OjsEvent<D extends Record<string, unknown> = Record<string, unk
   /** Who emitted it: `stagecoach/<command>` (`stagecoach/apply`) or `stagecoach/<stage names>` for a stage process. */
   source: string;
   time: string;
-  /** What it is about: the logical queue for `queue.*` events, the tenant for `tenant.*` ones. */
+  /** What it is about: the logical queue for `queue.*` events, the tenant for `tenant.*` ones, the job id for `job.*` ones. */
   subject?: string;
   datacontenttype: 'application/json';
   data: D;

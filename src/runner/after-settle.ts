@@ -1,4 +1,5 @@
 import type { Message } from 'amqplib';
+import type { JobEvents } from '../events/job-events.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { traceIdOf } from '../job/trace-context.js';
@@ -15,6 +16,8 @@ export interface AfterSettleOptions {
   /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
   onSuspected(): void;
   payloads?: PayloadOffloader;
+  /** The input queue's `job.*` events; absent when its `events` is off (the default). */
+  events?: JobEvents | undefined;
 }
 
 /**
@@ -22,7 +25,9 @@ export interface AfterSettleOptions {
  * line and, after the ack of a completion, a discard or a cancel, the release of a payload sent
  * by reference (docs/payloads.md; never before the ack: every other route republishes the same
  * reference). This is the only place settlement counts, each event once (RunnerCounts).
- * Counted once settled: an abandoned delivery comes back and is counted then.
+ * Counted once settled: an abandoned delivery comes back and is counted then. The same holds for
+ * the `job.*` events of a queue with `events` on (JobEvents): published after the ack, never
+ * awaited, so they never delay it.
  */
 export class AfterSettle {
   constructor(private readonly options: AfterSettleOptions) {}
@@ -36,10 +41,11 @@ export class AfterSettle {
    * The end of a completion whose emits (and report) are confirmed: acknowledged, then its
    * payload deleted, then counted. The hot path: no allocation, no await.
    */
-  completed(delivery: Delivery, emitted: number, seconds: number): 'acked' {
+  completed(delivery: Delivery, job: Job, emitted: number, seconds: number): 'acked' {
     this.ack(delivery);
     this.options.payloads?.release(delivery.message.properties.headers);
     this.options.counts.completed(seconds, emitted);
+    this.options.events?.completed(job, seconds);
     return 'acked';
   }
 
@@ -49,9 +55,12 @@ export class AfterSettle {
     if (poison) this.options.counts.redelivered();
   }
 
-  /** After a route's ConfirmLoop: what it came to, counted and logged. */
-  settled(delivery: Delivery, route: Route, settled: Settled): Settled {
-    const { log, counts } = this.options;
+  /**
+   * After a route's ConfirmLoop: what it came to, counted, logged and evented.
+   * @param failed the route follows a failed attempt (Settlement.fail), not a discard without one
+   */
+  settled(delivery: Delivery, route: Route, settled: Settled, failed = false): Settled {
+    const { log, counts, events } = this.options;
     const { message } = delivery;
     const event = route.event;
     switch (event.kind) {
@@ -66,6 +75,9 @@ export class AfterSettle {
           exhausted: event.exhausted,
           ...(settled === 'rejected' ? { route: 'broker dead-letter route' } : {}),
         });
+        if (event.job === undefined) break;
+        if (failed) events?.failed(event.job, event.error, false);
+        events?.discarded(event.job, event.error, 'dead_letter');
         break;
       case 'discarded':
         log.warn('job discarded', {
@@ -77,11 +89,14 @@ export class AfterSettle {
         if (settled !== 'acked') break;
         this.options.payloads?.release(message.properties.headers);
         counts.discarded();
+        if (failed) events?.failed(event.job, event.error, false);
+        events?.discarded(event.job, event.error, 'discard');
         break;
       case 'cancelled':
         if (settled !== 'acked') break;
         this.options.payloads?.release(message.properties.headers);
         log.info('job cancelled with its batch', fields(event.job, message));
+        events?.cancelled(event.job);
         break;
       case 'retried':
         if (settled !== 'acked') break;
@@ -93,6 +108,7 @@ export class AfterSettle {
           error_type: event.error.type,
           error: event.error.message,
         });
+        events?.failed(event.job, event.error, true);
         break;
       case 'suspected':
         if (settled !== 'acked') break;

@@ -4,6 +4,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
+import type { EventSink } from '../events/job-events.js';
 import type { Middleware } from '../stage/middleware/middleware.types.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import type { StageHandler } from '../stage/stage.types.js';
@@ -71,6 +72,11 @@ export interface StageRunnerOptions {
    * the stage's on every emit. @defaultValue none
    */
   middleware?: Middleware;
+  /**
+   * Where the process publishes OJS events (StageGroup passes its event publisher's): the
+   * runner's `job.*` events go there when its input queue has `events` on. Without it, none.
+   */
+  events?: EventSink;
 }
 
 /**

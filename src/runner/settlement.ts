@@ -11,6 +11,7 @@ import type { Logger } from '../logging/logger.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { BrokerNames } from '../topology/names.js';
+import type { JobEvents } from '../events/job-events.js';
 import { AfterSettle } from './after-settle.js';
 import { BatchReports } from './batch-reports.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
@@ -57,6 +58,8 @@ export interface SettlementOptions {
   suspectRefusalWaitsMs?: readonly number[];
   /** Deletes the payload of a job sent by reference once it completed, was discarded or cancelled. */
   payloads?: PayloadOffloader;
+  /** The input queue's `job.*` events, published by the after-settle hook; absent when its `events` is off. */
+  events?: JobEvents | undefined;
 }
 
 /** See SettlementOptions.suspectRefusalWaitsMs: longer than a quorum queue's leader election. */
@@ -138,7 +141,7 @@ export class Settlement {
           // The broker refused an emit (a full output queue): the job failed like a throw.
           return await this.fail(delivery, outcome.job, err, outcome.seconds);
         }
-        return this.after.completed(delivery, emitted, outcome.seconds);
+        return this.after.completed(delivery, outcome.job, emitted, outcome.seconds);
       }
       switch (outcome.kind) {
         case 'failed':
@@ -251,7 +254,7 @@ export class Settlement {
       reported = false;
       failure ??= { err, emitted: true };
     }
-    if (failure === undefined) return this.after.completed(delivery, emitted, outcome.seconds);
+    if (failure === undefined) return this.after.completed(delivery, outcome.job, emitted, outcome.seconds);
     const { err } = failure;
     const details: ReportDetails = {
       ...(reported ? { retracts: (report as SettledReport).id } : {}),
@@ -272,24 +275,26 @@ export class Settlement {
     if (job === undefined) return this.take(delivery, deadLetterRoute(this.routes, this.options.input, delivery, undefined, error, false));
     // A job here passed admission (a refused one is routed in settle()): whatever failed it, a
     // TENANT_MISMATCH of one of its emits included, its batch is told.
-    return this.route(delivery, failureRoute(this.routes, this.options.input, delivery, job, error, thrown), {
-      ...details,
-      error: { type: error.type, message: error.message },
-    });
+    return this.route(
+      delivery,
+      failureRoute(this.routes, this.options.input, delivery, job, error, thrown),
+      { ...details, error: { type: error.type, message: error.message } },
+      true,
+    );
   }
 
-  /** Takes a route with the report its event makes for a batched job. */
-  private route(delivery: Delivery, route: Route, details?: ReportDetails): Promise<Settled> {
-    return this.take(delivery, route, this.reports.forRoute(route.event, details));
+  /** Takes a route with the report its event makes for a batched job. `failed`: see AfterSettle.settled. */
+  private route(delivery: Delivery, route: Route, details?: ReportDetails, failed = false): Promise<Settled> {
+    return this.take(delivery, route, this.reports.forRoute(route.event, details), failed);
   }
 
-  private async take(delivery: Delivery, route: Route, report?: SettledReport): Promise<Settled> {
+  private async take(delivery: Delivery, route: Route, report?: SettledReport, failed = false): Promise<Settled> {
     if (route.detour !== undefined) {
       this.options.log.warn('dead_letter_queue cannot take the job; using the dead letters of its queue', {
         target: route.detour.target,
         err: route.detour.reason,
       });
     }
-    return this.after.settled(delivery, route, await this.loop.run(delivery, route, report));
+    return this.after.settled(delivery, route, await this.loop.run(delivery, route, report), failed);
   }
 }

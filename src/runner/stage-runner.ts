@@ -23,6 +23,7 @@ import { resolveStageInput, type StageInput } from './stage-input.js';
 import { createStageProcessor } from './stage-processor.js';
 import type { SuspectWatch } from './suspect-watch.js';
 import { WorkIntake } from './work-intake.js';
+import { JobEvents } from '../events/job-events.js';
 
 export type { RunnerState } from './lifecycle.js';
 export type { StageRunnerStats } from './runner-stats.js';
@@ -118,6 +119,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       metrics: this.metrics,
       onSuspected: () => this.suspects.moved(),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
+      events: JobEvents.of(config, { queue: meta.input, tenant, stage: meta.name }, options.events),
     });
     this.sink = new JobRouter(config, healingPublisher(this.publishers), options.payloads);
   }

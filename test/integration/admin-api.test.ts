@@ -172,6 +172,19 @@ describe('the admin HTTP API, end to end', function () {
     expect(await policy(`${names.prefix}.queue.done.globex`)).to.deep.equal({ 'max-length': 3, overflow: 'reject-publish' });
     const retry = await call('PUT', '/ojs/v1/queues/done/config', { body: { max_size: 7, default_retry: { max_attempts: 5 } } });
     expect(retry.body.restart_needed).to.deep.equal(['default_retry']);
+    // `events` (job.* events) is read when a stage starts; a tenant may turn its own off.
+    const events = await call('PUT', '/ojs/v1/queues/done/config', {
+      body: { max_size: 7, default_retry: { max_attempts: 5 }, events: true },
+    });
+    expect(events.status, JSON.stringify(events.body)).to.equal(200);
+    expect(events.body.restart_needed).to.deep.equal(['events']);
+    expect((events.body.config as Json).events).to.equal(true);
+    const quiet = await call('PUT', '/ojs/v1/queues/done/config?tenant=globex', { body: { max_size: 3, events: false } });
+    expect(quiet.status, JSON.stringify(quiet.body)).to.equal(200);
+    expect((quiet.body.config as Json).events).to.equal(false);
+    const notBoolean = await call('PUT', '/ojs/v1/queues/done/config', { body: { events: 'yes' } });
+    expect(notBoolean.status).to.equal(422);
+    expect(notBoolean.body.error?.message).to.contain('events');
 
     const planned = await runCli(['plan', '--json', '--config', file], env);
     const plan = JSON.parse(planned.stdout) as { changes: Array<{ kind: string; name: string }> };

@@ -3,7 +3,9 @@ import { refusedQueue } from '../../src/broker/job-router.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { QueueFullError } from '../../src/errors/errors.js';
 import type { EventPublisher } from '../../src/events/event-publisher.js';
+import { JobEvents } from '../../src/events/job-events.js';
 import { createEvent } from '../../src/events/ojs-event.js';
+import { createJob } from '../../src/job/envelope.js';
 import { QueueFullReporter, QueueFullThrottle, type QueueFullSighting } from '../../src/events/queue-full-reporter.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { maxSizeOf, policyOf } from '../../src/observability/queue-limits.js';
@@ -166,6 +168,60 @@ describe('events', () => {
       );
       await metrics.text();
       expect(calls, 'the next scrape reads again').to.equal(2);
+    });
+  });
+
+  describe('job events (queues.<q>.events)', () => {
+    const events = compileConfig({
+      tenants: [
+        'acme',
+        { name: 'globex', queues: { orders: { events: false } } },
+        { name: 'initech', queues: { _default: { events: true } } },
+      ],
+      queues: { _default: {}, orders: { events: true }, quiet: {}, loud_shared: { scope: 'shared', events: true } },
+    });
+    const sent: Array<{ type: string; subject: string | undefined; data: Record<string, unknown> }> = [];
+    const sink = (type: string, subject: string | undefined, data: Record<string, unknown>): void =>
+      void sent.push({ type, subject, data });
+    const at = (queue: string, tenant?: string): JobEvents | undefined => JobEvents.of(events, { queue, tenant, stage: 's' }, sink);
+
+    it('are off by default, on where a queue, its _default or a tenant of it turns them on, and off without a sink', () => {
+      expect(at('quiet', 'acme')).to.equal(undefined);
+      expect(at('orders', 'acme')).to.be.instanceOf(JobEvents);
+      expect(at('orders', 'globex'), "the tenant's own setting wins").to.equal(undefined);
+      expect(at('quiet', 'initech'), "the tenant's _default").to.be.instanceOf(JobEvents);
+      expect(at('loud_shared')).to.be.instanceOf(JobEvents);
+      expect(JobEvents.of(events, { queue: 'orders', tenant: 'acme', stage: 's' }, undefined)).to.equal(undefined);
+      expect(compileConfig({}).defaultQueue.events).to.equal(false);
+    });
+
+    it('carry the OJS event data, the job id as subject', () => {
+      sent.length = 0;
+      const job = createJob({ type: 'order.ship', meta: { batch: 'b-1' } }, { queue: 'orders', tenant: 'acme' });
+      const on = at('orders', 'acme') as JobEvents;
+      on.completed(job, 1.2345);
+      on.failed(job, { type: 'SmtpError', message: 'refused', backtrace: ['at a', 'at b'] }, true);
+      on.discarded(job, { type: 'SmtpError', message: 'refused' }, 'dead_letter');
+      on.cancelled(job);
+      const base = { job_type: 'order.ship', queue: 'orders', tenant: 'acme', stage: 's' };
+      expect(sent).to.deep.equal([
+        { type: 'job.completed', subject: job.id, data: { ...base, duration_ms: 1235, attempt: 1 } },
+        {
+          type: 'job.failed',
+          subject: job.id,
+          data: { ...base, attempt: 1, error: { code: 'SmtpError', message: 'refused', retryable: true, stack_trace: 'at a\nat b' } },
+        },
+        {
+          type: 'job.discarded',
+          subject: job.id,
+          data: { ...base, total_attempts: 1, last_error: { code: 'SmtpError', message: 'refused' }, route: 'dead_letter' },
+        },
+        {
+          type: 'job.cancelled',
+          subject: job.id,
+          data: { ...base, cancelled_by: 'batch', reason: 'batch "b-1" was cancelled', batch: 'b-1' },
+        },
+      ]);
     });
   });
 });

@@ -130,11 +130,13 @@ describe('queue settings in the configuration', () => {
       max_size: 100,
       dead_letter_ttl: 'P30D',
       dead_letter_max_size: 500,
+      events: false,
     });
     expect(settingsFor(config, 'conversions', 'globex')).to.deep.equal({
       overflow_policy: 'reject',
       max_size: 10,
       dead_letter_max_size: 500,
+      events: false,
     });
     expect(settingsFor(config, 'conversions', 'acme')).to.deep.equal(settingsFor(config, 'conversions'));
     const layered = compileConfig({

@@ -1,13 +1,14 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import { EventPublisher } from '../../events/event-publisher.js';
+import type { EventSink } from '../../events/job-events.js';
 import { QueueFullReporter } from '../../events/queue-full-reporter.js';
 import type { Logger } from '../../logging/logger.js';
 import { QueueLimits } from '../../observability/queue-limits.js';
 import { StageMetrics } from '../../observability/stage-metrics.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
 import { FlowControl } from '../../flow/flow-control.js';
-import { FlowWatch, type FlowEventSink } from '../../flow/flow-watch.js';
+import { FlowWatch } from '../../flow/flow-watch.js';
 import { publishControl } from '../../control/send-control.js';
 import { FlowMetrics } from '../../observability/flow-metrics.js';
 import { DirectiveGate } from '../directive-gate.js';
@@ -60,6 +61,8 @@ export class ProcessServices {
   readonly flow: FlowControl;
   private readonly ownsPayloads: boolean;
   private readonly dropFlowSource: () => void;
+  /** Publishes an event as the process, never awaited (flow limits' `rate_limit.*`, the runners' `job.*`). */
+  private readonly event: EventSink = (type, subject, data) => void this.events.publish(type, subject, data).catch(() => undefined);
 
   constructor(private readonly options: ProcessServicesOptions) {
     const { config, log } = options;
@@ -71,11 +74,10 @@ export class ProcessServices {
     this.events = new EventPublisher(config, { source: `stagecoach/${options.names}`, log, connection: options.connection });
     this.limits = new QueueLimits(config, log);
     const flowMetrics = FlowMetrics.of(this.metrics.registry);
-    const event: FlowEventSink = (type, key, data) => void this.events.publish(type, key, data).catch(() => undefined);
-    const watch = new FlowWatch(flowMetrics, event);
+    const watch = new FlowWatch(flowMetrics, this.event);
     this.flow = new FlowControl(config, log, {
       observe: watch.granted,
-      event,
+      event: this.event,
       broadcast: async (message) => {
         const connection = options.connection();
         if (connection !== undefined) await publishControl(connection, config, message);
@@ -110,6 +112,7 @@ export class ProcessServices {
       onQueueFull: this.queueFull.observe,
       flow: this.flow,
       ...(this.options.middleware === undefined ? {} : { middleware: this.options.middleware }),
+      events: this.event,
     };
   }
 
