@@ -75,9 +75,10 @@ const SERVER_NAMED = 'amq\\.gen-.*';
  * parks the jobs of a paused batch or tenant into its own tenant's parked queue, nobody else's.
  *
  * Both may also write `events` with the keys of the events a producer or a stage emits
- * (`queue.full`; topic permission): the administration events (`tenant.retired`...) are the
- * operator's. Events are information, so what a tenant user can claim there is no more than
- * that a queue refused it a job.
+ * (`queue.full`, and for a stage the `job.*` events of the jobs it settles; topic permission):
+ * the administration events (`tenant.retired`...) are the operator's. Events are information,
+ * so what a tenant user can claim there is no more than that a queue refused it a job, or what
+ * became of a job.
  */
 export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant: string): UserGrant {
   const names = new BrokerNames(config.prefix);
@@ -115,7 +116,7 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
     },
     topics: [
       retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`),
-      eventsTopic(names),
+      eventsTopic(names, STAGE_EVENT_TYPES),
       // Parks only into its own tenant's parked queue: `batch resume` sends parked jobs on as the operator.
       { exchange: names.park, write: anyOf(t), read: '' },
     ],
@@ -150,7 +151,10 @@ export function internalUserGrant(config: CompiledConfig): UserGrant {
       ),
       read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
     },
-    topics: [retryTopic(names, `(${sharedQueue('due|suspect')}|${p}\\.due\\.[^.]+\\.[^.]+(\\.[^.]+)?)`), eventsTopic(names)],
+    topics: [
+      retryTopic(names, `(${sharedQueue('due|suspect')}|${p}\\.due\\.[^.]+\\.[^.]+(\\.[^.]+)?)`),
+      eventsTopic(names, STAGE_EVENT_TYPES),
+    ],
   };
 }
 
@@ -161,7 +165,9 @@ function retryTopic(names: BrokerNames, destination: string): TopicPermission {
 
 /** Event types a producer or a stage publishes (see events/queue-full-reporter.ts). */
 const PROCESS_EVENT_TYPES = ['queue.full'];
+/** And those a stage publishes about the jobs it settles, for queues with `events` on (events/job-events.ts). */
+const STAGE_EVENT_TYPES = [...PROCESS_EVENT_TYPES, 'job.completed', 'job.failed', 'job.discarded', 'job.cancelled'];
 
-function eventsTopic(names: BrokerNames): TopicPermission {
-  return { exchange: names.events, write: anyOf(...PROCESS_EVENT_TYPES.map(literal)), read: '' };
+function eventsTopic(names: BrokerNames, types: readonly string[] = PROCESS_EVENT_TYPES): TopicPermission {
+  return { exchange: names.events, write: anyOf(...types.map(literal)), read: '' };
 }

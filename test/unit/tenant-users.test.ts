@@ -211,6 +211,13 @@ describe('tenant users (security.tenantUsers)', () => {
       expect(grants(retry.write, delayRoutingKey(0, names.dueQueue('shared_q')))).to.equal(true, 'a scheduled emit to a shared queue');
       expect(grants(retry.write, delayRoutingKey(0, names.suspectQueue('shared_q')))).to.equal(false);
       expect(grants(retry.write, `#.${names.dueQueue('conversions', 'acme')}`)).to.equal(false);
+      // The job.* events of the jobs it settles (queues with `events` on), besides queue.full; no administration event.
+      const events = stage.topics.find((topic) => topic.exchange === 'p.events');
+      for (const type of ['queue.full', 'job.completed', 'job.failed', 'job.discarded', 'job.cancelled'])
+        expect(grants(events?.write ?? '', type), type).to.equal(true);
+      for (const type of ['tenant.retired', 'queue.deleted', 'job.completed.x'])
+        expect(grants(events?.write ?? '', type), type).to.equal(false);
+      expect(grants(internal.topics[1]?.write ?? '', 'job.failed')).to.equal(true);
     });
 
     it('lets the internal user read shared queues only, and write the root exchange for any tenant', () => {
