@@ -98,7 +98,7 @@ export function putConfig(fixed?: '_default') {
       if (limitsChanged(before, after, name, tenant)) {
         await announceLimits(after, ctx.log);
       }
-      const restart = tenant === undefined ? changedStageFields(before, after, name) : [];
+      const restart = tenant === undefined ? changedStageFields(before, after, name) : changedTenantFields(before, after, name, tenant);
       ctx.log.info('queue configuration changed through the admin API', { queue: name, tenant, policies, restart_needed: restart });
       return {
         status: 200,
@@ -174,6 +174,12 @@ function changedStageFields(before: CompiledConfig, after: CompiledConfig, name:
   const of = (config: CompiledConfig): Record<string, unknown> =>
     (name === '_default' ? config.defaultQueue : (config.queues.get(name) ?? config.defaultQueue)) as unknown as Record<string, unknown>;
   return STAGE_FIELDS.filter((field) => canonical(of(before)[field]) !== canonical(of(after)[field]));
+}
+
+/** Of a tenant's own settings, those the stages read when they start (`events`) that the change altered. */
+function changedTenantFields(before: CompiledConfig, after: CompiledConfig, name: string, tenant: string): string[] {
+  const queue = name === '_default' ? '' : name;
+  return settingsFor(before, queue, tenant).events === settingsFor(after, queue, tenant).events ? [] : ['events'];
 }
 
 /** JSON with object keys sorted, for comparing values written in any key order. */

@@ -182,6 +182,7 @@ describe('the admin HTTP API, end to end', function () {
     const quiet = await call('PUT', '/ojs/v1/queues/done/config?tenant=globex', { body: { max_size: 3, events: false } });
     expect(quiet.status, JSON.stringify(quiet.body)).to.equal(200);
     expect((quiet.body.config as Json).events).to.equal(false);
+    expect(quiet.body.restart_needed).to.deep.equal(['events']);
     const notBoolean = await call('PUT', '/ojs/v1/queues/done/config', { body: { events: 'yes' } });
     expect(notBoolean.status).to.equal(422);
     expect(notBoolean.body.error?.message).to.contain('events');
