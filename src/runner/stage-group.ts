@@ -133,7 +133,10 @@ export class StageGroup {
       connection: () => manager.connection,
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
-      ...(options.middleware === undefined ? {} : { middleware: options.middleware }),
+      // Copied: a chain never changes while jobs run through it (tenants added later included).
+      ...(options.middleware === undefined
+        ? {}
+        : { middleware: { enqueue: [...(options.middleware.enqueue ?? [])], execution: [...(options.middleware.execution ?? [])] } }),
     });
     this.services = services;
     this.metrics = services.metrics;
