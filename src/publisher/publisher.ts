@@ -19,6 +19,7 @@ import { stamp, type CreatedReport, type SettledReport } from '../batch/tracking
 import { batchOf, publishRecord } from '../batch/tracking-stream.js';
 import { checkCallbacks } from '../batch/batch-callbacks.js';
 import { runEnqueueChain } from '../stage/middleware/enqueue-chain.js';
+import { middlewareLists } from '../stage/middleware/middleware-lists.js';
 import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middleware.types.js';
 
 /**
@@ -81,6 +82,8 @@ export class Publisher {
       middleware?: Pick<Middleware, 'enqueue'>;
     } = {},
   ): Promise<Publisher> {
+    // Checked before anything is opened: a bad entry must not leave a connection behind.
+    const { enqueue } = middlewareLists('Publisher', options.middleware);
     const log = options.log ?? createLogger({ component: 'publisher' });
     const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
     if (!config.security.tenantUsers) await declareTopology(connection, coreTopology(config), log);
@@ -95,7 +98,7 @@ export class Publisher {
       events,
       payloads,
       options.payloads === undefined,
-      [...(options.middleware?.enqueue ?? [])],
+      enqueue,
     );
   }
 

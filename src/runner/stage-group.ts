@@ -4,6 +4,7 @@ import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
+import { middlewareLists } from '../stage/middleware/middleware-lists.js';
 import type { Middleware } from '../stage/middleware/middleware.types.js';
 import type { QueueDepthCache } from '../observability/queue-depth-cache.js';
 import type { StageMetrics } from '../observability/stage-metrics.js';
@@ -134,9 +135,7 @@ export class StageGroup {
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
       // Copied: a chain never changes while jobs run through it (tenants added later included).
-      ...(options.middleware === undefined
-        ? {}
-        : { middleware: { enqueue: [...(options.middleware.enqueue ?? [])], execution: [...(options.middleware.execution ?? [])] } }),
+      ...(options.middleware === undefined ? {} : { middleware: middlewareLists('StageGroup', options.middleware) }),
     });
     this.services = services;
     this.metrics = services.metrics;

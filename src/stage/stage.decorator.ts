@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { injectable } from 'inversify';
 import { STAGE_METADATA, STAGE_MIDDLEWARE_METADATA } from './metadata-keys.js';
-import type { Middleware, StageMiddleware } from './middleware/middleware.types.js';
+import { middlewareLists } from './middleware/middleware-lists.js';
+import type { Middleware } from './middleware/middleware.types.js';
 import type { StageMetadata } from './stage.types.js';
 
 /** What `@Stage()` takes: the metadata, `outputs` optional, and the stage's own middleware. */
@@ -36,30 +37,16 @@ export function Stage(options: StageOptions): ClassDecorator {
       throw new TypeError(`@Stage "${metadata.name}": queue name "${String(queue)}" must match ${QUEUE}`);
     }
   }
-  const middleware = checkMiddleware(metadata.name, options.middleware);
+  const middleware = middlewareLists(`@Stage "${metadata.name}"`, options.middleware);
   return (target) => {
     Reflect.defineMetadata(STAGE_METADATA, metadata, target);
-    if (middleware !== undefined) Reflect.defineMetadata(STAGE_MIDDLEWARE_METADATA, middleware, target);
+    if (middleware.enqueue.length > 0 || middleware.execution.length > 0)
+      Reflect.defineMetadata(STAGE_MIDDLEWARE_METADATA, middleware, target);
     // Let inversify read the constructor's parameter types (emitDecoratorMetadata), so that
     // a stage injects its services by class without a separate @injectable().
     if (!isInjectable(target)) injectable()(target);
     return target;
   };
-}
-
-/** The stage's middleware lists, copied and frozen; undefined when it has none. */
-function checkMiddleware(stage: string, middleware: StageOptions['middleware']): StageMiddleware | undefined {
-  if (middleware === undefined) return undefined;
-  const lists = { enqueue: [...(middleware.enqueue ?? [])], execution: [...(middleware.execution ?? [])] };
-  for (const [chain, list] of Object.entries(lists)) {
-    list.forEach((entry: unknown, index) => {
-      if (typeof entry !== 'function') {
-        throw new TypeError(`@Stage "${stage}": middleware.${chain}[${index}] must be a function, got ${typeof entry}`);
-      }
-    });
-  }
-  if (lists.enqueue.length === 0 && lists.execution.length === 0) return undefined;
-  return Object.freeze({ enqueue: Object.freeze(lists.enqueue), execution: Object.freeze(lists.execution) });
 }
 
 /** inversify records its class metadata under this key once `@injectable()` ran. */

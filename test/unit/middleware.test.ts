@@ -9,6 +9,10 @@ import { Stage } from '../../src/stage/stage.decorator.js';
 import { exploreStages, stageMiddlewareOf } from '../../src/stage/stage-explorer.js';
 import type { StageContext, StageHandler } from '../../src/stage/stage.types.js';
 import { StageHarness } from '../../src/testing/stage-harness.js';
+import { compileConfig } from '../../src/config/compile-config.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { Publisher } from '../../src/publisher/publisher.js';
+import { StageGroup } from '../../src/runner/stage-group.js';
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(
@@ -215,6 +219,21 @@ describe('@Stage middleware', () => {
     expect(() => Stage({ name: 'bad', input: 'in', middleware: { execution: ['log' as unknown as ExecutionMiddleware] } })).to.throw(
       TypeError,
       '@Stage "bad": middleware.execution[0] must be a function, got string',
+    );
+  });
+});
+
+describe('StageGroup and Publisher middleware', () => {
+  const notAFunction = 'log' as unknown as EnqueueMiddleware;
+
+  it('is refused when an entry is not a function, before anything connects', async () => {
+    const config = compileConfig({ broker: { url: 'amqp://nobody:nothing@127.0.0.1:1/' } });
+    const err = await rejection(Publisher.connect(config, { middleware: { enqueue: [notAFunction] } }));
+    expect(err).to.be.instanceOf(TypeError);
+    expect((err as Error).message).to.equal('Publisher: middleware.enqueue[0] must be a function, got string');
+    expect(() => new StageGroup(config, [], createLogger({}, 'error'), { middleware: { enqueue: [notAFunction] } })).to.throw(
+      TypeError,
+      'StageGroup: middleware.enqueue[0] must be a function, got string',
     );
   });
 });
