@@ -25,6 +25,8 @@ export const SCENARIOS = [
   'tracking',
   'payloads',
   'limits',
+  'middleware',
+  'events',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -70,7 +72,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,payloads,limits (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,payloads,limits,middleware,events (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the

@@ -29,6 +29,7 @@ import { benchFairness, fairnessTargets, type FairnessResult } from './fairness.
 import { cleanupSubConfigs } from './sub-prefix.js';
 import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './throughput.js';
 import { benchTracking } from './tracking.js';
+import { benchEvents, benchMiddleware } from './hooks.js';
 import { benchLimits } from './limits.js';
 import { benchPayloads, cleanupPayloadStore, type PayloadsResult } from './payloads.js';
 
@@ -100,6 +101,8 @@ async function main(): Promise<number> {
     if (opts.only.has('fairness')) results.fairness = await benchFairness(ctx);
     if (opts.only.has('tracking')) results.throughput.push(...(await benchTracking(ctx)));
     if (opts.only.has('limits')) results.throughput.push(...(await benchLimits(ctx)));
+    if (opts.only.has('middleware')) results.throughput.push(await benchMiddleware(ctx));
+    if (opts.only.has('events')) results.throughput.push(await benchEvents(ctx));
     if (opts.only.has('payloads')) {
       results.payloads = await benchPayloads(ctx);
       results.throughput.push(results.payloads.large, results.payloads.small);
@@ -311,7 +314,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     for (const [what, met, value] of targets) lines.push(`${met ? 'target met    ' : 'target MISSED '} ${what}: ${value}`);
   }
   lines.push(
-    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking, limited / none and achieved / configured for limits, offloaded / inline and configured / none for payloads; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
+    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking, middleware and events, limited / none and achieved / configured for limits, offloaded / inline and configured / none for payloads; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
   );
   lines.push('');
   return `${lines.join('\n')}\n`;

@@ -39,7 +39,7 @@ export class AfterSettle {
 
   /**
    * The end of a completion whose emits (and report) are confirmed: acknowledged, then its
-   * payload deleted, then counted. The hot path: no allocation, no await.
+   * payload deleted, then counted (and evented). The hot path: no allocation, no await (events off).
    */
   completed(delivery: Delivery, job: Job, emitted: number, seconds: number): 'acked' {
     this.ack(delivery);

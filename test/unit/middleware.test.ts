@@ -137,13 +137,14 @@ describe('enqueue middleware chain', () => {
     expect(trace).to.deep.equal(['a:', 'b:a', 'b published true', 'a published true']);
     expect(published).to.have.length(1);
     expect(published[0]?.job.meta.seen).to.equal('ab');
-    expect(published[0]?.job).to.not.have.property('headers');
     expect(published[0]?.headers).to.deep.equal({ mime: 'text/plain', 'x-a': 'a', 'x-b': 'b' });
-    // The caller's envelope is not the one the middleware changed.
-    expect(original.meta.seen).to.equal(undefined);
+    // The chain works on the job itself; its headers never reach the envelope's fields.
+    expect(published[0]?.job).to.equal(original);
+    expect(Object.keys(original)).to.not.include('headers');
+    expect(JSON.parse(JSON.stringify(published[0]?.job))).to.not.have.property('headers');
   });
 
-  it('publishes the job unchanged, without copying it, when there is no middleware', async () => {
+  it('publishes the job unchanged when there is no middleware', async () => {
     const { published, publish } = recorder();
     const original = job();
     await runEnqueueChain([], original, undefined, publish);
@@ -184,6 +185,16 @@ describe('enqueue middleware chain', () => {
       expect((err as Error).message).to.contain('enqueue middleware changed');
       expect(published).to.deep.equal([]);
     }
+  });
+
+  it('publishes a replacement passed to next(), its headers taken out of the envelope', async () => {
+    const { published, publish } = recorder();
+    const original = job();
+    const replace: EnqueueMiddleware = (outgoing, next) => next({ ...outgoing, args: ['replaced'], headers: { mime: 'x' } });
+    await runEnqueueChain([replace], original, undefined, publish);
+    expect(published[0]?.job.args).to.deep.equal(['replaced']);
+    expect(published[0]?.job).to.not.have.property('headers');
+    expect(published[0]?.headers).to.deep.equal({ mime: 'x' });
   });
 
   it("cannot hide the publish's failure by catching it", async () => {

@@ -8,7 +8,12 @@ export type PublishStep = (job: Job, headers: Record<string, HeaderValue> | unde
 
 /**
  * Runs `middleware` in order around `publish` (OJS linear chain) and resolves with the job's id
- * once it was published. Without middleware, `publish` alone: no copy of the job is made.
+ * once it was published. Without middleware, `publish` alone.
+ *
+ * The chain works on `job` itself, not a copy (callers hand it a job they just built; a copy
+ * costs more than the rest of the chain): the headers ride on it as a non-enumerable `headers`
+ * property, which no envelope serialisation sees, so what reaches `publish` is the object the
+ * middleware changed, unless one passed a replacement to `next()`.
  *
  * Invariants: `publish` runs at most once, and only at the end of the chain; a middleware that
  * returns without calling `next()`, or changes the job's `id`, `queue`, `tenant` or `meta.batch`,
@@ -25,12 +30,12 @@ export async function runEnqueueChain(
     await publish(job, headers);
     return job.id;
   }
+  const decided = { id: job.id, queue: job.queue, tenant: job.tenant, batch: job.meta.batch, type: job.type };
   const step = async (index: number, current: OutgoingJob): Promise<string> => {
     if (index === middleware.length) {
-      checkUnchanged(job, current);
-      const { headers: outgoingHeaders, ...envelope } = current;
-      await publish(envelope, outgoingHeaders);
-      return job.id;
+      checkUnchanged(decided, current);
+      await publish(envelopeOf(current), current.headers);
+      return decided.id;
     }
     const own = middleware[index] as EnqueueMiddleware;
     let downstream: Promise<string> | undefined;
@@ -49,23 +54,33 @@ export async function runEnqueueChain(
     await own(current, next);
     if (downstream === undefined) {
       throw new EnqueueRefusedError(
-        `enqueue middleware ${middlewareName(own, index)} returned without calling next(): job ${job.id} (${job.type}) for queue "${job.queue}" was not published`,
-        job.queue,
-        job.id,
+        `enqueue middleware ${middlewareName(own, index)} returned without calling next(): job ${decided.id} (${decided.type}) for queue "${decided.queue}" was not published`,
+        decided.queue,
+        decided.id,
       );
     }
     return downstream;
   };
-  return step(0, { ...job, meta: { ...job.meta }, headers: { ...headers } });
+  const outgoing = job as OutgoingJob;
+  Object.defineProperty(outgoing, 'headers', { value: { ...headers }, writable: true, enumerable: false, configurable: true });
+  return step(0, outgoing);
+}
+
+/** The envelope to publish: the job itself, unless a replacement given to `next()` carries `headers` as a field. */
+function envelopeOf(current: OutgoingJob): Job {
+  if (!Object.prototype.propertyIsEnumerable.call(current, 'headers')) return current;
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- taken out of the envelope
+  const { headers, ...envelope } = current;
+  return envelope;
 }
 
 /** What decides where a job goes and what it belongs to is not the middleware's to change. */
-function checkUnchanged(original: Job, current: OutgoingJob): void {
+function checkUnchanged(original: Pick<Job, 'id' | 'queue' | 'tenant' | 'type'> & { batch: unknown }, current: OutgoingJob): void {
   const changed: string[] = [];
   if (current.id !== original.id) changed.push('id');
   if (current.queue !== original.queue) changed.push('queue');
   if (current.tenant !== original.tenant) changed.push('tenant');
-  if (current.meta?.batch !== original.meta.batch) changed.push('meta.batch');
+  if (current.meta?.batch !== original.batch) changed.push('meta.batch');
   if (changed.length > 0) {
     throw new EnqueueRefusedError(
       `enqueue middleware changed ${changed.join(', ')} of job ${original.id} (${original.type}) for queue "${original.queue}": not published`,

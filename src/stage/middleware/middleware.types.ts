@@ -11,9 +11,10 @@ import type { StageContext } from '../stage.types.js';
 /**
  * A job on its way to the broker, as enqueue middleware sees it: the complete OJS envelope
  * (`id`, `type`, `queue`, `args`, `meta`, ...) and the AMQP `headers` it will carry (a variant
- * header such as `mime` among them). A middleware may change any of it except `id`, `queue`,
- * `tenant` and `meta.batch`, which decide where the job goes and what it belongs to: changing
- * one is refused with an `EnqueueRefusedError`.
+ * header such as `mime` among them; a non-enumerable property, never part of the envelope). It
+ * is the job being published itself, not a copy. A middleware may change any of it except `id`,
+ * `queue`, `tenant` and `meta.batch`, which decide where the job goes and what it belongs to:
+ * changing one is refused with an `EnqueueRefusedError`.
  */
 export interface OutgoingJob extends Job {
   headers: Record<string, HeaderValue>;
