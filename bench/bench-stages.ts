@@ -58,7 +58,7 @@ export const probe = {
   },
 };
 
-function mark(stage: string): void {
+export function mark(stage: string): void {
   if (!probe.first.has(stage)) {
     const cpu = process.cpuUsage();
     probe.first.set(stage, { at: performance.now(), cpu: cpu.user + cpu.system, broker: brokerCpuNow() });

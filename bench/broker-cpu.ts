@@ -9,6 +9,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 export function brokerCpuNow(): number | undefined {
   const pids = (beamPids ??= findBeams());
   if (pids.length === 0) return undefined;
+  const cpu = processCpuNow(pids);
+  if (cpu === undefined) beamPids = undefined;
+  return cpu;
+}
+
+/** CPU time (user + system, µs) of the given processes (Linux `/proc`); undefined once one is gone. */
+export function processCpuNow(pids: readonly (string | number)[]): number | undefined {
   let ticks = 0;
   try {
     for (const pid of pids) {
@@ -18,7 +25,6 @@ export function brokerCpuNow(): number | undefined {
       ticks += Number(fields[11]) + Number(fields[12]);
     }
   } catch {
-    beamPids = undefined;
     return undefined;
   }
   return (ticks * 1e6) / CLOCK_TICKS;

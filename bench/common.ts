@@ -27,6 +27,7 @@ export const SCENARIOS = [
   'limits',
   'middleware',
   'events',
+  'peers',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -62,6 +63,10 @@ export interface BenchOptions {
   /** `payloads`: the PostgreSQL store's database, and its pool size (undefined: the store's default). */
   postgresUrl: string;
   payloadPool: number | undefined;
+  /** `peers`: handlers at once (stagecoach, BullMQ), deliveries in flight (amqplib, stagecoach), bytes of a job's args. */
+  peerConcurrency: number;
+  peerPrefetch: number;
+  peerArgs: number;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -72,7 +77,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,payloads,limits,middleware,events (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,payloads,limits,middleware,events,peers (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
@@ -86,6 +91,9 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --payload-pool <n>   payloads: pool_size of the postgres store (default the store's, 4)
   --postgres <url>     payloads: the database of the postgres store (default env PAYLOADS_POSTGRES_URL or
                        postgres://postgres@127.0.0.1:5432/test)
+  --peer-concurrency <n>  peers: handlers at once of stagecoach and BullMQ (default 16)
+  --peer-prefetch <n>  peers: prefetch of the hand-written relay and the stagecoach stages (default 64)
+  --peer-args <bytes>  peers: size of a job's one string argument (default 32)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 
@@ -112,6 +120,9 @@ export function parseOptions(argv: string[]): BenchOptions {
       'payload-pool': { type: 'string' },
       'payload-prefetch': { type: 'string' },
       postgres: { type: 'string' },
+      'peer-concurrency': { type: 'string' },
+      'peer-prefetch': { type: 'string' },
+      'peer-args': { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -166,6 +177,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     payloadPrefetch: int('payload-prefetch', values['payload-prefetch'], 16),
     postgresUrl: values.postgres ?? process.env.PAYLOADS_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
     payloadPool: values['payload-pool'] === undefined ? undefined : int('payload-pool', values['payload-pool'], 4),
+    peerConcurrency: int('peer-concurrency', values['peer-concurrency'], 16),
+    peerPrefetch: int('peer-prefetch', values['peer-prefetch'], 64),
+    peerArgs: int('peer-args', values['peer-args'], 32, 0),
   };
 }
 
@@ -234,6 +248,23 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
           }
         : { kind: 'fs', dir: path.join(os.tmpdir(), `bench-${id}-payloads`) },
   };
+  // Scenario `peers` (bench/peers.ts): per side, a relay pair and a pipeline ring; `xa` is the
+  // hand-written side's (declared here, written by the default exchange).
+  const peerQueues: Record<string, object> = {};
+  for (const side of ['xa', 'xs', 'xt', 'xv']) {
+    for (const q of side === 'xv' ? ['r0', 'r1'] : ['r0', 'r1', 'p0', 'p1', 'p2', 'p3']) {
+      peerQueues[`${side}_${q}`] =
+        side === 'xa' || side === 'xs'
+          ? { scope: 'shared' }
+          : { scope: 'tenant', ...(side === 'xv' ? { variants: { by: 'kind', values: { special: ['special'] } } } : {}) };
+    }
+  }
+  Object.assign(raw.queues as Record<string, object>, peerQueues);
+  const peerStage = { module: './peer-stages.js', concurrency: opts.peerConcurrency, prefetch: opts.peerPrefetch };
+  for (const side of ['xs', 'xt', 'xv']) {
+    const names = side === 'xv' ? ['r01', 'r10'] : ['r01', 'r10', 'p01', 'p12', 'p23', 'p30'];
+    for (const name of names) (raw.stages as Record<string, object>)[`${side}_${name}`] = peerStage;
+  }
   // Stage modules resolve beside this (virtual) file: dist/bench/bench-stages.js.
   const source = path.join(HERE, 'bench.config.json');
   return { raw, source, config: compileConfig(raw, source) };
@@ -509,7 +540,8 @@ export function progress(line: string): void {
 
 /** One measured round. */
 export interface Round {
-  side: 'baseline' | 'stagecoach';
+  /** `baseline` or `stagecoach`; the peers scenario names its sides (bench/peers.ts). */
+  side: string;
   jobs: number;
   seconds: number;
   jobsPerSecond: number;

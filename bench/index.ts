@@ -32,6 +32,7 @@ import { benchTracking } from './tracking.js';
 import { benchEvents, benchMiddleware } from './hooks.js';
 import { benchLimits } from './limits.js';
 import { benchPayloads, cleanupPayloadStore, type PayloadsResult } from './payloads.js';
+import { benchPeers, cleanupPeers, renderPeers, type PeersResult } from './peers.js';
 
 let cleanup: (() => Promise<void>) | undefined;
 let interrupted = false;
@@ -62,6 +63,7 @@ async function main(): Promise<number> {
   cleanup = () =>
     (cleaning ??= (async () => {
       for (const child of children) child.kill('SIGKILL');
+      await cleanupPeers().catch((err: Error) => progress(`bench: stopping the peers' redis-server failed (${err.message})`));
       progress(`cleaning up: deleting every queue and exchange under prefix ${config.prefix}`);
       await withTimeout(teardown(config, metas), 60_000, 'teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}." by hand`),
@@ -103,6 +105,7 @@ async function main(): Promise<number> {
     if (opts.only.has('limits')) results.throughput.push(...(await benchLimits(ctx)));
     if (opts.only.has('middleware')) results.throughput.push(await benchMiddleware(ctx));
     if (opts.only.has('events')) results.throughput.push(await benchEvents(ctx));
+    if (opts.only.has('peers')) results.peers = await benchPeers(ctx);
     if (opts.only.has('payloads')) {
       results.payloads = await benchPayloads(ctx);
       results.throughput.push(results.payloads.large, results.payloads.small);
@@ -137,6 +140,7 @@ interface Results {
   pooled?: PooledResult;
   fairness?: FairnessResult;
   payloads?: PayloadsResult;
+  peers?: PeersResult;
 }
 
 function renderTable(results: Results, opts: BenchOptions, config: CompiledConfig, size: number): string {
@@ -305,6 +309,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         `${fmt(p.messageBytes)} B messages inline; store ${p.store}: ${p.storeAfterRounds.join(', ')} payloads after the offloaded rounds, ${p.storeAfterDrain} after the drain)`,
     );
   }
+  if (results.peers) lines.push(...renderPeers(results.peers));
   const targets = [
     ...(results.pooled ? pooledTargets(results.pooled) : []),
     ...(results.fairness ? fairnessTargets(results.fairness) : []),

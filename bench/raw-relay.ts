@@ -1,13 +1,35 @@
-import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from 'amqplib';
+import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options } from 'amqplib';
 import { brokerCpuNow } from './broker-cpu.js';
 import { cpuNow, rawJob, rawOptions, rawTraceparent } from './common.js';
+
+/** What a relay publishes for one input. */
+export interface Outgoing {
+  exchange: string;
+  routingKey: string;
+  content: Buffer;
+  options: Options.Publish;
+}
+
+/**
+ * The output of the `relay` and `pipeline` baselines: the same OJS envelope and headers
+ * stagecoach writes, through the tenant root exchange to `outputQueue` (a logical queue).
+ */
+export function ojsOutput(exchange: string, outputQueue: string): (message: ConsumeMessage) => Outgoing {
+  return (message) => {
+    const job = JSON.parse(message.content.toString('utf8')) as { id: string; type: string; args: unknown[] };
+    const output = rawJob(outputQueue, job.type, job.args, job.id);
+    const options = rawOptions(output, rawTraceparent(message.properties.headers?.['x-ojs-traceparent']));
+    return { exchange, routingKey: outputQueue, content: Buffer.from(JSON.stringify(output)), options };
+  };
+}
 
 /**
  * The hand-written baseline: a relay in plain amqplib, written the way that made it fast in
  * the reference measurements:
  * - consume and publish on separate channels; prefetch as configured;
  * - one long-lived confirm channel with many confirms outstanding, tracked by callbacks;
- * - the body parsed once; the output is the same OJS envelope and headers stagecoach writes;
+ * - the body parsed once; the output is what `output` makes of the input (`ojsOutput`: the
+ *   envelope and headers stagecoach writes; bench/peers.ts: the smallest message a worker needs);
  * - the input acknowledged only after its output is confirmed, in batches with `allUpTo`:
  *   outputs are published in delivery order on one channel, so confirms arrive in that order
  *   and the latest confirmed delivery acknowledges every one before it;
@@ -34,8 +56,7 @@ export class RawRelay {
   constructor(
     private readonly connection: ChannelModel,
     private readonly inputQueue: string,
-    private readonly exchange: string,
-    private readonly outputQueue: string,
+    private readonly output: (message: ConsumeMessage) => Outgoing,
     private readonly prefetch: number,
   ) {
     this.failed = new Promise<Error>((resolve) => (this.fail = resolve));
@@ -62,24 +83,16 @@ export class RawRelay {
       this.firstCpu = cpuNow();
       this.firstBroker = brokerCpuNow();
     }
-    const job = JSON.parse(message.content.toString('utf8')) as { id: string; type: string; args: unknown[] };
-    const output = rawJob(this.outputQueue, job.type, job.args, job.id);
-    const options = rawOptions(output, rawTraceparent(message.properties.headers?.['x-ojs-traceparent']));
-    (this.confirmChannel as ConfirmChannel).publish(
-      this.exchange,
-      this.outputQueue,
-      Buffer.from(JSON.stringify(output)),
-      options,
-      (err: unknown) => {
-        if (err) return this.fail(new Error(`broker nacked an output of ${this.inputQueue}`));
-        this.lastConfirmed = message;
-        this.unackedConfirmed++;
-        if (!this.flushScheduled) {
-          this.flushScheduled = true;
-          setImmediate(() => this.flush());
-        }
-      },
-    );
+    const out = this.output(message);
+    (this.confirmChannel as ConfirmChannel).publish(out.exchange, out.routingKey, out.content, out.options, (err: unknown) => {
+      if (err) return this.fail(new Error(`broker nacked an output of ${this.inputQueue}`));
+      this.lastConfirmed = message;
+      this.unackedConfirmed++;
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
   }
 
   /** Acknowledges every input up to the latest confirmed one. */

@@ -1,5 +1,6 @@
-import type { ConfirmChannel } from 'amqplib';
+import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { Publisher, StageGroup, type StageGroupOptions } from '../src/index.js';
+import { queueFor } from '../src/config/queue-resolver.js';
 import { probe } from './bench-stages.js';
 import {
   bodySize,
@@ -26,7 +27,7 @@ import {
   type Round,
   type ThroughputResult,
 } from './common.js';
-import { RawRelay } from './raw-relay.js';
+import { ojsOutput, RawRelay, type Outgoing } from './raw-relay.js';
 
 /** Pause between rounds, so that one round's disk writes do not land in the next one. */
 export const SETTLE_MS = 500;
@@ -41,16 +42,34 @@ export function physical(ctx: BenchContext, queue: string): string {
  * drains its input and publishes to the next logical queue through the tenant root exchange.
  * Timed from the first delivery of the first hop until the last hop has acknowledged `n`.
  */
-export async function baselineRound(ctx: BenchContext, hops: Array<[string, string]>, n: number, what: string): Promise<Round> {
+export function baselineRound(ctx: BenchContext, hops: Array<[string, string]>, n: number, what: string): Promise<Round> {
+  return relaysRound(
+    ctx,
+    hops.map(([input, output]) => ({ input: physical(ctx, input), output: ojsOutput(ctx.names.root, output) })),
+    ctx.opts.prefetch,
+    n,
+    what,
+  );
+}
+
+/** Hand-written relays on one connection, each draining its input into its output; timed as {@link baselineRound}. */
+export async function relaysRound(
+  ctx: BenchContext,
+  hops: Array<{ input: string; output: (message: ConsumeMessage) => Outgoing }>,
+  prefetch: number,
+  n: number,
+  what: string,
+  side = 'baseline',
+): Promise<Round> {
   const connection = await connect(ctx.opts.url, 'bench-baseline');
-  const relays = hops.map(([input, output]) => new RawRelay(connection, physical(ctx, input), ctx.names.root, output, ctx.opts.prefetch));
+  const relays = hops.map(({ input, output }) => new RawRelay(connection, input, output, prefetch));
   try {
     // Last hop first: every hop consumes before the first one starts draining the backlog.
     for (const relay of [...relays].reverse()) await relay.start();
     const last = relays[relays.length - 1] as RawRelay;
     const end = await waitDone(ctx, what, n, () => last.acked, Promise.race(relays.map((r) => r.failed)));
     const first = relays[0] as RawRelay;
-    return round('baseline', n, { at: first.first, cpu: first.firstCpu, broker: first.firstBroker }, end);
+    return round(side, n, { at: first.first, cpu: first.firstCpu, broker: first.firstBroker }, end);
   } finally {
     for (const relay of relays) await withTimeout(relay.stop(), 30_000, `${what}: stopping`).catch(() => undefined);
     await closeQuietly(connection);
@@ -69,6 +88,7 @@ export async function stagecoachRound(
   n: number,
   what: string,
   options: StageGroupOptions = {},
+  side = 'stagecoach',
 ): Promise<Round> {
   probe.reset();
   // Last stage first (StageGroup starts its runners in order, each declaring its topology):
@@ -76,7 +96,8 @@ export async function stagecoachRound(
   const instances = [...stageNames].reverse().map((name) => {
     const stage = ctx.stages.get(name);
     if (!stage) throw new Error(`bench stage ${name} not loaded`);
-    return { stage, tenant: TENANT };
+    // A stage of a shared queue serves every tenant: it runs without one.
+    return queueFor(ctx.config, stage.metadata.input).scope === 'shared' ? { stage } : { stage, tenant: TENANT };
   });
   const group = new StageGroup(ctx.config, instances, ctx.log, options);
   try {
@@ -90,7 +111,7 @@ export async function stagecoachRound(
     if (stats.some((s) => s.deadLettered + s.retried + s.discarded > 0)) {
       throw new Error(`${what}: jobs failed in the stage: ${JSON.stringify(stats)}`);
     }
-    return round('stagecoach', n, start, end);
+    return round(side, n, start, end);
   } finally {
     await withTimeout(group.stop(), 60_000, `${what}: stopping the stages`).catch((err: Error) => progress(`  warning: ${err.message}`));
   }
