@@ -11,6 +11,8 @@ import os from 'node:os';
 import { createLogger, loadAllStages, type CompiledConfig, type StageMetadata } from '../src/index.js';
 import { BrokerNames, declareTopologyOnce, provisionTopology } from '../src/wire.js';
 import { teardown } from '../src/testing/index.js';
+import { syncQueueSettings } from '../src/plan/queue-settings.js';
+import { managementApiOf } from '../src/security/management-api.js';
 import {
   benchConfig,
   bodySize,
@@ -90,6 +92,12 @@ async function main(): Promise<number> {
   const results: Results = { throughput: [] };
   try {
     await withTimeout(declareTopologyOnce(config, provisionTopology(config, metas), log), 60_000, 'declaring the topology');
+    // The policies too, as `provision` puts them: queue settings and the classic queue version.
+    await withTimeout(
+      syncQueueSettings(config, metas, managementApiOf(config), { removeStale: false }),
+      60_000,
+      'putting the policies',
+    ).catch((err: Error) => progress(`bench: queue policies not put (${err.message}): classic queues run on the broker's default version`));
     if (opts.only.has('publish')) results.throughput.push(await benchPublish(ctx));
     if (opts.only.has('relay')) results.throughput.push(await benchRelay(ctx));
     if (opts.only.has('pipeline')) results.throughput.push(await benchPipeline(ctx));

@@ -2,6 +2,7 @@ import type { CompiledConfig, ResolvedQueueConfig, ResolvedQueueSettings } from 
 import { settingsFor } from '../config/queue-resolver.js';
 import { parseDuration } from '../util/duration.js';
 import { provisionQueues } from './build-topology.js';
+import { sharedQueueType } from './queue-type.js';
 import type { PolicySpec, StageEndpoints } from './topology.types.js';
 
 /**
@@ -30,17 +31,47 @@ import type { PolicySpec, StageEndpoints } from './topology.types.js';
 
 /** Priority of a logical queue's policies: above the default 0 of a broker-wide catch-all policy. */
 export const QUEUE_POLICY_PRIORITY = 100;
+/** Priority of the prefix's classic-queue version policy: below every queue's own, above a broker-wide default 0. */
+export const VERSION_POLICY_PRIORITY = 99;
+/**
+ * The classic queue version stagecoach's classic queues run on (RabbitMQ 3.10 and up): version 2
+ * writes a persistent message and its index entry at about half the broker CPU of version 1, and
+ * confirms it sooner (docs/performance.md). A policy key, not the `x-queue-version` argument:
+ * the broker refuses to declare an existing queue with an argument it was not created with
+ * (PRECONDITION_FAILED), but converts a queue in place, messages kept, when a policy changes it.
+ */
+export const CLASSIC_QUEUE_VERSION = 2;
 /** Priority of a tenant's own policies: above its logical queue's. */
 export const TENANT_POLICY_PRIORITY = 101;
 
 /** The policies of every queue `provision` declares: configured queues and those the stages use. */
 export function queuePolicies(config: CompiledConfig, stages: readonly StageEndpoints[]): PolicySpec[] {
-  return provisionQueues(config, stages).flatMap((queue) => policiesOf(config, queue));
+  const version = versionPolicy(config);
+  return [...(version === undefined ? [] : [version]), ...provisionQueues(config, stages).flatMap((queue) => policiesOf(config, queue))];
+}
+
+/**
+ * `<prefix>.queues`: the classic queue version for every queue of the prefix that no policy of
+ * its own governs (companions, the delay ladder, unroutable, queues without settings; the queues
+ * with settings have the key in their own policy, since the broker applies one policy per queue).
+ * Not on the tracking stream, nor at all when any queue is quorum (then so is the ladder): a
+ * quorum queue takes no `queue-version`.
+ */
+function versionPolicy(config: CompiledConfig): PolicySpec | undefined {
+  if (sharedQueueType(config) !== 'classic') return undefined;
+  const p = escape(config.prefix);
+  return policy(versionPolicyName(config.prefix), `^${p}\\.(?!tracking$)`, VERSION_POLICY_PRIORITY, {
+    'queue-version': CLASSIC_QUEUE_VERSION,
+  });
+}
+
+function versionPolicyName(prefix: string): string {
+  return `${prefix}.queues`;
 }
 
 /** Whether a policy name is one stagecoach manages under `prefix` (so `apply` may change or remove it). */
 export function isStagecoachPolicy(prefix: string, name: string): boolean {
-  return name.startsWith(`${prefix}.queue.`) || name.startsWith(`${prefix}.dead.`);
+  return name.startsWith(`${prefix}.queue.`) || name.startsWith(`${prefix}.dead.`) || name === versionPolicyName(prefix);
 }
 
 /**
@@ -56,6 +87,9 @@ export function policyTarget(prefix: string, name: string): { queue: string; ten
 }
 
 function policiesOf(config: CompiledConfig, queue: ResolvedQueueConfig): PolicySpec[] {
+  // A queue with settings of its own is governed by its policy alone: it carries the version too.
+  const policy = (name: string, pattern: string, priority: number, definition: Record<string, string | number>): PolicySpec | undefined =>
+    settingsPolicy(name, pattern, priority, queue.type === 'classic' ? withVersion(definition) : definition);
   const p = escape(config.prefix);
   const q = escape(queue.name);
   const base = settingsFor(config, queue.name);
@@ -128,9 +162,23 @@ export function deadDefinition(settings: ResolvedQueueSettings): Record<string, 
 }
 
 function policy(name: string, pattern: string, priority: number, definition: Record<string, string | number>): PolicySpec | undefined {
-  // RabbitMQ refuses a policy without keys ("no policy provided"): no setting, no policy.
+  // RabbitMQ refuses a policy without keys ("no policy provided").
   if (Object.keys(definition).length === 0) return undefined;
   return { name, pattern, applyTo: 'queues', priority, definition };
+}
+
+/** A queue's settings policy: none without a setting (the prefix's version policy covers it then). */
+function settingsPolicy(
+  name: string,
+  pattern: string,
+  priority: number,
+  definition: Record<string, string | number>,
+): PolicySpec | undefined {
+  return Object.keys(definition).some((key) => key !== 'queue-version') ? policy(name, pattern, priority, definition) : undefined;
+}
+
+function withVersion(definition: Record<string, string | number>): Record<string, string | number> {
+  return Object.keys(definition).length === 0 ? definition : { ...definition, 'queue-version': CLASSIC_QUEUE_VERSION };
 }
 
 function sameDefinition(a: Record<string, string | number>, b: Record<string, string | number>): boolean {

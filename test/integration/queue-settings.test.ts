@@ -98,7 +98,7 @@ describe('queue settings change in place (policies), plan and apply', function (
         changes: Array<{ kind: string; action: string; name: string; wanted: { definition: unknown } }>;
       };
       expect(parsed.changes.map((c) => [c.kind, c.action, c.name])).to.deep.equal([['policy', 'change', `${names.prefix}.queue.out`]]);
-      expect(parsed.changes[0].wanted.definition).to.deep.equal({ 'max-length': 4, overflow: 'reject-publish' });
+      expect(parsed.changes[0].wanted.definition).to.deep.equal({ 'max-length': 4, overflow: 'reject-publish', 'queue-version': 2 });
 
       const applied = await runCli(['apply', '--config', file], env);
       expect(applied.code, applied.stderr).to.equal(0);

@@ -115,7 +115,7 @@ describe('plan', () => {
     );
     const plan = planChanges(raised, inventoryOf(desired));
     expect(brief(plan.changes)).to.deep.equal(['change policy ojs.queue.conversions: max-length 100 -> 250']);
-    expect(plan.changes[0].wanted).to.deep.include({ definition: { 'max-length': 250, overflow: 'reject-publish' } });
+    expect(plan.changes[0].wanted).to.deep.include({ definition: { 'max-length': 250, overflow: 'reject-publish', 'queue-version': 2 } });
   });
 
   it('adds a new tenant: its exchange, queues and bindings; removes a policy no longer configured, never a foreign one', () => {
@@ -133,7 +133,7 @@ describe('plan', () => {
     expect([...actions]).to.deep.equal(['add exchange', 'add queue', 'add binding', 'remove policy']);
     expect(plan.changes.filter((c) => c.action === 'add').every((c) => c.tenant === 'initech')).to.equal(true);
     expect(brief(plan.changes.filter((c) => c.kind === 'policy'))).to.deep.equal([
-      'remove policy ojs.queue.conversions: max-length=100, overflow=reject-publish',
+      'remove policy ojs.queue.conversions: max-length=100, overflow=reject-publish, queue-version=2',
     ]);
   });
 

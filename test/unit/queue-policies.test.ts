@@ -2,7 +2,12 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { ConfigError } from '../../src/errors/errors.js';
 import { settingsFor } from '../../src/config/queue-resolver.js';
-import { queuePolicies, QUEUE_POLICY_PRIORITY, TENANT_POLICY_PRIORITY } from '../../src/topology/queue-policies.js';
+import {
+  queuePolicies,
+  QUEUE_POLICY_PRIORITY,
+  TENANT_POLICY_PRIORITY,
+  VERSION_POLICY_PRIORITY,
+} from '../../src/topology/queue-policies.js';
 import type { PolicySpec } from '../../src/topology/topology.types.js';
 
 const config = compileConfig({
@@ -64,7 +69,7 @@ describe('queue settings as policies', () => {
     expect(work).to.deep.include({
       applyTo: 'queues',
       priority: QUEUE_POLICY_PRIORITY,
-      definition: { 'max-length': 100, overflow: 'reject-publish' },
+      definition: { 'max-length': 100, overflow: 'reject-publish', 'queue-version': 2 },
     });
     expect(matches(work, candidates)).to.deep.equal([
       'ojs.queue.conversions.acme',
@@ -77,7 +82,10 @@ describe('queue settings as policies', () => {
 
   it("gives a tenant with its own settings its own policy, repeating every key, above the queue's, which leaves it out", () => {
     const own = named(policies, 'ojs.queue.conversions.globex');
-    expect(own).to.deep.include({ priority: TENANT_POLICY_PRIORITY, definition: { 'max-length': 10, overflow: 'reject-publish' } });
+    expect(own).to.deep.include({
+      priority: TENANT_POLICY_PRIORITY,
+      definition: { 'max-length': 10, overflow: 'reject-publish', 'queue-version': 2 },
+    });
     expect(matches(own, candidates)).to.deep.equal(['ojs.queue.conversions.globex', 'ojs.queue.conversions.globex.pdf']);
     expect(
       policies.map((p) => p.name),
@@ -87,23 +95,59 @@ describe('queue settings as policies', () => {
 
   it('keeps dead letters 30 days by default, bounded by dead_letter_max_size with drop-head; a tenant without either matches no policy', () => {
     const dead = named(policies, 'ojs.dead.conversions');
-    expect(dead.definition).to.deep.equal({ 'message-ttl': 30 * 24 * 3600 * 1000, 'max-length': 500, overflow: 'drop-head' });
+    expect(dead.definition).to.deep.equal({
+      'message-ttl': 30 * 24 * 3600 * 1000,
+      'max-length': 500,
+      overflow: 'drop-head',
+      'queue-version': 2,
+    });
     expect(matches(dead, candidates)).to.deep.equal(['ojs.dead.conversions.acme']);
     // globex: no TTL but still the max size of _default, in a policy of its own.
     const globex = named(policies, 'ojs.dead.conversions.globex');
-    expect(globex.definition).to.deep.equal({ 'max-length': 500, overflow: 'drop-head' });
+    expect(globex.definition).to.deep.equal({ 'max-length': 500, overflow: 'drop-head', 'queue-version': 2 });
     expect(matches(globex, candidates)).to.deep.equal(['ojs.dead.conversions.globex']);
-    expect(policies.filter((p) => new RegExp(p.pattern).test('ojs.dead.conversions.hooli'))).to.deep.equal([]);
+    // Only the prefix's version policy: no bound.
+    expect(policies.filter((p) => new RegExp(p.pattern).test('ojs.dead.conversions.hooli')).map((p) => p.name)).to.deep.equal([
+      'ojs.queues',
+    ]);
   });
 
   it('bounds a shared queue alone, in bytes, with drop-head for drop_oldest; its dead letters by their own TTL', () => {
     expect(matches(named(policies, 'ojs.queue.scan_specs'), candidates)).to.deep.equal(['ojs.queue.scan_specs']);
-    expect(named(policies, 'ojs.queue.scan_specs').definition).to.deep.equal({ 'max-length-bytes': 1_000_000, overflow: 'drop-head' });
+    expect(named(policies, 'ojs.queue.scan_specs').definition).to.deep.equal({
+      'max-length-bytes': 1_000_000,
+      overflow: 'drop-head',
+      'queue-version': 2,
+    });
     expect(named(policies, 'ojs.dead.scan_specs').definition).to.deep.equal({
       'message-ttl': 7 * 24 * 3600 * 1000,
       'max-length': 500,
       overflow: 'drop-head',
+      'queue-version': 2,
     });
+  });
+
+  it('runs every classic queue of the prefix on queue version 2: its own policy carries the key, the prefix-wide one covers the rest', () => {
+    const version = named(policies, 'ojs.queues');
+    expect(version).to.deep.include({ priority: VERSION_POLICY_PRIORITY, definition: { 'queue-version': 2 } });
+    expect(VERSION_POLICY_PRIORITY).to.be.below(QUEUE_POLICY_PRIORITY).and.above(0);
+    const others = [
+      'ojs.due.conversions.acme',
+      'ojs.suspect.scan_specs',
+      'ojs.delay.3',
+      'ojs.unroutable',
+      'ojs.parked',
+      'ojs.queue.unbounded',
+    ];
+    expect(matches(version, [...others, 'ojs.tracking', 'ojsx.queue.a', 'other.queue.a'])).to.deep.equal(others);
+    for (const policy of policies) expect(policy.definition['queue-version'], policy.name).to.equal(2);
+  });
+
+  it('puts no queue version anywhere once a queue is quorum (the ladder is quorum then, and a quorum queue takes no version)', () => {
+    const quorum = compileConfig({ queues: { q: { type: 'quorum', max_size: 5 } } });
+    const names = queuePolicies(quorum, []).map((p) => p.name);
+    expect(names).not.to.include('ojs.queues');
+    expect(named(queuePolicies(quorum, []), 'ojs.queue.q').definition).to.deep.equal({ 'max-length': 5, overflow: 'reject-publish' });
   });
 
   it('makes no work policy for an unbounded queue (RabbitMQ refuses an empty one), and covers implicit queues of the stages', () => {
