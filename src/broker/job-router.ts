@@ -45,8 +45,13 @@ export interface ScheduleContext {
  * does not exist (tenant not provisioned) sends the job to `unroutable` by the delivery
  * exchange's alternate exchange, and `unroutable replay` sends it on by the ladder. Without
  * `schedule` (dead letters, replays) a job enters at once.
+ *
+ * `ownTenant`: the tenant whose exchange the publisher knows to exist because it declared it
+ * (a stage running for that tenant). Its jobs go to that exchange directly; every other tenant's
+ * through the root exchange, whose alternate exchange keeps a job for a tenant never provisioned
+ * in `unroutable` (a publish to a missing exchange would close the channel instead).
  */
-export function routeFor(config: CompiledConfig, job: Job, schedule?: ScheduleContext): Route {
+export function routeFor(config: CompiledConfig, job: Job, schedule?: ScheduleContext, ownTenant?: string): Route {
   const names = namesOf(config);
   const queue = queueFor(config, job.queue);
   if (!typeAllowed(queue.allowed_job_types, job.type)) {
@@ -68,7 +73,9 @@ export function routeFor(config: CompiledConfig, job: Job, schedule?: ScheduleCo
   if (delay !== undefined && schedule !== undefined) {
     return delayed(names, names.dueQueue(job.queue, job.tenant, variantOf(queue, schedule.headers)), delay);
   }
-  if (!trusted) return { exchange: names.tenantExchange(job.tenant), routingKey: job.queue };
+  // The publisher's own tenant, whose exchange it declared, skips the root headers exchange: the
+  // broker's costliest hop, and a lookup the tenant exchange would repeat (same queue, same key).
+  if (!trusted || job.tenant === ownTenant) return { exchange: names.tenantExchange(job.tenant), routingKey: job.queue };
   return { exchange: names.root, routingKey: job.queue };
 }
 
@@ -190,10 +197,15 @@ export interface JobSink {
  * is unbounded: they never wait.
  */
 export class JobRouter implements JobSink {
+  /**
+   * @param ownTenant the tenant whose exchange this publisher declared (see {@link routeFor}): a
+   *   stage running for one tenant.
+   */
   constructor(
     private readonly config: CompiledConfig,
     private readonly publisher: PublishChannel,
     private readonly payloads?: PayloadOffloader,
+    private readonly ownTenant?: string,
   ) {}
 
   /**
@@ -216,7 +228,7 @@ export class JobRouter implements JobSink {
 
   private publishRouted(job: Job, message: WireMessage, scope: BlockScope | undefined, lost?: AbortSignal): Promise<void> {
     if (lost?.aborted === true) return Promise.reject(lost.reason as Error);
-    const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} });
+    const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} }, this.ownTenant);
     // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
     // broker drops `expiration` when it dead-letters it on): a scheduled job's enqueue_ttl is
     // not applied.

@@ -121,7 +121,9 @@ export class StageRunner extends EventEmitter implements Isolatable {
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
       events: JobEvents.of(config, { queue: meta.input, tenant, stage: meta.name }, options.events),
     });
-    this.sink = new JobRouter(config, healingPublisher(this.publishers), options.payloads);
+    // A runner of a tenant-scoped input declared its tenant's exchange (stageTopology): its emits go there directly.
+    const ownTenant = input.scope === 'tenant' ? tenant : undefined;
+    this.sink = new JobRouter(config, healingPublisher(this.publishers), options.payloads, ownTenant);
   }
 
   get stageName(): string {

@@ -20,6 +20,15 @@ describe('job routing decisions', () => {
     });
   });
 
+  it("sends its own tenant's jobs to the tenant exchange, any other tenant's and shared ones as before", () => {
+    const job = (tenant?: string, queue = 'payments') =>
+      createJob({ type: 'refund' }, { queue, ...(tenant === undefined ? {} : { tenant }) });
+    expect(routeFor(config, job('acme'), undefined, 'acme')).to.deep.equal({ exchange: 'p.tenant.acme', routingKey: 'payments' });
+    // Another tenant may not be provisioned: the root exchange keeps its job in unroutable.
+    expect(routeFor(config, job('globex'), undefined, 'acme')).to.deep.equal({ exchange: 'p.root', routingKey: 'payments' });
+    expect(routeFor(config, job(undefined, 'shared_q'), undefined, 'acme')).to.deep.equal({ exchange: 'p.direct', routingKey: 'shared_q' });
+  });
+
   it('refuses a tenant-scoped job without a tenant', () => {
     expect(() => routeFor(config, createJob({ type: 't' }, { queue: 'implicit' })))
       .to.throw(/tenant-scoped/)
