@@ -251,10 +251,10 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
   // Scenario `peers` (bench/peers.ts): per side, a relay pair and a pipeline ring; `xa` is the
   // hand-written side's (declared here, written by the default exchange).
   const peerQueues: Record<string, object> = {};
-  for (const side of ['xa', 'xs', 'xt', 'xv']) {
+  for (const side of ['xa', 'xb', 'xs', 'xt', 'xv']) {
     for (const q of side === 'xv' ? ['r0', 'r1'] : ['r0', 'r1', 'p0', 'p1', 'p2', 'p3']) {
       peerQueues[`${side}_${q}`] =
-        side === 'xa' || side === 'xs'
+        side === 'xa' || side === 'xb' || side === 'xs'
           ? { scope: 'shared' }
           : { scope: 'tenant', ...(side === 'xv' ? { variants: { by: 'kind', values: { special: ['special'] } } } : {}) };
     }

@@ -32,6 +32,8 @@ import { optionsOf, publishBytes } from './wire-bytes.js';
  *   headers) published by the default exchange straight to the next queue, confirms tracked by
  *   callbacks, prefetch `--peer-prefetch`, inputs acked after their output's confirm with
  *   `allUpTo` batching (bench/raw-relay.ts): the practical floor of client work on RabbitMQ;
+ * - `amqplib-c`: the same with prefetch = `--peer-concurrency`: as many jobs in flight as the
+ *   stagecoach and BullMQ handlers, whose slot holds a job until its output is confirmed;
  * - `shared`: stagecoach stages on shared queues (`ojs.direct`);
  * - `tenant`: stagecoach stages on one tenant's queues (the tenant-scoped path);
  * - `variant`: relay only, on a tenant's queue with variants (jobs matching no variant);
@@ -40,11 +42,12 @@ import { optionsOf, publishBytes } from './wire-bytes.js';
  * backlog (relay: r0 <-> r1 alternately; pipeline: a ring of 4 queues, 3 hops a round), so no
  * round refills; the sides take turns within each round, in an order rotated every round.
  */
-export const PEER_SIDES = ['amqplib', 'shared', 'tenant', 'variant', 'bullmq'] as const;
+export const PEER_SIDES = ['amqplib', 'amqplib-c', 'shared', 'tenant', 'variant', 'bullmq'] as const;
 export type PeerSide = (typeof PEER_SIDES)[number];
 
 /** Each side's logical queue prefix (bench/peer-stages.ts; `xa` queues are only declared). */
-const PREFIX: Record<Exclude<PeerSide, 'bullmq'>, string> = { amqplib: 'xa', shared: 'xs', tenant: 'xt', variant: 'xv' };
+const PREFIX: Record<Exclude<PeerSide, 'bullmq'>, string> = { amqplib: 'xa', 'amqplib-c': 'xb', shared: 'xs', tenant: 'xt', variant: 'xv' };
+const handWritten = (side: PeerSide): side is 'amqplib' | 'amqplib-c' => side === 'amqplib' || side === 'amqplib-c';
 
 export interface PeerRow {
   side: PeerSide;
@@ -124,11 +127,11 @@ async function measure(
   const bytes = new Map<PeerSide, number | undefined>();
   const local = queueNames(kind);
   const physical = (side: Exclude<PeerSide, 'bullmq'>, q: string): string =>
-    side === 'shared' || side === 'amqplib' ? ctx.names.queue(`${PREFIX[side]}_${q}`) : ctx.names.queue(`${PREFIX[side]}_${q}`, TENANT);
+    side === 'shared' || handWritten(side) ? ctx.names.queue(`${PREFIX[side]}_${q}`) : ctx.names.queue(`${PREFIX[side]}_${q}`, TENANT);
   try {
     for (const side of sides) {
       if (side === 'bullmq') await peer.fill(`${kind}-${local[0]}`, n, args);
-      else if (side === 'amqplib') await fillRaw(ctx, physical(side, local[0] as string), n, args);
+      else if (handWritten(side)) await fillRaw(ctx, physical(side, local[0] as string), n, args);
       else await fillStagecoach(ctx, `${PREFIX[side]}_${local[0]}`, side === 'shared' ? undefined : TENANT, n, args);
     }
     progress(`  ${kind}: filled ${sides.length} backlogs of ${fmt(n)}`);
@@ -152,11 +155,12 @@ async function measure(
             held((q) => `${kind}-${q}`),
             what,
           );
-          if (!bytes.has(side)) bytes.set(side, await peer.messageBytes(`${kind}-${local[to]}`));
+          if (r === ctx.opts.rounds) bytes.set(side, await peer.messageBytes(`${kind}-${local[to]}`));
         } else {
-          if (side === 'amqplib') {
+          if (handWritten(side)) {
             const relays = hops.map(([i, o]) => ({ input: physical(side, i), output: minimalOutput(physical(side, o)) }));
-            rounds.get(side)?.push(await relaysRound(ctx, relays, ctx.opts.peerPrefetch, n, what, side));
+            const prefetch = side === 'amqplib' ? ctx.opts.peerPrefetch : ctx.opts.peerConcurrency;
+            rounds.get(side)?.push(await relaysRound(ctx, relays, prefetch, n, what, side));
           } else {
             const stages = hops.map(([i]) =>
               kind === 'relay'
@@ -170,7 +174,7 @@ async function measure(
             held((q) => physical(side, q)),
             what,
           );
-          if (!bytes.has(side)) bytes.set(side, await peekBytes(ctx, side, physical(side, local[to] as string)));
+          if (r === ctx.opts.rounds) bytes.set(side, await peekBytes(ctx, side, physical(side, local[to] as string)));
         }
         await sleep(SETTLE_MS);
       }
@@ -249,8 +253,9 @@ async function fillStagecoach(ctx: BenchContext, queue: string, tenant: string |
 }
 
 /**
- * The wire bytes of one message waiting in `queue` (left in place), published as its side
- * publishes it: the default exchange for amqplib, stagecoach's route otherwise.
+ * The wire bytes of one message waiting in `queue`, published as its side publishes it: the
+ * default exchange for amqplib, stagecoach's route otherwise. Read after the last round only: the
+ * message goes back flagged `redelivered`, which a stage takes for a crash (suspect queue).
  */
 async function peekBytes(ctx: BenchContext, side: Exclude<PeerSide, 'bullmq'>, queue: string): Promise<number | undefined> {
   const connection = await connect(ctx.opts.url, 'bench-peek');
@@ -261,7 +266,7 @@ async function peekBytes(ctx: BenchContext, side: Exclude<PeerSide, 'bullmq'>, q
     if (message === false) return undefined;
     channel.nack(message, false, true);
     const options = optionsOf(message.properties);
-    if (side === 'amqplib') return publishBytes('', queue, message.content, options);
+    if (handWritten(side)) return publishBytes('', queue, message.content, options);
     const { job, headers } = fromWire(message, ctx.config.tenantHeader);
     const route = routeFor(ctx.config, job, { now: Date.now(), headers });
     return publishBytes(route.exchange, route.routingKey, message.content, options);
@@ -305,7 +310,7 @@ export function renderPeers(result: PeersResult): string[] {
   for (const [what, value, target] of targets)
     lines.push(`${value >= target ? 'target met    ' : 'target MISSED '} ${what}: ${value.toFixed(2)} (>= ${target})`);
   lines.push(
-    `(concurrency ${result.concurrency} for stagecoach and BullMQ, prefetch ${result.prefetch} for amqplib and stagecoach, args of ${result.argsBytes} B; ` +
+    `(concurrency ${result.concurrency} for stagecoach and BullMQ, prefetch ${result.prefetch} for amqplib and stagecoach, ${result.concurrency} for amqplib-c, args of ${result.argsBytes} B; ` +
       'broker CPU: RabbitMQ beam.smp, redis-server for bullmq; message bytes: AMQP publish frames, or the job hash in Redis)',
   );
   return lines;

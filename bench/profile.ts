@@ -1,7 +1,7 @@
 /**
  * Where the client's CPU goes, per side: reads a V8 CPU profile of a benchmark run and its
- * `--json` output, and sums the profile samples that fall inside the baseline's and
- * stagecoach's measured rounds (the rounds carry their time window on the profile's clock).
+ * `--json` output, and sums the profile samples that fall inside each side's measured rounds
+ * (baseline and stagecoach, or the peers scenario's sides) (the rounds carry their time window on the profile's clock).
  *
  *   node --cpu-prof --cpu-prof-dir=/tmp/prof dist/bench/index.js --only relay --json > /tmp/bench.json
  *   node dist/bench/profile.js /tmp/prof/CPU.*.cpuprofile /tmp/bench.json [--top 25]
@@ -21,8 +21,11 @@ interface Profile {
   samples: number[];
   timeDeltas: number[];
 }
+type Rounds = Array<{ side: string; jobs: number; windowUs: [number, number] }>;
 interface BenchJson {
-  throughput: Array<{ scenario: string; rounds: Array<{ side: string; jobs: number; windowUs: [number, number] }> }>;
+  throughput: Array<{ scenario: string; rounds: Rounds }>;
+  /** The peers scenario: its sides' rounds, per part. */
+  peers?: { relay: Array<{ rounds: Rounds }>; pipeline: Array<{ rounds: Rounds }> };
 }
 
 const { positionals, values } = parseArgs({ allowPositionals: true, options: { top: { type: 'string' } } });
@@ -62,8 +65,13 @@ function label(node: ProfileNode): string {
   return `${node.callFrame.functionName || '(anonymous)'} ${where(node)}`;
 }
 
-for (const scenario of bench.throughput) {
-  for (const side of ['baseline', 'stagecoach']) {
+const scenarios = [...bench.throughput];
+if (bench.peers) {
+  for (const part of ['relay', 'pipeline'] as const)
+    scenarios.push({ scenario: `peers ${part}`, rounds: bench.peers[part].flatMap((row) => row.rounds) });
+}
+for (const scenario of scenarios) {
+  for (const side of new Set(scenario.rounds.map((r) => r.side))) {
     const windows = scenario.rounds.filter((r) => r.side === side).map((r) => r.windowUs);
     const jobs = scenario.rounds.filter((r) => r.side === side).reduce((sum, r) => sum + r.jobs, 0);
     const self = new Map<string, number>();
