@@ -157,7 +157,7 @@ describe('the admin HTTP API, end to end', function () {
     expect(put.body.applied).to.deep.equal({ policies_put: [`${names.prefix}.queue.done`], policies_deleted: [] });
     expect(put.body.restart_needed).to.deep.equal([]);
     expect((put.body.config as Json).max_size).to.equal(7);
-    expect(await policy(`${names.prefix}.queue.done`)).to.deep.equal({ 'max-length': 7, overflow: 'reject-publish' });
+    expect(await policy(`${names.prefix}.queue.done`)).to.deep.equal({ 'max-length': 7, overflow: 'reject-publish', 'queue-version': 2 });
     const written = JSON.parse(await readFile(file, 'utf8')) as RawConfig;
     expect(written.queues?.done).to.deep.equal({ max_size: 7 });
     expect((await call('GET', '/ojs/v1/queues/done/config')).body.config).to.include({ max_size: 7 });
@@ -169,7 +169,11 @@ describe('the admin HTTP API, end to end', function () {
     // A tenant's own setting, and a field the stages read at start.
     const own = await call('PUT', '/ojs/v1/queues/done/config?tenant=globex', { body: { max_size: 3 } });
     expect(own.status, JSON.stringify(own.body)).to.equal(200);
-    expect(await policy(`${names.prefix}.queue.done.globex`)).to.deep.equal({ 'max-length': 3, overflow: 'reject-publish' });
+    expect(await policy(`${names.prefix}.queue.done.globex`)).to.deep.equal({
+      'max-length': 3,
+      overflow: 'reject-publish',
+      'queue-version': 2,
+    });
     const retry = await call('PUT', '/ojs/v1/queues/done/config', { body: { max_size: 7, default_retry: { max_attempts: 5 } } });
     expect(retry.body.restart_needed).to.deep.equal(['default_retry']);
     // `events` (job.* events) is read when a stage starts; a tenant may turn its own off.
@@ -299,7 +303,11 @@ describe('the admin HTTP API, end to end', function () {
     expect(created.body).to.include({ name: 'reports', state: 'active' });
     expect(await raw.exists(names.queue('reports', 'acme'))).to.equal(true);
     expect(await raw.exists(names.queue('reports', 'globex'))).to.equal(true);
-    expect(await policy(`${names.prefix}.queue.reports`)).to.deep.equal({ 'max-length': 9, overflow: 'reject-publish' });
+    expect(await policy(`${names.prefix}.queue.reports`)).to.deep.equal({
+      'max-length': 9,
+      overflow: 'reject-publish',
+      'queue-version': 2,
+    });
     expect((JSON.parse(await readFile(file, 'utf8')) as RawConfig).queues?.reports).to.deep.equal({ max_size: 9 });
     expect((await call('POST', '/ojs/v1/queues', { body: { name: 'reports' } })).status).to.equal(409);
   });

@@ -89,7 +89,7 @@ describe('OJS events of administration on <prefix>.events', function () {
     const updated = await tap.next('queue.config_updated', (e) => e.data.policy === `${config.prefix}.queue.out.globex`);
     expect(updated.event).to.include({ source: 'stagecoach/provision', subject: 'out' });
     expect(updated.event.data).to.deep.include({ queue: 'out', tenant: 'globex', dead_letters: false });
-    expect(updated.event.data.definition).to.deep.equal({ 'max-length': 5, overflow: 'reject-publish' });
+    expect(updated.event.data.definition).to.deep.equal({ 'max-length': 5, overflow: 'reject-publish', 'queue-version': 2 });
 
     const before = tap.events.length;
     await cli(['provision', '--tenant', 'globex'], file);
@@ -153,7 +153,7 @@ describe('dev publishes queue.config_updated for the settings it puts', function
       running = await startGroup(config, [{ stage: 'relay', tenant: 'acme' }], log);
       const updated = await tap.next('queue.config_updated', (e) => e.data.policy === `${config.prefix}.queue.out`);
       expect(updated.event).to.include({ source: 'stagecoach/relay', subject: 'out' });
-      expect(updated.event.data.definition).to.deep.equal({ 'max-length': 7, overflow: 'reject-publish' });
+      expect(updated.event.data.definition).to.deep.equal({ 'max-length': 7, overflow: 'reject-publish', 'queue-version': 2 });
     } finally {
       await running?.stop();
       await tap.close();
