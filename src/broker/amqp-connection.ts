@@ -4,6 +4,7 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { userOfAmqpUrl } from '../security/broker-users.js';
 import { nodeLabel, nodeOrder, rememberNode } from './broker-nodes.js';
+import { coalesceWrites } from './coalesced-writes.js';
 
 export type AmqpConnection = ChannelModel;
 
@@ -50,6 +51,7 @@ export async function openConnection(config: CompiledConfig, log: Logger, name =
     }
   }
   if (connection === undefined) throw new StagecoachError('CONNECTION_FAILED', 'no broker URL configured');
+  coalesceWrites(connection);
   // An 'error' event without a listener would crash the process; 'close' follows it anyway.
   connection.on('error', (err: Error) => log.error('broker connection error', { err: err.message }));
   if (config.security.tenantUsers) publisherUserIds.set(connection, userOfAmqpUrl(config.broker.url));
