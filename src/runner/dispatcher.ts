@@ -12,10 +12,13 @@ import { WaitingLine } from './waiting-line.js';
 export const MAX_PERMIT_WAIT_MS = 60_000;
 
 export interface DispatcherOptions {
-  /** Jobs run at once. */
+  /** Handlers run at once. */
   concurrency: number;
-  /** Processes and settles one delivery; never rejects. */
-  process(delivery: Delivery): Promise<void>;
+  /**
+   * Processes and settles one delivery; never rejects. Calls `handled` (at most once) when its
+   * handler is done and only the settlement is left: the delivery's slot is then free.
+   */
+  process(delivery: Delivery, handled?: () => void): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
   giveBack(delivery: Delivery): Promise<unknown>;
   /**
@@ -35,7 +38,10 @@ export interface DispatcherOptions {
 
 /**
  * Decides which delivery runs when: `concurrency` slots for the work queues (`main` and `due`),
- * first come first served, and suspects alone.
+ * first come first served, and suspects alone. A slot is a handler running: it is free again when
+ * the handler is done, while the settlement (emits confirmed, then the ack) goes on beside the
+ * next job, bounded by the prefetch. Holding the slot until the ack kept as many jobs in flight as
+ * handlers and left them waiting on the broker's confirms (issue 25: docs/performance.md).
  *
  * Invariants:
  * - A delivery is started only while the dispatcher is open; what waits when it closes (paused,
@@ -53,7 +59,10 @@ export interface DispatcherOptions {
 export class Dispatcher implements ShareMember {
   private readonly waiting = new WaitingLine();
   private readonly seat: ShareSeat | undefined;
+  /** Handlers running (the slots taken). */
   private running = 0;
+  /** Deliveries started and not yet settled: running, or settling after their handler. */
+  private unsettled = 0;
   /** `open` starts deliveries; `held` keeps them waiting; `closed` hands them back. */
   private mode: 'open' | 'held' | 'closed' = 'closed';
   private idleWaiters: Array<() => void> = [];
@@ -67,7 +76,7 @@ export class Dispatcher implements ShareMember {
 
   /** Jobs being processed or settled. */
   get inFlight(): number {
-    return this.running;
+    return this.unsettled;
   }
 
   /** Starts deliveries from now on. */
@@ -123,6 +132,7 @@ export class Dispatcher implements ShareMember {
   async runAlone(delivery: Delivery): Promise<void> {
     // Outside the share: everything else of the process is suspended, so it takes no one's slot.
     this.running++;
+    this.unsettled++;
     try {
       // Within its limits, as any job (its process's tokens are all back: nothing else is in
       // hand); one whose tokens do not come in time goes back to the suspect queue, unstarted.
@@ -132,6 +142,7 @@ export class Dispatcher implements ShareMember {
     } finally {
       delivery.permit?.end();
       this.running--;
+      this.unsettled--;
       this.pump();
       this.checkIdle();
     }
@@ -161,7 +172,7 @@ export class Dispatcher implements ShareMember {
    * `graceMs` runs out first.
    */
   whenIdle(graceMs = Number.POSITIVE_INFINITY): Promise<boolean> {
-    if (this.running === 0 && this.giving.size === 0) return Promise.resolve(true);
+    if (this.unsettled === 0 && this.giving.size === 0) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {
       let timer: NodeJS.Timeout | undefined;
       const waiter = (): void => {
@@ -212,16 +223,24 @@ export class Dispatcher implements ShareMember {
 
   private start(delivery: Delivery): void {
     this.running++;
-    const permit = delivery.permit;
-    if (permit === undefined) {
-      void this.options.process(delivery).then(this.done, this.done);
-      return;
-    }
-    // The permit is started (its rate tokens spent) by the processor, right before the handler.
-    void this.options.process(delivery).finally(() => {
-      permit.end();
-      this.done();
-    });
+    this.unsettled++;
+    // The permit is started (its rate tokens spent) by the processor, right before the handler;
+    // its concurrency tokens go back with the slot, when the handler is done.
+    let holding = true;
+    const handled = (): void => {
+      if (!holding) return;
+      holding = false;
+      delivery.permit?.end();
+      this.running--;
+      this.seat?.release();
+      this.pump();
+    };
+    const settled = (): void => {
+      handled();
+      this.unsettled--;
+      this.checkIdle();
+    };
+    void this.options.process(delivery, handled).then(settled, settled);
   }
 
   /** The first waiting delivery that may start (no permit needed, or granted), taken out of the line. */
@@ -264,14 +283,6 @@ export class Dispatcher implements ShareMember {
     this.overdue.unref();
   }
 
-  /** Bound once: called for every job, it must not cost a closure each time. */
-  private readonly done = (): void => {
-    this.running--;
-    this.seat?.release();
-    this.pump();
-    this.checkIdle();
-  };
-
   private async giveBackWaiting(): Promise<void> {
     const unstarted = this.waiting.takeAll();
     for (const delivery of unstarted) delivery.permit?.end();
@@ -298,7 +309,7 @@ export class Dispatcher implements ShareMember {
   }
 
   private checkIdle(): void {
-    if (this.running !== 0 || this.giving.size !== 0) return;
+    if (this.unsettled !== 0 || this.giving.size !== 0) return;
     for (const waiter of this.idleWaiters.splice(0)) waiter();
   }
 }

@@ -102,7 +102,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       decision: this.decision,
       log,
       onFatal: fatal,
-      process: (delivery) => this.process(delivery),
+      process: (delivery, handled) => this.process(delivery, handled),
       giveBack: (delivery) => this.settlement.giveBack(delivery),
       ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.settlement),
     });
@@ -293,12 +293,14 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.intake.unsuspend();
   }
 
-  private async process(delivery: Delivery): Promise<void> {
+  private async process(delivery: Delivery, handled?: () => void): Promise<void> {
     // Its channel died while it waited: the broker redelivers it; running it would duplicate.
     if (delivery.source.closed) return;
     this.metrics.consumed();
     const outcome = await (this.processor as DeliveryProcessor).run(delivery);
+    // Held before its tokens go back with the slot: the next job must not take one first.
     if (outcome.kind === 'rate-limited') this.options.flow?.rateLimited(delivery.permit, outcome.job, outcome.error);
+    handled?.();
     await this.settlement.settle(delivery, outcome);
   }
 }

@@ -17,8 +17,8 @@ export interface WorkIntakeOptions {
   log: Logger;
   /** A channel that cannot be healed fails the runner. */
   onFatal(err: Error): void;
-  /** Processes and settles one delivery; never rejects. */
-  process(delivery: Delivery): Promise<void>;
+  /** Processes and settles one delivery; never rejects. `handled`: see DispatcherOptions.process. */
+  process(delivery: Delivery, handled?: () => void): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
   giveBack(delivery: Delivery): Promise<unknown>;
   /** Flow control (see DispatcherOptions.admit and .limited; flow-intake.ts). */
@@ -75,7 +75,7 @@ export class WorkIntake {
       ...resources.slots,
       ...(options.admit === undefined ? {} : { admit: options.admit }),
       ...(options.limited === undefined ? {} : { limited: options.limited }),
-      process: (delivery) => options.process(delivery),
+      process: (delivery, handled) => options.process(delivery, handled),
       // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
       // run in the pool as a first delivery. It is settled as the crash it is instead (moved to
       // the suspect queue, unjudged); its handler does not run.

@@ -76,6 +76,36 @@ function setup(concurrency: number): {
 }
 
 describe('Dispatcher', () => {
+  it('frees a slot when the handler is done: the next job runs while the last one settles, and idle waits for both', async () => {
+    const settlements = new Map<number, Gate>();
+    const started: number[] = [];
+    const dispatcher = new Dispatcher({
+      concurrency: 1,
+      process: async (d, handled) => {
+        started.push(tagOf(d));
+        handled?.();
+        const g = gate();
+        settlements.set(tagOf(d), g);
+        await g.promise;
+      },
+      giveBack: async () => undefined,
+    });
+    dispatcher.openUp();
+    dispatcher.offer(delivery(1));
+    dispatcher.offer(delivery(2));
+    await settle();
+    expect(started, 'the second started while the first waits for its confirms').to.deep.equal([1, 2]);
+    expect(dispatcher.inFlight).to.equal(2);
+    let idle = false;
+    void dispatcher.whenIdle().then(() => (idle = true));
+    settlements.get(1)?.open();
+    await settle();
+    expect(idle, 'one still settling').to.equal(false);
+    settlements.get(2)?.open();
+    await settle();
+    expect(idle).to.equal(true);
+  });
+
   it('starts nothing before openUp(): a closed dispatcher hands arrivals back', async () => {
     const { dispatcher, started, givenBack, finishGiveBack } = setup(2);
     dispatcher.offer(delivery(1));
