@@ -1,6 +1,9 @@
 import type { BatchCallbacks } from '../job/job.types.js';
 import { FINAL_OUTCOMES, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
 
+/** A `created` or `settled` record of a batched job. */
+type BatchedRecord = Extract<TrackingRecord, { kind: 'created' | 'settled' }> & { batch: string };
+
 /** Where a job of a batch stands, derived from every report about it (see {@link BatchFold}). */
 export type JobClass = 'in_flight' | 'completed' | 'dead' | 'discarded' | 'cancelled' | 'withdrawn';
 
@@ -120,11 +123,13 @@ export class BatchFold {
       }
       case 'created':
       case 'settled':
-        return this.applyJobRecord(record);
+        // Jobs outside a batch, and `started` (not a settlement), are the job store's (src/job-state).
+        if (record.batch === undefined || (record.kind === 'settled' && record.outcome === 'started')) return {};
+        return this.applyJobRecord(record as BatchedRecord);
     }
   }
 
-  private applyJobRecord(record: Extract<TrackingRecord, { kind: 'created' | 'settled' }>): FoldResult {
+  private applyJobRecord(record: BatchedRecord): FoldResult {
     const existing = this.batches.get(record.batch);
     if (existing?.tenant !== undefined && record.tenant !== undefined && record.tenant !== existing.tenant) {
       existing.refused++;

@@ -3,10 +3,13 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
-import { trackingExchange, trackingStream } from '../topology/build-topology.js';
+import { jobCancelsExchange, jobCancelsStream, trackingExchange, trackingStream } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { parseRecords, stamp, type MarkReport, type TrackingRecord } from './tracking-report.js';
 import { publishRecord } from './tracking-stream.js';
+
+/** The tracking stream, or the stream of `job cancel` directives (docs/job-state.md), which holds the same records. */
+export type StreamKind = 'tracking' | 'job-cancels';
 
 /** Deliveries the broker may send ahead on the stream (a stream consumer needs a prefetch). */
 export const TRACKING_PREFETCH = 1000;
@@ -16,9 +19,9 @@ export const TRACKING_PREFETCH = 1000;
  * with another `x-max-age` (the setting changed since) is read, not refused. Its exchange and
  * binding are declared either way (idempotent): records are written through them.
  */
-export async function ensureTrackingStream(connection: AmqpConnection, config: CompiledConfig): Promise<void> {
-  const spec = trackingStream(config);
-  const exchange = trackingExchange(config);
+export async function ensureTrackingStream(connection: AmqpConnection, config: CompiledConfig, which: StreamKind = 'tracking'): Promise<void> {
+  const spec = which === 'tracking' ? trackingStream(config) : jobCancelsStream(config);
+  const exchange = which === 'tracking' ? trackingExchange(config) : jobCancelsExchange(config);
   const probe = await connection.createChannel();
   probe.on('error', () => undefined);
   let exists = false;
@@ -29,6 +32,8 @@ export async function ensureTrackingStream(connection: AmqpConnection, config: C
   } catch {
     // 404: the channel is closed by the broker; declare it on a fresh one.
   }
+  // With tenant users, `provision` declared it all, and a stage's user may not declare it again.
+  if (exists && config.security.tenantUsers) return;
   const channel = await connection.createChannel();
   try {
     if (!exists) await channel.assertQueue(spec.name, { durable: true, arguments: spec.arguments });
@@ -64,9 +69,16 @@ export class TrackingReader {
     private readonly log: Logger,
   ) {}
 
-  static async open(connection: AmqpConnection, config: CompiledConfig, log: Logger, onRecord: RecordHandler): Promise<TrackingReader> {
-    await ensureTrackingStream(connection, config);
-    const stream = new BrokerNames(config.prefix).tracking;
+  static async open(
+    connection: AmqpConnection,
+    config: CompiledConfig,
+    log: Logger,
+    onRecord: RecordHandler,
+    which: StreamKind = 'tracking',
+  ): Promise<TrackingReader> {
+    await ensureTrackingStream(connection, config, which);
+    const names = new BrokerNames(config.prefix);
+    const stream = which === 'tracking' ? names.tracking : names.jobCancels;
     const channel = await connection.createChannel();
     channel.on('error', (err: Error) => log.warn('tracking stream channel error', { err: err.message }));
     const publisher = await ConfirmPublisher.open(connection);

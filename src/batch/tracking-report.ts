@@ -2,7 +2,10 @@ import type { BatchCallbacks } from '../job/job.types.js';
 import { uuidv7 } from '../job/uuid-v7.js';
 
 /**
- * What becomes of a batched job at one settlement (docs/batches.md):
+ * What becomes of a tracked job (a batched one, or any job of a queue with `tracking` on) at one
+ * settlement (docs/batches.md, docs/job-state.md):
+ * - `started`: its handler is about to run (OJS `active`); not a settlement: reported without
+ *   waiting for its confirm, and ignored by the batch fold;
  * - `completed`: the handler returned and its emits were confirmed (final);
  * - `retrying`: it comes back at `next_attempt` (a retry, or a hand-back after its publisher
  *   channel was lost under an emit, at the same attempt);
@@ -13,17 +16,18 @@ import { uuidv7 } from '../job/uuid-v7.js';
  * - `parked`: its batch or tenant is paused; it waits unrun in the parked queue and runs at
  *   `next_attempt` (the same attempt) once resumed.
  */
-export type SettlementOutcome = 'completed' | 'retrying' | 'suspect' | 'dead' | 'discarded' | 'cancelled' | 'parked';
+export type SettlementOutcome = 'started' | 'completed' | 'retrying' | 'suspect' | 'dead' | 'discarded' | 'cancelled' | 'parked';
 
 export const FINAL_OUTCOMES: ReadonlySet<SettlementOutcome> = new Set(['completed', 'dead', 'discarded', 'cancelled']);
 
-/** One settlement of one batched job, as a stage reports it before acknowledging the delivery. */
+/** One settlement of one tracked job, as a stage reports it before acknowledging the delivery. */
 export interface SettledReport {
   kind: 'settled';
   /** Unique per settlement: an exact duplicate (a report published again) is recognised by it. */
   id: string;
   job: string;
-  batch: string;
+  /** Its batch; absent for a job tracked by its queue's `tracking` only. */
+  batch?: string;
   tenant?: string;
   stage: string;
   /** The logical queue it was read from. */
@@ -37,6 +41,10 @@ export interface SettledReport {
   error?: { type: string; message: string };
   /** Ids of the jobs it emitted (`completed` only). */
   emitted?: string[];
+  /** The logical queue of each of `emitted`, in the same order (tracked unbatched jobs). */
+  emitted_to?: string[];
+  /** What the handler returned (`completed` only, when it returned something; spec/ojs-results.md). */
+  result?: unknown;
   /**
    * The id of an earlier `completed` report of this delivery that is void: it was published
    * beside the emits (in the same confirm wait) and an emit then failed, so the job did not
@@ -48,12 +56,19 @@ export interface SettledReport {
   at: string;
 }
 
-/** A root job published into a batch (by `Publisher` or `publish --batch`), reported before it is published. */
+/**
+ * A job published by `Publisher` (or `publish`) into a batch or a tracked queue, reported before
+ * it is published.
+ */
 export interface CreatedReport {
   kind: 'created';
   id: string;
   job: string;
-  batch: string;
+  batch?: string;
+  /** ISO 8601, when the job was published scheduled. */
+  scheduled_at?: string;
+  /** The job that emitted it. */
+  parent?: string;
   tenant?: string;
   queue: string;
   type?: string;
@@ -82,6 +97,8 @@ export interface DirectiveRecord {
   action: 'cancel' | 'pause' | 'resume';
   batch?: string;
   tenant?: string;
+  /** `job cancel <id>` (action `cancel`; docs/job-state.md). */
+  job?: string;
   at: string;
 }
 
@@ -182,18 +199,20 @@ function recordOf(body: unknown): TrackingRecord | undefined {
   switch (record.kind) {
     case 'settled':
       return typeof record.job === 'string' &&
-        typeof record.batch === 'string' &&
+        (record.batch === undefined || typeof record.batch === 'string') &&
         typeof record.outcome === 'string' &&
         typeof record.attempt === 'number'
         ? (record as SettledReport)
         : undefined;
     case 'created':
-      return typeof record.job === 'string' && typeof record.batch === 'string' ? (record as CreatedReport) : undefined;
+      return typeof record.job === 'string' && (record.batch === undefined || typeof record.batch === 'string')
+        ? (record as CreatedReport)
+        : undefined;
     case 'announced':
       return typeof record.batch === 'string' ? (record as AnnouncedReport) : undefined;
     case 'directive':
       return (record.action === 'cancel' || record.action === 'pause' || record.action === 'resume') &&
-        (typeof record.batch === 'string' || typeof record.tenant === 'string')
+        (typeof record.batch === 'string' || typeof record.tenant === 'string' || typeof record.job === 'string')
         ? (record as DirectiveRecord)
         : undefined;
     case 'mark':

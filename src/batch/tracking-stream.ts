@@ -35,8 +35,8 @@ export class ReportGroup {
   readonly at = new Date().toISOString();
   readonly reports: SettledReport[] = [];
 
-  /** The settlement report of a batched job (see settledReport), added to the group. */
-  add(job: Job, batch: string, place: SettlementPlace, outcome: SettlementOutcome, details?: ReportDetails): SettledReport {
+  /** The settlement report of a tracked job (see settledReport), added to the group. */
+  add(job: Job, batch: string | undefined, place: SettlementPlace, outcome: SettlementOutcome, details?: ReportDetails): SettledReport {
     const report = settledReport(job, batch, place, outcome, details, groupReportId(this.id, this.reports.length), this.at);
     this.reports.push(report);
     return report;
@@ -106,7 +106,7 @@ export interface SettlementPlace {
 }
 
 /** What a settlement adds to its report besides the outcome. */
-export type ReportDetails = Pick<SettledReport, 'next_attempt' | 'error' | 'emitted' | 'retracts' | 'unsent'>;
+export type ReportDetails = Pick<SettledReport, 'next_attempt' | 'error' | 'emitted' | 'emitted_to' | 'result' | 'retracts' | 'unsent'>;
 
 /** The job's batch, when it has one: the one test the hot path pays for unbatched jobs. */
 export function batchOf(job: Job | undefined): string | undefined {
@@ -115,13 +115,13 @@ export function batchOf(job: Job | undefined): string | undefined {
 }
 
 /**
- * The settlement report of a batched job (see SettledReport). Built in one object literal, not
- * through `stamp` (whose spreads copy it twice): it is made for every settlement of a batched
- * job, on the hot path of a batch (bench `--only tracking`).
+ * The settlement report of a tracked job (see SettledReport). Built in one object literal, not
+ * through `stamp` (whose spreads copy it twice): it is made for every settlement of a tracked
+ * job, on the hot path (bench `--only tracking`).
  */
 export function settledReport(
   job: Job,
-  batch: string,
+  batch: string | undefined,
   place: SettlementPlace,
   outcome: SettlementOutcome,
   details?: ReportDetails,
@@ -133,7 +133,6 @@ export function settledReport(
     kind: 'settled',
     id,
     job: job.id,
-    batch,
     stage: place.stage,
     queue: place.queue,
     type: job.type,
@@ -141,6 +140,7 @@ export function settledReport(
     attempt: job.attempt,
     at,
   };
+  if (batch !== undefined) report.batch = batch;
   if (tenant !== undefined) report.tenant = tenant;
   return details === undefined ? report : Object.assign(report, details);
 }

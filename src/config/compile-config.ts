@@ -4,9 +4,11 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { ConfigError } from '../errors/errors.js';
 import type {
   CompiledConfig,
+  CompiledJobStoreConfig,
   CompiledPayloadStoreConfig,
   CompiledStageConfig,
   ConfigWithDefaults,
+  JobStoreConfig,
   QueueSettings,
   QueueSettingsLayers,
   RawConfig,
@@ -98,7 +100,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     durable: config.durable,
     gracePeriod: config.gracePeriod,
     httpPort: config.httpPort,
-    tracking: { maxAgeSeconds: trackingMaxAge(source, config.tracking.max_age) },
+    tracking: { maxAgeSeconds: trackingMaxAge(source, config.tracking.max_age), store: jobStore(config.prefix, config.tracking.store) },
     payloads: compilePayloads(source, baseDir, config),
     defaultQueue,
     queues,
@@ -177,6 +179,10 @@ function settingsLayers(
 
 function checkSettings(source: string, key: string, settings: QueueSettings): void {
   if (settings.rate_limit !== undefined && settings.rate_limit !== null) compileWindow(source, `${key}.rate_limit`, settings.rate_limit);
+  for (const [state, duration] of Object.entries(settings.retention ?? {})) {
+    const ms = parseDuration(duration);
+    if (ms === undefined || ms < 0) throw new ConfigError(source, `${key}.retention.${state}`, `an ISO 8601 duration, got "${duration}"`);
+  }
   const ttl = settings.dead_letter_ttl;
   if (typeof ttl !== 'string') return;
   const ms = parseDuration(ttl);
@@ -266,6 +272,12 @@ function schemaError(source: string, errors: ErrorObject[]): ConfigError {
 
 function decodePointer(part: string): string {
   return part.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
+/** `tracking.store` with its table named: `<prefix>_jobs` unless given (a prefix's dots and dashes become `_`). */
+function jobStore(prefix: string, store: JobStoreConfig): CompiledJobStoreConfig {
+  if (store.kind === 'memory') return { kind: 'memory' };
+  return { kind: 'postgres', url: store.url, table: store.table ?? `${prefix.replace(/[^A-Za-z0-9_]/g, '_')}_jobs` };
 }
 
 /** `tracking.max_age` in whole seconds: the stream's `x-max-age` cannot be less than a second. */

@@ -6,6 +6,8 @@
  */
 import type {
   LimitConfig,
+  JobRetention,
+  JobStoreConfig,
   LimitWindow,
   QueueConfig,
   QueueSettings,
@@ -24,6 +26,9 @@ export interface TenantShare {
   /** Slots guaranteed when it has work; 0 unless configured, at most `maxConcurrency`. */
   readonly minConcurrency: number;
 }
+
+/** `tracking.store` compiled: the table named. */
+export type CompiledJobStoreConfig = { kind: 'memory' } | { kind: 'postgres'; url: string; table: string };
 
 /** `payloads.store` compiled: the directory absolute, the table named. */
 export type CompiledPayloadStoreConfig = { kind: 'fs'; dir: string } | { kind: 'postgres'; url: string; table: string; pool_size: number };
@@ -71,6 +76,10 @@ export interface ResolvedQueueSettings {
   rate_limit?: LimitWindow;
   /** Whether its jobs' `job.*` events are published. */
   events: boolean;
+  /** `false` when the queue's jobs are not tracked (docs/job-state.md); absent: tracked (the default). */
+  tracking?: false;
+  /** ISO 8601 durations by final state, as configured (defaults in DEFAULT_JOB_RETENTION). */
+  retention?: JobRetention;
 }
 
 /** A {@link LimitWindow} compiled: its period in milliseconds. */
@@ -139,7 +148,7 @@ export interface ConfigWithDefaults {
   durable: boolean;
   gracePeriod: number;
   httpPort: number;
-  tracking: { max_age: string };
+  tracking: { max_age: string; store: JobStoreConfig };
   /** `store` with its `dir` (still relative to the file) or `table` filled in. */
   payloads: { threshold: number; store: CompiledPayloadStoreConfig; orphan_after: string; retention: string };
   limits: Record<string, LimitConfig>;
@@ -186,8 +195,8 @@ export interface CompiledConfig {
    * through `tenantShare`, which also answers for tenants provisioned but not configured.
    */
   tenantShares: ReadonlyMap<string, TenantShare>;
-  /** Batch tracking: the report stream's retention, in whole seconds. */
-  tracking: { maxAgeSeconds: number };
+  /** Tracking: the report stream's retention, in whole seconds; the job store (docs/job-state.md). */
+  tracking: { maxAgeSeconds: number; store: CompiledJobStoreConfig };
   /** Payload offloading (docs/payloads.md). */
   payloads: {
     /** Bytes; each queue's own is its `payload_threshold`. */

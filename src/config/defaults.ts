@@ -48,6 +48,9 @@ export const DEFAULT_CONCURRENCY = 1;
 export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 /** How long the batch-tracking stream keeps settlement reports (docs/batches.md). */
 export const DEFAULT_TRACKING_MAX_AGE = 'P7D';
+
+/** How long the job store keeps an ended job, by final state (`queues.<q>.retention`, seeds/001 6.3; docs/job-state.md). */
+export const DEFAULT_JOB_RETENTION = { completed: 'P7D', discarded: 'P30D', cancelled: 'P7D' } as const;
 export const DEFAULT_HTTP_PORT = 9400;
 /**
  * A job whose encoded message is larger than this many bytes travels by reference
@@ -157,7 +160,7 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
     durable: raw.durable ?? true,
     gracePeriod: raw.gracePeriod ?? DEFAULT_GRACE_PERIOD_SECONDS,
     httpPort: raw.httpPort ?? DEFAULT_HTTP_PORT,
-    tracking: { max_age: raw.tracking?.max_age ?? DEFAULT_TRACKING_MAX_AGE },
+    tracking: { max_age: raw.tracking?.max_age ?? DEFAULT_TRACKING_MAX_AGE, store: raw.tracking?.store ?? { kind: 'memory' } },
     limits: raw.limits ?? {},
     payloads: {
       threshold: raw.payloads?.threshold ?? DEFAULT_PAYLOAD_THRESHOLD,

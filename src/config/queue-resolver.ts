@@ -22,6 +22,8 @@ export const SETTING_KEYS = [
   'concurrency',
   'rate_limit',
   'events',
+  'tracking',
+  'retention',
 ] as const;
 
 /**
@@ -72,6 +74,8 @@ export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings
   if (typeof merged.dead_letter_max_size === 'number') resolved.dead_letter_max_size = merged.dead_letter_max_size;
   if (typeof merged.concurrency === 'number') resolved.concurrency = merged.concurrency;
   if (typeof merged.rate_limit === 'object' && merged.rate_limit !== null) resolved.rate_limit = merged.rate_limit;
+  if (merged.tracking === false) resolved.tracking = false;
+  if (merged.retention !== undefined) resolved.retention = merged.retention;
   return resolved;
 }
 

@@ -84,6 +84,30 @@ export interface QueueSettings {
    * @defaultValue false
    */
   events?: boolean;
+  /**
+   * Every job of the queue is reported to the tracking stream (`created` at enqueue, then each
+   * settlement) and folded by `stagecoach tracker` into the job store: `job status`, `job list`,
+   * `job cancel` (docs/job-state.md). Off: only batched jobs are reported, at no cost per job.
+   * @defaultValue true
+   */
+  tracking?: boolean;
+  /**
+   * How long the job store keeps a job after it ended, per final state, ISO 8601 durations
+   * (seeds/001 6.3); pruned by the tracker. A state left out is kept as long as the default.
+   * Dead letters on the broker keep their own `dead_letter_ttl`.
+   * @defaultValue { "completed": "P7D", "discarded": "P30D", "cancelled": "P7D" }
+   */
+  retention?: JobRetention;
+}
+
+/** `tracking.store` (docs/job-state.md). `table` defaults to `<prefix>_jobs` (the prefix's dots and dashes as `_`). */
+export type JobStoreConfig = { kind: 'memory' } | { kind: 'postgres'; url: string; table?: string };
+
+/** `queues.<q>.retention`: ISO 8601 durations by final job state (docs/job-state.md). */
+export interface JobRetention {
+  completed?: string;
+  discarded?: string;
+  cancelled?: string;
 }
 
 /** `limit` job starts per `period` (ISO 8601 duration, at least 10 ms, at most a day). */
@@ -349,6 +373,13 @@ export interface RawConfig {
      * seconds). Fixed when the stream is first declared. @defaultValue "P7D"
      */
     max_age?: string;
+    /**
+     * Where `stagecoach tracker` folds job states (docs/job-state.md): `memory` (each reader
+     * replays the stream; development and `npm start`) or `postgres` (a `jobs` table, created and
+     * migrated by the tracker, read directly by `job status|list` and the admin API).
+     * @defaultValue { "kind": "memory" }
+     */
+    store?: JobStoreConfig;
   };
   /** Payload offloading: large job arguments travel by reference (docs/payloads.md). */
   payloads?: PayloadsConfig;

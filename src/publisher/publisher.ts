@@ -14,6 +14,7 @@ import { childTraceparent } from '../job/trace-context.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { coreTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
+import { settingsFor } from '../config/queue-resolver.js';
 import { checkBatchId } from '../util/batch-id.js';
 import { stamp, type CreatedReport, type SettledReport } from '../batch/tracking-report.js';
 import { batchOf, publishRecord } from '../batch/tracking-stream.js';
@@ -144,29 +145,38 @@ export class Publisher {
     const callbacks = spec.callbacks === undefined ? undefined : this.checkedCallbacks(spec.callbacks, job, batch);
     const stream = new BrokerNames(this.config.prefix).tracking;
     let created: CreatedReport | undefined;
-    if (batch !== undefined) {
+    let reported: Promise<void> | undefined;
+    if (batch !== undefined || this.tracked(job)) {
       created = stamp<CreatedReport>({
         kind: 'created',
         job: job.id,
-        batch: checkBatchId(batch, 'meta.batch'),
+        ...(batch === undefined ? {} : { batch: checkBatchId(batch, 'meta.batch') }),
         ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
         queue: job.queue,
         type: job.type,
+        ...(job.scheduled_at === undefined ? {} : { scheduled_at: job.scheduled_at }),
         ...(callbacks === undefined ? {} : { callbacks }),
       });
-      await publishRecord(this.publisher, stream, created);
+      reported = publishRecord(this.publisher, stream, created);
+      // A batch's root is reported before it is sent (no tracker may see the batch end before its
+      // root ran); a job tracked by its queue alongside (the job store's fold does not depend on
+      // the order, docs/job-state.md), so tracking costs no second round trip.
+      if (batch !== undefined) await reported;
     }
     try {
-      await this.router.send(job, {
+      const sent = this.router.send(job, {
         traceparent: spec.traceparent ?? childTraceparent(),
         ...(spec.headers === undefined ? {} : { headers: spec.headers }),
       });
+      // Observed at once: awaited after the job (a failed report does not make a sent job unsent).
+      reported?.catch(() => undefined);
+      await sent;
     } catch (err) {
       if (created !== undefined) {
         const unsent = stamp<SettledReport>({
           kind: 'settled',
           job: job.id,
-          batch: created.batch,
+          ...(created.batch === undefined ? {} : { batch: created.batch }),
           ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
           stage: 'publisher',
           queue: job.queue,
@@ -179,6 +189,12 @@ export class Publisher {
       }
       throw err;
     }
+    await reported;
+  }
+
+  /** Whether the job's queue has `tracking` on for its tenant (docs/job-state.md). */
+  private tracked(job: Job): boolean {
+    return settingsFor(this.config, job.queue, job.tenant).tracking !== false;
   }
 
   /**

@@ -95,7 +95,7 @@ export class AfterSettle {
       case 'cancelled':
         if (settled !== 'acked') break;
         this.options.payloads?.release(message.properties.headers);
-        log.info('job cancelled with its batch', fields(event.job, message));
+        log.info(event.by === 'job' ? 'job cancelled' : 'job cancelled with its batch', fields(event.job, message));
         events?.cancelled(event.job);
         break;
       case 'retried':

@@ -24,11 +24,16 @@ export interface BatchReportsOptions {
   /** The tracking stream's name. */
   tracking: string;
   place: SettlementPlace;
+  /**
+   * The input queue's `tracking` (for the stage's tenant): every job is reported, not only
+   * batched ones (docs/job-state.md). Off, an unbatched job costs one property test, as before.
+   */
+  tracked: boolean;
 }
 
 /**
- * Batch tracking (docs/batches.md), around the settlement routes rather than inside them: a
- * batched job's settlement is reported to the tracking stream in the same confirm wait as
+ * Job tracking (docs/batches.md, docs/job-state.md), around the settlement routes rather than
+ * inside them: a tracked job's (batched, or of a queue with `tracking` on) settlement is reported to the tracking stream in the same confirm wait as
  * whatever replaces the delivery, before the ack, so no settlement goes unreported (a crash
  * between report and ack repeats it: at-least-once). A job without a batch costs one property
  * test. A `completed` report goes out beside the emits; when an emit then fails, the settlement
@@ -50,7 +55,12 @@ export class BatchReports {
    * when it fails, every settlement in it fails as its own would have.
    * @returns no report when the delivery's channel is already closed (then `sent` rejects).
    */
-  completed(delivery: Delivery, job: Job, batch: string, emitted: string[]): { report: SettledReport | undefined; sent: Promise<void> } {
+  completed(
+    delivery: Delivery,
+    job: Job,
+    batch: string | undefined,
+    details: ReportDetails,
+  ): { report: SettledReport | undefined; sent: Promise<void> } {
     const { tracking } = this.options;
     if (delivery.source.closed) {
       return {
@@ -58,6 +68,24 @@ export class BatchReports {
         sent: Promise.reject(new PublishError("the delivery's channel closed before its report", tracking, '', true)),
       };
     }
+    const pending = this.group();
+    return { report: pending.group.add(job, batch, this.options.place, 'completed', details), sent: pending.sent };
+  }
+
+  /**
+   * A tracked job's handler is about to run (OJS `active`): reported in this turn's group, not
+   * waited for (a `started` lost with a crash only hides the `active` phase; the settlement that
+   * follows is reported before its ack as always).
+   */
+  started(job: Job): void {
+    const batch = batchOf(job);
+    if (batch === undefined && !this.options.tracked) return;
+    this.group().group.add(job, batch, this.options.place, 'started');
+  }
+
+  /** The group of this turn's reports, published on the next turn (see completed()). */
+  private group(): { group: ReportGroup; sent: Promise<void> } {
+    const { tracking } = this.options;
     let pending = this.pending;
     if (pending === undefined) {
       const group = new ReportGroup();
@@ -71,13 +99,14 @@ export class BatchReports {
       sent.catch(ignore);
       pending = this.pending = { group, sent };
     }
-    return { report: pending.group.add(job, batch, this.options.place, 'completed', { emitted }), sent: pending.sent };
+    return pending;
   }
 
-  /** The report of a settlement, when the job is in a batch. */
+  /** The report of a settlement, when the job is tracked (in a batch, or its queue's `tracking` is on). */
   of(job: Job | undefined, outcome: SettlementOutcome, details?: ReportDetails): SettledReport | undefined {
+    if (job === undefined) return undefined;
     const batch = batchOf(job);
-    return batch === undefined ? undefined : settledReport(job as Job, batch, this.options.place, outcome, details);
+    return batch === undefined && !this.options.tracked ? undefined : settledReport(job, batch, this.options.place, outcome, details);
   }
 
   /**
@@ -95,7 +124,13 @@ export class BatchReports {
         return details === undefined ? undefined : this.of(event.job, 'discarded', details);
       case 'cancelled':
         return this.of(event.job, 'cancelled', {
-          error: { type: 'CANCELLED', message: `its batch "${String(event.job.meta.batch)}" was cancelled before it ran` },
+          error: {
+            type: 'CANCELLED',
+            message:
+              batchOf(event.job) === undefined || event.by === 'job'
+                ? 'it was cancelled before it ran'
+                : `its batch "${String(event.job.meta.batch)}" was cancelled before it ran`,
+          },
         });
       case 'parked':
         return this.of(event.job, 'parked', { next_attempt: event.job.attempt });
@@ -157,7 +192,7 @@ export class BatchReports {
     const job = outcome.job ?? (outcome.kind === 'failed' ? outcome.refused : undefined);
     const batch = batchOf(job);
     const publisher = this.options.publishers.current;
-    if (batch === undefined || job === undefined) return;
+    if ((batch === undefined && !this.options.tracked) || job === undefined) return;
     if (publisher === undefined || delivery.source.closed) {
       log.warn('batched job rejected without its dead report: no publisher at hand', { job_id: job.id, batch });
       return;

@@ -36,6 +36,10 @@ export interface DeliveryProcessorOptions {
   directives?: DirectiveGate;
   /** Appends a record to the tracking stream, confirmed: a handler starting a batch reports its root. */
   track?: (record: TrackingRecord) => Promise<void>;
+  /** The input queue's `tracking` is on (docs/job-state.md): the context lists children, and starts are reported. */
+  tracked?: boolean;
+  /** A job's handler is about to run (its `started` report, for a tracked job). */
+  onStarted?: (job: Job) => void;
   /** Loads arguments that travelled by reference (`x-ojs-payload-ref`) before the handler runs. */
   payloads?: PayloadOffloader;
   /** Enqueue middleware of every `ctx.emit()`: the process's, then the stage's. @defaultValue [] */
@@ -60,7 +64,7 @@ export class DeliveryProcessor {
     if (directives !== undefined) {
       const asked = directives.verdict(job);
       const verdict = typeof asked === 'string' ? asked : await asked;
-      if (verdict === 'cancel') return { kind: 'cancelled', job };
+      if (verdict === 'cancel' || verdict === 'cancel-job') return { kind: 'cancelled', job, by: verdict === 'cancel' ? 'batch' : 'job' };
       // Resumed since the verdict was remembered: it runs.
       if (verdict !== 'run' && (await directives.stillParked(job, verdict))) {
         return { kind: 'parked', job, by: verdict === 'park-tenant' ? 'tenant' : 'batch' };
@@ -90,10 +94,12 @@ export class DeliveryProcessor {
       onPublished,
       this.options.track,
       this.options.enqueue,
+      this.options.tracked,
     );
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
     delivery.permit?.start();
+    this.options.onStarted?.(job);
     const began = performance.now();
     try {
       const timeout = job.timeout ?? this.options.input.default_timeout;

@@ -35,7 +35,7 @@ export interface Delivery {
  *   trusted), only so that its batch learns it is dead (its id, batch and type; never its tenant).
  * - `crashed`: redelivered from `main` or `due`: its process died while it was in hand, maybe
  *   only prefetched. Moved to the suspect queue, not judged.
- * - `cancelled`: its batch was cancelled (DirectiveGate): discarded unrun, reported `cancelled`.
+ * - `cancelled`: it (`job cancel`) or its batch was cancelled (DirectiveGate): discarded unrun, reported `cancelled`.
  * - `parked`: its tenant or batch is paused: moved unrun to the parked queue until `resume`.
  * - `rate-limited`: the handler threw RateLimitedError: handed back until then, same attempt,
  *   what it emitted dropped; its limits are held meanwhile (docs/flow-control.md).
@@ -44,6 +44,6 @@ export type Outcome =
   | { kind: 'completed'; job: Job; ctx: JobContext; seconds: number }
   | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number; refused?: Job }
   | { kind: 'crashed'; job: Job }
-  | { kind: 'cancelled'; job: Job }
+  | { kind: 'cancelled'; job: Job; by: 'batch' | 'job' }
   | { kind: 'parked'; job: Job; by: 'tenant' | 'batch' }
   | { kind: 'rate-limited'; job: Job; error: RateLimitedError; ctx: JobContext };

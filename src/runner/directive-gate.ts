@@ -9,7 +9,14 @@ import type { Logger } from '../logging/logger.js';
  * (docs/batches.md): run it, discard it as `cancelled`, or park it until its tenant or batch is
  * resumed.
  */
-export type Verdict = 'run' | 'cancel' | 'park-tenant' | 'park-batch';
+export type Verdict = 'run' | 'cancel' | 'cancel-job' | 'park-tenant' | 'park-batch';
+
+/** The ids of the jobs cancelled one by one (`job cancel`; JobCancels reads them from their stream). */
+export interface CancelledJobs {
+  /** A promise only until the source has read every cancel made before it attached. */
+  has(id: string): boolean | Promise<boolean>;
+  close(): Promise<void>;
+}
 
 /** How long a flag's answer is trusted without a control message (a safety net, see DirectiveGate). */
 export const DIRECTIVE_TTL_MS = 5 * 60_000;
@@ -56,15 +63,35 @@ export class DirectiveGate {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Probes go to this connection from now on; everything remembered is forgotten. */
-  attach(connection: AmqpConnection): void {
+  /** Read on every verdict: a job cancelled by id is discarded unrun (`cancel-job`), before any flag is asked. */
+  private cancels: CancelledJobs | undefined;
+
+  /**
+   * Probes go to this connection from now on; everything remembered is forgotten. `cancels`:
+   * the cancelled job ids read on it (the previous source is closed).
+   */
+  attach(connection: AmqpConnection, cancels?: CancelledJobs): void {
     void this.flags?.close();
     this.flags = new BrokerFlags(connection, { prefix: this.prefix });
+    if (cancels !== undefined) {
+      void this.cancels?.close().catch(() => undefined);
+      this.cancels = cancels;
+    }
     this.forgetAll();
   }
 
-  /** The verdict for a job: synchronous when every marker it needs is remembered. */
-  verdict(job: Pick<Job, 'tenant' | 'meta'>): Verdict | Promise<Verdict> {
+  /**
+   * The verdict for a job: synchronous when every marker it needs is remembered. A job cancelled
+   * by id costs one set lookup first (docs/job-state.md).
+   */
+  verdict(job: Pick<Job, 'tenant' | 'meta'> & { id?: string }): Verdict | Promise<Verdict> {
+    const cancelled = job.id === undefined ? false : (this.cancels?.has(job.id) ?? false);
+    if (cancelled === true) return 'cancel-job';
+    if (cancelled === false) return this.flagVerdict(job);
+    return cancelled.then((on) => (on ? 'cancel-job' : this.flagVerdict(job)));
+  }
+
+  private flagVerdict(job: Pick<Job, 'tenant' | 'meta'>): Verdict | Promise<Verdict> {
     const batch = typeof job.meta?.batch === 'string' ? job.meta.batch : undefined;
     // The hot path of unbatched jobs: one remembered answer, no arrays.
     if (batch === undefined) {
@@ -141,6 +168,8 @@ export class DirectiveGate {
   async close(): Promise<void> {
     const flags = this.flags;
     this.flags = undefined;
+    await this.cancels?.close().catch(() => undefined);
+    this.cancels = undefined;
     await flags?.close();
   }
 

@@ -8,6 +8,7 @@ import type { StageHandler } from '../stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/threaded-handler.js';
 import type { Topology } from '../topology/topology.types.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
+import { JobCancels } from '../job-state/job-cancels.js';
 import { DirectiveGate } from './directive-gate.js';
 import type { DispatcherOptions } from './dispatcher.js';
 import { EventLoopWatch } from './event-loop-watch.js';
@@ -159,7 +160,7 @@ export class RunnerResources {
 
   /** First at every attach: its own directive gate follows the new connection. */
   attachDirectives(connection: AmqpConnection): void {
-    if (this.owned.directives) this.directives.attach(connection);
+    if (this.owned.directives) this.directives.attach(connection, new JobCancels(connection, this.options.config, this.options.log));
   }
 
   /** At every attach, once the queue's state is known: its own publisher channel opens. */

@@ -32,7 +32,7 @@ export type RouteEvent =
   | { kind: 'retried'; job: Job; nextAttempt: number; delayMs: number; error: JobError }
   | { kind: 'dead-lettered'; job: Job | undefined; error: JobError; exhausted: boolean }
   | { kind: 'discarded'; job: Job; error: JobError; exhausted: boolean }
-  | { kind: 'cancelled'; job: Job }
+  | { kind: 'cancelled'; job: Job; by: 'batch' | 'job' }
   | { kind: 'parked'; job: Job; by: 'tenant' | 'batch'; returnQueue: string }
   | { kind: 'suspected'; job: Job; nextAttempt: number; error: JobError }
   | { kind: 'given-back' };

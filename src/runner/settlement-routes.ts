@@ -114,9 +114,9 @@ export function discardRoute(job: Job, error: JobError, exhausted: boolean): Rou
   return { what: 'discard report', message: undefined, refusal: REJECT, event: { kind: 'discarded', job, error, exhausted } };
 }
 
-/** A job of a cancelled batch, met before it ran: replaced by nothing, only acknowledged. */
-export function cancelRoute(job: Job): Route {
-  return { what: 'cancel report', message: undefined, refusal: REJECT, event: { kind: 'cancelled', job } };
+/** A cancelled job, or a job of a cancelled batch, met before it ran: replaced by nothing, only acknowledged. */
+export function cancelRoute(job: Job, by: 'batch' | 'job'): Route {
+  return { what: 'cancel report', message: undefined, refusal: REJECT, event: { kind: 'cancelled', job, by } };
 }
 
 /**

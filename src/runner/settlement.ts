@@ -2,6 +2,7 @@ import { batchOf, type ReportDetails } from '../batch/tracking-stream.js';
 import type { SettledReport } from '../batch/tracking-report.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
+import { settingsFor } from '../config/queue-resolver.js';
 import { PublishError, StagecoachError } from '../errors/errors.js';
 import { toJobError } from '../job/job-error.js';
 import { fromWire } from '../job/amqp-mapping.js';
@@ -95,6 +96,8 @@ export const SUSPECT_REFUSAL_WAITS_MS: readonly number[] = [250, 500, 1000, 2000
 export class Settlement {
   private readonly routes: RouteContext;
   private readonly reports: BatchReports;
+  /** The input queue's `tracking` for this tenant: every job is reported (docs/job-state.md). */
+  readonly tracked: boolean;
   private readonly loop: ConfirmLoop;
   private readonly after: AfterSettle;
 
@@ -103,11 +106,13 @@ export class Settlement {
     const { config, stage, queues, origin, publishers, log } = options;
     this.routes = { config, names, stage, queues, origin };
     this.after = new AfterSettle({ ...options, counts: new RunnerCounts(options.stats, options.metrics) });
+    this.tracked = settingsFor(config, options.input.name, origin.tenant).tracking !== false;
     this.reports = new BatchReports({
       publishers,
       log,
       tracking: names.tracking,
       place: { stage, queue: options.input.name, tenant: origin.tenant },
+      tracked: this.tracked,
     });
     this.loop = new ConfirmLoop({
       publishers,
@@ -129,7 +134,7 @@ export class Settlement {
     try {
       if (outcome.kind === 'completed') {
         const batch = batchOf(outcome.job);
-        if (batch !== undefined) return await this.completeBatched(delivery, outcome, batch);
+        if (batch !== undefined || this.tracked) return await this.completeTracked(delivery, outcome, batch);
         // The hot path, inline: one async frame per job.
         let emitted: number;
         try {
@@ -158,7 +163,7 @@ export class Settlement {
           }
           return await this.fail(delivery, outcome.job, outcome.error, outcome.seconds);
         case 'cancelled':
-          return await this.route(delivery, cancelRoute(outcome.job));
+          return await this.route(delivery, cancelRoute(outcome.job, outcome.by));
         case 'parked':
           return await this.route(delivery, parkRoute(this.routes, delivery, outcome.job, outcome.by));
         case 'crashed':
@@ -227,18 +232,31 @@ export class Settlement {
     return this.route(delivery, discardRoute(job, error, false), { error });
   }
 
+  /** A tracked job's handler is about to run: reported `started` (OJS `active`), not waited for. */
+  started(job: Job): void {
+    this.reports.started(job);
+  }
+
   /**
-   * A batched job's return: its `completed` report (naming every job it emitted) is published
+   * A tracked job's return: its `completed` report (naming every job it emitted) is published
    * beside the emits and awaited with them, then the delivery is acknowledged. When an emit or
    * the report fails, the job is not complete: it is handed back or failed as on the hot path,
    * and that settlement's report retracts the `completed` one if it reached the stream.
    */
-  private async completeBatched(delivery: Delivery, outcome: Extract<Outcome, { kind: 'completed' }>, batch: string): Promise<Settled> {
+  private async completeTracked(
+    delivery: Delivery,
+    outcome: Extract<Outcome, { kind: 'completed' }>,
+    batch: string | undefined,
+  ): Promise<Settled> {
     const { job, ctx } = outcome;
     // settle() closes the context at once: the children listed below are all there will be
     // (a closed context adds none), so the report can name the context's own list.
     const emits = ctx.settle();
-    const { report, sent } = this.reports.completed(delivery, job, batch, ctx.children ?? []);
+    const { report, sent } = this.reports.completed(delivery, job, batch, {
+      emitted: ctx.children ?? [],
+      ...(batch === undefined && ctx.childQueues !== undefined && ctx.childQueues.length > 0 ? { emitted_to: ctx.childQueues } : {}),
+      ...(ctx.result === undefined ? {} : { result: ctx.result }),
+    });
     // Both awaited, neither left unobserved: the report's confirm usually comes after the emits'.
     let failure: { err: unknown; emitted: boolean } | undefined;
     let emitted = 0;

@@ -5,6 +5,7 @@ import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { identitiesOf } from '../security/broker-users.js';
 import { PublisherCheck } from '../security/publisher-check.js';
 import { withExecutionMiddleware } from '../stage/middleware/execution-chain.js';
+import type { Job } from '../job/job.types.js';
 import type { StageHandler } from '../stage/stage.types.js';
 import { BrokerNames } from '../topology/names.js';
 import { DeliveryProcessor } from './delivery-processor.js';
@@ -21,6 +22,10 @@ export interface StageProcessorParts {
   sink: JobSink;
   resources: RunnerResources;
   metrics: InstanceMetrics;
+  /** The input queue's `tracking` for the runner's tenant. */
+  tracked: boolean;
+  /** Reports a tracked job's start (Settlement.started). */
+  onStarted: (job: Job) => void;
 }
 
 /**
@@ -48,6 +53,8 @@ export function createStageProcessor(options: StageRunnerOptions, parts: StagePr
     ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
     directives: resources.directives,
     track: (record) => publishRecord(healingPublisher(resources.publishers), tracking, record),
+    tracked: parts.tracked,
+    onStarted: parts.onStarted,
     ...(payloads === undefined ? {} : { payloads }),
     enqueue: [...(middleware?.enqueue ?? []), ...stage.middleware.enqueue],
   });

@@ -190,7 +190,16 @@ export class StageRunner extends EventEmitter implements Isolatable {
     if (this.processor !== undefined) return;
     const { at, sink, resources, metrics } = this;
     const handler = await resources.handler();
-    this.processor = createStageProcessor(this.options, { input: at.input, handler, sink, resources, metrics });
+    const settlement = this.settlement;
+    this.processor = createStageProcessor(this.options, {
+      input: at.input,
+      handler,
+      sink,
+      resources,
+      metrics,
+      tracked: settlement.tracked,
+      onStarted: (job) => settlement.started(job),
+    });
     if (!this.lifecycle.to('running')) return;
     this.intake.open();
     this.resources.gate.join(this);

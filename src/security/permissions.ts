@@ -71,6 +71,10 @@ const SERVER_NAMED = 'amq\\.gen-.*';
  * only allows binding it as a destination, which also needs read on the source exchange: none.
  * Not the default exchange: write on `amq.default` would reach every queue by name.
  *
+ * A stage user may read the `job-cancels` stream and write its exchange (the `mark` that tells it
+ * it read the stream to the end); a cancel written there by anyone but the operator or the
+ * internal user is ignored by its readers (the broker-validated `user_id`, see JobCancels).
+ *
  * A stage user may also write `park` with its tenant as the only key (a topic permission): it
  * parks the jobs of a paused batch or tenant into its own tenant's parked queue, nobody else's.
  *
@@ -109,10 +113,11 @@ export function tenantUserGrant(config: CompiledConfig, role: TenantRole, tenant
         literal(names.dlx),
         literal(names.events),
         literal(names.tracking),
+        literal(names.jobCancels),
         literal(names.park),
         SERVER_NAMED,
       ),
-      read: anyOf(ownQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
+      read: anyOf(ownQueue('queue|due|suspect'), literal(names.control), literal(names.jobCancels), SERVER_NAMED),
     },
     topics: [
       retryTopic(names, `(${ownQueue('due|suspect')}|${sharedDue})`),
@@ -146,10 +151,11 @@ export function internalUserGrant(config: CompiledConfig): UserGrant {
         literal(names.dlx),
         literal(names.events),
         literal(names.tracking),
+        literal(names.jobCancels),
         literal(names.park),
         SERVER_NAMED,
       ),
-      read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), SERVER_NAMED),
+      read: anyOf(sharedQueue('queue|due|suspect'), literal(names.control), literal(names.jobCancels), SERVER_NAMED),
     },
     topics: [
       retryTopic(names, `(${sharedQueue('due|suspect')}|${p}\\.due\\.[^.]+\\.[^.]+(\\.[^.]+)?)`),

@@ -19,12 +19,14 @@ export async function invokeHandler(
   timeoutSeconds: number | undefined,
 ): Promise<JobContext> {
   if (timeoutSeconds === undefined) {
-    await handler.handle(job, ctx);
+    ctx.result = await handler.handle(job, ctx);
     return ctx;
   }
   const controller = new AbortController();
   ctx.useSignal(controller.signal);
-  const handled = Promise.resolve().then(() => handler.handle(job, ctx));
+  const handled = Promise.resolve().then(async () => {
+    ctx.result = await handler.handle(job, ctx);
+  });
   let timer: NodeJS.Timeout | undefined;
   let unlink = (): void => undefined;
   const ended = new Promise<never>((_, reject) => {

@@ -45,6 +45,10 @@ export class JobContext implements StageContext {
    */
   readonly children: string[] | undefined;
   readonly unsent: string[] | undefined;
+  /** The logical queue of each of `children`, for a tracked job outside a batch (its children's place in the job store). */
+  readonly childQueues: string[] | undefined;
+  /** What the handler returned (set by invokeHandler; reported with a tracked job's completion, spec/ojs-results.md). */
+  result: unknown;
 
   constructor(
     readonly stage: string,
@@ -70,12 +74,18 @@ export class JobContext implements StageContext {
      * the stage's (docs/middleware.md). A job it refuses is an emit that failed.
      */
     private readonly enqueue: readonly EnqueueMiddleware[] = [],
+    /** The job is tracked by its queue (docs/job-state.md): its children are listed as a batched job's are. */
+    tracked = false,
   ) {
     const batch = job.meta.batch;
     if (typeof batch === 'string') {
       this.batch = batch;
       this.children = [];
       this.unsent = [];
+    } else if (tracked) {
+      this.children = [];
+      this.unsent = [];
+      this.childQueues = [];
     }
   }
 
@@ -191,17 +201,18 @@ export class JobContext implements StageContext {
     return job.id;
   }
 
-  /** The end of an emit: the job published, listed among a batched job's children first. */
+  /** The end of an emit: the job published, listed among a batched or tracked job's children first. */
   private publish(job: Job, headers: Record<string, HeaderValue> | undefined): Promise<void> {
     const wire = { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers };
-    // Unbatched, the hot path: no async frame of its own.
-    if (this.batch === undefined) return this.sink.send(job, wire, this.scope, this.lost);
+    // Neither batched nor tracked, the hot path: no async frame of its own.
+    if (this.children === undefined) return this.sink.send(job, wire, this.scope, this.lost);
     return this.publishListed(job, wire);
   }
 
   private async publishListed(job: Job, wire: Parameters<JobSink['send']>[1]): Promise<void> {
     // Listed before it is sent: the settlement report names every child that may exist.
     this.children?.push(job.id);
+    this.childQueues?.push(job.queue);
     try {
       await this.sink.send(job, wire, this.scope, this.lost);
     } catch (err) {

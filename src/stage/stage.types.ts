@@ -46,5 +46,9 @@ export interface StageContext {
  * job's result, which execution middleware may read or replace.
  */
 export interface StageHandler {
-  handle(job: Job, ctx: StageContext): Promise<unknown> | void;
+  /**
+   * Runs one job. What it returns (or resolves to), when not undefined, is the job's result
+   * (spec/ojs-results.md): kept with a tracked job's state (`job status`), so a JSON value.
+   */
+  handle(job: Job, ctx: StageContext): unknown;
 }

@@ -56,17 +56,20 @@ function entryTopology(config: CompiledConfig): Topology {
       // Parked jobs of paused batches and tenants; where no parked queue is bound, kept in unroutable.
       { name: names.park, type: 'topic', durable, alternateExchange: names.unroutable },
       trackingExchange(config),
+      jobCancelsExchange(config),
     ],
     queues: [
       { name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) },
       { name: names.parked, durable, arguments: queueTypeArguments(sharedQueueType(config)) },
       trackingStream(config),
+      jobCancelsStream(config),
     ],
     bindings: [
       { source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' },
       // Every tenant's parked jobs in one queue: `resume` picks its own out (batch-directives.ts).
       { source: names.park, destination: names.parked, destinationType: 'queue', routingKey: '#' },
       { source: names.tracking, destination: names.tracking, destinationType: 'queue', routingKey: '' },
+      { source: names.jobCancels, destination: names.jobCancels, destinationType: 'queue', routingKey: '' },
     ],
   };
 }
@@ -93,6 +96,20 @@ export function trackingStream(config: CompiledConfig): QueueSpec {
  */
 export function trackingExchange(config: CompiledConfig): ExchangeSpec {
   return { name: new BrokerNames(config.prefix).tracking, type: 'fanout', durable: true };
+}
+
+/**
+ * The stream of `job cancel` directives (docs/job-state.md), read from its start by every stage
+ * (the set of cancelled job ids), kept as long as the tracking stream. In the core for the same
+ * reason as the tracking stream: a missing stream would drop a cancel silently.
+ */
+export function jobCancelsStream(config: CompiledConfig): QueueSpec {
+  return { ...trackingStream(config), name: new BrokerNames(config.prefix).jobCancels };
+}
+
+/** The way into the job-cancels stream, as trackingExchange is into the tracking stream. */
+export function jobCancelsExchange(config: CompiledConfig): ExchangeSpec {
+  return { name: new BrokerNames(config.prefix).jobCancels, type: 'fanout', durable: true };
 }
 
 /** The tenant's exchange and its binding from the root exchange. */

@@ -93,6 +93,11 @@ export class BrokerNames {
   get tracking(): string {
     return `${this.prefix}.tracking`;
   }
+
+  /** Stream (and fanout exchange of the same name) of `job cancel` directives, read by every stage (docs/job-state.md). */
+  get jobCancels(): string {
+    return `${this.prefix}.job-cancels`;
+  }
   /**
    * Topic exchange where stages park the jobs of a paused batch or tenant (docs/batches.md),
    * routing key = the job's tenant (`_` for none). Its alternate exchange is `unroutable`: a job

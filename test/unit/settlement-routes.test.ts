@@ -145,7 +145,7 @@ describe('settlement routes (pure builders)', () => {
     const job = newJob('incoming');
     expect(discardRoute(job, error, true)).to.deep.include({ message: undefined, refusal: { kind: 'reject' } });
     expect(discardRoute(job, error, true).event).to.deep.equal({ kind: 'discarded', job, error, exhausted: true });
-    expect(cancelRoute(job)).to.deep.include({ message: undefined, event: { kind: 'cancelled', job } });
+    expect(cancelRoute(job, 'batch')).to.deep.include({ message: undefined, event: { kind: 'cancelled', job, by: 'batch' } });
   });
 
   it('dead letter here: to the dead-letter exchange, routed to the own dead queue, error and origin aboard; a refusal rejects', () => {

@@ -11,6 +11,7 @@ import { FlowControl } from '../../flow/flow-control.js';
 import { FlowWatch } from '../../flow/flow-watch.js';
 import { publishControl } from '../../control/send-control.js';
 import { FlowMetrics } from '../../observability/flow-metrics.js';
+import { JobCancels } from '../../job-state/job-cancels.js';
 import { DirectiveGate } from '../directive-gate.js';
 import { EventLoopWatch } from '../event-loop-watch.js';
 import { IsolationGate } from '../isolation-gate.js';
@@ -118,7 +119,7 @@ export class ProcessServices {
 
   /** What of the process lives on its connection (directives, flow control), at every connection. */
   async attach(connection: AmqpConnection): Promise<void> {
-    this.directives.attach(connection);
+    this.directives.attach(connection, new JobCancels(connection, this.options.config, this.options.log));
     await this.flow.attach(connection);
   }
 
