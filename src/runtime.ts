@@ -14,7 +14,7 @@ export { IsolationGate } from './runner/isolation-gate.js';
 // The batch tracker (`stagecoach tracker`) and its fold of the tracking stream.
 export { Tracker, type TrackerOptions } from './batch/tracker.js';
 export { BatchFold, batchState, isComplete, jobState, type BatchCounts, type TrackedBatch, type TrackedJob } from './batch/batch-fold.js';
-export { TrackingReader, ensureTrackingStream } from './batch/tracking-reader.js';
+export { TrackingReader, ensureTrackingStream } from './tracking/tracking-reader.js';
 
 // Events and queue-full reporting.
 export { EventPublisher, type EventPublisherOptions } from './events/event-publisher.js';

@@ -19,8 +19,8 @@ import { checkBatchId } from '../util/batch-id.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
 import { batchState } from './batch-fold.js';
 import { readTracking } from './tracker.js';
-import { publishRecord } from './tracking-stream.js';
-import { stamp, type DirectiveRecord } from './tracking-report.js';
+import { publishRecord } from '../tracking/tracking-stream.js';
+import { stamp, type DirectiveRecord } from '../tracking/tracking-report.js';
 
 /** What a directive did. */
 export interface DirectiveResult {

@@ -1,5 +1,5 @@
 import type { BatchCallbacks } from '../job/job.types.js';
-import { FINAL_OUTCOMES, type SettledReport, type SettlementOutcome, type TrackingRecord } from './tracking-report.js';
+import { FINAL_OUTCOMES, type SettledReport, type SettlementOutcome, type TrackingRecord } from '../tracking/tracking-report.js';
 
 /** A `created` or `settled` record of a batched job. */
 type BatchedRecord = Extract<TrackingRecord, { kind: 'created' | 'settled' }> & { batch: string };

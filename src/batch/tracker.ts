@@ -8,8 +8,12 @@ import { BatchFold, batchState, isComplete, type TrackedBatch } from './batch-fo
 import { identitiesOf } from '../security/broker-users.js';
 import { withTrustedCallbacks, type BatchEnd } from './batch-callbacks.js';
 import { CallbackPublisher } from './callback-publisher.js';
-import { stamp, type AnnouncedReport, type CreatedReport, type TrackingRecord } from './tracking-report.js';
-import { TrackingReader } from './tracking-reader.js';
+import { stamp, type AnnouncedReport, type CreatedReport, type TrackingRecord } from '../tracking/tracking-report.js';
+import { TrackingReader } from '../tracking/tracking-reader.js';
+import { createJobStore, retentionOf } from '../job-state/create-job-store.js';
+import { MemoryJobStore } from '../job-state/memory-job-store.js';
+import type { JobStore } from '../job-state/job-store.js';
+import { jobRecordOf, StoreWriter } from '../job-state/store-writer.js';
 
 export interface TrackerOptions {
   log: Logger;
@@ -23,7 +27,17 @@ export interface TrackerOptions {
    * @defaultValue true
    */
   announce?: boolean;
+  /**
+   * Where job states are folded (docs/job-state.md): by default the store `tracking.store`
+   * names; `false` for none (the admin API's follower when the store is PostgreSQL, which it reads directly).
+   */
+  jobs?: JobStore | false;
+  /** How often ended jobs past their retention are pruned from the store. @defaultValue PRUNE_EVERY_MS */
+  pruneEveryMs?: number;
 }
+
+/** How often a tracker prunes the job store by default (queues' `retention`). */
+export const PRUNE_EVERY_MS = 60_000;
 
 /**
  * `stagecoach tracker` as a library class: replays the tracking stream from its first offset
@@ -49,11 +63,31 @@ export class Tracker {
   private events: EventPublisher | undefined;
   private callbacks: CallbackPublisher | undefined;
   private ownConnection: AmqpConnection | undefined;
+  /** Job states (docs/job-state.md): every created, settled and job-cancel record goes there in batches. */
+  private readonly writer: StoreWriter | undefined;
+  private pruner: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly config: CompiledConfig,
     private readonly options: TrackerOptions,
-  ) {}
+  ) {
+    const jobs = options.jobs ?? createJobStore(config);
+    if (jobs !== false) this.writer = new StoreWriter(jobs, options.log);
+  }
+
+  /** The job store it writes, if any. */
+  get jobs(): JobStore | undefined {
+    return this.writer?.store;
+  }
+
+  /** Drops the ended jobs past their retention. @returns how many. */
+  async prune(now = new Date()): Promise<number> {
+    const store = this.writer?.store;
+    if (store === undefined) return 0;
+    const pruned = await store.prune(now);
+    if (pruned > 0) this.options.log.info('job store pruned', { jobs: pruned });
+    return pruned;
+  }
 
   /** Starts the tracker and resolves once the replay has caught up (and due announcements were made). */
   static async start(config: CompiledConfig, options: TrackerOptions): Promise<Tracker> {
@@ -72,7 +106,16 @@ export class Tracker {
     // Batches that completed while no tracker ran, and were never announced.
     if (tracker.live) for (const batch of tracker.fold.batches.values()) if (isComplete(batch)) tracker.announce(batch);
     await tracker.settled();
+    await tracker.writer?.written();
     options.log.info('tracker caught up', { batches: tracker.fold.batches.size, jobs: tracker.fold.jobs.size });
+    if (tracker.writer !== undefined) {
+      // A replay brings back jobs pruned before the restart (the stream keeps longer): pruned again at once.
+      const prune = (): void =>
+        void tracker.prune().catch((err: unknown) => options.log.warn('job store not pruned', { err: (err as Error).message }));
+      prune();
+      tracker.pruner = setInterval(prune, options.pruneEveryMs ?? PRUNE_EVERY_MS);
+      tracker.pruner.unref();
+    }
     return tracker;
   }
 
@@ -85,21 +128,27 @@ export class Tracker {
   async sync(): Promise<void> {
     await this.reader?.caughtUp();
     await this.settled();
+    await this.writer?.written();
   }
 
   async close(): Promise<void> {
     // Callbacks waiting to be tried again give up (their batch is announced again by the next
     // tracker); announcements under way finish.
     this.callbacks?.stop();
+    clearInterval(this.pruner);
     await this.settled();
     await this.callbacks?.close();
     await this.reader?.close();
     await this.events?.close();
+    await this.writer?.close();
+    await this.writer?.store.close();
     if (this.ownConnection !== undefined) await this.ownConnection.close().catch(() => undefined);
   }
 
   private onRecord(record: TrackingRecord, userId: string | undefined): void {
-    const result = this.fold.apply(trustedRecord(this.config, record, userId, this.options.log));
+    const trusted = trustedRecord(this.config, record, userId, this.options.log);
+    this.writer?.add(trusted);
+    const result = this.fold.apply(trusted);
     if (result.refused !== undefined) {
       this.options.log.warn('tracking report refused', { reason: result.refused, ...('job' in record ? { job_id: record.job } : {}) });
     }
@@ -143,19 +192,35 @@ export class Tracker {
  * Reads the whole tracking stream up to now into a fold and stops: what `batch status`,
  * `batch list` and `job status` show (no running tracker needed; see docs/batches.md).
  */
-export async function readTracking(config: CompiledConfig, log: Logger): Promise<BatchFold> {
+export async function readTracking(config: CompiledConfig, log: Logger, jobs?: MemoryJobStore): Promise<BatchFold> {
   const connection = await openConnection(config, log, 'stagecoach-batch-status');
   try {
     const fold = new BatchFold();
-    const reader = await TrackingReader.open(connection, config, log, (record, userId) =>
-      fold.apply(trustedRecord(config, record, userId, log)),
-    );
+    const reader = await TrackingReader.open(connection, config, log, (record, userId) => {
+      const trusted = trustedRecord(config, record, userId, log);
+      const job = jobs === undefined ? undefined : jobRecordOf(trusted);
+      if (job !== undefined) jobs?.applyNow([job]);
+      fold.apply(trusted);
+    });
     await reader.caughtUp();
     await reader.close();
     return fold;
   } finally {
     await connection.close().catch(() => undefined);
   }
+}
+
+/**
+ * The job store as `job status|list|cancel` read it (docs/job-state.md): the PostgreSQL table
+ * itself, or, with the memory store, the tracking stream replayed into a fresh one (no tracker
+ * needed). Closed by the caller.
+ */
+export async function readJobStore(config: CompiledConfig, log: Logger): Promise<JobStore> {
+  if (config.tracking.store.kind === 'postgres') return createJobStore(config);
+  const store = new MemoryJobStore(retentionOf(config));
+  await readTracking(config, log, store);
+  await store.prune(new Date());
+  return store;
 }
 
 /**

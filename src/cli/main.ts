@@ -12,7 +12,8 @@ import { limits, limitsSet } from './commands/limits.js';
 import { admin } from './commands/admin.js';
 import { payloadsCount, payloadsSweep } from './commands/payloads.js';
 import { unroutableList, unroutableReplay } from './commands/unroutable.js';
-import { batchList, batchStatus, jobStatus, tracker } from './commands/batch.js';
+import { batchList, batchStatus, tracker } from './commands/batch.js';
+import { jobCancel, jobList, jobStatus, type JobListOptions } from './commands/jobs.js';
 import { batchDirective, tenantDirective } from './commands/directives.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { packageVersion } from './package-version.js';
@@ -347,13 +348,37 @@ export function buildProgram(): Command {
         process.exitCode = await batchDirective(action, id, opts);
       });
   }
-  const job = program.command('job').description('one job of a batch');
+  const job = program.command('job').description('any tracked job: its OJS state, attempts, errors, result (docs/job-state.md)');
   job
     .command('status <id>')
+    .description("one job's state, attempts, errors, stage, result, parent and children")
     .option('--json', 'machine-readable output')
     .addOption(configOption())
     .action(async (id: string, opts: { json?: boolean; config?: string }) => {
       process.exitCode = await jobStatus(id, opts);
+    });
+  job
+    .command('list')
+    .description('tracked jobs by id (creation order), a page at a time')
+    .addOption(tenantOption())
+    .option('--queue <queue>', 'only jobs of this logical queue')
+    .option('--state <state>', 'only jobs in this state (scheduled, available, pending, active, completed, retryable, cancelled, discarded)')
+    .option('--type <type>', 'only jobs of this type')
+    .option('--since <iso>', 'only jobs created at or after this time')
+    .option('--limit <n>', 'jobs per page, 1 to 1000 (default 100)')
+    .option('--cursor <id>', 'the page after this id (printed by the previous page)')
+    .option('--json', 'machine-readable output: { jobs, next_cursor }')
+    .addOption(configOption())
+    .action(async (opts: JobListOptions) => {
+      process.exitCode = await jobList(opts);
+    });
+  job
+    .command('cancel <id>')
+    .description('cancel a job that has not started: the stage that meets it discards it unrun (exit 1 when it runs or ended)')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (id: string, opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await jobCancel(id, opts);
     });
 
   return program;

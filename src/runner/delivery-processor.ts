@@ -1,4 +1,4 @@
-import type { TrackingRecord } from '../batch/tracking-report.js';
+import type { TrackingRecord } from '../tracking/tracking-report.js';
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import { InvalidPayloadError, RateLimitedError, StagecoachError } from '../errors/errors.js';

@@ -8,7 +8,7 @@ import type { StageHandler } from '../stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/threaded-handler.js';
 import type { Topology } from '../topology/topology.types.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
-import { JobCancels } from '../job-state/job-cancels.js';
+import { JobCancels } from './job-cancels.js';
 import { DirectiveGate } from './directive-gate.js';
 import type { DispatcherOptions } from './dispatcher.js';
 import { EventLoopWatch } from './event-loop-watch.js';

@@ -1,5 +1,5 @@
-import { batchOf, type ReportDetails } from '../batch/tracking-stream.js';
-import type { SettledReport } from '../batch/tracking-report.js';
+import { batchOf, type ReportDetails } from '../tracking/tracking-stream.js';
+import type { SettledReport } from '../tracking/tracking-report.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';

@@ -1,4 +1,4 @@
-import { publishRecord } from '../batch/tracking-stream.js';
+import { publishRecord } from '../tracking/tracking-stream.js';
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';

@@ -1,5 +1,5 @@
 import { batchState, type BatchFold } from '../../batch/batch-fold.js';
-import { batchView, jobView } from '../../batch/batch-views.js';
+import { batchView } from '../../batch/batch-views.js';
 import { readTracking, Tracker } from '../../batch/tracker.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
@@ -56,24 +56,6 @@ export async function batchList(opts: { tenant?: string; json?: boolean; config?
       );
     }
     process.stdout.write(`${batches.length} batch${batches.length === 1 ? '' : 'es'}\n`);
-  }
-  return EXIT_OK;
-}
-
-/** `stagecoach job status <id> [--json]`: a batched job's state, attempts, stage, error and children. */
-export async function jobStatus(id: string, opts: { json?: boolean; config?: string }): Promise<number> {
-  const fold = await read(opts.config);
-  const job = fold.job(id);
-  if (job === undefined) throw new StagecoachError('NOT_FOUND', `no tracking report names job "${id}" (only jobs in a batch are tracked)`);
-  const view = jobView(job);
-  const { error } = view;
-  if (opts.json) process.stdout.write(`${JSON.stringify(view)}\n`);
-  else {
-    process.stdout.write(
-      `job ${view.id} (batch ${view.batch}, tenant ${view.tenant ?? '-'}): ${view.state}, ${view.attempts} attempt(s), last at stage ${view.stage ?? '-'}\n` +
-        (error === null ? '' : `  error: ${error.type}: ${error.message}\n`) +
-        `  children: ${view.children.length === 0 ? '-' : view.children.join(', ')}\n`,
-    );
   }
   return EXIT_OK;
 }

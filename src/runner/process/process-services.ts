@@ -11,7 +11,7 @@ import { FlowControl } from '../../flow/flow-control.js';
 import { FlowWatch } from '../../flow/flow-watch.js';
 import { publishControl } from '../../control/send-control.js';
 import { FlowMetrics } from '../../observability/flow-metrics.js';
-import { JobCancels } from '../../job-state/job-cancels.js';
+import { JobCancels } from '../job-cancels.js';
 import { DirectiveGate } from '../directive-gate.js';
 import { EventLoopWatch } from '../event-loop-watch.js';
 import { IsolationGate } from '../isolation-gate.js';

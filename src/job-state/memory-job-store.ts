@@ -1,0 +1,63 @@
+import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
+import { matches, type JobFilter, type JobList, type JobPage, type JobStore } from './job-store.js';
+
+/**
+ * The embedded job store (`tracking.store: { kind: "memory" }`): rows in a Map, lost with the
+ * process; every reader (the tracker, the admin API's follower, `job status`) replays the
+ * tracking stream into its own. Lists scan: fine for development and `npm start`.
+ */
+export class MemoryJobStore implements JobStore {
+  private readonly rows = new Map<string, JobRow>();
+
+  constructor(private readonly retentionOf: RetentionOf) {}
+
+  /** Synchronous: the follower folds records as it reads them. */
+  applyNow(records: readonly JobRecord[]): void {
+    for (const record of records) {
+      for (const child of childRecords(record)) this.fold(child);
+      this.fold(record);
+    }
+  }
+
+  apply(records: readonly JobRecord[]): Promise<void> {
+    this.applyNow(records);
+    return Promise.resolve();
+  }
+
+  get(id: string): Promise<JobRow | undefined> {
+    return Promise.resolve(this.rows.get(id));
+  }
+
+  list(filter: JobFilter, page: JobPage): Promise<JobList> {
+    const found: JobRow[] = [];
+    for (const row of this.rows.values()) if ((page.cursor === undefined || row.id > page.cursor) && matches(row, filter)) found.push(row);
+    found.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const jobs = found.slice(0, page.limit);
+    const last = jobs.at(-1);
+    return Promise.resolve(found.length > page.limit && last !== undefined ? { jobs, next_cursor: last.id } : { jobs });
+  }
+
+  prune(now: Date): Promise<number> {
+    const iso = now.toISOString();
+    let pruned = 0;
+    for (const [id, row] of this.rows) {
+      if (row.expires_at !== undefined && row.expires_at <= iso) {
+        this.rows.delete(id);
+        pruned++;
+      }
+    }
+    return Promise.resolve(pruned);
+  }
+
+  get size(): number {
+    return this.rows.size;
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private fold(record: JobRecord): void {
+    this.rows.set(record.job, foldJob(this.rows.get(record.job), record, this.retentionOf));
+  }
+}

@@ -1,0 +1,196 @@
+import pg from 'pg';
+import { StagecoachError } from '../errors/errors.js';
+import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
+import type { JobFilter, JobList, JobPage, JobStore } from './job-store.js';
+
+/** A table name: unquoted-identifier characters, short enough for its indexes' names (`<table>_queue_state`). */
+export const JOB_TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
+
+/** The columns the migration makes sure of, beyond `id` (added to an older table one by one). */
+const COLUMNS: ReadonlyArray<[string, string]> = [
+  ['tenant', 'text'],
+  ['queue', 'text'],
+  ['state', 'text'],
+  ['type', 'text'],
+  ['batch', 'text'],
+  ['parent_id', 'text'],
+  ['created_at', 'timestamptz'],
+  ['expires_at', 'timestamptz'],
+  ['doc', 'jsonb'],
+];
+
+const INDEXES: ReadonlyArray<[string, string]> = [
+  ['tenant_state', '(tenant, state, id)'],
+  ['queue_state', '(queue, state, id)'],
+  ['type', '(type, id)'],
+  ['created_at', '(created_at)'],
+  ['expires_at', '(expires_at) WHERE expires_at IS NOT NULL'],
+];
+
+/**
+ * The job store in a PostgreSQL table (`tracking.store: { kind: "postgres", url, table }`;
+ * docs/job-state.md "Stores"): one row per job, the indexed fields as columns and the whole row
+ * (JobRow) in `doc`. Created, and migrated (columns and indexes added when missing), at first
+ * use under an advisory lock.
+ *
+ * A batch of records is one transaction: the rows it names are inserted when new, locked in id
+ * order (two trackers writing the same jobs take turns, never deadlock), folded in JavaScript by
+ * foldJob and written back. foldJob is commutative and idempotent, so duplicates, a replay after
+ * a restart or a crash mid-batch (the transaction rolls back and the replay applies it again) and
+ * two trackers at once all leave the same rows.
+ */
+export class PostgresJobStore implements JobStore {
+  private readonly pool: pg.Pool;
+  private ready: Promise<void> | undefined;
+
+  constructor(
+    url: string,
+    readonly table: string,
+    private readonly retentionOf: RetentionOf,
+  ) {
+    if (!JOB_TABLE_NAME.test(table)) {
+      throw new StagecoachError('INVALID_CONFIG', `job table "${table}" is not a table name (${JOB_TABLE_NAME.source})`);
+    }
+    this.pool = new pg.Pool({ connectionString: url, max: 4, idleTimeoutMillis: 30_000, allowExitOnIdle: true });
+    // An idle connection dropped by the server is replaced; the next query reports a server that stays away.
+    this.pool.on('error', () => undefined);
+  }
+
+  async apply(records: readonly JobRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const byJob = new Map<string, JobRecord[]>();
+    const add = (record: JobRecord): void => {
+      const list = byJob.get(record.job);
+      if (list === undefined) byJob.set(record.job, [record]);
+      else list.push(record);
+    };
+    for (const record of records) {
+      for (const child of childRecords(record)) add(child);
+      add(record);
+    }
+    const ids = [...byJob.keys()].sort();
+    await this.ensureTable();
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`INSERT INTO ${this.quoted} (id) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (id) DO NOTHING`, [ids]);
+      const found = await client.query<{ id: string; doc: JobRow | null }>(
+        `SELECT id, doc FROM ${this.quoted} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
+        [ids],
+      );
+      const rows = found.rows.map(({ id, doc }) => {
+        let row = doc ?? undefined;
+        for (const record of byJob.get(id) ?? []) row = foldJob(row, record, this.retentionOf);
+        return row as JobRow;
+      });
+      await client.query(
+        `UPDATE ${this.quoted} AS t SET tenant = x.tenant, queue = x.queue, state = x.state, type = x.type, batch = x.batch,
+           parent_id = x.parent_id, created_at = x.created_at, expires_at = x.expires_at, doc = x.doc
+         FROM jsonb_to_recordset($1::jsonb) AS x(id text, tenant text, queue text, state text, type text, batch text,
+           parent_id text, created_at timestamptz, expires_at timestamptz, doc jsonb)
+         WHERE t.id = x.id`,
+        [JSON.stringify(rows.map(columnsOf))],
+      );
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async get(id: string): Promise<JobRow | undefined> {
+    await this.ensureTable();
+    const result = await this.pool.query<{ doc: JobRow | null }>(`SELECT doc FROM ${this.quoted} WHERE id = $1`, [id]);
+    return result.rows[0]?.doc ?? undefined;
+  }
+
+  async list(filter: JobFilter, page: JobPage): Promise<JobList> {
+    await this.ensureTable();
+    const where: string[] = ['doc IS NOT NULL'];
+    const values: unknown[] = [];
+    const param = (value: unknown): string => {
+      values.push(value);
+      return `$${values.length}`;
+    };
+    for (const field of ['tenant', 'queue', 'state', 'type'] as const) {
+      const value = filter[field];
+      if (value !== undefined) where.push(`${field} = ${param(value)}`);
+    }
+    if (filter.since !== undefined) where.push(`created_at >= ${param(filter.since)}::timestamptz`);
+    if (page.cursor !== undefined) where.push(`id > ${param(page.cursor)}`);
+    const result = await this.pool.query<{ doc: JobRow }>(
+      `SELECT doc FROM ${this.quoted} WHERE ${where.join(' AND ')} ORDER BY id LIMIT ${param(page.limit + 1)}`,
+      values,
+    );
+    const jobs = result.rows.slice(0, page.limit).map((row) => row.doc);
+    const last = jobs.at(-1);
+    return result.rows.length > page.limit && last !== undefined ? { jobs, next_cursor: last.id } : { jobs };
+  }
+
+  async prune(now: Date): Promise<number> {
+    await this.ensureTable();
+    const result = await this.pool.query(`DELETE FROM ${this.quoted} WHERE expires_at <= $1`, [now.toISOString()]);
+    return result.rowCount ?? 0;
+  }
+
+  /** Drops the table (tests). */
+  async drop(): Promise<void> {
+    await this.pool.query(`DROP TABLE IF EXISTS ${this.quoted}`);
+    this.ready = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+
+  private get quoted(): string {
+    return `"${this.table}"`;
+  }
+
+  /** Creates or migrates the table once per store; a failed attempt (database away) is tried again by the next call. */
+  private ensureTable(): Promise<void> {
+    this.ready ??= this.migrate().catch((err: unknown) => {
+      this.ready = undefined;
+      throw err;
+    });
+    return this.ready;
+  }
+
+  private async migrate(): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      // Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog: trackers take turns.
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`stagecoach job table ${this.table}`]);
+      await client.query(`CREATE TABLE IF NOT EXISTS ${this.quoted} (id text PRIMARY KEY)`);
+      for (const [column, type] of COLUMNS) await client.query(`ALTER TABLE ${this.quoted} ADD COLUMN IF NOT EXISTS ${column} ${type}`);
+      for (const [name, definition] of INDEXES) {
+        await client.query(`CREATE INDEX IF NOT EXISTS "${this.table}_${name}" ON ${this.quoted} ${definition}`);
+      }
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+}
+
+/** A row's indexed columns and its document, as the UPDATE reads them. */
+function columnsOf(row: JobRow): Record<string, unknown> {
+  return {
+    id: row.id,
+    tenant: row.tenant ?? null,
+    queue: row.queue ?? null,
+    state: row.state,
+    type: row.type ?? null,
+    batch: row.batch ?? null,
+    parent_id: row.parent_id ?? null,
+    created_at: row.created_at ?? null,
+    expires_at: row.expires_at ?? null,
+    doc: row,
+  };
+}
