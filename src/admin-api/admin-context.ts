@@ -1,4 +1,5 @@
 import type { BatchFold } from '../batch/batch-fold.js';
+import type { JobStore } from '../job-state/job-store.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { PayloadStore } from '../payload/payload-store.js';
@@ -19,6 +20,8 @@ export interface AdminContext {
   api(config: CompiledConfig): ManagementApi;
   /** Batch state, followed from the tracking stream by one reader for the server's life (TrackingFollower). */
   batches: { fold(): Promise<BatchFold> };
+  /** The job store (docs/job-state.md): the PostgreSQL table, or the follower's memory store, up to date. */
+  jobs(): Promise<JobStore>;
   /**
    * The payload store of the configuration as it was at start (a change of `payloads.store` needs
    * a restart): dead letters and unroutable jobs sent by reference are shown with their arguments.

@@ -1,6 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TrackingFollower } from '../batch/tracking-follower.js';
+import { createJobStore } from '../job-state/create-job-store.js';
+import type { JobStore } from '../job-state/job-store.js';
 import { loadDashboard } from '../dashboard/dashboard.js';
 import type { Logger } from '../logging/logger.js';
 import { createPayloadStore } from '../payload/create-payload-store.js';
@@ -74,7 +76,10 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // the dashboard loads the arguments of jobs sent by reference from it, and the sweeper cleans it.
   const payloads = createPayloadStore(config);
   const sweeper = options.payloadSweep === false ? undefined : new PayloadSweeper({ store: payloads, payloads: config.payloads, log });
-  const ctx: AdminContext = { configFile, stages, log, serializer, api: (config) => managementApiOf(config), batches, payloads };
+  // PostgreSQL: one pool for the server's life, read directly; memory: the follower's store.
+  const store = config.tracking.store.kind === 'postgres' ? createJobStore(config) : undefined;
+  const jobs = (): Promise<JobStore> => (store === undefined ? batches.jobs() : Promise.resolve(store));
+  const ctx: AdminContext = { configFile, stages, log, serializer, api: (config) => managementApiOf(config), batches, jobs, payloads };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
   const router = new Router([...adminRoutes(ctx), ...dashboard.routes]);
@@ -156,6 +161,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         await closed;
         clearTimeout(timer);
         await batches.close();
+        await store?.close();
         await sweeper?.stop();
         await payloads.close();
       })();

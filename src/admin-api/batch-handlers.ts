@@ -1,6 +1,6 @@
 import { jobState, type TrackedJob } from '../batch/batch-fold.js';
 import { BATCH_DIRECTIVES, TENANT_DIRECTIVES } from '../batch/batch-directives.js';
-import { batchView, jobSummary, jobView } from '../batch/batch-views.js';
+import { batchView, jobSummary } from '../batch/batch-views.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
 import { checkBatchId } from '../util/batch-id.js';
 import type { AdminContext } from './admin-context.js';
@@ -67,16 +67,6 @@ export async function batchJobs(ctx: AdminContext, { params, query }: ApiRequest
     status: 200,
     body: { batch: id, ...(state === undefined ? {} : { state }), total: jobs.length, jobs: jobs.slice(0, limit).map(jobSummary) },
   };
-}
-
-/** `GET /ojs/v1/jobs/{id}`: one batched job, as `job status <id> --json` prints it. */
-export async function jobDetails(ctx: AdminContext, { params }: ApiRequest): Promise<ApiResponse> {
-  const id = params.id ?? '';
-  const job = (await ctx.batches.fold()).job(id);
-  if (job === undefined) {
-    throw new ApiError(404, 'NOT_FOUND', `no tracking report names job "${id}" (only jobs in a batch are tracked)`);
-  }
-  return { status: 200, body: jobView(job) };
 }
 
 /** The batch counts' words (`failed`, `in_flight`) or a `job status` state. */

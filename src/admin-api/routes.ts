@@ -1,5 +1,6 @@
 import type { AdminContext } from './admin-context.js';
-import { batchDetails, batchDirective, batchJobs, jobDetails, listBatches, tenantDirective } from './batch-handlers.js';
+import { batchDetails, batchDirective, batchJobs, listBatches, tenantDirective } from './batch-handlers.js';
+import { deleteJob, jobDetails, listJobs } from './job-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
 import { getRateLimit, listRateLimits, putRateLimit } from './rate-limit-handlers.js';
@@ -36,7 +37,9 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: `${BATCHES}/{id}/resume`, mutating: true, handle: bind(batchDirective('resume')) },
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/pause', mutating: true, handle: bind(tenantDirective('pause')) },
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/resume', mutating: true, handle: bind(tenantDirective('resume')) },
+    { method: 'GET', path: '/ojs/v1/jobs', mutating: false, handle: bind(listJobs) },
     { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, handle: bind(jobDetails) },
+    { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, handle: bind(deleteJob) },
     { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
     { method: 'GET', path: '/ojs/v1/rate-limits/{key}', mutating: false, handle: bind(getRateLimit) },
     { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },

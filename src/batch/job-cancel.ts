@@ -34,9 +34,17 @@ export async function cancelJob(config: CompiledConfig, id: string, log: Logger,
   if (row === undefined) throw new StagecoachError('NOT_FOUND', `no tracking report names job "${id}" (is its queue's tracking on?)`);
   const state = shownState(row);
   if (ENDED_STATES.has(state) || state === 'active') {
-    throw new StagecoachError('CONFLICT', `job "${id}" is ${state === 'cancelled' ? 'already cancelled' : state}: only a job that has not started can be cancelled`);
+    throw new StagecoachError(
+      'CONFLICT',
+      `job "${id}" is ${state === 'cancelled' ? 'already cancelled' : state}: only a job that has not started can be cancelled`,
+    );
   }
-  const record = stamp<DirectiveRecord>({ kind: 'directive', action: 'cancel', job: id, ...(row.tenant === undefined ? {} : { tenant: row.tenant }) });
+  const record = stamp<DirectiveRecord>({
+    kind: 'directive',
+    action: 'cancel',
+    job: id,
+    ...(row.tenant === undefined ? {} : { tenant: row.tenant }),
+  });
   const connection = await openConnection(config, log, 'stagecoach-job-cancel');
   try {
     await ensureTrackingStream(connection, config, 'job-cancels');

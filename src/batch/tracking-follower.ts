@@ -4,6 +4,7 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { BatchFold } from './batch-fold.js';
 import { Tracker } from './tracker.js';
+import type { JobStore } from '../job-state/job-store.js';
 
 /**
  * How long a request may wait for the fold to be up to date: the replay at start (or after the
@@ -44,6 +45,21 @@ export class TrackingFollower {
    * @throws StagecoachError `CONNECTION_FAILED` when that takes longer than the wait bound, or the broker cannot be reached.
    */
   async fold(): Promise<BatchFold> {
+    return (await this.synced()).tracker.fold;
+  }
+
+  /**
+   * The memory job store with every record appended before the call (docs/job-state.md); with
+   * the PostgreSQL store the admin API reads the table instead, and the follower keeps none.
+   * @throws as fold() does.
+   */
+  async jobs(): Promise<JobStore> {
+    const jobs = (await this.synced()).tracker.jobs;
+    if (jobs === undefined) throw new StagecoachError('CONNECTION_FAILED', 'the tracking follower keeps no job store');
+    return jobs;
+  }
+
+  private async synced(): Promise<Session> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -62,7 +78,7 @@ export class TrackingFollower {
         (async () => {
           const session = await this.current();
           await session.sync();
-          return session.tracker.fold;
+          return session;
         })(),
         timeout,
       ]);
@@ -114,7 +130,13 @@ class Session {
       void session?.tracker.close().catch(() => undefined);
     });
     try {
-      const tracker = await Tracker.start(config, { log, connection, announce: false });
+      // With the PostgreSQL store the admin API reads the table: no second writer of it here.
+      const tracker = await Tracker.start(config, {
+        log,
+        connection,
+        announce: false,
+        ...(config.tracking.store.kind === 'postgres' ? { jobs: false } : {}),
+      });
       session = new Session(tracker, connection);
       return session;
     } catch (err) {

@@ -362,7 +362,10 @@ export function buildProgram(): Command {
     .description('tracked jobs by id (creation order), a page at a time')
     .addOption(tenantOption())
     .option('--queue <queue>', 'only jobs of this logical queue')
-    .option('--state <state>', 'only jobs in this state (scheduled, available, pending, active, completed, retryable, cancelled, discarded)')
+    .option(
+      '--state <state>',
+      'only jobs in this state (scheduled, available, pending, active, completed, retryable, cancelled, discarded)',
+    )
     .option('--type <type>', 'only jobs of this type')
     .option('--since <iso>', 'only jobs created at or after this time')
     .option('--limit <n>', 'jobs per page, 1 to 1000 (default 100)')

@@ -3,7 +3,16 @@ import type { CreatedReport, DirectiveRecord, SettledReport, SettlementOutcome }
 /** The OJS lifecycle (seeds/003; docs/job-state.md). `pending`: parked by a paused batch or tenant. */
 export type JobState = 'scheduled' | 'available' | 'pending' | 'active' | 'completed' | 'retryable' | 'cancelled' | 'discarded';
 
-export const JOB_STATES: readonly JobState[] = ['scheduled', 'available', 'pending', 'active', 'completed', 'retryable', 'cancelled', 'discarded'];
+export const JOB_STATES: readonly JobState[] = [
+  'scheduled',
+  'available',
+  'pending',
+  'active',
+  'completed',
+  'retryable',
+  'cancelled',
+  'discarded',
+];
 
 /** The states a job ends in: retention applies to them, `job cancel` refuses them. */
 export const ENDED_STATES: ReadonlySet<JobState> = new Set(['completed', 'cancelled', 'discarded']);
@@ -188,7 +197,10 @@ function addError(row: JobRow, error: AttemptError): void {
   const others = row.errors.filter((known) => known.attempt !== error.attempt);
   const same = row.errors.find((known) => known.attempt === error.attempt);
   // One entry per attempt; of two reports of one attempt, the later stands (both trackers agree).
-  const kept = same === undefined || same.at < error.at || (same.at === error.at && same.type + same.message < error.type + error.message) ? error : same;
+  const kept =
+    same === undefined || same.at < error.at || (same.at === error.at && same.type + same.message < error.type + error.message)
+      ? error
+      : same;
   row.errors = [...others, kept].sort((a, b) => a.attempt - b.attempt);
 }
 

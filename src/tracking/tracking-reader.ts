@@ -19,7 +19,11 @@ export const TRACKING_PREFETCH = 1000;
  * with another `x-max-age` (the setting changed since) is read, not refused. Its exchange and
  * binding are declared either way (idempotent): records are written through them.
  */
-export async function ensureTrackingStream(connection: AmqpConnection, config: CompiledConfig, which: StreamKind = 'tracking'): Promise<void> {
+export async function ensureTrackingStream(
+  connection: AmqpConnection,
+  config: CompiledConfig,
+  which: StreamKind = 'tracking',
+): Promise<void> {
   const spec = which === 'tracking' ? trackingStream(config) : jobCancelsStream(config);
   const exchange = which === 'tracking' ? trackingExchange(config) : jobCancelsExchange(config);
   const probe = await connection.createChannel();

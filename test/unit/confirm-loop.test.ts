@@ -89,7 +89,8 @@ function setup(publisher: StubPublisher | undefined = new StubPublisher(), waits
     publishers: supervisor,
     log: silent,
     tracking: TRACKING,
-    tracked: false, place: { stage: 's', queue: 'q', tenant: undefined },
+    tracked: false,
+    place: { stage: 's', queue: 'q', tenant: undefined },
   });
   let acks = 0;
   const loop = new ConfirmLoop({
