@@ -95,8 +95,8 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
       expect(queueArguments(topology, 'ojs.queue.representations.acme')['x-max-priority']).to.equal(3);
       const plain = compileConfig({ tenants: ['acme'] });
       const classic = mergeTopologies(provisionTopology(plain, STAGES, 'acme'), stageDeclaredTopology(plain, STAGES, 'acme'));
-      // The batch tracking log is a stream whatever the other queues are.
-      for (const queue of classic.queues.filter((q) => q.name !== 'ojs.tracking')) {
+      // The tracking log and the job cancels are streams whatever the other queues are.
+      for (const queue of classic.queues.filter((q) => q.name !== 'ojs.tracking' && q.name !== 'ojs.job-cancels')) {
         expect(queue.arguments, queue.name).to.not.have.property('x-queue-type');
       }
     });

@@ -26,11 +26,13 @@ const silent = { debug: () => undefined, info: () => undefined, warn: () => unde
 
 const config: CompiledConfig = compileConfig({
   queues: {
-    _default: { scope: 'shared' },
+    // Tracking off: these cases are about the broker side; tracked settlements have their own below.
+    _default: { scope: 'shared', tracking: false },
     incoming: { default_retry: { max_attempts: 3, initial_interval: 'PT2S', backoff_coefficient: 2, jitter: false } },
     guarded: { default_retry: { max_attempts: 2, jitter: false }, dead_letter_queue: 'graveyard' },
     careless: { default_retry: { max_attempts: 1, on_exhaustion: 'discard' } },
     graveyard: {},
+    tracked: { tracking: true, default_retry: { max_attempts: 3, initial_interval: 'PT1S', jitter: false } },
   },
 });
 const names = new BrokerNames(config.prefix);
@@ -899,6 +901,25 @@ describe('Settlement', () => {
         expect(await t.settlement.settle(t.deliver(job), outcome(job, t.context(job)))).to.equal('acked');
         expect(reportsOf(t.publishers.current as FakePublisher)).to.deep.equal([]);
       }
+    });
+
+    it('a job of a tracked queue reports its start, its result and its failures though it has no batch (docs/job-state.md)', async () => {
+      const t = setup('tracked');
+      const done = t.newJob();
+      const ctx = new JobContext('converter', ['converted'], done, {}, new ControlledSink(), silent, undefined, undefined, undefined, true);
+      ctx.result = { pages: 3 };
+      t.settlement.started(done);
+      expect(await t.settlement.settle(t.deliver(done), { kind: 'completed', job: done, ctx, seconds: 0 })).to.equal('acked');
+      const failing = t.newJob();
+      await t.settlement.settle(t.deliver(failing), { kind: 'failed', job: failing, error: new Error('no luck'), ctx: t.context(failing) });
+      const records = reportsOf(t.publishers.current as FakePublisher).flatMap((p) => parseRecords(p.content));
+      expect(records.map((r) => (r.kind === 'settled' ? [r.job, r.outcome, r.batch] : r.kind))).to.deep.equal([
+        [done.id, 'started', undefined],
+        [done.id, 'completed', undefined],
+        [failing.id, 'retrying', undefined],
+      ]);
+      expect(records[1]).to.deep.include({ result: { pages: 3 }, emitted: [] });
+      expect(records[2]).to.deep.include({ next_attempt: 2, error: { type: 'Error', message: 'no luck' } });
     });
 
     it('an emit refused after the completed report went: the retry report retracts it and lists the unsent child', async () => {

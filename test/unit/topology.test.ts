@@ -40,6 +40,8 @@ describe('topology', () => {
       { name: 'ojs.park', type: 'topic', durable: true, alternateExchange: 'ojs.unroutable' },
       // The way into the tracking stream: not the default exchange, which tenant users may not write.
       { name: 'ojs.tracking', type: 'fanout', durable: true },
+      // The way into the stream of job cancels every stage reads (docs/job-state.md).
+      { name: 'ojs.job-cancels', type: 'fanout', durable: true },
       { name: 'ojs.tenant.acme', type: 'direct', durable: true, alternateExchange: 'ojs.unroutable' },
       { name: 'ojs.general.conversions.acme', type: 'fanout', durable: true },
       { name: 'ojs.variants.conversions.acme', type: 'headers', durable: true, alternateExchange: 'ojs.general.conversions.acme' },
@@ -53,6 +55,7 @@ describe('topology', () => {
       { name: 'ojs.parked', durable: true, arguments: {} },
       // Batch tracking: always durable (a stream cannot be otherwise), retention 7 days by default.
       { name: 'ojs.tracking', durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '604800s' } },
+      { name: 'ojs.job-cancels', durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '604800s' } },
       { name: 'ojs.queue.conversions.acme', durable: true, arguments: work },
       { name: 'ojs.due.conversions.acme', durable: true, arguments: companion },
       { name: 'ojs.suspect.conversions.acme', durable: true, arguments: companion },
@@ -65,6 +68,7 @@ describe('topology', () => {
       { source: 'ojs.unroutable', destination: 'ojs.unroutable', destinationType: 'queue', routingKey: '' },
       { source: 'ojs.park', destination: 'ojs.parked', destinationType: 'queue', routingKey: '#' },
       { source: 'ojs.tracking', destination: 'ojs.tracking', destinationType: 'queue', routingKey: '' },
+      { source: 'ojs.job-cancels', destination: 'ojs.job-cancels', destinationType: 'queue', routingKey: '' },
       {
         source: 'ojs.root',
         destination: 'ojs.tenant.acme',
@@ -98,6 +102,7 @@ describe('topology', () => {
       'ojs.unroutable',
       'ojs.parked',
       'ojs.tracking',
+      'ojs.job-cancels',
       'ojs.queue.scan_specs',
       'ojs.due.scan_specs',
       'ojs.suspect.scan_specs',
