@@ -11,7 +11,9 @@ import { PostgresJobStore } from './postgres-job-store.js';
 export function createJobStore(config: CompiledConfig): JobStore {
   const store = config.tracking.store;
   const retention = retentionOf(config);
-  return store.kind === 'postgres' ? new PostgresJobStore(store.url, store.table, retention) : new MemoryJobStore(retention);
+  return store.kind === 'postgres'
+    ? new PostgresJobStore(store.url, store.table, retention, config.tracking.maxAgeSeconds * 1000)
+    : new MemoryJobStore(retention);
 }
 
 /**

@@ -8,6 +8,8 @@ import { matches, type JobFilter, type JobList, type JobPage, type JobStore } fr
  */
 export class MemoryJobStore implements JobStore {
   private readonly rows = new Map<string, JobRow>();
+  /** Jobs pruned: a later record about one does not bring it back (see PostgresJobStore.prune). */
+  private readonly pruned = new Set<string>();
 
   constructor(private readonly retentionOf: RetentionOf) {}
 
@@ -43,6 +45,7 @@ export class MemoryJobStore implements JobStore {
     for (const [id, row] of this.rows) {
       if (row.expires_at !== undefined && row.expires_at <= iso) {
         this.rows.delete(id);
+        this.pruned.add(id);
         pruned++;
       }
     }
@@ -58,6 +61,7 @@ export class MemoryJobStore implements JobStore {
   }
 
   private fold(record: JobRecord): void {
+    if (this.pruned.has(record.job)) return;
     this.rows.set(record.job, foldJob(this.rows.get(record.job), record, this.retentionOf));
   }
 }

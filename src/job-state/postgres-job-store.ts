@@ -17,6 +17,7 @@ const COLUMNS: ReadonlyArray<[string, string]> = [
   ['created_at', 'timestamptz'],
   ['expires_at', 'timestamptz'],
   ['doc', 'jsonb'],
+  ['pruned_at', 'timestamptz'],
 ];
 
 const INDEXES: ReadonlyArray<[string, string]> = [
@@ -47,6 +48,8 @@ export class PostgresJobStore implements JobStore {
     url: string,
     readonly table: string,
     private readonly retentionOf: RetentionOf,
+    /** How long a pruned job's tombstone is kept: the tracking stream's `max_age`. */
+    private readonly tombstonesFor: number = 7 * 86_400_000,
   ) {
     if (!JOB_TABLE_NAME.test(table)) {
       throw new StagecoachError('INVALID_CONFIG', `job table "${table}" is not a table name (${JOB_TABLE_NAME.source})`);
@@ -78,11 +81,19 @@ export class PostgresJobStore implements JobStore {
         `SELECT id, doc FROM ${this.quoted} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
         [ids],
       );
-      const rows = found.rows.map(({ id, doc }) => {
-        let row = doc ?? undefined;
-        for (const record of byJob.get(id) ?? []) row = foldJob(row, record, this.retentionOf);
-        return row as JobRow;
-      });
+      // A pruned job's tombstone stays pruned: a replay must not bring it back.
+      const pruned = new Set(
+        (
+          await client.query<{ id: string }>(`SELECT id FROM ${this.quoted} WHERE id = ANY($1::text[]) AND pruned_at IS NOT NULL`, [ids])
+        ).rows.map((row) => row.id),
+      );
+      const rows = found.rows
+        .filter(({ id }) => !pruned.has(id))
+        .map(({ id, doc }) => {
+          let row = doc ?? undefined;
+          for (const record of byJob.get(id) ?? []) row = foldJob(row, record, this.retentionOf);
+          return row as JobRow;
+        });
       await client.query(
         `UPDATE ${this.quoted} AS t SET tenant = x.tenant, queue = x.queue, state = x.state, type = x.type, batch = x.batch,
            parent_id = x.parent_id, created_at = x.created_at, expires_at = x.expires_at, doc = x.doc
@@ -129,9 +140,19 @@ export class PostgresJobStore implements JobStore {
     return result.rows.length > page.limit && last !== undefined ? { jobs, next_cursor: last.id } : { jobs };
   }
 
+  /**
+   * Prunes to a tombstone (id and `pruned_at` only), so that a tracker replaying the stream does
+   * not bring the job back; tombstones go once the stream cannot hold their records any more
+   * (`tombstonesFor`, the stream's `tracking.max_age`).
+   */
   async prune(now: Date): Promise<number> {
     await this.ensureTable();
-    const result = await this.pool.query(`DELETE FROM ${this.quoted} WHERE expires_at <= $1`, [now.toISOString()]);
+    const result = await this.pool.query(
+      `UPDATE ${this.quoted} SET doc = NULL, tenant = NULL, queue = NULL, state = NULL, type = NULL, batch = NULL, parent_id = NULL,
+         expires_at = NULL, pruned_at = $1 WHERE expires_at <= $1`,
+      [now.toISOString()],
+    );
+    await this.pool.query(`DELETE FROM ${this.quoted} WHERE pruned_at < $1`, [new Date(now.getTime() - this.tombstonesFor).toISOString()]);
     return result.rowCount ?? 0;
   }
 

@@ -128,7 +128,7 @@ describe('batch status in the admin API and the dashboard', function () {
     // A job, as `job status --json` prints it: the root and the dead one.
     const job = await get(`/ojs/v1/jobs/${root}`);
     expect(job.status).to.equal(200);
-    expect(job.body).to.deep.include({ id: root, batch: 'scan-api', type: 'scan', state: 'completed', stage: 'scanner', parent: null });
+    expect(job.body).to.deep.include({ id: root, batch: 'scan-api', type: 'scan', state: 'completed', stage: 'scanner', parent_id: null });
     expect((job.body.children as string[]).length).to.equal(3);
     expect(await cliJson('job', 'status', root)).to.deep.equal(job.body);
     expect(await cliJson('job', 'status', dead.id as string)).to.deep.equal((await get(`/ojs/v1/jobs/${dead.id as string}`)).body);
