@@ -1,5 +1,5 @@
-// One batched job as `stagecoach job status` shows it: state, attempts, stage, error, parent,
-// children and every settlement report; fetched when opened.
+// One tracked job as `stagecoach job status` shows it (docs/job-state.md): OJS state, attempt,
+// stage, parent, children, result and an error per failed attempt; fetched when opened.
 import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
@@ -29,8 +29,12 @@ export function JobStatus({ id }) {
         <dd data-field="job-state">${job.state}</dd>
       </div>
       <div>
-        <dt>attempts</dt>
-        <dd data-field="job-attempts">${job.attempts}</dd>
+        <dt>outcome</dt>
+        <dd data-field="outcome">${job.outcome}</dd>
+      </div>
+      <div>
+        <dt>attempt</dt>
+        <dd data-field="job-attempts">${job.attempt}</dd>
       </div>
       <div>
         <dt>last stage</dt>
@@ -42,45 +46,42 @@ export function JobStatus({ id }) {
       </div>
       <div class="wide">
         <dt>parent</dt>
-        <dd><code>${job.parent ?? '— (a root)'}</code></dd>
+        <dd><code>${job.parent_id ?? '— (a root)'}</code></dd>
       </div>
       <div class="wide">
         <dt>children</dt>
         <dd>${job.children.length}</dd>
       </div>
       ${
-        job.conflict
+        job.result !== null
           ? html`<div class="wide">
-              <dt>conflict</dt>
-              <dd class="error">two different final outcomes (the first stands)</dd>
+              <dt>result</dt>
+              <dd><code>${JSON.stringify(job.result)}</code></dd>
             </div>`
           : null
       }
     </dl>
-    ${job.error ? html`<p><span class="error-type">${job.error.type}</span> <span class="error-message">${job.error.message}</span></p>` : null}
     <table class="list history">
       <thead>
         <tr>
           <th>at</th>
-          <th>stage</th>
-          <th>outcome</th>
           <th class="num">attempt</th>
+          <th>error</th>
         </tr>
       </thead>
       <tbody>
-        ${job.history.map(
-          (report, i) =>
-            html`<tr key=${i} class=${report.retracted ? 'retracted' : ''}>
-              <td>${new Date(report.at).toLocaleTimeString()}</td>
-              <td>${report.stage}</td>
-              <td data-field="outcome">${report.outcome}${report.retracted ? ' (retracted)' : ''}</td>
-              <td class="num">${report.attempt}</td>
+        ${job.errors.map(
+          (error) =>
+            html`<tr key=${error.attempt}>
+              <td>${new Date(error.at).toLocaleTimeString()}</td>
+              <td class="num">${error.attempt}</td>
+              <td><span class="error-type">${error.type}</span> <span class="error-message">${error.message}</span></td>
             </tr>`,
         )}
         ${
-          job.history.length === 0
+          job.errors.length === 0
             ? html`<tr>
-                <td class="empty" colspan="4">no settlement yet</td>
+                <td class="empty" colspan="3">no failed attempt</td>
               </tr>`
             : null
         }

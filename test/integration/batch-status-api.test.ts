@@ -312,7 +312,8 @@ describe('batch status in the admin API and the dashboard', function () {
       expect(await text('#failed-jobs [data-field="type"]')).to.equal('file');
       expect(await text('#failed-jobs [data-field="where"]')).to.equal('reader / files');
       await page.click('#failed-jobs [data-action="job-status"]');
-      await waitForText('#failed-jobs [data-field="job-state"]', 'dead');
+      // The OJS state of a dead-lettered job, and the outcome behind it (docs/job-state.md).
+      await waitForText('#failed-jobs [data-field="job-state"]', 'discarded');
       expect(await text('#failed-jobs [data-field="outcome"]')).to.equal('dead');
       // The address keeps the view: a reload opens the batches again.
       await page.reload({ waitUntil: 'domcontentloaded' });
