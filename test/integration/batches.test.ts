@@ -118,8 +118,11 @@ describe('batches (tracking stream, tracker, status)', function () {
     // Every settlement report of the batch appended again, as a stage that crashed after its
     // report and before its ack would repeat it.
     const stream = running!.names.tracking;
-    const records = (await streamRecords(running!.config)).filter(({ record }) => record.kind === 'settled' && record.batch === 'scan-dup');
+    const settlements = (await streamRecords(running!.config)).filter(({ record }) => record.kind === 'settled' && record.batch === 'scan-dup');
+    // One `started` and one settlement per job (docs/job-state.md).
+    const records = settlements.filter(({ record }) => record.kind === 'settled' && record.outcome !== 'started');
     expect(records.length).to.equal(1 + 2 + 4);
+    expect(settlements.length).to.equal(2 * (1 + 2 + 4));
     const connection = await amqplib.connect(running!.config.broker.url);
     const channel = await connection.createConfirmChannel();
     for (const { content } of records) channel.sendToQueue(stream, content, { contentType: 'application/json' });
