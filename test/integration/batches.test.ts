@@ -118,7 +118,9 @@ describe('batches (tracking stream, tracker, status)', function () {
     // Every settlement report of the batch appended again, as a stage that crashed after its
     // report and before its ack would repeat it.
     const stream = running!.names.tracking;
-    const settlements = (await streamRecords(running!.config)).filter(({ record }) => record.kind === 'settled' && record.batch === 'scan-dup');
+    const settlements = (await streamRecords(running!.config)).filter(
+      ({ record }) => record.kind === 'settled' && record.batch === 'scan-dup',
+    );
     // One `started` and one settlement per job (docs/job-state.md).
     const records = settlements.filter(({ record }) => record.kind === 'settled' && record.outcome !== 'started');
     expect(records.length).to.equal(1 + 2 + 4);
