@@ -121,6 +121,24 @@ export class TrackedRelayBA implements StageHandler {
   }
 }
 
+/** Relay of tracked jobs (scenario `jobstate`, queues with `tracking` on), forwards: js_a -> js_b. */
+@Stage({ name: 'js_ab', input: 'js_a', outputs: ['js_b'] })
+export class JobStateRelayAB implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('js_ab');
+    await ctx.emit('js_b', { type: job.type, args: job.args });
+  }
+}
+
+/** Relay of tracked jobs, backwards: js_b -> js_a. */
+@Stage({ name: 'js_ba', input: 'js_b', outputs: ['js_a'] })
+export class JobStateRelayBA implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('js_ba');
+    await ctx.emit('js_a', { type: job.type, args: job.args });
+  }
+}
+
 /** Large jobs (scenario `payloads`), sent inline (their queues' threshold is above them): pl_inline_a -> pl_inline_b. */
 @Stage({ name: 'pl_inline_ab', input: 'pl_inline_a', outputs: ['pl_inline_b'] })
 export class InlineRelayAB implements StageHandler {

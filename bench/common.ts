@@ -23,6 +23,7 @@ export const SCENARIOS = [
   'pooled',
   'fairness',
   'tracking',
+  'jobstate',
   'payloads',
   'limits',
   'middleware',
@@ -77,7 +78,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,payloads,limits,middleware,events,peers (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
@@ -205,9 +206,17 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
     broker: { url: opts.url },
     tenants: [TENANT],
     httpPort: 0,
-    queues: Object.fromEntries(
-      ['relay_a', 'relay_b', 'pub_sink', 'p_0', 'p_1', 'p_2', 'p_3', 'p_4', 'p_5', 'mem_in'].map((q) => [q, { scope: 'tenant' as const }]),
-    ),
+    queues: {
+      // Job tracking off by default here: every scenario but `jobstate` measures what it measured
+      // before tracking was on by default (docs/job-state.md); `jobstate` turns it on for its pair.
+      _default: { tracking: false },
+      ...Object.fromEntries(
+        ['relay_a', 'relay_b', 'pub_sink', 'p_0', 'p_1', 'p_2', 'p_3', 'p_4', 'p_5', 'mem_in'].map((q) => [
+          q,
+          { scope: 'tenant' as const },
+        ]),
+      ),
+    },
     stages: {
       relay_ab: stage,
       relay_ba: stage,
@@ -226,6 +235,10 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
   // Scenario `tracking`: a second relay pair whose backlog is batched (bench/tracking.ts).
   for (const q of ['trk_a', 'trk_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant' };
   Object.assign(raw.stages as Record<string, object>, { trk_ab: stage, trk_ba: stage });
+  // Scenario `jobstate`: a relay pair with job tracking on, folded into a PostgreSQL job store (bench/jobstate.ts).
+  for (const q of ['js_a', 'js_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant', tracking: true };
+  Object.assign(raw.stages as Record<string, object>, { js_ab: stage, js_ba: stage });
+  raw.tracking = { store: { kind: 'postgres', url: opts.postgresUrl, table: `bench_jobs_${id}` } };
   // Scenario `payloads` (bench/payloads.ts): large jobs relayed inline (a threshold above them) and
   // offloaded (the default 1 MiB threshold), in a store of their own (deleted at the end).
   const large = { module: './bench-stages.js', concurrency: opts.payloadPrefetch, prefetch: opts.payloadPrefetch };
