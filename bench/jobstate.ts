@@ -1,13 +1,19 @@
-import { Tracker } from '../src/batch/tracker.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
 import { PostgresJobStore } from '../src/job-state/postgres-job-store.js';
 import {
   expectCounts,
   fill,
   fmt,
+  HERE,
   progress,
   purgeQueues,
   sleep,
   summarise,
+  withTimeout,
   type BenchContext,
   type Round,
   type ThroughputResult,
@@ -17,10 +23,10 @@ import { physical, SETTLE_MS, stagecoachRound } from './throughput.js';
 /**
  * Job tracking on against off (docs/job-state.md): the same relay handler, job size, prefetch and
  * concurrency; "off" relays `relay_b` -> `relay_a` (queues with `tracking: false`), "on" relays
- * `js_a` <-> `js_b` (`tracking: true`: every job reported created... started, completed) while a
- * `Tracker` folds the stream into the PostgreSQL job store. After each "on" round it measures the
- * store's lag: the time from the last settlement until the tracker has written every report made
- * before it (`Tracker.sync`: a mark written, read back, and every write before it committed).
+ * `js_a` <-> `js_b` (`tracking: true`: every job reported started and completed, its children
+ * named) while `stagecoach tracker`, in a process of its own as in production, folds the stream
+ * into the PostgreSQL job store. After each "on" round it measures the store's lag: the time from
+ * the last settlement until the store shows every job of the round `completed` (polled every 20 ms).
  *
  * @returns the on / off row, with the lag in the description (median and worst).
  */
@@ -34,11 +40,27 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
   const off: Round[] = [];
   const on: Round[] = [];
   const lags: number[] = [];
-  const tracker = await Tracker.start(ctx.config, { log: ctx.log });
+  const store = ctx.config.tracking.store;
+  if (store.kind !== 'postgres') throw new Error('jobstate: the bench configuration has no PostgreSQL job store');
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-jobstate-'));
+  const file = path.join(dir, 'stagecoach.json');
+  // The tracker needs the prefix, the broker, the store and the queues' settings: no stages.
+  await writeFile(file, JSON.stringify({ ...ctx.raw, stages: {} }));
+  const tracker: ChildProcess = spawn(process.execPath, [path.join(HERE, '../../bin/stagecoach.js'), 'tracker', '--config', file], {
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const db = new pg.Pool({ connectionString: store.url, max: 1 });
+  const completed = async (queue: string): Promise<number> => {
+    const result = await db
+      .query<{ n: number }>(`SELECT count(*)::int AS n FROM "${store.table}" WHERE queue = $1 AND state = 'completed'`, [queue])
+      .catch(() => ({ rows: [{ n: 0 }] }));
+    return result.rows[0]?.n ?? 0;
+  };
+  const done = { js_a: 0, js_b: 0 };
   try {
     await fill(ctx, 'relay_b', n);
     await fill(ctx, 'js_a', n);
-    await tracker.sync();
     for (let r = 1; r <= ctx.opts.rounds; r++) {
       progress(`  round ${r}/${ctx.opts.rounds}`);
       const forwards = r % 2 === 1;
@@ -53,7 +75,15 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
         const stage = forwards ? 'js_ab' : 'js_ba';
         const round = await stagecoachRound(ctx, [stage], n, `jobstate round ${r} (on)`);
         const settled = performance.now();
-        await tracker.sync();
+        const input = forwards ? 'js_a' : 'js_b';
+        done[input] += n;
+        await withTimeout(
+          (async () => {
+            while ((await completed(input)) < done[input]) await sleep(20);
+          })(),
+          60_000,
+          `jobstate round ${r}: the job store showing the round's ${fmt(n)} jobs completed`,
+        );
         lags.push(performance.now() - settled);
         await expectCounts(ctx.opts.url, forwards ? { [ja]: 0, [jb]: n } : { [ja]: n, [jb]: 0 }, `jobstate round ${r} (on)`);
         on.push(round);
@@ -68,14 +98,13 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
       }
     }
   } finally {
-    await tracker.close().catch(() => undefined);
+    tracker.kill('SIGTERM');
+    await db.end().catch(() => undefined);
     await purgeQueues(ctx.opts.url, [a, b, ja, jb]).catch(() => undefined);
-    const store = ctx.config.tracking.store;
-    if (store.kind === 'postgres') {
-      const jobs = new PostgresJobStore(store.url, store.table, () => undefined);
-      await jobs.drop().catch(() => undefined);
-      await jobs.close();
-    }
+    const jobs = new PostgresJobStore(store.url, store.table, () => undefined);
+    await jobs.drop().catch(() => undefined);
+    await jobs.close();
+    await rm(dir, { recursive: true, force: true });
   }
   const sorted = [...lags].sort((x, y) => x - y);
   const median = sorted[Math.floor(sorted.length / 2)] ?? 0;

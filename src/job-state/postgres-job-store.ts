@@ -77,18 +77,13 @@ export class PostgresJobStore implements JobStore {
     try {
       await client.query('BEGIN');
       await client.query(`INSERT INTO ${this.quoted} (id) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (id) DO NOTHING`, [ids]);
-      const found = await client.query<{ id: string; doc: JobRow | null }>(
-        `SELECT id, doc FROM ${this.quoted} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
+      // A pruned job's tombstone stays pruned: a replay must not bring it back.
+      const found = await client.query<{ id: string; doc: JobRow | null; pruned: boolean }>(
+        `SELECT id, doc, pruned_at IS NOT NULL AS pruned FROM ${this.quoted} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
         [ids],
       );
-      // A pruned job's tombstone stays pruned: a replay must not bring it back.
-      const pruned = new Set(
-        (
-          await client.query<{ id: string }>(`SELECT id FROM ${this.quoted} WHERE id = ANY($1::text[]) AND pruned_at IS NOT NULL`, [ids])
-        ).rows.map((row) => row.id),
-      );
       const rows = found.rows
-        .filter(({ id }) => !pruned.has(id))
+        .filter((found) => !found.pruned)
         .map(({ id, doc }) => {
           let row = doc ?? undefined;
           for (const record of byJob.get(id) ?? []) row = foldJob(row, record, this.retentionOf);

@@ -1,6 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { expect } from 'chai';
+import { startAdminServer } from '../../src/admin-api/admin-server.js';
 import { Tracker } from '../../src/batch/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
@@ -33,6 +34,8 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
   let tracker: Tracker;
   const groups: RunningGroup[] = [];
   const stores: PostgresJobStore[] = [];
+  /** Ids the later cases look up again: the completed job, the discarded one. */
+  const seen: { completed?: string; discarded?: string } = {};
 
   const row = async (id: string): Promise<JobRow | undefined> => {
     await tracker.sync();
@@ -93,6 +96,7 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
     expect(done?.started_at).to.be.a('string');
     const status = await statusJson(id);
     expect(status).to.deep.include({ id, state: 'completed', result: { done: 'pages-3' }, queue: 'later' });
+    seen.completed = id;
     const cancel = await cli('job', 'cancel', id);
     expect(cancel.code).to.equal(1);
     expect(cancel.stderr).to.match(/completed/);
@@ -109,8 +113,35 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
       [1, 'attempt 1 failed'],
       [2, 'attempt 2 failed'],
     ]);
+    seen.discarded = id;
     const list = await cli('job', 'list', '--queue', 'work', '--state', 'discarded', '--json');
     expect((JSON.parse(list.stdout) as { jobs: Array<{ id: string }> }).jobs.map((j) => j.id)).to.include(id);
+  });
+
+  it('the admin API answers, lists and refuses to cancel as the command line does', async () => {
+    const server = await startAdminServer({ configFile: project.file, port: 0, token: 'job-state-token', log, env });
+    try {
+      const call = async (method: string, url: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+        const response = await fetch(`http://127.0.0.1:${server.port}${url}`, {
+          method,
+          headers: { authorization: 'Bearer job-state-token' },
+        });
+        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+      };
+      const completed = seen.completed as string;
+      const one = await call('GET', `/ojs/v1/jobs/${completed}`);
+      expect(one.status).to.equal(200);
+      expect(one.body).to.deep.equal(await statusJson(completed));
+      const list = await call('GET', '/ojs/v1/jobs?queue=work&state=discarded&limit=10');
+      expect((list.body.jobs as Array<{ id: string }>).map((job) => job.id)).to.include(seen.discarded);
+      expect((await call('GET', '/ojs/v1/jobs?state=nonsense')).status).to.equal(400);
+      const conflict = await call('DELETE', `/ojs/v1/jobs/${completed}`);
+      expect(conflict.status).to.equal(409);
+      expect((conflict.body.error as { code: string }).code).to.equal('CONFLICT');
+      expect((await call('DELETE', '/ojs/v1/jobs/0190a0a0-0000-7000-8000-000000000000')).status).to.equal(404);
+    } finally {
+      await server.close();
+    }
   });
 
   it('a cancelled waiting job is never run and is cancelled; retention prunes it', async () => {
