@@ -192,9 +192,19 @@ export class Publisher {
     await reported;
   }
 
+  /** `tracking` per queue and tenant, resolved once (the configuration does not change under a Publisher). */
+  private readonly tracking = new Map<string, boolean>();
+
   /** Whether the job's queue has `tracking` on for its tenant (docs/job-state.md). */
   private tracked(job: Job): boolean {
-    return settingsFor(this.config, job.queue, job.tenant).tracking !== false;
+    const key = `${job.queue}\u0000${job.tenant ?? ''}`;
+    let on = this.tracking.get(key);
+    if (on === undefined) {
+      on = settingsFor(this.config, job.queue, job.tenant).tracking !== false;
+      if (this.tracking.size >= 10_000) this.tracking.clear();
+      this.tracking.set(key, on);
+    }
+    return on;
   }
 
   /**
