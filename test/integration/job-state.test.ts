@@ -5,7 +5,14 @@ import { startAdminServer } from '../../src/admin-api/admin-server.js';
 import { Tracker } from '../../src/batch/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import type { JobRow } from '../../src/job-state/job-lifecycle.js';
+import { foldJob, type JobRecord, type JobRow } from '../../src/job-state/job-lifecycle.js';
+import { openConnection } from '../../src/broker/amqp-connection.js';
+import { ensureTrackingStream, TrackingReader } from '../../src/tracking/tracking-reader.js';
+import { stamp, type DirectiveRecord } from '../../src/tracking/tracking-report.js';
+import { publishRecord } from '../../src/tracking/tracking-stream.js';
+import { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
+import { JobCancels } from '../../src/runner/job-cancels.js';
+import { uuidv7 } from '../../src/job/uuid-v7.js';
 import { PostgresJobStore } from '../../src/job-state/postgres-job-store.js';
 import { retentionOf } from '../../src/job-state/create-job-store.js';
 import { createLogger } from '../../src/logging/logger.js';
@@ -164,7 +171,7 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
     expect(await row(id)).to.equal(undefined);
   });
 
-  it('a stage SIGKILLed mid-run leaves its job active, then it runs again from the suspect queue', async () => {
+  it('a stage SIGKILLed mid-run leaves its job active, then available again, and it runs again from the suspect queue', async () => {
     const worker = groups[0] as RunningGroup;
     const child = spawnCli(['run', 'crasher', '--config', project.file], { ...env, HANG_HERE: '1' });
     const id = await worker.publisher.publish('crashy', { type: 'doc', args: ['hang'] });
@@ -181,6 +188,56 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
     // The redelivery was moved to the suspect queue (reported: available again, attempt 2).
     expect(done?.attempt).to.equal(2);
     expect(done?.errors.map((e) => e.attempt)).to.deep.equal([1]);
+    // The states the job went through, folded from its reports in stream order.
+    const reports: JobRecord[] = [];
+    const connection = await openConnection(config, log, 'job-state-test');
+    try {
+      const reader = await TrackingReader.open(connection, config, log, (record) => {
+        if ((record.kind === 'created' || record.kind === 'settled') && record.job === id) reports.push(record);
+      });
+      await reader.caughtUp();
+      await reader.close();
+    } finally {
+      await connection.close();
+    }
+    const states: string[] = [];
+    let folded: JobRow | undefined;
+    for (const record of reports) {
+      folded = foldJob(folded, record, () => undefined);
+      if (states.at(-1) !== folded.state) states.push(folded.state);
+    }
+    expect(states).to.deep.equal(['available', 'active', 'available', 'active', 'completed']);
+  });
+
+  it('a stage process reads 10,000 cancelled ids from the job-cancels stream before it runs a job', async () => {
+    const connection = await openConnection(config, log, 'job-state-cancels');
+    try {
+      await ensureTrackingStream(connection, config, 'job-cancels');
+      const publisher = await ConfirmPublisher.open(connection);
+      const ids = Array.from({ length: 10_000 }, () => uuidv7());
+      for (let i = 0; i < ids.length; i += 500) {
+        await Promise.all(
+          ids
+            .slice(i, i + 500)
+            .map((job) =>
+              publishRecord(publisher, project.names.jobCancels, stamp<DirectiveRecord>({ kind: 'directive', action: 'cancel', job })),
+            ),
+        );
+      }
+      await publisher.close();
+      const cancels = new JobCancels(connection, config, log);
+      try {
+        // Before it has read the stream to its end, a lookup waits for it: never a wrong "run".
+        expect(await cancels.has(ids[9_999] as string)).to.equal(true);
+        expect(cancels.size).to.be.at.least(10_000);
+        expect(cancels.has(ids[0] as string)).to.equal(true);
+        expect(cancels.has(uuidv7())).to.equal(false);
+      } finally {
+        await cancels.close();
+      }
+    } finally {
+      await connection.close();
+    }
   });
 
   it('gives the same states after a restart, a SIGKILL mid-stream, and with two trackers at once', async () => {
