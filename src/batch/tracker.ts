@@ -28,8 +28,8 @@ export interface TrackerOptions {
    */
   announce?: boolean;
   /**
-   * Where job states are folded (docs/job-state.md): by default the store `tracking.store`
-   * names; `false` for none (the admin API's follower when the store is PostgreSQL, which it reads directly).
+   * Where job states are folded (docs/job-state.md): by default the PostgreSQL store when
+   * `tracking.store` names it, else none; `false` for none.
    */
   jobs?: JobStore | false;
   /** How often ended jobs past their retention are pruned from the store. @defaultValue PRUNE_EVERY_MS */
@@ -71,7 +71,9 @@ export class Tracker {
     private readonly config: CompiledConfig,
     private readonly options: TrackerOptions,
   ) {
-    const jobs = options.jobs ?? createJobStore(config);
+    // A memory store is kept only where something reads it (the admin API's follower passes one):
+    // `stagecoach tracker`'s own would only grow, since `job status` replays the stream itself.
+    const jobs = options.jobs ?? (config.tracking.store.kind === 'postgres' ? createJobStore(config) : false);
     if (jobs !== false) this.writer = new StoreWriter(jobs, options.log);
   }
 

@@ -4,7 +4,9 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { BatchFold } from './batch-fold.js';
 import { Tracker } from './tracker.js';
+import { retentionOf } from '../job-state/create-job-store.js';
 import type { JobStore } from '../job-state/job-store.js';
+import { MemoryJobStore } from '../job-state/memory-job-store.js';
 
 /**
  * How long a request may wait for the fold to be up to date: the replay at start (or after the
@@ -135,7 +137,7 @@ class Session {
         log,
         connection,
         announce: false,
-        ...(config.tracking.store.kind === 'postgres' ? { jobs: false } : {}),
+        jobs: config.tracking.store.kind === 'postgres' ? false : new MemoryJobStore(retentionOf(config)),
       });
       session = new Session(tracker, connection);
       return session;
