@@ -39,6 +39,16 @@ export { cancelBatch, pauseBatch, resumeBatch, pauseTenant, resumeTenant, type D
 export { readTracking } from './batch/tracker.js';
 export { batchView, jobView, jobSummary, type JobView, type JobSummary } from './batch/batch-views.js';
 
+// Job state (docs/job-state.md).
+export { readJobStore } from './batch/tracker.js';
+export { cancelJob } from './batch/job-cancel.js';
+export { jobStateView, type JobStateView } from './job-state/job-views.js';
+export { JOB_STATES, type JobState, type JobRow, type AttemptError } from './job-state/job-lifecycle.js';
+export type { JobStore, JobFilter, JobPage, JobList } from './job-state/job-store.js';
+export { MemoryJobStore } from './job-state/memory-job-store.js';
+export { PostgresJobStore } from './job-state/postgres-job-store.js';
+export { createJobStore } from './job-state/create-job-store.js';
+
 // The events administration publishes.
 export type { AdminEvent, AdminEventSink } from './events/admin-events.js';
 
