@@ -22,7 +22,9 @@ const JOBS = 400;
 const CONFIG: RawConfig = {
   tenants: ['acme'],
   broker: { reconnect: { initialDelay: 0.2, maxDelay: 1 } },
-  queues: { work: { default_retry: { max_attempts: 3, initial_interval: 'PT1S', jitter: false } } },
+  // Untracked: its jobs are acknowledged without waiting for any confirm (no emit, no report), so
+  // the broker goes on sending while the proxy holds (docs/job-state.md).
+  queues: { work: { tracking: false, default_retry: { max_attempts: 3, initial_interval: 'PT1S', jitter: false } } },
   stages: { flaky: { module: './failure-stages.js', concurrency: 4, prefetch: 50 } },
 };
 
