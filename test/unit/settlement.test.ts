@@ -906,7 +906,19 @@ describe('Settlement', () => {
     it('a job of a tracked queue reports its start, its result and its failures though it has no batch (docs/job-state.md)', async () => {
       const t = setup('tracked');
       const done = t.newJob();
-      const ctx = new JobContext('converter', ['converted'], done, {}, new ControlledSink(), silent, undefined, undefined, undefined, true);
+      const ctx = new JobContext(
+        'converter',
+        ['converted'],
+        done,
+        {},
+        new ControlledSink(),
+        silent,
+        undefined,
+        undefined,
+        undefined,
+        [],
+        true,
+      );
       ctx.result = { pages: 3 };
       t.settlement.started(done);
       expect(await t.settlement.settle(t.deliver(done), { kind: 'completed', job: done, ctx, seconds: 0 })).to.equal('acked');
