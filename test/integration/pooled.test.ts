@@ -164,9 +164,7 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
 
   it('holds min_concurrency slots for a tenant among flooding tenants of the same weight (3 of 6, not 1)', async () => {
     const flood = ['f1', 'f2', 'f3', 'f4', 'f5'];
-    // Untracked: tracked completions settle with their turn's report group, so a tenant's three
-    // slots free and refill together (lockstep), which this overlap measure reads as less than 3.
-    config = configWith({ tenants: [{ name: 'guaranteed', min_concurrency: 3 }, ...flood], queues: { _default: { tracking: false } } }, 6);
+    config = configWith({ tenants: [{ name: 'guaranteed', min_concurrency: 3 }, ...flood] }, 6);
     group = await pooledGroup(config, ['guaranteed', ...flood]);
     await publishMany(
       config,
