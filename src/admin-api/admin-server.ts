@@ -11,12 +11,17 @@ import { loadAllStages } from '../stage/stage-loader.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import type { AdminContext } from './admin-context.js';
 import { managementApiOf } from '../security/management-api.js';
-import { hostAllowed } from './host-check.js';
+import { hostAllowed, LOOPBACK_HOSTS } from './host-check.js';
+import { StagecoachError } from '../errors/errors.js';
 import { toOjsError } from './api-error.js';
 import { checkBearer } from './bearer-auth.js';
 import { ConfigFile, Serializer } from './config-file.js';
 import { adminRoutes } from './routes.js';
 import { Router } from './router.js';
+import { createBindingContext } from '../http-binding/binding-context.js';
+import { toBindingError } from '../http-binding/binding-error.js';
+import { bindingRoutes } from '../http-binding/binding-routes.js';
+import { isBindingRequest, OJS_MEDIA_TYPE, OJS_VERSION } from '../http-binding/ojs-media.js';
 
 /** Where the admin API listens unless told otherwise: this machine only. */
 export const DEFAULT_ADMIN_HOST = '127.0.0.1';
@@ -42,6 +47,16 @@ export interface AdminServerOptions {
    * `stagecoach payloads sweep`). @defaultValue true
    */
   payloadSweep?: boolean;
+  /**
+   * Serve `POST /ojs/v1/admin/reset`, which deletes every job of the prefix (conformance runs,
+   * local development; never production). @defaultValue false
+   */
+  testReset?: boolean;
+  /**
+   * A request without an `Authorization` header acts as the admin (the conformance runner sends
+   * none). Refused unless `host` is a loopback address. @defaultValue false
+   */
+  noAuth?: boolean;
 }
 
 export interface AdminServer {
@@ -63,6 +78,10 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  */
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
   const { log } = options;
+  const host = options.host ?? DEFAULT_ADMIN_HOST;
+  if (options.noAuth === true && !LOOPBACK_HOSTS.has(host)) {
+    throw new StagecoachError('INVALID_REQUEST', `--no-auth is refused on host "${host}": it serves every change to anyone who can connect, so only on a loopback address (127.0.0.1, ::1, localhost)`);
+  }
   const configFile = new ConfigFile(options.configFile, options.env);
   const config = await configFile.load();
   // Like `plan` and `queue delete`, it must know which queues the stages use: a module that
@@ -82,12 +101,12 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const ctx: AdminContext = { configFile, stages, log, serializer, api: (config) => managementApiOf(config), batches, jobs, payloads };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
-  const router = new Router([...adminRoutes(ctx), ...dashboard.routes]);
+  const binding = createBindingContext(ctx, { testReset: options.testReset === true });
+  const router = new Router([...adminRoutes(ctx), ...bindingRoutes(binding), ...dashboard.routes]);
 
   const server = http.createServer((req, res) => {
     void answer(req, res);
   });
-  const host = options.host ?? DEFAULT_ADMIN_HOST;
   const answer = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     if (!hostAllowed(host, req.headers.host)) {
       const text = `${JSON.stringify(
@@ -103,22 +122,25 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     let path = req.url ?? '/';
     let status: number;
     let body: unknown;
+    let ojs = false;
     try {
       // Inside the try: a request target URL cannot parse is answered, never an unhandled rejection.
       const url = new URL(req.url ?? '/', 'http://admin.invalid');
       path = url.pathname;
+      ojs = isBindingRequest(req.method ?? 'GET', path, req.headers.accept);
       const { route, params } = router.match(req.method ?? 'GET', url.pathname);
-      if (route.mutating) checkBearer(req.headers.authorization, options.token);
+      if (route.mutating && !(options.noAuth === true && req.headers.authorization === undefined)) checkBearer(req.headers.authorization, options.token);
       ({ status, body } = await route.handle({ params, query: url.searchParams, req }));
     } catch (err) {
-      ({ status, body } = toOjsError(err));
+      ({ status, body } = ojs ? toBindingError(err) : toOjsError(err));
       const fields = { method: req.method, path, status, error: (err as Error).message };
       if (status >= 500) log.error('admin API request failed', { ...fields, stack: (err as Error).stack });
       else log.info('admin API request refused', fields);
     }
     const text = `${JSON.stringify(body, null, 2)}\n`;
     res.writeHead(status, {
-      'Content-Type': JSON_TYPE,
+      'Content-Type': ojs ? OJS_MEDIA_TYPE : JSON_TYPE,
+      'OJS-Version': OJS_VERSION,
       'Content-Length': Buffer.byteLength(text),
       'Cache-Control': 'no-store',
       ...(status === 401 ? { 'WWW-Authenticate': 'Bearer realm="stagecoach-admin"' } : {}),
@@ -142,7 +164,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   log.info('admin API listening', {
     host,
     port,
-    changes: options.token === undefined || options.token === '' ? 'disabled (no token)' : 'with token',
+    ...(options.testReset === true ? { test_reset: 'POST /ojs/v1/admin/reset deletes every job' } : {}),
+    changes: options.noAuth === true ? 'open to requests without a token (--no-auth)' : options.token === undefined || options.token === '' ? 'disabled (no token)' : 'with token',
   });
 
   let closing: Promise<void> | undefined;
@@ -160,6 +183,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         timer.unref();
         await closed;
         clearTimeout(timer);
+        await binding.close();
         await batches.close();
         await store?.close();
         await sweeper?.stop();

@@ -18,7 +18,7 @@ export class ApiError extends StagecoachError {
 
 /** An OJS error object: what every non-2xx answer of the admin API carries. */
 export interface OjsErrorBody {
-  error: { code: string; message: string; retryable: boolean; details?: Record<string, unknown> };
+  error: { code: string; message: string; retryable: boolean; details?: Record<string, unknown>; hint?: string; docs_url?: string };
 }
 
 const STATUS_OF: Partial<Record<ErrorCode, number>> = {
@@ -29,6 +29,7 @@ const STATUS_OF: Partial<Record<ErrorCode, number>> = {
   UNAUTHORIZED: 401,
   NOT_FOUND: 404,
   CONFLICT: 409,
+  DUPLICATE: 409,
   TOPOLOGY_CONFLICT: 409,
   INVALID_CONFIG: 422,
 };

@@ -1,6 +1,6 @@
 import type { AdminContext } from './admin-context.js';
 import { batchDetails, batchDirective, batchJobs, listBatches, tenantDirective } from './batch-handlers.js';
-import { deleteJob, jobDetails, listJobs } from './job-handlers.js';
+import { listJobs } from './job-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
 import { getRateLimit, listRateLimits, putRateLimit } from './rate-limit-handlers.js';
@@ -11,7 +11,11 @@ import type { ApiRequest, ApiResponse, Route } from './router.js';
 const BASE = '/ojs/v1/queues';
 const BATCHES = '/ojs/v1/batches';
 
-/** Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1, batch and job status, and the rate-limiting extension's section 10). */
+/**
+ * Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1,
+ * batch and job status, and the rate-limiting extension's section 10). `GET` and `DELETE
+ * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/http-binding/), negotiated by `Accept`.
+ */
 export function adminRoutes(ctx: AdminContext): Route[] {
   const bind =
     (handler: (ctx: AdminContext, request: ApiRequest) => Promise<ApiResponse>) =>
@@ -38,8 +42,6 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/pause', mutating: true, handle: bind(tenantDirective('pause')) },
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/resume', mutating: true, handle: bind(tenantDirective('resume')) },
     { method: 'GET', path: '/ojs/v1/jobs', mutating: false, handle: bind(listJobs) },
-    { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, handle: bind(jobDetails) },
-    { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, handle: bind(deleteJob) },
     { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
     { method: 'GET', path: '/ojs/v1/rate-limits/{key}', mutating: false, handle: bind(getRateLimit) },
     { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },

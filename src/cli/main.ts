@@ -16,7 +16,7 @@ import { batchList, batchStatus, tracker } from './commands/batch.js';
 import { jobCancel, jobList, jobStatus, type JobListOptions } from './commands/jobs.js';
 import { batchDirective, tenantDirective } from './commands/directives.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
-import { packageVersion } from './package-version.js';
+import { packageVersion } from '../util/package-version.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -125,15 +125,19 @@ export function buildProgram(): Command {
 
   program
     .command('admin')
-    .description('the OJS queue admin HTTP API (docs/admin-api.md); changes need STAGECOACH_ADMIN_TOKEN as a bearer token')
+    .description(
+      'the OJS queue admin HTTP API (docs/admin-api.md) and the OJS HTTP binding (docs/http-binding.md); changes need STAGECOACH_ADMIN_TOKEN as a bearer token',
+    )
     .option('--port <port>', 'TCP port (default: admin.port in the configuration, else 9500)')
     .option('--host <host>', 'address to listen on (default: admin.host in the configuration, else 127.0.0.1)')
     .option(
       '--no-payload-sweep',
       'do not sweep the payload store (every orphan_after/4, at most hourly); something else runs `payloads sweep`',
     )
+    .option('--test-reset', 'serve POST /ojs/v1/admin/reset, which deletes every job of the prefix (conformance runs; never production)')
+    .option('--no-auth', 'requests without a token act as the admin; refused unless --host is a loopback address (never production)')
     .addOption(configOption())
-    .action(async (opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean }) => {
+    .action(async (opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean; testReset?: boolean; auth?: boolean }) => {
       process.exitCode = await admin(opts);
     });
 

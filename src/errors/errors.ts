@@ -45,7 +45,9 @@ export type ErrorCode =
   | 'RATE_LIMITED'
   // The channel (or connection) that carried a delivery died while its handler ran: the broker
   // delivers the job again, so this run is void (ctx.signal's reason; see DeliveryLostError).
-  | 'DELIVERY_LOST';
+  | 'DELIVERY_LOST'
+  // A job pushed with the id of a job that exists (OJS HTTP binding: 409 `duplicate`).
+  | 'DUPLICATE';
 
 export class StagecoachError extends Error {
   constructor(

@@ -18,6 +18,8 @@ export interface JobStore {
   list(filter: JobFilter, page: JobPage): Promise<JobList>;
   /** Drops the jobs whose retention ran out before `now`. @returns how many. */
   prune(now: Date): Promise<number>;
+  /** Drops every job, leaving no tombstone (`stagecoach admin --test-reset` only). @returns how many. */
+  clear(): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -52,6 +52,13 @@ export class MemoryJobStore implements JobStore {
     return Promise.resolve(pruned);
   }
 
+  clear(): Promise<number> {
+    const cleared = this.rows.size;
+    this.rows.clear();
+    this.pruned.clear();
+    return Promise.resolve(cleared);
+  }
+
   get size(): number {
     return this.rows.size;
   }

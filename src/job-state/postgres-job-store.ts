@@ -151,6 +151,11 @@ export class PostgresJobStore implements JobStore {
     return result.rowCount ?? 0;
   }
 
+  async clear(): Promise<number> {
+    await this.ensureTable();
+    return (await this.pool.query(`DELETE FROM ${this.quoted}`)).rowCount ?? 0;
+  }
+
   /** Drops the table (tests). */
   async drop(): Promise<void> {
     await this.pool.query(`DROP TABLE IF EXISTS ${this.quoted}`);

@@ -10,20 +10,28 @@ import { EXIT_OK } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 
 /**
- * `stagecoach admin [--port P] [--host H] [--no-payload-sweep] [--config F]`: the queue admin
- * HTTP API until SIGTERM/SIGINT, then the requests under way finish and it exits 0. It also
+ * `stagecoach admin [--port P] [--host H] [--no-payload-sweep] [--test-reset] [--no-auth] [--config F]`:
+ * the queue admin HTTP API and the OJS HTTP binding (docs/http-binding.md) until SIGTERM/SIGINT, then the requests under way finish and it exits 0. It also
  * sweeps the payload store periodically (PayloadSweeper) unless `--no-payload-sweep`. Port and host: the flags,
  * else `admin.port` / `admin.host` in the configuration, else 9500 on 127.0.0.1. The token comes
  * from the environment only (`STAGECOACH_ADMIN_TOKEN`): a file gets copied, logged and committed.
  */
-export async function admin(opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean }): Promise<number> {
+export async function admin(opts: {
+  port?: string;
+  host?: string;
+  config?: string;
+  payloadSweep?: boolean;
+  testReset?: boolean;
+  auth?: boolean;
+}): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port);
   if (opts.host !== undefined && opts.host.trim() === '') throw new StagecoachError('INVALID_REQUEST', '--host must not be empty');
   const file = path.resolve(opts.config ?? process.env.STAGECOACH_CONFIG ?? DEFAULT_CONFIG_PATH);
   const settings = await adminSettings(file);
   const log = createLogger({ service: 'stagecoach', command: 'admin' });
   const token = process.env[ADMIN_TOKEN_ENV];
-  if (token === undefined || token === '')
+  if (opts.auth === false) log.warn('--no-auth: requests without a token act as the admin; never in production');
+  else if (token === undefined || token === '')
     log.warn(`${ADMIN_TOKEN_ENV} is not set: the admin API answers reads only and refuses every change`);
   const signal = untilSignal();
   const server = await startAdminServer({
@@ -33,8 +41,11 @@ export async function admin(opts: { port?: string; host?: string; config?: strin
     token,
     log,
     payloadSweep: opts.payloadSweep !== false,
+    testReset: opts.testReset === true,
+    noAuth: opts.auth === false,
   });
   process.stdout.write(`stagecoach admin API on http://${server.host}:${server.port}/ojs/v1/queues\n`);
+  process.stdout.write(`stagecoach OJS HTTP binding on http://${server.host}:${server.port}/ojs/v1/jobs\n`);
   process.stdout.write(`stagecoach dashboard on http://${server.host}:${server.port}/\n`);
   const received = await signal.promise;
   log.info('stopping the admin API', { signal: received });

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 
 /**
  * The version of the installed package, from its package.json. This file runs as
- * `dist/src/cli/package-version.js`, three folders below the package root, in the repository,
+ * `dist/src/util/package-version.js`, three folders below the package root (as any file of src/util/ does), in the repository,
  * in `node_modules/stagecoach` and in the image alike.
  */
 export function packageVersion(): string {

@@ -1,0 +1,27 @@
+import { toOjsError, type OjsErrorBody } from '../admin-api/api-error.js';
+
+/** Where the binding's errors are explained. */
+export const BINDING_DOCS_URL = 'https://github.com/openjobspec/spec/blob/main/spec/ojs-http-binding.md';
+
+const HINTS: Readonly<Record<string, string>> = {
+  not_found: 'check the id: GET /ojs/v1/jobs lists the jobs this server knows',
+  duplicate: 'a job with this id exists: push without "id" to get a fresh one',
+  conflict: 'the job is not in a state that allows this; GET /ojs/v1/jobs/{id} shows its state',
+  invalid_payload: 'the request body must be an OJS job (spec/ojs-http-binding.md section 4)',
+  invalid_request: 'see the message for the field that is wrong',
+  unauthorized: 'send "Authorization: Bearer <token>" (an admin token, or a tenant token from `stagecoach credentials <T> --role http`)',
+};
+
+/**
+ * The binding's error object: the admin API's OJS error (toOjsError: status and message) with the
+ * binding's lowercase code (`not_found`, `duplicate`, `invalid_payload`...), a hint and a docs URL
+ * (spec/ojs-http-binding.md section 7).
+ */
+export function toBindingError(err: unknown): { status: number; body: OjsErrorBody } {
+  const { status, body } = toOjsError(err);
+  const code = body.error.code.toLowerCase();
+  return {
+    status,
+    body: { error: { ...body.error, code, hint: HINTS[code] ?? 'see the message', docs_url: BINDING_DOCS_URL } },
+  };
+}

@@ -1,0 +1,26 @@
+import type { ApiRequest, ApiResponse, Route } from '../admin-api/router.js';
+import type { BindingContext } from './binding-context.js';
+import { health, manifest } from './discovery-handlers.js';
+import { jobCancel, jobInfo } from './job-handlers.js';
+import { pushBatch, pushJob } from './push-handlers.js';
+import { resetJobs } from './reset-handler.js';
+
+/**
+ * The OJS HTTP binding's endpoints (spec/ojs-http-binding.md; docs/http-binding.md), served by
+ * `stagecoach admin` beside the queue admin API. `GET /ojs/v1/jobs` (list) stays the admin API's.
+ */
+export function bindingRoutes(ctx: BindingContext): Route[] {
+  const bind =
+    (handler: (ctx: BindingContext, request: ApiRequest) => Promise<ApiResponse>) =>
+    (request: ApiRequest): Promise<ApiResponse> =>
+      handler(ctx, request);
+  return [
+    { method: 'GET', path: '/ojs/manifest', mutating: false, handle: () => manifest() },
+    { method: 'GET', path: '/ojs/v1/health', mutating: false, handle: bind(health) },
+    { method: 'POST', path: '/ojs/v1/jobs', mutating: true, handle: bind(pushJob) },
+    { method: 'POST', path: '/ojs/v1/jobs/batch', mutating: true, handle: bind(pushBatch) },
+    { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, handle: bind(jobInfo) },
+    { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, handle: bind(jobCancel) },
+    ...(ctx.testReset ? [{ method: 'POST' as const, path: '/ojs/v1/admin/reset', mutating: true, handle: bind(resetJobs) }] : []),
+  ];
+}

@@ -1,0 +1,34 @@
+import type { ApiResponse } from '../admin-api/router.js';
+import { packageVersion } from '../util/package-version.js';
+import type { BindingContext } from './binding-context.js';
+import { OJS_VERSION } from './ojs-media.js';
+
+/** The conformance level this server claims (the OJS conformance suite's levels; docs/http-binding.md). */
+export const CONFORMANCE_LEVEL = 1;
+
+/** `GET /ojs/manifest` (spec/ojs-http-binding.md section 8). */
+export function manifest(): Promise<ApiResponse> {
+  return Promise.resolve({
+    status: 200,
+    body: {
+      specversion: OJS_VERSION,
+      implementation: { name: 'stagecoach', version: packageVersion(), language: 'typescript', homepage: 'docs/http-binding.md' },
+      conformance_level: CONFORMANCE_LEVEL,
+      protocols: ['http', 'amqp'],
+      backend: 'rabbitmq',
+      extensions: ['rate-limiting', 'multi-tenancy', 'batches'],
+      endpoints: { jobs: '/ojs/v1/jobs', workers: '/ojs/v1/workers', health: '/ojs/v1/health' },
+    },
+  });
+}
+
+/** `GET /ojs/v1/health`: `ok` when the job store answers, 503 `error` otherwise (the broker is reached through it). */
+export async function health(ctx: BindingContext): Promise<ApiResponse> {
+  const started = Date.now();
+  try {
+    await (await ctx.admin.jobs()).get('00000000-0000-7000-8000-000000000000');
+    return { status: 200, body: { status: 'ok', version: OJS_VERSION, backend: { type: 'rabbitmq', status: 'ok', latency_ms: Date.now() - started } } };
+  } catch (err) {
+    return { status: 503, body: { status: 'error', version: OJS_VERSION, backend: { type: 'rabbitmq', status: 'error', error: (err as Error).message } } };
+  }
+}

@@ -1,0 +1,45 @@
+import type { Job } from '../job/job.types.js';
+
+/** Most envelopes kept: about 2 KB each, so a few tens of MB at most. */
+export const ENVELOPE_CACHE_SIZE = 20_000;
+
+/** A job as pushed through this server: the envelope sent, and what the binding shows beside it. */
+export interface PushedJob {
+  job: Job;
+  /** The OJS priority as given (-100..100); the envelope's is the same number, clamped on the wire only. */
+  priority?: number;
+  /** Top-level fields the binding does not know, shown back as given. */
+  extensions: Record<string, unknown>;
+}
+
+/**
+ * The envelopes of the jobs pushed through this server, newest ENVELOPE_CACHE_SIZE kept: the job
+ * store (docs/job-state.md) keeps a job's state and history, not its arguments, so INFO shows
+ * `args`, `meta` and the extensions of a job pushed here since the server started, and the store's
+ * fields alone for any other (docs/http-binding.md, "What INFO shows").
+ */
+export class EnvelopeCache {
+  private readonly jobs = new Map<string, PushedJob>();
+
+  constructor(private readonly size = ENVELOPE_CACHE_SIZE) {}
+
+  add(pushed: PushedJob): void {
+    this.jobs.set(pushed.job.id, pushed);
+    if (this.jobs.size > this.size) {
+      const oldest = this.jobs.keys().next();
+      if (oldest.done !== true) this.jobs.delete(oldest.value);
+    }
+  }
+
+  get(id: string): PushedJob | undefined {
+    return this.jobs.get(id);
+  }
+
+  has(id: string): boolean {
+    return this.jobs.has(id);
+  }
+
+  clear(): void {
+    this.jobs.clear();
+  }
+}

@@ -1,0 +1,38 @@
+import { deleteJob as adminCancel, jobDetails as adminInfo } from '../admin-api/job-handlers.js';
+import { ApiError } from '../admin-api/api-error.js';
+import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
+import { cancelJob } from '../batch/job-cancel.js';
+import { shownState } from '../job-state/job-lifecycle.js';
+import type { BindingContext } from './binding-context.js';
+import { bindingJobView } from './binding-job-view.js';
+import { acceptsOjs } from './ojs-media.js';
+
+/** `GET /ojs/v1/jobs/{id}` (INFO): `{ job }` for an OJS client, `job status --json`'s shape otherwise (see isBindingRequest). */
+export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  if (!acceptsOjs(request.req.headers.accept)) return adminInfo(ctx.admin, request);
+  const id = request.params.id ?? '';
+  const row = await (await ctx.admin.jobs()).get(id);
+  const pushed = ctx.envelopes.get(id);
+  if (row === undefined && pushed === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
+  return { status: 200, body: { job: bindingJobView(row, pushed) } };
+}
+
+/**
+ * `DELETE /ojs/v1/jobs/{id}` (CANCEL) through `job cancel`: a job that has not started is
+ * cancelled; one already cancelled answers as it is (cancelling twice is not an error for an OJS
+ * client); one active or ended is a 409 `conflict`.
+ */
+export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  if (!acceptsOjs(request.req.headers.accept)) return adminCancel(ctx.admin, request);
+  const id = request.params.id ?? '';
+  const store = await ctx.admin.jobs();
+  const row = await store.get(id);
+  if (row === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
+  const pushed = ctx.envelopes.get(id);
+  if (shownState(row) === 'cancelled') return { status: 200, body: { job: bindingJobView(row, pushed) } };
+  return ctx.admin.serializer.run(async () => {
+    const config = await ctx.admin.configFile.load();
+    const view = await cancelJob(config, id, ctx.admin.log, store);
+    return { status: 200, body: { job: bindingJobView({ ...row, cancel_requested: view.cancelled_at ?? new Date().toISOString() }, pushed) } };
+  });
+}

@@ -1,0 +1,60 @@
+import { ApiError } from '../admin-api/api-error.js';
+import { readJsonValue } from '../admin-api/request-body.js';
+import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
+import { StagecoachError } from '../errors/errors.js';
+import type { Job } from '../job/job.types.js';
+import type { BindingContext } from './binding-context.js';
+import { bindingJobView } from './binding-job-view.js';
+import { readPushInput, type PushInput } from './push-input.js';
+import { tenantOf } from './request-tenant.js';
+
+/** The largest push body: arguments above `payloads.threshold` are offloaded (docs/payloads.md), so a job may be large. */
+export const MAX_PUSH_BYTES = 16 * 1024 * 1024;
+/** Most jobs in one `POST /ojs/v1/jobs/batch`. */
+export const MAX_BATCH_JOBS = 1000;
+
+/** `POST /ojs/v1/jobs` (PUSH): 201 `{ job }`, the job as the store knows it (`available` or `scheduled`). */
+export async function pushJob(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+  const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
+  const input = readPushInput(body, tenantOf(req));
+  return { status: 201, body: { job: await push(ctx, input) } };
+}
+
+/**
+ * `POST /ojs/v1/jobs/batch` `{ jobs: [...] }`: every job is read before any is sent (one bad job
+ * refuses the request, naming its index); then they are published in order. 201 `{ jobs, count }`.
+ */
+export async function pushBatch(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+  const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
+  const jobs = (body as { jobs?: unknown } | null)?.jobs;
+  if (!Array.isArray(jobs) || jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
+    throw new ApiError(400, 'INVALID_PAYLOAD', `"jobs" must be an array of 1 to ${MAX_BATCH_JOBS} jobs`);
+  }
+  const tenant = tenantOf(req);
+  const inputs = jobs.map((job, index) => {
+    try {
+      return readPushInput(job, tenant);
+    } catch (err) {
+      throw new ApiError(400, 'INVALID_PAYLOAD', `jobs[${index}]: ${(err as Error).message}`);
+    }
+  });
+  const views: unknown[] = [];
+  for (const input of inputs) views.push(await push(ctx, input));
+  return { status: 201, body: { jobs: views, count: views.length } };
+}
+
+/** Publishes one job as any producer's (tenant routing, variants, limits, payload offloading, tracking). */
+async function push(ctx: BindingContext, input: PushInput): Promise<Record<string, unknown>> {
+  const store = await ctx.admin.jobs();
+  if (input.id !== undefined && (ctx.envelopes.has(input.id) || (await store.get(input.id)) !== undefined)) {
+    throw new StagecoachError('DUPLICATE', `a job with id "${input.id}" exists`);
+  }
+  const publisher = await ctx.publisher();
+  const built = publisher.build(input.queue, input.spec);
+  // Extensions ride on the envelope (OJS core: unknown fields are preserved end to end).
+  const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
+  await publisher.send(job, input.spec);
+  const pushed = { job, extensions: input.extensions, ...(input.priority === undefined ? {} : { priority: input.priority }) };
+  ctx.envelopes.add(pushed);
+  return bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed);
+}

@@ -1,0 +1,89 @@
+import { InvalidPayloadError } from '../errors/errors.js';
+import type { RetryPolicy } from '../config/config.types.js';
+import type { PublishSpec } from '../job/job.types.js';
+
+/** The queue of a job pushed without `options.queue` (OJS core: `default`). */
+export const DEFAULT_QUEUE = 'default';
+
+/** OJS job types: dot-separated lowercase segments; hyphens accepted after the first character (the suite's `retry.test.max-attempts`). */
+const JOB_TYPE = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
+/** OJS queue names: lowercase letters, digits, `.`, `_`, `-`; not starting with a separator. */
+const QUEUE_NAME = /^[a-z0-9][a-z0-9._-]*$/;
+/** A lowercase UUIDv7 (OJS job ids). */
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+/** OJS priorities (spec/ojs-core.md): -100 (lowest) to 100; the AMQP mapping clamps them to 0-9. */
+const PRIORITY_RANGE = 100;
+
+/** The fields of a push body the binding reads; any other top-level field is an extension, kept. */
+const KNOWN = new Set(['id', 'type', 'args', 'meta', 'options', 'specversion', 'queue', 'priority', 'state', 'attempt']);
+
+/** A push request (spec/ojs-http-binding.md section 4.1) read into what the Publisher takes. */
+export interface PushInput {
+  queue: string;
+  spec: PublishSpec;
+  /** The client's own id, when it gave one. */
+  id?: string;
+  /** The OJS priority as given (-100..100): shown as such, clamped to 0-9 on the wire. */
+  priority?: number;
+  /** Top-level fields the binding does not know: kept on the envelope (OJS core: unknown fields are preserved). */
+  extensions: Record<string, unknown>;
+}
+
+/**
+ * Reads one push body. @throws InvalidPayloadError naming the first field that is wrong (400
+ * `invalid_payload`): the body is not an object, no `type` or one not of the OJS pattern, `args`
+ * missing or not an array, an id that is not a lowercase UUIDv7, a queue name or priority out of
+ * the spec's range.
+ */
+export function readPushInput(body: unknown, tenant: string | undefined): PushInput {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidPayloadError('the request body must be an OJS job (a JSON object)');
+  const job = body as Record<string, unknown>;
+  const options = objectField(job.options, 'options');
+  if (typeof job.type !== 'string' || !JOB_TYPE.test(job.type)) {
+    throw new InvalidPayloadError(`"type" must be a job type such as "email.send" (${JOB_TYPE.source}), got ${JSON.stringify(job.type) ?? 'nothing'}`);
+  }
+  if (!Array.isArray(job.args)) throw new InvalidPayloadError(`"args" must be a JSON array, got ${JSON.stringify(job.args) ?? 'nothing'}`);
+  if (job.id !== undefined && (typeof job.id !== 'string' || !UUID_V7.test(job.id))) {
+    throw new InvalidPayloadError(`"id" must be a lowercase UUIDv7, got ${JSON.stringify(job.id)}`);
+  }
+  const queue = options.queue ?? job.queue ?? DEFAULT_QUEUE;
+  if (typeof queue !== 'string' || !QUEUE_NAME.test(queue)) {
+    throw new InvalidPayloadError(`"options.queue" must be a queue name (${QUEUE_NAME.source}), got ${JSON.stringify(queue)}`);
+  }
+  const priority = options.priority ?? job.priority;
+  if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority as number) > PRIORITY_RANGE)) {
+    throw new InvalidPayloadError(`"options.priority" must be an integer from -${PRIORITY_RANGE} to ${PRIORITY_RANGE}, got ${JSON.stringify(priority)}`);
+  }
+  const timeoutMs = options.timeout_ms;
+  if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0))) {
+    throw new InvalidPayloadError(`"options.timeout_ms" must be a positive number of milliseconds, got ${JSON.stringify(timeoutMs)}`);
+  }
+  const scheduledAt = options.delay_until ?? options.scheduled_at;
+  if (scheduledAt !== undefined && typeof scheduledAt !== 'string') throw new InvalidPayloadError('"options.delay_until" must be an ISO 8601 timestamp');
+  const meta = objectField(job.meta, 'meta');
+  const spec: PublishSpec = {
+    type: job.type,
+    args: job.args,
+    meta,
+    ...(priority === undefined ? {} : { priority: priority as number }),
+    ...(timeoutMs === undefined ? {} : { timeout: Math.ceil((timeoutMs as number) / 1000) }),
+    ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
+    ...(options.retry === undefined ? {} : { retry: objectField(options.retry, 'options.retry') as RetryPolicy }),
+    ...(tenant === undefined ? {} : { tenant }),
+  };
+  const extensions: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(job)) if (!KNOWN.has(key)) extensions[key] = value;
+  return {
+    queue,
+    spec,
+    ...(job.id === undefined ? {} : { id: job.id as string }),
+    ...(priority === undefined ? {} : { priority: priority as number }),
+    extensions,
+  };
+}
+
+function objectField(value: unknown, name: string): Record<string, unknown> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw new InvalidPayloadError(`"${name}" must be a JSON object`);
+  return value as Record<string, unknown>;
+}

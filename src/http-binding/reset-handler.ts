@@ -1,0 +1,34 @@
+import type { ApiResponse } from '../admin-api/router.js';
+import { openConnection } from '../broker/amqp-connection.js';
+import { managementApiOf } from '../security/management-api.js';
+import { vhostOfAmqpUrl } from '../security/broker-users.js';
+import type { BindingContext } from './binding-context.js';
+
+/**
+ * `POST /ojs/v1/admin/reset`, served only with `stagecoach admin --test-reset` (never in
+ * production): deletes every job of the prefix. Every queue of the prefix is purged (streams
+ * cannot be, and need not: the job store forgets what they told it) and the job store and the
+ * envelopes pushed here are cleared. The conformance runner calls it before each case.
+ * Jobs held unacknowledged by a consumer are not purged: the broker still owns them.
+ */
+export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
+  return ctx.admin.serializer.run(async () => {
+    const config = await ctx.admin.configFile.load();
+    const queues = (await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
+      (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream',
+    );
+    let purged = 0;
+    const connection = await openConnection(config, ctx.admin.log, 'stagecoach-test-reset');
+    try {
+      const channel = await connection.createChannel();
+      for (const queue of queues) purged += (await channel.purgeQueue(queue.name)).messageCount;
+      await channel.close();
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+    const forgotten = await (await ctx.admin.jobs()).clear();
+    ctx.envelopes.clear();
+    ctx.admin.log.warn('test reset: every job of the prefix deleted', { prefix: config.prefix, queues: queues.length, purged, forgotten });
+    return { status: 200, body: { status: 'ok', queues: queues.length, purged, forgotten } };
+  });
+}
