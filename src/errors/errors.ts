@@ -269,6 +269,17 @@ export class RateLimitedError extends StagecoachError {
 }
 
 /**
+ * A job claimed by a remote worker (OJS HTTP binding) whose visibility timeout ran out without an
+ * ack, nack or heartbeat: handed back for another worker as a rate-limited job is, same attempt,
+ * no failure counted and not a crash (docs/http-binding.md).
+ */
+export class VisibilityExpiredError extends RateLimitedError {
+  constructor(jobId: string, timeoutMs: number) {
+    super(new Date(), `job "${jobId}" was not acknowledged within its visibility timeout of ${timeoutMs} ms`);
+  }
+}
+
+/**
  * The reason `ctx.signal` is aborted when the channel or connection that carried a delivery dies
  * while its handler runs: the broker has taken the job back and delivers it again (to this
  * process or another), so this run is void. Emits after it are refused with this error, and

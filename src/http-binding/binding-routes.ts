@@ -4,6 +4,7 @@ import { health, manifest } from './discovery-handlers.js';
 import { jobCancel, jobInfo } from './job-handlers.js';
 import { pushBatch, pushJob } from './push-handlers.js';
 import { resetJobs } from './reset-handler.js';
+import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 
 /**
  * The OJS HTTP binding's endpoints (spec/ojs-http-binding.md; docs/http-binding.md), served by
@@ -21,6 +22,10 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'POST', path: '/ojs/v1/jobs/batch', mutating: true, handle: bind(pushBatch) },
     { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, handle: bind(jobInfo) },
     { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, handle: bind(jobCancel) },
+    { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, handle: bind(fetchJobs) },
+    { method: 'POST', path: '/ojs/v1/workers/ack', mutating: true, handle: bind(ackJob) },
+    { method: 'POST', path: '/ojs/v1/workers/nack', mutating: true, handle: bind(nackJob) },
+    { method: 'POST', path: '/ojs/v1/workers/heartbeat', mutating: true, handle: bind(heartbeat) },
     ...(ctx.testReset ? [{ method: 'POST' as const, path: '/ojs/v1/admin/reset', mutating: true, handle: bind(resetJobs) }] : []),
   ];
 }

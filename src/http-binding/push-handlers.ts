@@ -51,6 +51,8 @@ async function push(ctx: BindingContext, input: PushInput): Promise<Record<strin
   }
   const publisher = await ctx.publisher();
   const built = publisher.build(input.queue, input.spec);
+  // Its queue must exist before it is sent, or it would be unroutable until a worker fetched.
+  await ctx.remote.declare(built.queue, built.tenant);
   // Extensions ride on the envelope (OJS core: unknown fields are preserved end to end).
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
   await publisher.send(job, input.spec);

@@ -7,8 +7,8 @@ export const DEFAULT_QUEUE = 'default';
 
 /** OJS job types: dot-separated lowercase segments; hyphens accepted after the first character (the suite's `retry.test.max-attempts`). */
 const JOB_TYPE = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
-/** OJS queue names: lowercase letters, digits, `.`, `_`, `-`; not starting with a separator. */
-const QUEUE_NAME = /^[a-z0-9][a-z0-9._-]*$/;
+/** OJS queue names as stagecoach's broker names take them: lowercase letters, digits, `_`, `-`; not starting with a separator. */
+const QUEUE_NAME = /^[a-z0-9][a-z0-9_-]{0,99}$/;
 /** A lowercase UUIDv7 (OJS job ids). */
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 /** OJS priorities (spec/ojs-core.md): -100 (lowest) to 100; the AMQP mapping clamps them to 0-9. */

@@ -14,6 +14,8 @@ import type { BindingContext } from './binding-context.js';
 export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();
+    // Held jobs first: handed back to their queues, then purged with them.
+    await ctx.remote.stopAll();
     const queues = (await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
       (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream',
     );

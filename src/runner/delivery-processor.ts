@@ -99,10 +99,11 @@ export class DeliveryProcessor {
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
     delivery.permit?.start();
-    this.options.onStarted?.(job);
+    // A remote stage's job starts when a worker claims it (StageMetadata.remote).
+    if (stage.remote !== true) this.options.onStarted?.(job);
     const began = performance.now();
     try {
-      const timeout = job.timeout ?? this.options.input.default_timeout;
+      const timeout = stage.remote === true ? undefined : (job.timeout ?? this.options.input.default_timeout);
       if (sdkRegistered())
         await inJobSpan(stage.name, delivery.queue, handled, headers, () => invokeHandler(handler, handled, ctx, timeout));
       else await invokeHandler(handler, handled, ctx, timeout);

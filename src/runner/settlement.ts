@@ -175,7 +175,8 @@ export class Settlement {
           const delayMs = Math.max(0, error.until.getTime() - Date.now());
           const report = this.reports.of(job, 'retrying', {
             next_attempt: job.attempt,
-            error: { type: 'RateLimitedError', message: error.message },
+            // Its own name: a visibility timeout's hand-back (VisibilityExpiredError) says so.
+            error: { type: error.name, message: error.message },
           });
           return await this.take(delivery, handBackRoute(this.routes, delivery, delayMs), report);
         }

@@ -4,6 +4,7 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { JobRouter } from '../broker/job-router.js';
 import type { ControlMessage } from '../control/control-protocol.js';
+import type { Job } from '../job/job.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { StateProbe } from '../state/state-probe.js';
 import type { QueueState } from '../state/queue-state.js';
@@ -167,6 +168,11 @@ export class StageRunner extends EventEmitter implements Isolatable {
   /** True while it consumes as it should: every channel up (running), or not meant to consume. */
   get healthy(): boolean {
     return this.decision.healthy(() => this.intake.channels);
+  }
+
+  /** A job of a remote stage was claimed by its worker (StageMetadata.remote): its `started` report, as a handler's start makes it. */
+  started(job: Job): void {
+    this.settlement.started(job);
   }
 
   /** Whether a control message addresses this instance. */

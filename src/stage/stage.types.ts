@@ -11,6 +11,13 @@ export interface StageMetadata {
   outputs: readonly string[];
   /** Job types it handles; anything else is dead-lettered as INVALID_PAYLOAD. @defaultValue all */
   types?: readonly string[];
+  /**
+   * Its jobs are claimed by remote workers over the OJS HTTP binding (src/http-binding/): the
+   * handler waits for a claim, so the start is reported at the claim (StageRunner.started), not
+   * when the handler is called, and the visibility timeout stands for the job's timeout.
+   * @defaultValue false
+   */
+  remote?: boolean;
 }
 
 /** Handed to `handle()` with every job. Valid only until `handle()` settles. */

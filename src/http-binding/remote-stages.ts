@@ -1,0 +1,197 @@
+import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
+import { declareTopology } from '../broker/declare-topology.js';
+import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
+import { TenantRequiredError, StagecoachError } from '../errors/errors.js';
+import type { Job } from '../job/job.types.js';
+import type { Logger } from '../logging/logger.js';
+import { payloadOffloaderFor, type PayloadOffloader } from '../payload/payload-offloader.js';
+import { StageRunner } from '../runner/stage-runner.js';
+import type { LoadedStage } from '../stage/stage-loader.js';
+import type { StageContext, StageMetadata } from '../stage/stage.types.js';
+import { stageTopology } from '../topology/build-topology.js';
+import { BrokerNames } from '../topology/names.js';
+import type { ClaimBoard } from './claim-board.js';
+
+/** Most jobs one server holds for the HTTP workers of one queue (and tenant) at once: its prefetch. */
+export const REMOTE_CONCURRENCY = 64;
+/** How long after its start a runner is taken to be receiving its first deliveries. */
+const STARTING_MS = 1000;
+
+/** A queue (and tenant) served to HTTP workers: its key on the claim board and its runner. */
+export interface RemoteQueue {
+  key: string;
+  queue: string;
+  tenant?: string;
+  runner: StageRunner;
+  /** Date.now() when it started consuming. */
+  startedAt: number;
+}
+
+/**
+ * The remote stages of one server: for each queue an HTTP worker fetches from (per tenant for a
+ * tenant-scoped queue), a StageRunner whose stage is a worker over HTTP (StageMetadata.remote).
+ * Its handler holds each job on the ClaimBoard until a worker claims and settles it, so every
+ * outcome goes through the runner's settlement: emits confirmed before the ack, retries on the
+ * ladder, dead letters with origin, suspects after a crash, tracking, flow limits' admission.
+ * A push only declares its queue's topology (a job no queue takes would be unroutable); the
+ * runner starts with the first fetch, so that a queue native stages serve is never consumed by
+ * the binding unless a worker asks for it.
+ */
+export class RemoteStages {
+  private connection: Promise<{ connection: AmqpConnection; config: CompiledConfig; payloads: PayloadOffloader }> | undefined;
+  private readonly running = new Map<string, Promise<RemoteQueue>>();
+  private readonly declared = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly loadConfig: () => Promise<CompiledConfig>,
+    private readonly board: ClaimBoard,
+    private readonly log: Logger,
+  ) {}
+
+  /** The tenant a queue is served for: a tenant-scoped queue needs one, a shared queue takes none. */
+  tenantFor(config: CompiledConfig, queue: string, tenant: string | undefined): string | undefined {
+    const scope = queueFor(config, queue, 'the HTTP binding').scope;
+    if (scope === 'tenant' && tenant === undefined) throw new TenantRequiredError(queue);
+    return scope === 'tenant' ? tenant : undefined;
+  }
+
+  /** Declares what a queue needs to take pushed jobs, once per server. */
+  async declare(queue: string, tenant: string | undefined): Promise<void> {
+    const key = keyOf(queue, tenant);
+    let declared = this.declared.get(key);
+    if (declared === undefined) {
+      declared = (async () => {
+        const { connection, config } = await this.open();
+        await declareTopology(connection, stageTopology(config, metadataOf(config, queue), tenant), this.log);
+      })();
+      this.declared.set(key, declared);
+      declared.catch(() => this.declared.delete(key));
+    }
+    return declared;
+  }
+
+  /** The runner of a queue (and tenant), started on first use. */
+  async serve(queue: string, tenant: string | undefined): Promise<RemoteQueue> {
+    const key = keyOf(queue, tenant);
+    let running = this.running.get(key);
+    if (running === undefined) {
+      running = this.start(key, queue, tenant);
+      this.running.set(key, running);
+      running.catch(() => this.running.delete(key));
+    }
+    return running;
+  }
+
+  /**
+   * Whether jobs are on their way to one of these runners' lines on the board: the runner started
+   * a moment ago (its first deliveries are coming), it has jobs in hand that are not on the board
+   * yet (admitted, loading their payload), or the broker has some ready in its main or due queue
+   * for a runner with room (fewer than REMOTE_CONCURRENCY in hand).
+   */
+  async readyFor(served: readonly RemoteQueue[]): Promise<boolean> {
+    for (const { key, runner, startedAt } of served) {
+      if (Date.now() - startedAt < STARTING_MS || runner.inFlight > this.board.heldOn(key)) return true;
+    }
+    const { connection, config } = await this.open();
+    const names = new BrokerNames(config.prefix);
+    const channel = await connection.createChannel();
+    try {
+      for (const { queue, tenant, runner } of served) {
+        if (runner.inFlight >= REMOTE_CONCURRENCY) continue;
+        for (const physical of [names.queue(queue, tenant), names.dueQueue(queue, tenant)]) {
+          if ((await channel.checkQueue(physical)).messageCount > 0) return true;
+        }
+      }
+      return false;
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
+  }
+
+  /** Hands every held job back and stops every runner (test reset, shutdown). */
+  async stopAll(): Promise<void> {
+    const runners = await Promise.allSettled([...this.running.values()]);
+    this.running.clear();
+    this.declared.clear();
+    this.board.releaseAll();
+    for (const result of runners) if (result.status === 'fulfilled') await result.value.runner.stop(5000);
+  }
+
+  async close(): Promise<void> {
+    await this.stopAll();
+    const opened = await this.connection?.catch(() => undefined);
+    this.connection = undefined;
+    await opened?.payloads.store.close();
+    await opened?.connection.close().catch(() => undefined);
+  }
+
+  private async start(key: string, queue: string, tenant: string | undefined): Promise<RemoteQueue> {
+    const { connection, config, payloads } = await this.open();
+    const metadata = metadataOf(config, queue);
+    const board = this.board;
+    let runner: StageRunner | undefined;
+    const onClaim = (job: Job): void => runner?.started(job);
+    // One class per queue: the container builds it like any stage; its handler is the claim board.
+    class RemoteWorkerStage {
+      handle(job: Job, ctx: StageContext): Promise<unknown> {
+        return board.hold(key, job, ctx, onClaim);
+      }
+    }
+    const stage: LoadedStage = { metadata, target: RemoteWorkerStage, modules: [] };
+    runner = new StageRunner({ config: withRemoteStage(config, metadata), stage, ...(tenant === undefined ? {} : { tenant }), log: this.log, payloads });
+    runner.on('fatal', (err: Error) => {
+      this.log.error('a remote stage lost its channels; its next fetch starts it again', { queue, tenant, err: err.message });
+      this.running.delete(key);
+    });
+    await runner.start(connection);
+    this.log.info('serving a queue to HTTP workers', { queue, tenant, stage: metadata.name });
+    return { key, queue, ...(tenant === undefined ? {} : { tenant }), runner, startedAt: Date.now() };
+  }
+
+  private open(): Promise<{ connection: AmqpConnection; config: CompiledConfig; payloads: PayloadOffloader }> {
+    this.connection ??= (async () => {
+      const config = await this.loadConfig();
+      const connection = await openConnection(config, this.log, 'stagecoach-http-workers');
+      connection.on('close', () => {
+        // Every delivery held is back with the broker: the next fetch opens anew.
+        this.log.warn('the HTTP workers\' broker connection closed; held jobs go back to their queues');
+        this.connection = undefined;
+        this.running.clear();
+        this.declared.clear();
+        this.board.releaseAll();
+      });
+      return { connection, config, payloads: payloadOffloaderFor(config, this.log) };
+    })();
+    this.connection.catch(() => (this.connection = undefined));
+    return this.connection;
+  }
+}
+
+export function keyOf(queue: string, tenant: string | undefined): string {
+  return tenant === undefined ? queue : `${queue}/${tenant}`;
+}
+
+/** The remote stage of a queue: it may emit to every configured queue (a remote worker's ack names its outputs). */
+function metadataOf(config: CompiledConfig, queue: string): StageMetadata {
+  const outputs = [...config.queues.keys()].filter((name) => name !== '_default' && name !== queue);
+  return { name: `http-${queue}`.slice(0, 63), input: queue, outputs, remote: true };
+}
+
+/** The configuration with the remote stage's settings: prefetch and concurrency REMOTE_CONCURRENCY, no threads, no limits of its own. */
+function withRemoteStage(config: CompiledConfig, metadata: StageMetadata): CompiledConfig {
+  if (config.stages.has(metadata.name) && config.stages.get(metadata.name)?.module !== '<http-binding>') {
+    throw new StagecoachError('INVALID_CONFIG', `stage "${metadata.name}" is configured: the HTTP binding names its remote stage of queue "${metadata.input}" so`);
+  }
+  const settings: CompiledStageConfig = {
+    name: metadata.name,
+    module: '<http-binding>',
+    concurrency: REMOTE_CONCURRENCY,
+    prefetch: REMOTE_CONCURRENCY,
+    tenantPrefetch: REMOTE_CONCURRENCY,
+    options: {},
+    threads: undefined,
+    limits: [],
+  };
+  return { ...config, stages: new Map([...config.stages, [metadata.name, settings]]) };
+}

@@ -1,0 +1,118 @@
+import { ApiError } from '../admin-api/api-error.js';
+import { readJsonValue } from '../admin-api/request-body.js';
+import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
+import type { JobRow } from '../job-state/job-lifecycle.js';
+import type { BindingContext } from './binding-context.js';
+import { bindingJobView } from './binding-job-view.js';
+import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, type NackError } from './claim-board.js';
+import { MAX_PUSH_BYTES } from './push-handlers.js';
+import { REMOTE_CONCURRENCY } from './remote-stages.js';
+import { tenantOf } from './request-tenant.js';
+import { waitForSettlement } from './settlement-wait.js';
+
+/** Jobs one fetch claims unless it asks for another `count` (at most REMOTE_CONCURRENCY). */
+export const DEFAULT_FETCH_COUNT = 1;
+/**
+ * How long a fetch waits for jobs when none is held but the broker has some ready (they are on
+ * their way to the server), or when the request asks to wait (`wait_ms`, long-poll) at most.
+ */
+export const ARRIVAL_WAIT_MS = 2000;
+export const MAX_WAIT_MS = 30_000;
+
+/**
+ * `POST /ojs/v1/workers/fetch` `{ queues, count?, worker_id?, visibility_timeout_ms?, wait_ms? }`:
+ * claims up to `count` jobs from `queues`, in that order; 200 `{ jobs }` (empty when none).
+ */
+export async function fetchJobs(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+  const queues = body.queues;
+  if (!Array.isArray(queues) || queues.length === 0 || !queues.every((queue) => typeof queue === 'string' && queue !== '')) {
+    throw new ApiError(400, 'INVALID_REQUEST', '"queues" must be a non-empty array of queue names');
+  }
+  const count = integer(body.count ?? body.max_jobs, 'count', 1, REMOTE_CONCURRENCY) ?? DEFAULT_FETCH_COUNT;
+  const visibilityMs = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS) ?? DEFAULT_VISIBILITY_MS;
+  const waitMs = integer(body.wait_ms, 'wait_ms', 0, MAX_WAIT_MS);
+  const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
+  const config = await ctx.admin.configFile.load();
+  const tenant = tenantOf(req);
+  const served = await Promise.all((queues as string[]).map((queue) => ctx.remote.serve(queue, ctx.remote.tenantFor(config, queue, tenant))));
+  const keys = served.map((remote) => remote.key);
+  let taken = ctx.board.claim(keys, count, worker, visibilityMs);
+  const deadline = Date.now() + (waitMs ?? ARRIVAL_WAIT_MS);
+  while (taken.length === 0 && Date.now() < deadline) {
+    // Without `wait_ms`, wait only for jobs the broker has ready for a runner with room for them.
+    if (waitMs === undefined && !(await ctx.remote.readyFor(served))) break;
+    await ctx.board.arrival(Math.min(100, Math.max(0, deadline - Date.now())));
+    taken = ctx.board.claim(keys, count, worker, visibilityMs);
+  }
+  return { status: 200, body: { jobs: taken.map((held) => claimedView(ctx, held)) } };
+}
+
+/** `POST /ojs/v1/workers/ack` `{ job_id, result?, emit? }`: the job completes, its emits confirmed first; 200 with its state. */
+export async function ackJob(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+  const held = await claimOf(ctx, body.job_id ?? body.id);
+  if (body.emit !== undefined && !Array.isArray(body.emit)) throw new ApiError(400, 'INVALID_REQUEST', '"emit" must be an array of jobs');
+  await ctx.board.ack(held, body as AckBody);
+  return settled(ctx, held);
+}
+
+/** `POST /ojs/v1/workers/nack` `{ job_id, error: { code?, message, retryable? } }`: retried on the ladder or dead-lettered; 200 with its state. */
+export async function nackJob(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+  const held = await claimOf(ctx, body.job_id ?? body.id);
+  ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
+  return settled(ctx, held);
+}
+
+/** `POST /ojs/v1/workers/heartbeat` `{ worker_id, active_jobs?, visibility_timeout_ms? }`: extends the worker's claims. */
+export async function heartbeat(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+  const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
+  const ids = Array.isArray(body.active_jobs) ? body.active_jobs.filter((id): id is string => typeof id === 'string') : undefined;
+  const visibilityMs = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);
+  const extended = ctx.board.heartbeat(worker, ids, visibilityMs);
+  return { status: 200, body: { state: 'running', directive: 'continue', jobs_extended: extended, server_time: new Date().toISOString() } };
+}
+
+/** The claim a worker settles; 404 for a job no one knows, 409 for one not claimed here (waiting, or ended). */
+async function claimOf(ctx: BindingContext, id: unknown): Promise<Held> {
+  if (typeof id !== 'string' || id === '') throw new ApiError(400, 'INVALID_REQUEST', '"job_id" must be a job id');
+  const held = ctx.board.claimOf(id);
+  if (held !== undefined) return held;
+  const row = await (await ctx.admin.jobs()).get(id);
+  if (row === undefined && !ctx.envelopes.has(id)) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
+  throw new ApiError(409, 'CONFLICT', `job "${id}" is not active here: only a job fetched from this server, and not settled, can be acknowledged`);
+}
+
+/** The answer to an ack or nack: the job once its settlement is in the store (or as far as it got within the wait). */
+async function settled(ctx: BindingContext, held: Held): Promise<ApiResponse> {
+  const row: JobRow | undefined = await waitForSettlement(ctx, held.job.id, held.job.attempt);
+  const view = bindingJobView(row, ctx.envelopes.get(held.job.id) ?? { job: held.job, extensions: {} });
+  return { status: 200, body: { acknowledged: true, job_id: held.job.id, ...view, job: view } };
+}
+
+function claimedView(ctx: BindingContext, held: Held): Record<string, unknown> {
+  const pushed = ctx.envelopes.get(held.job.id);
+  return {
+    ...bindingJobView(undefined, { job: held.job, extensions: pushed?.extensions ?? {}, ...(pushed?.priority === undefined ? {} : { priority: pushed.priority }) }),
+    state: 'active',
+    attempt: held.job.attempt,
+    started_at: held.claim?.at,
+    visibility_timeout_ms: held.claim?.visibilityMs,
+  };
+}
+
+function object(value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ApiError(400, 'INVALID_REQUEST', 'the request body must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+function integer(value: unknown, name: string, min: number, max: number): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isInteger(value) || (value as number) < min || (value as number) > max) {
+    throw new ApiError(400, 'INVALID_REQUEST', `"${name}" must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  }
+  return value as number;
+}
+
