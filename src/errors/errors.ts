@@ -269,6 +269,17 @@ export class RateLimitedError extends StagecoachError {
 }
 
 /**
+ * Thrown by a handler whose job was cancelled while it ran (a remote worker's claim cancelled with
+ * `DELETE /ojs/v1/jobs/{id}`): the job is settled `cancelled`, not failed, and nothing it emitted
+ * is sent.
+ */
+export class JobCancelledError extends StagecoachError {
+  constructor(jobId: string) {
+    super('INVALID_REQUEST', `job "${jobId}" was cancelled while it ran`);
+  }
+}
+
+/**
  * A job claimed by a remote worker (OJS HTTP binding) whose visibility timeout ran out without an
  * ack, nack or heartbeat: handed back for another worker as a rate-limited job is, same attempt,
  * no failure counted and not a crash (docs/http-binding.md).

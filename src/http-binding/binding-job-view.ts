@@ -23,12 +23,16 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('tenant', row?.tenant ?? job?.tenant);
   const state = row === undefined ? waitingState(job?.scheduled_at, now) : shownState(row, now);
   set('state', state);
-  set('attempt', row === undefined || row.outcome === 'created' ? 0 : row.attempt);
+  // OJS counts attempts made; the row counts the attempt it is at (the next one, while it waits).
+  set('attempt', row === undefined ? 0 : WAITING.has(state) ? row.attempt - 1 : row.attempt);
+  set('max_attempts', job?.retry?.max_attempts ?? pushed?.maxAttempts);
   set('created_at', row?.created_at ?? job?.created_at);
   set('enqueued_at', row?.enqueued_at ?? row?.created_at ?? job?.created_at);
   set('scheduled_at', row?.scheduled_at ?? job?.scheduled_at);
   set('started_at', row?.started_at);
-  set('completed_at', row?.completed_at);
+  // A discarded job ended too: its end is the time of the report that set its state.
+  set('completed_at', row?.completed_at ?? (state === 'discarded' ? row?.key[1] : undefined));
+  if (state === 'discarded') set('discarded_at', row?.key[1]);
   set('cancelled_at', row?.cancelled_at ?? (state === 'cancelled' ? row?.cancel_requested : undefined));
   if (row !== undefined && row.errors.length > 0) {
     view.errors = row.errors;
@@ -39,6 +43,8 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('retry', job?.retry);
   return view;
 }
+
+const WAITING: ReadonlySet<string> = new Set(['available', 'scheduled', 'retryable', 'pending']);
 
 function waitingState(scheduledAt: string | undefined, now: number): 'scheduled' | 'available' {
   return scheduledAt !== undefined && Date.parse(scheduledAt) > now ? 'scheduled' : 'available';

@@ -1,4 +1,4 @@
-import { NonRetryableError, VisibilityExpiredError } from '../errors/errors.js';
+import { JobCancelledError, NonRetryableError, VisibilityExpiredError } from '../errors/errors.js';
 import type { Job } from '../job/job.types.js';
 import type { StageContext } from '../stage/stage.types.js';
 
@@ -76,6 +76,11 @@ export class ClaimBoard {
     return taken;
   }
 
+  /** How many jobs of a key wait for a claim. */
+  waitingOn(key: string): number {
+    return this.waiting.get(key)?.length ?? 0;
+  }
+
   /** How many jobs of a key the board holds, waiting or claimed. */
   heldOn(key: string): number {
     let held = this.waiting.get(key)?.length ?? 0;
@@ -119,8 +124,9 @@ export class ClaimBoard {
   nack(held: Held, error: NackError): void {
     this.release(held);
     const message = error.message ?? 'the worker reported a failure';
-    const failure = error.retryable === false ? new NonRetryableError(message) : new Error(message);
-    failure.name = error.type ?? error.code ?? failure.name;
+    const type = error.type ?? error.code;
+    const failure = error.retryable === false ? new NonRetryableError(message, type) : new Error(message);
+    if (type !== undefined && error.retryable !== false) failure.name = type;
     held.settle.reject(failure);
   }
 
@@ -137,6 +143,21 @@ export class ClaimBoard {
       extended.push(held.job.id);
     }
     return extended;
+  }
+
+  /** Cancels a job the board holds, claimed or waiting (the handler throws JobCancelledError); false when it holds none of that id. */
+  cancel(id: string): Held | undefined {
+    let held = this.claimed.get(id);
+    if (held === undefined) {
+      for (const line of this.waiting.values()) {
+        const index = line.findIndex((waiting) => waiting.job.id === id);
+        if (index >= 0) [held] = line.splice(index, 1);
+      }
+    }
+    if (held === undefined) return undefined;
+    this.release(held);
+    held.settle.reject(new JobCancelledError(id));
+    return held;
   }
 
   /** Hands every held job back (test reset, shutdown): each is settled by the runner as a visibility expiry. */

@@ -2,7 +2,7 @@ import { deleteJob as adminCancel, jobDetails as adminInfo } from '../admin-api/
 import { ApiError } from '../admin-api/api-error.js';
 import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
 import { cancelJob } from '../batch/job-cancel.js';
-import { shownState } from '../job-state/job-lifecycle.js';
+import { waitForSettlement } from './settlement-wait.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { acceptsOjs } from './ojs-media.js';
@@ -18,18 +18,20 @@ export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise
 }
 
 /**
- * `DELETE /ojs/v1/jobs/{id}` (CANCEL) through `job cancel`: a job that has not started is
- * cancelled; one already cancelled answers as it is (cancelling twice is not an error for an OJS
- * client); one active or ended is a 409 `conflict`.
+ * `DELETE /ojs/v1/jobs/{id}` (CANCEL): a job this server holds for a worker (claimed, `active`, or
+ * waiting for a fetch) is cancelled in its handler; any other job that has not started through
+ * `job cancel`; one active elsewhere, ended or already cancelled is a 409 `conflict`.
  */
 export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   if (!acceptsOjs(request.req.headers.accept)) return adminCancel(ctx.admin, request);
   const id = request.params.id ?? '';
+  const pushed = ctx.envelopes.get(id);
+  // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
+  const held = ctx.board.cancel(id);
+  if (held !== undefined) return { status: 200, body: { job: bindingJobView(await waitForSettlement(ctx, id, held.job.attempt), pushed) } };
   const store = await ctx.admin.jobs();
   const row = await store.get(id);
   if (row === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
-  const pushed = ctx.envelopes.get(id);
-  if (shownState(row) === 'cancelled') return { status: 200, body: { job: bindingJobView(row, pushed) } };
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();
     const view = await cancelJob(config, id, ctx.admin.log, store);

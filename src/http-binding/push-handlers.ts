@@ -1,6 +1,7 @@
 import { ApiError } from '../admin-api/api-error.js';
 import { readJsonValue } from '../admin-api/request-body.js';
 import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
+import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Job } from '../job/job.types.js';
 import type { BindingContext } from './binding-context.js';
@@ -56,7 +57,8 @@ async function push(ctx: BindingContext, input: PushInput): Promise<Record<strin
   // Extensions ride on the envelope (OJS core: unknown fields are preserved end to end).
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
   await publisher.send(job, input.spec);
-  const pushed = { job, extensions: input.extensions, ...(input.priority === undefined ? {} : { priority: input.priority }) };
+  const maxAttempts = job.retry?.max_attempts ?? queueFor(await ctx.admin.configFile.load(), job.queue).default_retry.max_attempts;
+  const pushed = { job, extensions: input.extensions, maxAttempts, ...(input.priority === undefined ? {} : { priority: input.priority }) };
   ctx.envelopes.add(pushed);
   return bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed);
 }

@@ -6,7 +6,7 @@ import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, type NackError } from './claim-board.js';
 import { MAX_PUSH_BYTES } from './push-handlers.js';
-import { REMOTE_CONCURRENCY } from './remote-stages.js';
+import { REMOTE_CONCURRENCY, type RemoteQueue } from './remote-stages.js';
 import { tenantOf } from './request-tenant.js';
 import { waitForSettlement } from './settlement-wait.js';
 
@@ -37,15 +37,29 @@ export async function fetchJobs(ctx: BindingContext, { req }: ApiRequest): Promi
   const tenant = tenantOf(req);
   const served = await Promise.all((queues as string[]).map((queue) => ctx.remote.serve(queue, ctx.remote.tenantFor(config, queue, tenant))));
   const keys = served.map((remote) => remote.key);
-  let taken = ctx.board.claim(keys, count, worker, visibilityMs);
   const deadline = Date.now() + (waitMs ?? ARRIVAL_WAIT_MS);
-  while (taken.length === 0 && Date.now() < deadline) {
-    // Without `wait_ms`, wait only for jobs the broker has ready for a runner with room for them.
-    if (waitMs === undefined && !(await ctx.remote.readyFor(served))) break;
+  for (;;) {
+    // The queues' order is kept: while a queue before the first with a job waiting has jobs on
+    // their way, they are waited for rather than a later queue's taken (within the deadline).
+    const coming = await firstComing(ctx, served);
+    if (coming === undefined || Date.now() >= deadline) {
+      const taken = ctx.board.claim(keys, count, worker, visibilityMs);
+      // `wait_ms` (long-poll): nothing anywhere yet, wait for an arrival.
+      if (taken.length > 0 || waitMs === undefined || Date.now() >= deadline) {
+        return { status: 200, body: { jobs: taken.map((held) => claimedView(ctx, held)) } };
+      }
+    }
     await ctx.board.arrival(Math.min(100, Math.max(0, deadline - Date.now())));
-    taken = ctx.board.claim(keys, count, worker, visibilityMs);
   }
-  return { status: 200, body: { jobs: taken.map((held) => claimedView(ctx, held)) } };
+}
+
+/** The first of the queues, in order, that has nothing waiting on the board but jobs on their way; undefined when a job waits first. */
+async function firstComing(ctx: BindingContext, served: readonly RemoteQueue[]): Promise<RemoteQueue | undefined> {
+  for (const remote of served) {
+    if (ctx.board.waitingOn(remote.key) > 0) return undefined;
+    if (await ctx.remote.readyFor([remote])) return remote;
+  }
+  return undefined;
 }
 
 /** `POST /ojs/v1/workers/ack` `{ job_id, result?, emit? }`: the job completes, its emits confirmed first; 200 with its state. */

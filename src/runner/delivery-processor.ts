@@ -1,7 +1,7 @@
 import type { TrackingRecord } from '../tracking/tracking-report.js';
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
-import { InvalidPayloadError, RateLimitedError, StagecoachError } from '../errors/errors.js';
+import { InvalidPayloadError, JobCancelledError, RateLimitedError, StagecoachError } from '../errors/errors.js';
 import { fromWire, OJS_HEADERS, type DecodedJob } from '../job/amqp-mapping.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Job } from '../job/job.types.js';
@@ -110,6 +110,10 @@ export class DeliveryProcessor {
       return { kind: 'completed', job, ctx, seconds: (performance.now() - began) / 1000 };
     } catch (error) {
       if (error instanceof RateLimitedError) return { kind: 'rate-limited', job, error, ctx };
+      if (error instanceof JobCancelledError) {
+        ctx.close();
+        return { kind: 'cancelled', job, by: 'job' };
+      }
       return { kind: 'failed', job, error, ctx, seconds: (performance.now() - began) / 1000 };
     }
   }
