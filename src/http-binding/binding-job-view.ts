@@ -24,7 +24,8 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   const state = row === undefined ? waitingState(job?.scheduled_at, now) : shownState(row, now);
   set('state', state);
   // OJS counts attempts made; the row counts the attempt it is at (the next one, while it waits).
-  set('attempt', row === undefined ? 0 : WAITING.has(state) ? row.attempt - 1 : row.attempt);
+  // A job that ended without starting this attempt (cancelled while it waited) made one fewer.
+  set('attempt', row === undefined ? 0 : WAITING.has(state) || row.started_at === undefined ? row.attempt - 1 : row.attempt);
   set('max_attempts', job?.retry?.max_attempts ?? pushed?.maxAttempts);
   set('created_at', row?.created_at ?? job?.created_at);
   set('enqueued_at', row?.enqueued_at ?? row?.created_at ?? job?.created_at);

@@ -1,4 +1,4 @@
-import { JobCancelledError, NonRetryableError, VisibilityExpiredError } from '../errors/errors.js';
+import { JobCancelledError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../errors/errors.js';
 import type { Job } from '../job/job.types.js';
 import type { StageContext } from '../stage/stage.types.js';
 
@@ -29,7 +29,7 @@ export interface Held {
   /** Called once the job is claimed: the runner's `started` report. */
   onClaim: (job: Job) => void;
   settle: { resolve: (result: unknown) => void; reject: (error: unknown) => void };
-  claim?: { worker: string; visibilityMs: number; until: number; timer: NodeJS.Timeout; at: string };
+  claim?: { worker: string; visibilityMs: number; until: number; timer: NodeJS.Timeout; at: string; deadline?: NodeJS.Timeout };
 }
 
 /**
@@ -58,16 +58,26 @@ export class ClaimBoard {
     });
   }
 
-  /** Claims up to `count` jobs from the lines of `keys`, taken in that order. */
-  claim(keys: readonly string[], count: number, worker: string, visibilityMs: number): Held[] {
+  /**
+   * Claims up to `count` jobs from the lines of `keys`, taken in that order. A job with a `timeout`
+   * fails with HANDLER_TIMEOUT when its worker has not settled it that long after the claim, as a
+   * local handler's run would (retried by its policy); `visibilityOf` gives each job's visibility timeout.
+   */
+  claim(keys: readonly string[], count: number, worker: string, visibilityOf: (job: Job) => number): Held[] {
     const taken: Held[] = [];
     for (const key of keys) {
       const line = this.waiting.get(key);
       while (line !== undefined && line.length > 0 && taken.length < count) {
         const held = line.shift() as Held;
+        const visibilityMs = visibilityOf(held.job);
         const timer = setTimeout(() => this.expire(held), visibilityMs);
         timer.unref();
         held.claim = { worker, visibilityMs, until: Date.now() + visibilityMs, timer, at: new Date().toISOString() };
+        const seconds = held.job.timeout;
+        if (seconds !== undefined) {
+          held.claim.deadline = setTimeout(() => this.timedOut(held, seconds), seconds * 1000);
+          held.claim.deadline.unref();
+        }
         this.claimed.set(held.job.id, held);
         held.onClaim(held.job);
         taken.push(held);
@@ -173,8 +183,17 @@ export class ClaimBoard {
     held.settle.reject(new VisibilityExpiredError(held.job.id, ms));
   }
 
+  private timedOut(held: Held, seconds: number): void {
+    if (this.claimed.get(held.job.id) !== held) return;
+    this.release(held);
+    held.settle.reject(new StagecoachError('HANDLER_TIMEOUT', `the worker did not settle the job within its timeout of ${seconds} s`));
+  }
+
   private release(held: Held): void {
-    if (held.claim !== undefined) clearTimeout(held.claim.timer);
+    if (held.claim !== undefined) {
+      clearTimeout(held.claim.timer);
+      clearTimeout(held.claim.deadline);
+    }
     if (this.claimed.get(held.job.id) === held) this.claimed.delete(held.job.id);
   }
 

@@ -10,6 +10,8 @@ export interface PushedJob {
   priority?: number;
   /** Top-level fields the binding does not know, shown back as given. */
   extensions: Record<string, unknown>;
+  /** `options.visibility_timeout_ms` of its push: its claims' visibility timeout unless a fetch names one. */
+  visibilityMs?: number;
   /** Its retry policy's `max_attempts`: its own, else its queue's `default_retry`. */
   maxAttempts?: number;
 }

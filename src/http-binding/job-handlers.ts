@@ -3,6 +3,7 @@ import { ApiError } from '../admin-api/api-error.js';
 import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
 import { cancelJob } from '../batch/job-cancel.js';
 import { waitForSettlement } from './settlement-wait.js';
+import { claimedView } from './worker-handlers.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { acceptsOjs } from './ojs-media.js';
@@ -11,6 +12,9 @@ import { acceptsOjs } from './ojs-media.js';
 export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   if (!acceptsOjs(request.req.headers.accept)) return adminInfo(ctx.admin, request);
   const id = request.params.id ?? '';
+  // Claimed here: active now, whether or not its `started` report has reached the store.
+  const held = ctx.board.claimOf(id);
+  if (held !== undefined) return { status: 200, body: { job: claimedView(ctx, held) } };
   const row = await (await ctx.admin.jobs()).get(id);
   const pushed = ctx.envelopes.get(id);
   if (row === undefined && pushed === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);

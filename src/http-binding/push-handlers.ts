@@ -58,7 +58,13 @@ async function push(ctx: BindingContext, input: PushInput): Promise<Record<strin
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
   await publisher.send(job, input.spec);
   const maxAttempts = job.retry?.max_attempts ?? queueFor(await ctx.admin.configFile.load(), job.queue).default_retry.max_attempts;
-  const pushed = { job, extensions: input.extensions, maxAttempts, ...(input.priority === undefined ? {} : { priority: input.priority }) };
+  const pushed = {
+    job,
+    extensions: input.extensions,
+    maxAttempts,
+    ...(input.priority === undefined ? {} : { priority: input.priority }),
+    ...(input.visibilityMs === undefined ? {} : { visibilityMs: input.visibilityMs }),
+  };
   ctx.envelopes.add(pushed);
   return bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed);
 }

@@ -25,6 +25,8 @@ export interface PushInput {
   id?: string;
   /** The OJS priority as given (-100..100): shown as such, clamped to 0-9 on the wire. */
   priority?: number;
+  /** `options.visibility_timeout_ms`: the visibility timeout of its claims. */
+  visibilityMs?: number;
   /** Top-level fields the binding does not know: kept on the envelope (OJS core: unknown fields are preserved). */
   extensions: Record<string, unknown>;
 }
@@ -60,6 +62,10 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   }
   const scheduledAt = options.delay_until ?? options.scheduled_at;
   if (scheduledAt !== undefined && typeof scheduledAt !== 'string') throw new InvalidPayloadError('"options.delay_until" must be an ISO 8601 timestamp');
+  const visibilityMs = options.visibility_timeout_ms;
+  if (visibilityMs !== undefined && (!Number.isInteger(visibilityMs) || (visibilityMs as number) < 1000)) {
+    throw new InvalidPayloadError(`"options.visibility_timeout_ms" must be an integer of at least 1000, got ${JSON.stringify(visibilityMs)}`);
+  }
   const meta = objectField(job.meta, 'meta');
   const spec: PublishSpec = {
     type: job.type,
@@ -78,6 +84,7 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     spec,
     ...(job.id === undefined ? {} : { id: job.id as string }),
     ...(priority === undefined ? {} : { priority: priority as number }),
+    ...(visibilityMs === undefined ? {} : { visibilityMs: visibilityMs as number }),
     extensions,
   };
 }

@@ -2,6 +2,7 @@ import { ApiError } from '../admin-api/api-error.js';
 import { readJsonValue } from '../admin-api/request-body.js';
 import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
 import type { JobRow } from '../job-state/job-lifecycle.js';
+import type { Job } from '../job/job.types.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, type NackError } from './claim-board.js';
@@ -30,7 +31,9 @@ export async function fetchJobs(ctx: BindingContext, { req }: ApiRequest): Promi
     throw new ApiError(400, 'INVALID_REQUEST', '"queues" must be a non-empty array of queue names');
   }
   const count = integer(body.count ?? body.max_jobs, 'count', 1, REMOTE_CONCURRENCY) ?? DEFAULT_FETCH_COUNT;
-  const visibilityMs = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS) ?? DEFAULT_VISIBILITY_MS;
+  const asked = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);
+  // The fetch's own, else the one the job was pushed with here, else the default.
+  const visibilityMs = (job: Job): number => asked ?? ctx.envelopes.get(job.id)?.visibilityMs ?? DEFAULT_VISIBILITY_MS;
   const waitMs = integer(body.wait_ms, 'wait_ms', 0, MAX_WAIT_MS);
   const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
   const config = await ctx.admin.configFile.load();
@@ -106,7 +109,7 @@ async function settled(ctx: BindingContext, held: Held): Promise<ApiResponse> {
   return { status: 200, body: { acknowledged: true, job_id: held.job.id, ...view, job: view } };
 }
 
-function claimedView(ctx: BindingContext, held: Held): Record<string, unknown> {
+export function claimedView(ctx: BindingContext, held: Held): Record<string, unknown> {
   const pushed = ctx.envelopes.get(held.job.id);
   return {
     ...bindingJobView(undefined, { job: held.job, extensions: pushed?.extensions ?? {}, ...(pushed?.priority === undefined ? {} : { priority: pushed.priority }) }),
