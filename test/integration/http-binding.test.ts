@@ -1,0 +1,141 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { expect } from 'chai';
+import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { deletePrefix } from '../../src/testing/delete-prefix.js';
+import { OJS_MEDIA_TYPE } from '../../src/http-binding/ojs-media.js';
+import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
+import { AMQP_URL } from '../helpers/raw-broker.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const log = createLogger({ test: 'http-binding' }, 'error');
+const TOKEN = 'test-http-binding-token-0123456789';
+const WORKER = path.join(REPO_ROOT, 'examples/python/ojs_worker.py');
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** One request to a binding at `base`, as an OJS client sends it. */
+async function ojs(base: string, method: string, route: string, body?: unknown): Promise<{ status: number; body: Json }> {
+  const response = await fetch(`${base}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, accept: OJS_MEDIA_TYPE, ...(body === undefined ? {} : { 'content-type': OJS_MEDIA_TYPE }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: response.status, body: (await response.json()) as Json };
+}
+
+/** Runs the standard-library Python worker of examples/python to its end. */
+function python(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn('python3', [WORKER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) as ReturnType<typeof spawn> & { out: string; err: string };
+  child.out = '';
+  child.err = '';
+  child.stdout?.on('data', (chunk: Buffer) => (child.out += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (child.err += chunk.toString()));
+  return finished(child, timeoutMs, 'python worker');
+}
+
+describe('the OJS HTTP binding, with workers over HTTP', function () {
+  this.timeout(120_000);
+  let project: ConfigFile;
+  let server: AdminServer;
+  let base: string;
+
+  const push = async (queue: string, type: string, args: unknown[]): Promise<string> => {
+    const answer = await ojs(base, 'POST', '/ojs/v1/jobs', { type, args, options: { queue } });
+    expect(answer.status, JSON.stringify(answer.body)).to.equal(201);
+    return answer.body.job.id as string;
+  };
+  const info = async (id: string): Promise<Json> => (await ojs(base, 'GET', `/ojs/v1/jobs/${id}`)).body.job as Json;
+
+  before(async () => {
+    const retry = { max_attempts: 3, initial_interval: 'PT1S', backoff_coefficient: 1, max_interval: 'PT1S' };
+    project = await writeConfigFile(
+      { queues: { _default: { scope: 'shared', default_retry: retry }, work: {}, done: {}, relay: {}, lease: {} }, stages: {} },
+      [],
+      'http-binding',
+    );
+    server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL }, stages: [] });
+    base = `http://127.0.0.1:${server.port}`;
+  });
+
+  after(async () => {
+    await server?.close();
+    await project?.remove();
+    if (project !== undefined) await deletePrefix(AMQP_URL, project.config.broker.management, project.config.prefix);
+  });
+
+  it('a Python worker fetches, acks with an emit (confirmed downstream) and nacks into a retry on the ladder', async () => {
+    const ids = [await push('work', 'doc.convert', ['a.txt']), await push('work', 'doc.convert', ['fail-once']), await push('work', 'doc.convert', ['b.txt'])];
+    for (const id of ids) expect((await info(id)).state).to.equal('available');
+    // Four settlements: three first attempts (one nacked) and the retry of the nacked one.
+    const run = await python(
+      ['--url', base, '--token', TOKEN, '--queue', 'work', '--emit-to', 'done', '--handler', 'echo', '--batch', '3', '--max-jobs', '4'],
+      60_000,
+    );
+    expect(run.code, run.stderr).to.equal(0);
+    const lines = run.stdout.trim().split('\n').map((line) => JSON.parse(line) as Json);
+    expect(lines.map((line) => line.state).sort()).to.deep.equal(['completed', 'completed', 'completed', 'retryable']);
+    const failed = await info(ids[1]);
+    expect(failed.state).to.equal('completed');
+    expect(failed.attempt).to.equal(2);
+    expect(failed.errors.map((error: Json) => error.type)).to.deep.equal(['ValueError']);
+    for (const id of [ids[0], ids[2]]) expect(await info(id)).to.include({ state: 'completed', attempt: 1 });
+    // What the worker emitted with its acks: three jobs downstream, children of their inputs.
+    const emitted = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['done'], count: 3, wait_ms: 5000 })).body.jobs as Json[];
+    const more = emitted.length < 3 ? ((await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['done'], count: 3, wait_ms: 5000 })).body.jobs as Json[]) : [];
+    const all = [...emitted, ...more];
+    expect(all.map((job) => job.type)).to.deep.equal(['doc.convert.done', 'doc.convert.done', 'doc.convert.done']);
+    expect(all.map((job) => job.meta.parent_id).sort()).to.deep.equal([...ids].sort());
+    for (const job of all) expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: job.id })).body.state).to.equal('completed');
+  });
+
+  it('a server SIGKILLed while its worker holds claimed jobs loses none: the broker redelivers them', async () => {
+    const child = spawnCli(['admin', '--config', project.file, '--port', '0'], { AMQP_URL, STAGECOACH_ADMIN_TOKEN: TOKEN });
+    const url = await waitFor('the second server to listen', () => /OJS HTTP binding on (http:\/\/[^/]+)\//.exec(child.out)?.[1], 20_000);
+    const ids = [];
+    for (const n of [1, 2]) {
+      const answer = await ojs(url, 'POST', '/ojs/v1/jobs', { type: 'relay.job', args: [n], options: { queue: 'relay' } });
+      ids.push(answer.body.job.id as string);
+    }
+    const claimed = await waitFor('both jobs claimed from the doomed server', async () => {
+      const jobs = (await ojs(url, 'POST', '/ojs/v1/workers/fetch', { queues: ['relay'], count: 2, wait_ms: 2000 })).body.jobs as Json[];
+      return jobs.length === 2 ? jobs : undefined;
+    });
+    expect(claimed.map((job) => job.id).sort()).to.deep.equal([...ids].sort());
+    child.kill('SIGKILL');
+    await finished(child, 10_000, 'admin (killed)');
+    // This server serves the queue now: each job comes back (through the suspect queue, run alone) and completes.
+    const done = new Set<string>();
+    await waitFor(
+      'both jobs redelivered and acknowledged',
+      async () => {
+        for (const job of (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['relay'], count: 2, wait_ms: 1000 })).body.jobs as Json[]) {
+          expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: job.id })).status).to.equal(200);
+          done.add(job.id as string);
+        }
+        return done.size === 2;
+      },
+      60_000,
+    );
+    expect([...done].sort()).to.deep.equal([...ids].sort());
+    for (const id of ids) expect((await info(id)).state).to.equal('completed');
+  });
+
+  it('a claim whose visibility timeout runs out goes back to available, same attempt, no failure counted', async () => {
+    const id = await push('lease', 'lease.job', []);
+    const first = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], visibility_timeout_ms: 1000, wait_ms: 5000 })).body.jobs as Json[];
+    expect(first.map((job) => job.id)).to.deep.equal([id]);
+    expect(first[0].attempt).to.equal(1);
+    const again = await waitFor('the job handed back after its visibility timeout', async () => {
+      const jobs = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], wait_ms: 1000 })).body.jobs as Json[];
+      return jobs.length > 0 ? jobs[0] : undefined;
+    });
+    expect(again).to.include({ id, attempt: 1 });
+    const acked = (await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: id })).body;
+    expect(acked).to.include({ state: 'completed', attempt: 1 });
+    // An ack after the claim ended is refused: the job is no longer this worker's.
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: id })).status).to.equal(409);
+  });
+});
