@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The public OJS conformance suite (shared/tools/ojs-conformance, v0.4.0) against `stagecoach admin
+# --test-reset --no-auth` on a loopback port, levels 0 and 1 (docs/http-binding.md, Conformance).
+# Prints each level's summary lines; exits 1 when fewer level-0 cases pass than MIN_LEVEL0 (the
+# count reached when the binding landed, so that a regression fails CI) or level 1 falls below
+# MIN_LEVEL1; the cases still failing are named in docs/http-binding.md.
+# Needs a built tree (dist/) and the broker; the runner and its cases are not part of the repository.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+SUITE=${OJS_CONFORMANCE_DIR:-../shared/tools/ojs-conformance}
+PORT=${OJS_CONFORMANCE_PORT:-9591}
+MIN_LEVEL0=${MIN_LEVEL0:-60}
+MIN_LEVEL1=${MIN_LEVEL1:-9}
+URL="http://127.0.0.1:$PORT"
+
+if [ ! -x "$SUITE/bin/ojs-conformance" ]; then
+  echo "conformance: no runner at $SUITE/bin/ojs-conformance; skipped"
+  exit 0
+fi
+
+LOG=$(mktemp -d)
+node bin/stagecoach.js admin --config conformance/stagecoach.json --host 127.0.0.1 --port "$PORT" --test-reset --no-auth >"$LOG/server.log" 2>&1 &
+SERVER=$!
+# The queues the cases made (non-durable, one set per queue name) go with the run.
+cleanup() {
+  kill "$SERVER" 2>/dev/null
+  wait "$SERVER" 2>/dev/null
+  node --input-type=module -e "import { deletePrefix } from './dist/src/testing/delete-prefix.js'; await deletePrefix('amqp://guest:guest@127.0.0.1:5672/', 'http://guest:guest@127.0.0.1:15672/', 'ojs-conformance');" ||
+    echo "conformance: could not delete the queues of prefix ojs-conformance" >&2
+}
+trap cleanup EXIT
+for _ in $(seq 1 60); do
+  curl -sf "$URL/ojs/v1/health" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+
+passed() { sed -n 's/.*Total: [0-9]* | Passed: \([0-9]*\) .*/\1/p' "$1" | tail -1; }
+status=0
+for level in 0 1; do
+  folder=$(ls -d "$SUITE"/suites/level-"$level"-* | head -1)
+  timeout 900 "$SUITE/bin/ojs-conformance" -url "$URL" -suites "$folder" -level "$level" -reset-url "$URL/ojs/v1/admin/reset" -timeout 30 >"$LOG/level-$level.txt" 2>&1
+  echo "conformance level $level ($(basename "$folder")):"
+  grep -E ' (FAIL|ERR) +[0-9]+ms' "$LOG/level-$level.txt" | sed 's/^/  /'
+  grep -E 'Total:' "$LOG/level-$level.txt" | sed 's/^ */  /'
+  got=$(passed "$LOG/level-$level.txt")
+  min=$([ "$level" = 0 ] && echo "$MIN_LEVEL0" || echo "$MIN_LEVEL1")
+  if [ -z "$got" ] || [ "$got" -lt "$min" ]; then
+    echo "conformance: level $level passed ${got:-no} cases, fewer than the $min it passed before (server log: $LOG/server.log)" >&2
+    tail -20 "$LOG/server.log" >&2
+    status=1
+  fi
+done
+exit $status
