@@ -18,10 +18,10 @@ import { checkBearer } from './bearer-auth.js';
 import { ConfigFile, Serializer } from './config-file.js';
 import { adminRoutes } from './routes.js';
 import { Router } from './router.js';
-import { createBindingContext } from '../http-binding/binding-context.js';
-import { toBindingError } from '../http-binding/binding-error.js';
-import { bindingRoutes } from '../http-binding/binding-routes.js';
-import { isBindingRequest, OJS_MEDIA_TYPE, OJS_VERSION } from '../http-binding/ojs-media.js';
+import { createBindingContext } from './http-binding/binding-context.js';
+import { toBindingError } from './http-binding/binding-error.js';
+import { bindingRoutes } from './http-binding/binding-routes.js';
+import { isBindingRequest, OJS_MEDIA_TYPE, OJS_VERSION } from './http-binding/ojs-media.js';
 
 /** Where the admin API listens unless told otherwise: this machine only. */
 export const DEFAULT_ADMIN_HOST = '127.0.0.1';
@@ -80,7 +80,10 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const { log } = options;
   const host = options.host ?? DEFAULT_ADMIN_HOST;
   if (options.noAuth === true && !LOOPBACK_HOSTS.has(host)) {
-    throw new StagecoachError('INVALID_REQUEST', `--no-auth is refused on host "${host}": it serves every change to anyone who can connect, so only on a loopback address (127.0.0.1, ::1, localhost)`);
+    throw new StagecoachError(
+      'INVALID_REQUEST',
+      `--no-auth is refused on host "${host}": it serves every change to anyone who can connect, so only on a loopback address (127.0.0.1, ::1, localhost)`,
+    );
   }
   const configFile = new ConfigFile(options.configFile, options.env);
   const config = await configFile.load();
@@ -129,7 +132,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       path = url.pathname;
       ojs = isBindingRequest(req.method ?? 'GET', path, req.headers.accept);
       const { route, params } = router.match(req.method ?? 'GET', url.pathname);
-      if (route.mutating && !(options.noAuth === true && req.headers.authorization === undefined)) checkBearer(req.headers.authorization, options.token);
+      if (route.mutating && !(options.noAuth === true && req.headers.authorization === undefined))
+        checkBearer(req.headers.authorization, options.token);
       ({ status, body } = await route.handle({ params, query: url.searchParams, req }));
     } catch (err) {
       ({ status, body } = ojs ? toBindingError(err) : toOjsError(err));
@@ -165,7 +169,12 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     host,
     port,
     ...(options.testReset === true ? { test_reset: 'POST /ojs/v1/admin/reset deletes every job' } : {}),
-    changes: options.noAuth === true ? 'open to requests without a token (--no-auth)' : options.token === undefined || options.token === '' ? 'disabled (no token)' : 'with token',
+    changes:
+      options.noAuth === true
+        ? 'open to requests without a token (--no-auth)'
+        : options.token === undefined || options.token === ''
+          ? 'disabled (no token)'
+          : 'with token',
   });
 
   let closing: Promise<void> | undefined;

@@ -14,7 +14,7 @@ const BATCHES = '/ojs/v1/batches';
 /**
  * Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1,
  * batch and job status, and the rate-limiting extension's section 10). `GET` and `DELETE
- * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/http-binding/), negotiated by `Accept`.
+ * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/), negotiated by `Accept`.
  */
 export function adminRoutes(ctx: AdminContext): Route[] {
   const bind =

@@ -137,9 +137,11 @@ export function buildProgram(): Command {
     .option('--test-reset', 'serve POST /ojs/v1/admin/reset, which deletes every job of the prefix (conformance runs; never production)')
     .option('--no-auth', 'requests without a token act as the admin; refused unless --host is a loopback address (never production)')
     .addOption(configOption())
-    .action(async (opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean; testReset?: boolean; auth?: boolean }) => {
-      process.exitCode = await admin(opts);
-    });
+    .action(
+      async (opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean; testReset?: boolean; auth?: boolean }) => {
+        process.exitCode = await admin(opts);
+      },
+    );
 
   const payloads = program.command('payloads').description('the payload store of jobs sent by reference (docs/payloads.md)');
   payloads

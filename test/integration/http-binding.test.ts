@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
-import { OJS_MEDIA_TYPE } from '../../src/http-binding/ojs-media.js';
+import { OJS_MEDIA_TYPE } from '../../src/admin-api/http-binding/ojs-media.js';
 import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
@@ -20,7 +20,11 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 async function ojs(base: string, method: string, route: string, body?: unknown): Promise<{ status: number; body: Json }> {
   const response = await fetch(`${base}${route}`, {
     method,
-    headers: { authorization: `Bearer ${TOKEN}`, accept: OJS_MEDIA_TYPE, ...(body === undefined ? {} : { 'content-type': OJS_MEDIA_TYPE }) },
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      accept: OJS_MEDIA_TYPE,
+      ...(body === undefined ? {} : { 'content-type': OJS_MEDIA_TYPE }),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: response.status, body: (await response.json()) as Json };
@@ -28,7 +32,10 @@ async function ojs(base: string, method: string, route: string, body?: unknown):
 
 /** Runs the standard-library Python worker of examples/python to its end. */
 function python(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn('python3', [WORKER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) as ReturnType<typeof spawn> & { out: string; err: string };
+  const child = spawn('python3', [WORKER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) as ReturnType<typeof spawn> & {
+    out: string;
+    err: string;
+  };
   child.out = '';
   child.err = '';
   child.stdout?.on('data', (chunk: Buffer) => (child.out += chunk.toString()));
@@ -67,7 +74,11 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
   });
 
   it('a Python worker fetches, acks with an emit (confirmed downstream) and nacks into a retry on the ladder', async () => {
-    const ids = [await push('work', 'doc.convert', ['a.txt']), await push('work', 'doc.convert', ['fail-once']), await push('work', 'doc.convert', ['b.txt'])];
+    const ids = [
+      await push('work', 'doc.convert', ['a.txt']),
+      await push('work', 'doc.convert', ['fail-once']),
+      await push('work', 'doc.convert', ['b.txt']),
+    ];
     for (const id of ids) expect((await info(id)).state).to.equal('available');
     // Four settlements: three first attempts (one nacked) and the retry of the nacked one.
     const run = await python(
@@ -75,7 +86,10 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
       60_000,
     );
     expect(run.code, run.stderr).to.equal(0);
-    const lines = run.stdout.trim().split('\n').map((line) => JSON.parse(line) as Json);
+    const lines = run.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Json);
     expect(lines.map((line) => line.state).sort()).to.deep.equal(['completed', 'completed', 'completed', 'retryable']);
     const failed = await info(ids[1]);
     expect(failed.state).to.equal('completed');
@@ -84,7 +98,10 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
     for (const id of [ids[0], ids[2]]) expect(await info(id)).to.include({ state: 'completed', attempt: 1 });
     // What the worker emitted with its acks: three jobs downstream, children of their inputs.
     const emitted = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['done'], count: 3, wait_ms: 5000 })).body.jobs as Json[];
-    const more = emitted.length < 3 ? ((await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['done'], count: 3, wait_ms: 5000 })).body.jobs as Json[]) : [];
+    const more =
+      emitted.length < 3
+        ? ((await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['done'], count: 3, wait_ms: 5000 })).body.jobs as Json[])
+        : [];
     const all = [...emitted, ...more];
     expect(all.map((job) => job.type)).to.deep.equal(['doc.convert.done', 'doc.convert.done', 'doc.convert.done']);
     expect(all.map((job) => job.meta.parent_id).sort()).to.deep.equal([...ids].sort());
@@ -111,7 +128,8 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
     await waitFor(
       'both jobs redelivered and acknowledged',
       async () => {
-        for (const job of (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['relay'], count: 2, wait_ms: 1000 })).body.jobs as Json[]) {
+        for (const job of (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['relay'], count: 2, wait_ms: 1000 })).body
+          .jobs as Json[]) {
           expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: job.id })).status).to.equal(200);
           done.add(job.id as string);
         }
@@ -125,7 +143,8 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
 
   it('a claim whose visibility timeout runs out goes back to available, same attempt, no failure counted', async () => {
     const id = await push('lease', 'lease.job', []);
-    const first = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], visibility_timeout_ms: 1000, wait_ms: 5000 })).body.jobs as Json[];
+    const first = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], visibility_timeout_ms: 1000, wait_ms: 5000 })).body
+      .jobs as Json[];
     expect(first.map((job) => job.id)).to.deep.equal([id]);
     expect(first[0].attempt).to.equal(1);
     const again = await waitFor('the job handed back after its visibility timeout', async () => {

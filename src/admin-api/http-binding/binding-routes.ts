@@ -1,4 +1,4 @@
-import type { ApiRequest, ApiResponse, Route } from '../admin-api/router.js';
+import type { ApiRequest, ApiResponse, Route } from '../router.js';
 import type { BindingContext } from './binding-context.js';
 import { health, manifest } from './discovery-handlers.js';
 import { jobCancel, jobInfo } from './job-handlers.js';

@@ -1,7 +1,7 @@
-import type { ApiResponse } from '../admin-api/router.js';
-import { openConnection } from '../broker/amqp-connection.js';
-import { managementApiOf } from '../security/management-api.js';
-import { vhostOfAmqpUrl } from '../security/broker-users.js';
+import type { ApiResponse } from '../router.js';
+import { openConnection } from '../../broker/amqp-connection.js';
+import { managementApiOf } from '../../security/management-api.js';
+import { vhostOfAmqpUrl } from '../../security/broker-users.js';
 import type { BindingContext } from './binding-context.js';
 
 /**

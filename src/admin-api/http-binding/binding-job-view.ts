@@ -1,4 +1,4 @@
-import { shownState, type JobRow } from '../job-state/job-lifecycle.js';
+import { shownState, type JobRow } from '../../job-state/job-lifecycle.js';
 import type { PushedJob } from './envelope-cache.js';
 
 /**

@@ -1,4 +1,4 @@
-import { toOjsError, type OjsErrorBody } from '../admin-api/api-error.js';
+import { toOjsError, type OjsErrorBody } from '../api-error.js';
 
 /** Where the binding's errors are explained. */
 export const BINDING_DOCS_URL = 'https://github.com/openjobspec/spec/blob/main/spec/ojs-http-binding.md';

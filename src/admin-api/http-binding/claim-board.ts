@@ -1,6 +1,6 @@
-import { JobCancelledError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../errors/errors.js';
-import type { Job } from '../job/job.types.js';
-import type { StageContext } from '../stage/stage.types.js';
+import { JobCancelledError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../../errors/errors.js';
+import type { Job } from '../../job/job.types.js';
+import type { StageContext } from '../../stage/stage.types.js';
 
 /** How long a claimed job stays with its worker without an ack, nack or heartbeat (docs/http-binding.md). */
 export const DEFAULT_VISIBILITY_MS = 30_000;
@@ -33,7 +33,7 @@ export interface Held {
 }
 
 /**
- * The jobs that remote stages' handlers hold for HTTP workers (src/http-binding/remote-stages.ts):
+ * The jobs that remote stages' handlers hold for HTTP workers (src/admin-api/http-binding/remote-stages.ts):
  * a line per queue key, in delivery order. A fetch claims from the lines asked for, in order,
  * each job exactly once; the claim ends with the worker's ack (the handler returns its result
  * after emitting what it sent), its nack (the handler throws: retried or dead-lettered by the
@@ -173,7 +173,8 @@ export class ClaimBoard {
   /** Hands every held job back (test reset, shutdown): each is settled by the runner as a visibility expiry. */
   releaseAll(): void {
     for (const held of [...this.claimed.values()]) this.expire(held);
-    for (const line of this.waiting.values()) for (const held of line.splice(0)) held.settle.reject(new VisibilityExpiredError(held.job.id, 0));
+    for (const line of this.waiting.values())
+      for (const held of line.splice(0)) held.settle.reject(new VisibilityExpiredError(held.job.id, 0));
   }
 
   private expire(held: Held): void {

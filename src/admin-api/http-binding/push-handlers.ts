@@ -1,9 +1,9 @@
-import { ApiError } from '../admin-api/api-error.js';
-import { readJsonValue } from '../admin-api/request-body.js';
-import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
-import { queueFor } from '../config/queue-resolver.js';
-import { StagecoachError } from '../errors/errors.js';
-import type { Job } from '../job/job.types.js';
+import { ApiError } from '../api-error.js';
+import { readJsonValue } from '../request-body.js';
+import type { ApiRequest, ApiResponse } from '../router.js';
+import { queueFor } from '../../config/queue-resolver.js';
+import { StagecoachError } from '../../errors/errors.js';
+import type { Job } from '../../job/job.types.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { readPushInput, type PushInput } from './push-input.js';

@@ -1,6 +1,6 @@
-import { InvalidPayloadError } from '../errors/errors.js';
-import type { RetryPolicy } from '../config/config.types.js';
-import type { PublishSpec } from '../job/job.types.js';
+import { InvalidPayloadError } from '../../errors/errors.js';
+import type { RetryPolicy } from '../../config/config.types.js';
+import type { PublishSpec } from '../../job/job.types.js';
 
 /** The queue of a job pushed without `options.queue` (OJS core: `default`). */
 export const DEFAULT_QUEUE = 'default';
@@ -38,11 +38,14 @@ export interface PushInput {
  * the spec's range.
  */
 export function readPushInput(body: unknown, tenant: string | undefined): PushInput {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidPayloadError('the request body must be an OJS job (a JSON object)');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new InvalidPayloadError('the request body must be an OJS job (a JSON object)');
   const job = body as Record<string, unknown>;
   const options = objectField(job.options, 'options');
   if (typeof job.type !== 'string' || !JOB_TYPE.test(job.type)) {
-    throw new InvalidPayloadError(`"type" must be a job type such as "email.send" (${JOB_TYPE.source}), got ${JSON.stringify(job.type) ?? 'nothing'}`);
+    throw new InvalidPayloadError(
+      `"type" must be a job type such as "email.send" (${JOB_TYPE.source}), got ${JSON.stringify(job.type) ?? 'nothing'}`,
+    );
   }
   if (!Array.isArray(job.args)) throw new InvalidPayloadError(`"args" must be a JSON array, got ${JSON.stringify(job.args) ?? 'nothing'}`);
   if (job.id !== undefined && (typeof job.id !== 'string' || !UUID_V7.test(job.id))) {
@@ -54,17 +57,22 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   }
   const priority = options.priority ?? job.priority;
   if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority as number) > PRIORITY_RANGE)) {
-    throw new InvalidPayloadError(`"options.priority" must be an integer from -${PRIORITY_RANGE} to ${PRIORITY_RANGE}, got ${JSON.stringify(priority)}`);
+    throw new InvalidPayloadError(
+      `"options.priority" must be an integer from -${PRIORITY_RANGE} to ${PRIORITY_RANGE}, got ${JSON.stringify(priority)}`,
+    );
   }
   const timeoutMs = options.timeout_ms;
   if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0))) {
     throw new InvalidPayloadError(`"options.timeout_ms" must be a positive number of milliseconds, got ${JSON.stringify(timeoutMs)}`);
   }
   const scheduledAt = options.delay_until ?? options.scheduled_at;
-  if (scheduledAt !== undefined && typeof scheduledAt !== 'string') throw new InvalidPayloadError('"options.delay_until" must be an ISO 8601 timestamp');
+  if (scheduledAt !== undefined && typeof scheduledAt !== 'string')
+    throw new InvalidPayloadError('"options.delay_until" must be an ISO 8601 timestamp');
   const visibilityMs = options.visibility_timeout_ms;
   if (visibilityMs !== undefined && (!Number.isInteger(visibilityMs) || (visibilityMs as number) < 1000)) {
-    throw new InvalidPayloadError(`"options.visibility_timeout_ms" must be an integer of at least 1000, got ${JSON.stringify(visibilityMs)}`);
+    throw new InvalidPayloadError(
+      `"options.visibility_timeout_ms" must be an integer of at least 1000, got ${JSON.stringify(visibilityMs)}`,
+    );
   }
   const meta = objectField(job.meta, 'meta');
   const spec: PublishSpec = {

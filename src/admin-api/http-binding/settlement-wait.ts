@@ -1,4 +1,4 @@
-import { ENDED_STATES, type JobRow } from '../job-state/job-lifecycle.js';
+import { ENDED_STATES, type JobRow } from '../../job-state/job-lifecycle.js';
 import type { BindingContext } from './binding-context.js';
 
 /** The longest an ack or nack waits for its settlement to reach the job store. */
@@ -16,7 +16,11 @@ export async function waitForSettlement(ctx: BindingContext, id: string, attempt
   let row: JobRow | undefined;
   for (;;) {
     row = await (await ctx.admin.jobs()).get(id);
-    if (row !== undefined && (ENDED_STATES.has(row.state) || row.attempt > attempt || (row.state !== 'active' && row.outcome !== 'created'))) return row;
+    if (
+      row !== undefined &&
+      (ENDED_STATES.has(row.state) || row.attempt > attempt || (row.state !== 'active' && row.outcome !== 'created'))
+    )
+      return row;
     if (Date.now() >= deadline) return row;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }

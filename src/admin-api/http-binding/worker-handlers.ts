@@ -1,8 +1,8 @@
-import { ApiError } from '../admin-api/api-error.js';
-import { readJsonValue } from '../admin-api/request-body.js';
-import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
-import type { JobRow } from '../job-state/job-lifecycle.js';
-import type { Job } from '../job/job.types.js';
+import { ApiError } from '../api-error.js';
+import { readJsonValue } from '../request-body.js';
+import type { ApiRequest, ApiResponse } from '../router.js';
+import type { JobRow } from '../../job-state/job-lifecycle.js';
+import type { Job } from '../../job/job.types.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, type NackError } from './claim-board.js';
@@ -38,7 +38,9 @@ export async function fetchJobs(ctx: BindingContext, { req }: ApiRequest): Promi
   const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
   const config = await ctx.admin.configFile.load();
   const tenant = tenantOf(req);
-  const served = await Promise.all((queues as string[]).map((queue) => ctx.remote.serve(queue, ctx.remote.tenantFor(config, queue, tenant))));
+  const served = await Promise.all(
+    (queues as string[]).map((queue) => ctx.remote.serve(queue, ctx.remote.tenantFor(config, queue, tenant))),
+  );
   const keys = served.map((remote) => remote.key);
   const deadline = Date.now() + (waitMs ?? ARRIVAL_WAIT_MS);
   for (;;) {
@@ -99,7 +101,11 @@ async function claimOf(ctx: BindingContext, id: unknown): Promise<Held> {
   if (held !== undefined) return held;
   const row = await (await ctx.admin.jobs()).get(id);
   if (row === undefined && !ctx.envelopes.has(id)) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
-  throw new ApiError(409, 'CONFLICT', `job "${id}" is not active here: only a job fetched from this server, and not settled, can be acknowledged`);
+  throw new ApiError(
+    409,
+    'CONFLICT',
+    `job "${id}" is not active here: only a job fetched from this server, and not settled, can be acknowledged`,
+  );
 }
 
 /** The answer to an ack or nack: the job once its settlement is in the store (or as far as it got within the wait). */
@@ -112,7 +118,11 @@ async function settled(ctx: BindingContext, held: Held): Promise<ApiResponse> {
 export function claimedView(ctx: BindingContext, held: Held): Record<string, unknown> {
   const pushed = ctx.envelopes.get(held.job.id);
   return {
-    ...bindingJobView(undefined, { job: held.job, extensions: pushed?.extensions ?? {}, ...(pushed?.priority === undefined ? {} : { priority: pushed.priority }) }),
+    ...bindingJobView(undefined, {
+      job: held.job,
+      extensions: pushed?.extensions ?? {},
+      ...(pushed?.priority === undefined ? {} : { priority: pushed.priority }),
+    }),
     state: 'active',
     attempt: held.job.attempt,
     started_at: held.claim?.at,
@@ -121,7 +131,8 @@ export function claimedView(ctx: BindingContext, held: Held): Record<string, unk
 }
 
 function object(value: unknown): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ApiError(400, 'INVALID_REQUEST', 'the request body must be a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ApiError(400, 'INVALID_REQUEST', 'the request body must be a JSON object');
   return value as Record<string, unknown>;
 }
 
@@ -132,4 +143,3 @@ function integer(value: unknown, name: string, min: number, max: number): number
   }
   return value as number;
 }
-

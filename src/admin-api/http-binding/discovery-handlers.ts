@@ -1,5 +1,5 @@
-import type { ApiResponse } from '../admin-api/router.js';
-import { packageVersion } from '../util/package-version.js';
+import type { ApiResponse } from '../router.js';
+import { packageVersion } from '../../util/package-version.js';
 import type { BindingContext } from './binding-context.js';
 import { OJS_VERSION } from './ojs-media.js';
 
@@ -27,8 +27,14 @@ export async function health(ctx: BindingContext): Promise<ApiResponse> {
   const started = Date.now();
   try {
     await (await ctx.admin.jobs()).get('00000000-0000-7000-8000-000000000000');
-    return { status: 200, body: { status: 'ok', version: OJS_VERSION, backend: { type: 'rabbitmq', status: 'ok', latency_ms: Date.now() - started } } };
+    return {
+      status: 200,
+      body: { status: 'ok', version: OJS_VERSION, backend: { type: 'rabbitmq', status: 'ok', latency_ms: Date.now() - started } },
+    };
   } catch (err) {
-    return { status: 503, body: { status: 'error', version: OJS_VERSION, backend: { type: 'rabbitmq', status: 'error', error: (err as Error).message } } };
+    return {
+      status: 503,
+      body: { status: 'error', version: OJS_VERSION, backend: { type: 'rabbitmq', status: 'error', error: (err as Error).message } },
+    };
   }
 }

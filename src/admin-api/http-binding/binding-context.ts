@@ -1,5 +1,5 @@
-import type { AdminContext } from '../admin-api/admin-context.js';
-import { Publisher } from '../publisher/publisher.js';
+import type { AdminContext } from '../admin-context.js';
+import { Publisher } from '../../publisher/publisher.js';
 import { ClaimBoard } from './claim-board.js';
 import { EnvelopeCache } from './envelope-cache.js';
 import { RemoteStages } from './remote-stages.js';

@@ -1,7 +1,7 @@
-import { deleteJob as adminCancel, jobDetails as adminInfo } from '../admin-api/job-handlers.js';
-import { ApiError } from '../admin-api/api-error.js';
-import type { ApiRequest, ApiResponse } from '../admin-api/router.js';
-import { cancelJob } from '../batch/job-cancel.js';
+import { deleteJob as adminCancel, jobDetails as adminInfo } from '../job-handlers.js';
+import { ApiError } from '../api-error.js';
+import type { ApiRequest, ApiResponse } from '../router.js';
+import { cancelJob } from '../../batch/job-cancel.js';
 import { waitForSettlement } from './settlement-wait.js';
 import { claimedView } from './worker-handlers.js';
 import type { BindingContext } from './binding-context.js';
@@ -17,7 +17,8 @@ export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise
   if (held !== undefined) return { status: 200, body: { job: claimedView(ctx, held) } };
   const row = await (await ctx.admin.jobs()).get(id);
   const pushed = ctx.envelopes.get(id);
-  if (row === undefined && pushed === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
+  if (row === undefined && pushed === undefined)
+    throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
   return { status: 200, body: { job: bindingJobView(row, pushed) } };
 }
 
@@ -39,6 +40,9 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();
     const view = await cancelJob(config, id, ctx.admin.log, store);
-    return { status: 200, body: { job: bindingJobView({ ...row, cancel_requested: view.cancelled_at ?? new Date().toISOString() }, pushed) } };
+    return {
+      status: 200,
+      body: { job: bindingJobView({ ...row, cancel_requested: view.cancelled_at ?? new Date().toISOString() }, pushed) },
+    };
   });
 }

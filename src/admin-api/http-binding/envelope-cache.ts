@@ -1,4 +1,4 @@
-import type { Job } from '../job/job.types.js';
+import type { Job } from '../../job/job.types.js';
 
 /** Most envelopes kept: about 2 KB each, so a few tens of MB at most. */
 export const ENVELOPE_CACHE_SIZE = 20_000;

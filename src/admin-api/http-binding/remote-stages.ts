@@ -1,16 +1,16 @@
-import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
-import { declareTopology } from '../broker/declare-topology.js';
-import type { CompiledConfig, CompiledStageConfig } from '../config/config.types.js';
-import { queueFor } from '../config/queue-resolver.js';
-import { TenantRequiredError, StagecoachError } from '../errors/errors.js';
-import type { Job } from '../job/job.types.js';
-import type { Logger } from '../logging/logger.js';
-import { payloadOffloaderFor, type PayloadOffloader } from '../payload/payload-offloader.js';
-import { StageRunner } from '../runner/stage-runner.js';
-import type { LoadedStage } from '../stage/stage-loader.js';
-import type { StageContext, StageMetadata } from '../stage/stage.types.js';
-import { stageTopology } from '../topology/build-topology.js';
-import { BrokerNames } from '../topology/names.js';
+import { openConnection, type AmqpConnection } from '../../broker/amqp-connection.js';
+import { declareTopology } from '../../broker/declare-topology.js';
+import type { CompiledConfig, CompiledStageConfig } from '../../config/config.types.js';
+import { queueFor } from '../../config/queue-resolver.js';
+import { TenantRequiredError, StagecoachError } from '../../errors/errors.js';
+import type { Job } from '../../job/job.types.js';
+import type { Logger } from '../../logging/logger.js';
+import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
+import { StageRunner } from '../../runner/stage-runner.js';
+import type { LoadedStage } from '../../stage/stage-loader.js';
+import type { StageContext, StageMetadata } from '../../stage/stage.types.js';
+import { stageTopology } from '../../topology/build-topology.js';
+import { BrokerNames } from '../../topology/names.js';
 import type { ClaimBoard } from './claim-board.js';
 
 /** Most jobs one server holds for the HTTP workers of one queue (and tenant) at once: its prefetch. */
@@ -130,8 +130,8 @@ export class RemoteStages {
     const { connection, config, payloads } = await this.open();
     const metadata = metadataOf(config, queue);
     const board = this.board;
-    let runner: StageRunner | undefined;
-    const onClaim = (job: Job): void => runner?.started(job);
+    // Claims come after the start (the runner exists by then): each is the job's `started` report.
+    const onClaim = (job: Job): void => runner.started(job);
     // One class per queue: the container builds it like any stage; its handler is the claim board.
     class RemoteWorkerStage {
       handle(job: Job, ctx: StageContext): Promise<unknown> {
@@ -139,7 +139,13 @@ export class RemoteStages {
       }
     }
     const stage: LoadedStage = { metadata, target: RemoteWorkerStage, modules: [] };
-    runner = new StageRunner({ config: withRemoteStage(config, metadata), stage, ...(tenant === undefined ? {} : { tenant }), log: this.log, payloads });
+    const runner = new StageRunner({
+      config: withRemoteStage(config, metadata),
+      stage,
+      ...(tenant === undefined ? {} : { tenant }),
+      log: this.log,
+      payloads,
+    });
     runner.on('fatal', (err: Error) => {
       this.log.error('a remote stage lost its channels; its next fetch starts it again', { queue, tenant, err: err.message });
       this.running.delete(key);
@@ -155,7 +161,7 @@ export class RemoteStages {
       const connection = await openConnection(config, this.log, 'stagecoach-http-workers');
       connection.on('close', () => {
         // Every delivery held is back with the broker: the next fetch opens anew.
-        this.log.warn('the HTTP workers\' broker connection closed; held jobs go back to their queues');
+        this.log.warn("the HTTP workers' broker connection closed; held jobs go back to their queues");
         this.connection = undefined;
         this.running.clear();
         this.declared.clear();
@@ -181,7 +187,10 @@ function metadataOf(config: CompiledConfig, queue: string): StageMetadata {
 /** The configuration with the remote stage's settings: prefetch and concurrency REMOTE_CONCURRENCY, no threads, no limits of its own. */
 function withRemoteStage(config: CompiledConfig, metadata: StageMetadata): CompiledConfig {
   if (config.stages.has(metadata.name) && config.stages.get(metadata.name)?.module !== '<http-binding>') {
-    throw new StagecoachError('INVALID_CONFIG', `stage "${metadata.name}" is configured: the HTTP binding names its remote stage of queue "${metadata.input}" so`);
+    throw new StagecoachError(
+      'INVALID_CONFIG',
+      `stage "${metadata.name}" is configured: the HTTP binding names its remote stage of queue "${metadata.input}" so`,
+    );
   }
   const settings: CompiledStageConfig = {
     name: metadata.name,

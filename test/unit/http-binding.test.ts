@@ -1,0 +1,189 @@
+import { expect } from 'chai';
+import { ApiError } from '../../src/admin-api/api-error.js';
+import {
+  InvalidPayloadError,
+  JobCancelledError,
+  NonRetryableError,
+  StagecoachError,
+  VisibilityExpiredError,
+} from '../../src/errors/errors.js';
+import { toBindingError } from '../../src/admin-api/http-binding/binding-error.js';
+import { bindingJobView } from '../../src/admin-api/http-binding/binding-job-view.js';
+import { ClaimBoard } from '../../src/admin-api/http-binding/claim-board.js';
+import { EnvelopeCache } from '../../src/admin-api/http-binding/envelope-cache.js';
+import { isBindingRequest } from '../../src/admin-api/http-binding/ojs-media.js';
+import { readPushInput } from '../../src/admin-api/http-binding/push-input.js';
+import type { JobRow } from '../../src/job-state/job-lifecycle.js';
+import type { Job } from '../../src/job/job.types.js';
+import type { StageContext } from '../../src/stage/stage.types.js';
+
+const job = (id: string, extra: Partial<Job> = {}): Job => ({
+  specversion: '1.0',
+  id,
+  type: 't.x',
+  queue: 'q',
+  args: [],
+  meta: {},
+  attempt: 1,
+  created_at: '2026-01-01T00:00:00.000Z',
+  ...extra,
+});
+
+function context(): StageContext & { emitted: Array<[string, unknown]>; abort: AbortController } {
+  const abort = new AbortController();
+  const emitted: Array<[string, unknown]> = [];
+  return {
+    signal: abort.signal,
+    abort,
+    emitted,
+    emit: (output: string, spec: unknown) => {
+      emitted.push([output, spec]);
+      return Promise.resolve('child');
+    },
+  } as unknown as StageContext & { emitted: Array<[string, unknown]>; abort: AbortController };
+}
+
+describe('OJS HTTP binding', () => {
+  describe('readPushInput', () => {
+    it('reads a push into the publisher spec, keeping the OJS priority and unknown fields', () => {
+      const input = readPushInput(
+        {
+          type: 'email.send',
+          args: [1],
+          meta: { a: 1 },
+          options: { queue: 'mail', priority: -50, timeout_ms: 1500, delay_until: '2030-01-01T00:00:00Z' },
+          x_ext: true,
+        },
+        'acme',
+      );
+      expect(input.queue).to.equal('mail');
+      expect(input.priority).to.equal(-50);
+      expect(input.extensions).to.deep.equal({ x_ext: true });
+      expect(input.spec).to.include({ type: 'email.send', timeout: 2, scheduled_at: '2030-01-01T00:00:00Z', tenant: 'acme' });
+    });
+
+    it('refuses what the spec refuses, naming the field', () => {
+      const refusals: Array<[unknown, RegExp]> = [
+        [null, /JSON object/],
+        [{ args: [] }, /"type"/],
+        [{ type: 'Email.Send', args: [] }, /"type"/],
+        [{ type: 'a.b' }, /"args"/],
+        [{ type: 'a.b', args: {} }, /"args"/],
+        [{ type: 'a.b', args: [], id: '550e8400-e29b-41d4-a716-446655440000' }, /UUIDv7/],
+        [{ type: 'a.b', args: [], options: { queue: 'Default' } }, /options.queue/],
+        [{ type: 'a.b', args: [], options: { priority: 101 } }, /priority/],
+      ];
+      for (const [body, message] of refusals)
+        expect(() => readPushInput(body, undefined), JSON.stringify(body)).to.throw(InvalidPayloadError, message);
+    });
+
+    it('takes hyphenated job types and the default queue', () => {
+      expect(readPushInput({ type: 'retry.test.max-attempts', args: [] }, undefined).queue).to.equal('default');
+    });
+  });
+
+  describe('bindingJobView', () => {
+    const row = (over: Partial<JobRow>): JobRow => ({
+      id: 'j',
+      state: 'available',
+      key: [1, '2026-01-01T00:00:01.000Z', 0],
+      outcome: 'created',
+      attempt: 1,
+      children: [],
+      errors: [],
+      ...over,
+    });
+
+    it('counts attempts made: 0 while the first waits, the attempt at hand once started, the last made while a retry waits', () => {
+      expect(bindingJobView(row({}), undefined).attempt).to.equal(0);
+      expect(bindingJobView(row({ state: 'active', outcome: 'started', started_at: 'x' }), undefined).attempt).to.equal(1);
+      expect(bindingJobView(row({ state: 'retryable', outcome: 'retrying', attempt: 2, started_at: 'x' }), undefined).attempt).to.equal(1);
+    });
+
+    it('leaves out what has no value, and dates a discarded job', () => {
+      const waiting = bindingJobView(row({}), { job: job('j', { args: [1] }), extensions: { x: 1 }, priority: 7 });
+      expect(waiting).to.include({ state: 'available', priority: 7, x: 1 });
+      expect(waiting).not.to.have.property('started_at');
+      const dead = bindingJobView(
+        row({ state: 'discarded', outcome: 'dead', key: [1, '2026-01-02T00:00:00.000Z', 2], started_at: 'x' }),
+        undefined,
+      );
+      expect(dead).to.include({ completed_at: '2026-01-02T00:00:00.000Z', discarded_at: '2026-01-02T00:00:00.000Z' });
+    });
+  });
+
+  describe('ClaimBoard', () => {
+    it('claims from the lines in the order asked, each job once', async () => {
+      const board = new ClaimBoard();
+      const started: string[] = [];
+      const settled = [
+        board.hold('low', job('l1'), context(), (j) => started.push(j.id)),
+        board.hold('high', job('h1'), context(), (j) => started.push(j.id)),
+      ];
+      const taken = board.claim(['high', 'low'], 5, 'w', () => 60_000);
+      expect(taken.map((held) => held.job.id)).to.deep.equal(['h1', 'l1']);
+      expect(started).to.deep.equal(['h1', 'l1']);
+      expect(board.claim(['high', 'low'], 5, 'w', () => 60_000)).to.deep.equal([]);
+      for (const held of taken) await board.ack(held, {});
+      await Promise.all(settled);
+    });
+
+    it('an ack emits before it returns the result; a nack fails the handler, non-retryable when the worker says so', async () => {
+      const board = new ClaimBoard();
+      const ctx = context();
+      const acked = board.hold('q', job('a'), ctx, () => undefined);
+      const nacked = board.hold('q', job('b'), context(), () => undefined);
+      const [a, b] = board.claim(['q'], 2, 'w', () => 60_000);
+      await board.ack(a, { result: { ok: true }, emit: [{ queue: 'out', type: 'x.y', args: [1] }] });
+      expect(await acked).to.deep.equal({ ok: true });
+      expect(ctx.emitted).to.deep.equal([['out', { type: 'x.y', args: [1] }]]);
+      board.nack(b, { type: 'BadInput', message: 'no', retryable: false });
+      const error = await nacked.catch((err: unknown) => err);
+      expect(error).to.be.instanceOf(NonRetryableError);
+      expect((error as NonRetryableError).type).to.equal('BadInput');
+      expect(board.claimOf('b')).to.equal(undefined);
+    });
+
+    it('a claim not extended by heartbeats expires into a hand-back; cancel settles a waiting job cancelled', async () => {
+      const board = new ClaimBoard();
+      const expiring = board.hold('q', job('e'), context(), () => undefined);
+      board.claim(['q'], 1, 'w', () => 30);
+      expect(board.heartbeat('other', undefined)).to.deep.equal([]);
+      expect(await expiring.catch((err: unknown) => err)).to.be.instanceOf(VisibilityExpiredError);
+      const waiting = board.hold('q', job('c'), context(), () => undefined);
+      expect(board.cancel('c')?.job.id).to.equal('c');
+      expect(await waiting.catch((err: unknown) => err)).to.be.instanceOf(JobCancelledError);
+      expect(board.waitingOn('q')).to.equal(0);
+    });
+
+    it('a job whose delivery was lost leaves the board', async () => {
+      const board = new ClaimBoard();
+      const ctx = context();
+      const lost = board.hold('q', job('z'), ctx, () => undefined);
+      ctx.abort.abort(new Error('lost'));
+      await lost.catch(() => undefined);
+      expect(board.claim(['q'], 1, 'w', () => 1000)).to.deep.equal([]);
+    });
+  });
+
+  it('errors carry the binding code, a hint and a docs URL', () => {
+    const { status, body } = toBindingError(new ApiError(404, 'NOT_FOUND', 'nope'));
+    expect(status).to.equal(404);
+    expect(body.error).to.include({ code: 'not_found', retryable: false });
+    expect(body.error.hint).to.be.a('string');
+    expect(toBindingError(new StagecoachError('DUPLICATE', 'twice')).body.error.code).to.equal('duplicate');
+  });
+
+  it("job reads are the binding's for OJS clients only; its other paths always", () => {
+    expect(isBindingRequest('GET', '/ojs/v1/jobs/x', 'application/openjobspec+json')).to.equal(true);
+    expect(isBindingRequest('GET', '/ojs/v1/jobs/x', 'application/json')).to.equal(false);
+    expect(isBindingRequest('POST', '/ojs/v1/jobs', undefined)).to.equal(true);
+    expect(isBindingRequest('GET', '/ojs/v1/queues', 'application/openjobspec+json')).to.equal(false);
+  });
+
+  it('the envelope cache keeps the newest', () => {
+    const cache = new EnvelopeCache(2);
+    for (const id of ['a', 'b', 'c']) cache.add({ job: job(id), extensions: {} });
+    expect([cache.has('a'), cache.has('b'), cache.has('c')]).to.deep.equal([false, true, true]);
+  });
+});
