@@ -14,7 +14,7 @@ import { managementApiOf } from '../security/management-api.js';
 import { hostAllowed, LOOPBACK_HOSTS } from './host-check.js';
 import { StagecoachError } from '../errors/errors.js';
 import { toOjsError } from './api-error.js';
-import { checkBearer } from './bearer-auth.js';
+import { callerOf } from './bearer-auth.js';
 import { ConfigFile, Serializer } from './config-file.js';
 import { adminRoutes } from './routes.js';
 import { Router } from './router.js';
@@ -132,9 +132,12 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       path = url.pathname;
       ojs = isBindingRequest(req.method ?? 'GET', path, req.headers.accept);
       const { route, params } = router.match(req.method ?? 'GET', url.pathname);
-      if (route.mutating && !(options.noAuth === true && req.headers.authorization === undefined))
-        checkBearer(req.headers.authorization, options.token);
-      ({ status, body } = await route.handle({ params, query: url.searchParams, req }));
+      const caller = callerOf(
+        req.headers.authorization,
+        { token: options.token, prefix: config.prefix, noAuth: options.noAuth === true },
+        route,
+      );
+      ({ status, body } = await route.handle({ params, query: url.searchParams, req, caller }));
     } catch (err) {
       ({ status, body } = ojs ? toBindingError(err) : toOjsError(err));
       const fields = { method: req.method, path, status, error: (err as Error).message };

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from './api-error.js';
+import { tenantOfToken } from './tenant-tokens.js';
 
 /** The environment variable holding the admin API's bearer token. */
 export const ADMIN_TOKEN_ENV = 'STAGECOACH_ADMIN_TOKEN';
@@ -27,4 +28,43 @@ export function checkBearer(authorization: string | undefined, token: string | u
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
+}
+
+/** Who sent a request: the admin (its token, or `--no-auth` without one), a tenant (its HTTP token), or no one. */
+export type Caller = { kind: 'admin' } | { kind: 'tenant'; tenant: string } | { kind: 'anonymous' };
+
+/**
+ * The caller of a request to a route. A tenant token (tenant-tokens.ts) is taken on the routes
+ * that confine to a tenant (`tenantRoute`) and refused (403) elsewhere; any other token must be
+ * the admin token on a route that changes state (checkBearer), and on a read only identifies the
+ * admin when it is (reads are open, as they always were). `--no-auth` makes a request without
+ * an `Authorization` header the admin's.
+ */
+export function callerOf(
+  authorization: string | undefined,
+  options: { token: string | undefined; prefix: string; noAuth: boolean },
+  route: { mutating: boolean; tenantRoute?: boolean },
+): Caller {
+  if (authorization === undefined) {
+    if (options.noAuth) return { kind: 'admin' };
+    if (route.mutating) checkBearer(authorization, options.token);
+    return { kind: 'anonymous' };
+  }
+  const given = /^Bearer[ ]+(\S+)[ ]*$/i.exec(authorization)?.[1];
+  const tenant = given === undefined ? undefined : tenantOfToken(options.token, options.prefix, given);
+  if (tenant !== undefined) {
+    if (route.tenantRoute !== true)
+      throw new ApiError(403, 'UNAUTHORIZED', 'a tenant token serves the OJS HTTP binding only; this endpoint needs the admin token');
+    return { kind: 'tenant', tenant };
+  }
+  if (route.mutating) {
+    checkBearer(authorization, options.token);
+    return { kind: 'admin' };
+  }
+  try {
+    checkBearer(authorization, options.token);
+    return { kind: 'admin' };
+  } catch {
+    return { kind: 'anonymous' };
+  }
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from './api-error.js';
+import type { Caller } from './bearer-auth.js';
 
 /** What a handler answers: a status and a JSON body. */
 export interface ApiResponse {
@@ -12,6 +13,8 @@ export interface ApiRequest {
   params: Readonly<Record<string, string>>;
   query: URLSearchParams;
   req: IncomingMessage;
+  /** Who sent it (bearer-auth.ts callerOf); anonymous when not told. */
+  caller?: Caller;
 }
 
 export interface Route {
@@ -20,6 +23,8 @@ export interface Route {
   path: string;
   /** Changes state: needs the bearer token (checked before anything else is read). */
   mutating: boolean;
+  /** A tenant's HTTP token may call it, confined to its tenant (the OJS HTTP binding's routes). */
+  tenantRoute?: boolean;
   handle(request: ApiRequest): Promise<ApiResponse>;
 }
 

@@ -249,7 +249,7 @@ export function buildProgram(): Command {
   program
     .command('credentials [tenant]')
     .description("with security.tenantUsers: set a fresh password for a tenant's broker user (or the internal user) and print its AMQP URL")
-    .option('--role <role>', 'producer, stage, or internal (no tenant)', 'producer')
+    .option('--role <role>', 'producer, stage, internal (no tenant), or http (a bearer token for the OJS HTTP binding)', 'producer')
     .addOption(configOption())
     .action(async (tenant: string | undefined, opts: { role: string; config?: string }) => {
       process.exitCode = await credentials(tenant, opts);

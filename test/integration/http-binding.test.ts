@@ -5,7 +5,8 @@ import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-se
 import { createLogger } from '../../src/logging/logger.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { OJS_MEDIA_TYPE } from '../../src/admin-api/http-binding/ojs-media.js';
-import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
+import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
+import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -17,12 +18,19 @@ const WORKER = path.join(REPO_ROOT, 'examples/python/ojs_worker.py');
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 /** One request to a binding at `base`, as an OJS client sends it. */
-async function ojs(base: string, method: string, route: string, body?: unknown): Promise<{ status: number; body: Json }> {
+async function ojs(
+  base: string,
+  method: string,
+  route: string,
+  body?: unknown,
+  as: { token?: string; tenant?: string } = {},
+): Promise<{ status: number; body: Json }> {
   const response = await fetch(`${base}${route}`, {
     method,
     headers: {
-      authorization: `Bearer ${TOKEN}`,
+      authorization: `Bearer ${as.token ?? TOKEN}`,
       accept: OJS_MEDIA_TYPE,
+      ...(as.tenant === undefined ? {} : { 'x-ojs-tenant': as.tenant }),
       ...(body === undefined ? {} : { 'content-type': OJS_MEDIA_TYPE }),
     },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -59,7 +67,18 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
   before(async () => {
     const retry = { max_attempts: 3, initial_interval: 'PT1S', backoff_coefficient: 1, max_interval: 'PT1S' };
     project = await writeConfigFile(
-      { queues: { _default: { scope: 'shared', default_retry: retry }, work: {}, done: {}, relay: {}, lease: {} }, stages: {} },
+      {
+        tenants: ['acme', 'globex'],
+        queues: {
+          _default: { scope: 'shared', default_retry: retry },
+          work: {},
+          done: {},
+          relay: {},
+          lease: {},
+          conversions: { scope: 'tenant' },
+        },
+        stages: {},
+      },
       [],
       'http-binding',
     );
@@ -156,5 +175,39 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
     expect(acked).to.include({ state: 'completed', attempt: 1 });
     // An ack after the claim ended is refused: the job is no longer this worker's.
     expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: id })).status).to.equal(409);
+  });
+
+  it("a tenant's token confines it to its tenant: another's jobs are not found, shared queues and admin endpoints refused", async () => {
+    const { stdout } = await runCli(['credentials', 'acme', '--role', 'http', '--config', project.file], {
+      AMQP_URL,
+      STAGECOACH_ADMIN_TOKEN: TOKEN,
+    });
+    const acme = stdout.trim();
+    expect(acme).to.equal(tenantToken(TOKEN, project.config.prefix, 'acme'));
+    const asAcme = { token: acme };
+    const theirs = (
+      await ojs(base, 'POST', '/ojs/v1/jobs', { type: 'doc.convert', args: ['g'], options: { queue: 'conversions' } }, { tenant: 'globex' })
+    ).body.job;
+    expect(theirs.tenant).to.equal('globex');
+    const ours = (await ojs(base, 'POST', '/ojs/v1/jobs', { type: 'doc.convert', args: ['a'], options: { queue: 'conversions' } }, asAcme))
+      .body.job;
+    expect(ours.tenant).to.equal('acme');
+    expect((await ojs(base, 'GET', `/ojs/v1/jobs/${theirs.id as string}`, undefined, asAcme)).status).to.equal(404);
+    expect((await ojs(base, 'DELETE', `/ojs/v1/jobs/${theirs.id as string}`, undefined, asAcme)).status).to.equal(404);
+    expect(
+      (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['conversions'] }, { ...asAcme, tenant: 'globex' })).status,
+    ).to.equal(403);
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['work'] }, asAcme)).status).to.equal(403);
+    expect((await ojs(base, 'GET', '/ojs/v1/queues', undefined, asAcme)).status).to.equal(403);
+    const fetched = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['conversions'], count: 5, wait_ms: 3000 }, asAcme)).body
+      .jobs as Json[];
+    expect(fetched.map((job) => job.id)).to.deep.equal([ours.id]);
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: ours.id }, asAcme)).body.state).to.equal('completed');
+    // globex's job is still there for globex's workers (the admin acting for globex here).
+    const globex = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['conversions'], wait_ms: 3000 }, { tenant: 'globex' })).body
+      .jobs as Json[];
+    expect(globex.map((job) => job.id)).to.deep.equal([theirs.id]);
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: theirs.id }, asAcme)).status).to.equal(404);
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: theirs.id }, { tenant: 'globex' })).body.state).to.equal('completed');
   });
 });

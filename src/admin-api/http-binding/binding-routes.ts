@@ -16,16 +16,16 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     (request: ApiRequest): Promise<ApiResponse> =>
       handler(ctx, request);
   return [
-    { method: 'GET', path: '/ojs/manifest', mutating: false, handle: () => manifest() },
-    { method: 'GET', path: '/ojs/v1/health', mutating: false, handle: bind(health) },
-    { method: 'POST', path: '/ojs/v1/jobs', mutating: true, handle: bind(pushJob) },
-    { method: 'POST', path: '/ojs/v1/jobs/batch', mutating: true, handle: bind(pushBatch) },
-    { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, handle: bind(jobInfo) },
-    { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, handle: bind(jobCancel) },
-    { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, handle: bind(fetchJobs) },
-    { method: 'POST', path: '/ojs/v1/workers/ack', mutating: true, handle: bind(ackJob) },
-    { method: 'POST', path: '/ojs/v1/workers/nack', mutating: true, handle: bind(nackJob) },
-    { method: 'POST', path: '/ojs/v1/workers/heartbeat', mutating: true, handle: bind(heartbeat) },
+    { method: 'GET', path: '/ojs/manifest', mutating: false, tenantRoute: true, handle: () => manifest() },
+    { method: 'GET', path: '/ojs/v1/health', mutating: false, tenantRoute: true, handle: bind(health) },
+    { method: 'POST', path: '/ojs/v1/jobs', mutating: true, tenantRoute: true, handle: bind(pushJob) },
+    { method: 'POST', path: '/ojs/v1/jobs/batch', mutating: true, tenantRoute: true, handle: bind(pushBatch) },
+    { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, tenantRoute: true, handle: bind(jobInfo) },
+    { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, tenantRoute: true, handle: bind(jobCancel) },
+    { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, tenantRoute: true, handle: bind(fetchJobs) },
+    { method: 'POST', path: '/ojs/v1/workers/ack', mutating: true, tenantRoute: true, handle: bind(ackJob) },
+    { method: 'POST', path: '/ojs/v1/workers/nack', mutating: true, tenantRoute: true, handle: bind(nackJob) },
+    { method: 'POST', path: '/ojs/v1/workers/heartbeat', mutating: true, tenantRoute: true, handle: bind(heartbeat) },
     ...(ctx.testReset ? [{ method: 'POST' as const, path: '/ojs/v1/admin/reset', mutating: true, handle: bind(resetJobs) }] : []),
   ];
 }

@@ -141,10 +141,11 @@ export class ClaimBoard {
   }
 
   /** Extends the claims of `ids` held by `worker` (all of the worker's when `ids` is undefined); returns the ids extended. */
-  heartbeat(worker: string, ids: readonly string[] | undefined, visibilityMs?: number): string[] {
+  heartbeat(worker: string, ids: readonly string[] | undefined, visibilityMs?: number, tenant?: string): string[] {
     const extended: string[] = [];
     for (const held of ids === undefined ? [...this.claimed.values()] : ids.map((id) => this.claimed.get(id))) {
       if (held?.claim === undefined || held.claim.worker !== worker) continue;
+      if (tenant !== undefined && held.job.tenant !== tenant) continue;
       const ms = visibilityMs ?? held.claim.visibilityMs;
       clearTimeout(held.claim.timer);
       held.claim.timer = setTimeout(() => this.expire(held), ms);

@@ -4,6 +4,7 @@ import type { ApiRequest, ApiResponse } from '../router.js';
 import { cancelJob } from '../../batch/job-cancel.js';
 import { waitForSettlement } from './settlement-wait.js';
 import { claimedView } from './worker-handlers.js';
+import { checkVisible, confinedTo } from './request-tenant.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { acceptsOjs } from './ojs-media.js';
@@ -14,11 +15,15 @@ export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise
   const id = request.params.id ?? '';
   // Claimed here: active now, whether or not its `started` report has reached the store.
   const held = ctx.board.claimOf(id);
-  if (held !== undefined) return { status: 200, body: { job: claimedView(ctx, held) } };
+  if (held !== undefined) {
+    checkVisible(request, id, held.job.tenant);
+    return { status: 200, body: { job: claimedView(ctx, held) } };
+  }
   const row = await (await ctx.admin.jobs()).get(id);
   const pushed = ctx.envelopes.get(id);
   if (row === undefined && pushed === undefined)
     throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
+  checkVisible(request, id, row?.tenant ?? pushed?.job.tenant);
   return { status: 200, body: { job: bindingJobView(row, pushed) } };
 }
 
@@ -31,6 +36,10 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
   if (!acceptsOjs(request.req.headers.accept)) return adminCancel(ctx.admin, request);
   const id = request.params.id ?? '';
   const pushed = ctx.envelopes.get(id);
+  if (confinedTo(request) !== undefined) {
+    const known = ctx.board.claimOf(id)?.job.tenant ?? pushed?.job.tenant ?? (await (await ctx.admin.jobs()).get(id))?.tenant;
+    checkVisible(request, id, known);
+  }
   // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
   const held = ctx.board.cancel(id);
   if (held !== undefined) return { status: 200, body: { job: bindingJobView(await waitForSettlement(ctx, id, held.job.attempt), pushed) } };

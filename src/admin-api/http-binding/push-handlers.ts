@@ -15,9 +15,10 @@ export const MAX_PUSH_BYTES = 16 * 1024 * 1024;
 export const MAX_BATCH_JOBS = 1000;
 
 /** `POST /ojs/v1/jobs` (PUSH): 201 `{ job }`, the job as the store knows it (`available` or `scheduled`). */
-export async function pushJob(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
-  const input = readPushInput(body, tenantOf(req));
+  const input = readPushInput(body, tenantOf(request));
   return { status: 201, body: { job: await push(ctx, input) } };
 }
 
@@ -25,13 +26,14 @@ export async function pushJob(ctx: BindingContext, { req }: ApiRequest): Promise
  * `POST /ojs/v1/jobs/batch` `{ jobs: [...] }`: every job is read before any is sent (one bad job
  * refuses the request, naming its index); then they are published in order. 201 `{ jobs, count }`.
  */
-export async function pushBatch(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
+export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
   const jobs = (body as { jobs?: unknown } | null)?.jobs;
   if (!Array.isArray(jobs) || jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
     throw new ApiError(400, 'INVALID_PAYLOAD', `"jobs" must be an array of 1 to ${MAX_BATCH_JOBS} jobs`);
   }
-  const tenant = tenantOf(req);
+  const tenant = tenantOf(request);
   const inputs = jobs.map((job, index) => {
     try {
       return readPushInput(job, tenant);

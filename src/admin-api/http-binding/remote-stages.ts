@@ -11,6 +11,7 @@ import type { LoadedStage } from '../../stage/stage-loader.js';
 import type { StageContext, StageMetadata } from '../../stage/stage.types.js';
 import { stageTopology } from '../../topology/build-topology.js';
 import { BrokerNames } from '../../topology/names.js';
+import { ApiError } from '../api-error.js';
 import type { ClaimBoard } from './claim-board.js';
 
 /** Most jobs one server holds for the HTTP workers of one queue (and tenant) at once: its prefetch. */
@@ -50,8 +51,12 @@ export class RemoteStages {
   ) {}
 
   /** The tenant a queue is served for: a tenant-scoped queue needs one, a shared queue takes none. */
-  tenantFor(config: CompiledConfig, queue: string, tenant: string | undefined): string | undefined {
+  tenantFor(config: CompiledConfig, queue: string, tenant: string | undefined, confined = false): string | undefined {
     const scope = queueFor(config, queue, 'the HTTP binding').scope;
+    // A shared queue holds every tenant's jobs: its workers need the admin token.
+    if (scope === 'shared' && confined) {
+      throw new ApiError(403, 'UNAUTHORIZED', `queue "${queue}" is shared by every tenant: its workers need the admin token`);
+    }
     if (scope === 'tenant' && tenant === undefined) throw new TenantRequiredError(queue);
     return scope === 'tenant' ? tenant : undefined;
   }

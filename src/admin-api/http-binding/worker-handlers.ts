@@ -8,7 +8,7 @@ import { bindingJobView } from './binding-job-view.js';
 import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, type NackError } from './claim-board.js';
 import { MAX_PUSH_BYTES } from './push-handlers.js';
 import { REMOTE_CONCURRENCY, type RemoteQueue } from './remote-stages.js';
-import { tenantOf } from './request-tenant.js';
+import { checkVisible, confinedTo, tenantOf } from './request-tenant.js';
 import { waitForSettlement } from './settlement-wait.js';
 
 /** Jobs one fetch claims unless it asks for another `count` (at most REMOTE_CONCURRENCY). */
@@ -24,8 +24,8 @@ export const MAX_WAIT_MS = 30_000;
  * `POST /ojs/v1/workers/fetch` `{ queues, count?, worker_id?, visibility_timeout_ms?, wait_ms? }`:
  * claims up to `count` jobs from `queues`, in that order; 200 `{ jobs }` (empty when none).
  */
-export async function fetchJobs(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
-  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const queues = body.queues;
   if (!Array.isArray(queues) || queues.length === 0 || !queues.every((queue) => typeof queue === 'string' && queue !== '')) {
     throw new ApiError(400, 'INVALID_REQUEST', '"queues" must be a non-empty array of queue names');
@@ -37,9 +37,10 @@ export async function fetchJobs(ctx: BindingContext, { req }: ApiRequest): Promi
   const waitMs = integer(body.wait_ms, 'wait_ms', 0, MAX_WAIT_MS);
   const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
   const config = await ctx.admin.configFile.load();
-  const tenant = tenantOf(req);
+  const tenant = tenantOf(request);
+  const confined = confinedTo(request) !== undefined;
   const served = await Promise.all(
-    (queues as string[]).map((queue) => ctx.remote.serve(queue, ctx.remote.tenantFor(config, queue, tenant))),
+    (queues as string[]).map((queue) => ctx.remote.serve(queue, ctx.remote.tenantFor(config, queue, tenant, confined))),
   );
   const keys = served.map((remote) => remote.key);
   const deadline = Date.now() + (waitMs ?? ARRIVAL_WAIT_MS);
@@ -68,39 +69,43 @@ async function firstComing(ctx: BindingContext, served: readonly RemoteQueue[]):
 }
 
 /** `POST /ojs/v1/workers/ack` `{ job_id, result?, emit? }`: the job completes, its emits confirmed first; 200 with its state. */
-export async function ackJob(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
-  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
-  const held = await claimOf(ctx, body.job_id ?? body.id);
+export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+  const held = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.emit !== undefined && !Array.isArray(body.emit)) throw new ApiError(400, 'INVALID_REQUEST', '"emit" must be an array of jobs');
   await ctx.board.ack(held, body as AckBody);
   return settled(ctx, held);
 }
 
 /** `POST /ojs/v1/workers/nack` `{ job_id, error: { code?, message, retryable? } }`: retried on the ladder or dead-lettered; 200 with its state. */
-export async function nackJob(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
-  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
-  const held = await claimOf(ctx, body.job_id ?? body.id);
+export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+  const held = await claimOf(ctx, request, body.job_id ?? body.id);
   ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
   return settled(ctx, held);
 }
 
 /** `POST /ojs/v1/workers/heartbeat` `{ worker_id, active_jobs?, visibility_timeout_ms? }`: extends the worker's claims. */
-export async function heartbeat(ctx: BindingContext, { req }: ApiRequest): Promise<ApiResponse> {
-  const body = object(await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
+export async function heartbeat(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
   const ids = Array.isArray(body.active_jobs) ? body.active_jobs.filter((id): id is string => typeof id === 'string') : undefined;
   const visibilityMs = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);
-  const extended = ctx.board.heartbeat(worker, ids, visibilityMs);
+  const extended = ctx.board.heartbeat(worker, ids, visibilityMs, confinedTo(request));
   return { status: 200, body: { state: 'running', directive: 'continue', jobs_extended: extended, server_time: new Date().toISOString() } };
 }
 
 /** The claim a worker settles; 404 for a job no one knows, 409 for one not claimed here (waiting, or ended). */
-async function claimOf(ctx: BindingContext, id: unknown): Promise<Held> {
+async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): Promise<Held> {
   if (typeof id !== 'string' || id === '') throw new ApiError(400, 'INVALID_REQUEST', '"job_id" must be a job id');
   const held = ctx.board.claimOf(id);
-  if (held !== undefined) return held;
+  if (held !== undefined) {
+    checkVisible(request, id, held.job.tenant);
+    return held;
+  }
   const row = await (await ctx.admin.jobs()).get(id);
   if (row === undefined && !ctx.envelopes.has(id)) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
+  checkVisible(request, id, row?.tenant ?? ctx.envelopes.get(id)?.job.tenant);
   throw new ApiError(
     409,
     'CONFLICT',
