@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 SUITE=${OJS_CONFORMANCE_DIR:-../shared/tools/ojs-conformance}
 PORT=${OJS_CONFORMANCE_PORT:-9591}
 MIN_LEVEL0=${MIN_LEVEL0:-60}
-MIN_LEVEL1=${MIN_LEVEL1:-9}
+MIN_LEVEL1=${MIN_LEVEL1:-10}
 URL="http://127.0.0.1:$PORT"
 
 if [ ! -x "$SUITE/bin/ojs-conformance" ]; then

@@ -36,8 +36,10 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   if (state === 'discarded') set('discarded_at', row?.key[1]);
   set('cancelled_at', row?.cancelled_at ?? (state === 'cancelled' ? row?.cancel_requested : undefined));
   if (row !== undefined && row.errors.length > 0) {
-    view.errors = row.errors;
-    if (state !== 'completed') view.error = row.errors.at(-1);
+    // OJS error objects (spec/ojs-errors.md): the type is also the `code`, the time `occurred_at`.
+    const errors = row.errors.map((error) => ({ ...error, code: error.type, occurred_at: error.at }));
+    view.errors = errors;
+    if (state !== 'completed') view.error = errors.at(-1);
   }
   set('result', row?.result);
   set('timeout', job?.timeout);
