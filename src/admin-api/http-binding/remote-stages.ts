@@ -143,7 +143,7 @@ export class RemoteStages {
         return board.hold(key, job, ctx, onClaim);
       }
     }
-    const stage: LoadedStage = { metadata, target: RemoteWorkerStage, modules: [] };
+    const stage: LoadedStage = { metadata, target: RemoteWorkerStage, modules: [], middleware: { enqueue: [], execution: [] } };
     const runner = new StageRunner({
       config: withRemoteStage(config, metadata),
       stage,
