@@ -16,11 +16,21 @@ import type { TrackingRecord } from '../tracking/tracking-report.js';
  * (the broker-validated `user_id`): a tenant's stage user may write the stream (its marks), not
  * cancel another tenant's jobs.
  */
+/**
+ * How long a stage's jobs wait for the stream to be read to its end, ms. Past it they run and the
+ * cancels apply as they are read: a stream the broker is slow to serve (a replica catching up
+ * after a node went down) must not hold every job of the process, any more than one it cannot
+ * read at all does.
+ */
+export const CANCELS_CATCH_UP_MS = 5000;
+
 export class JobCancels {
   private readonly ids = new Set<string>();
   private reader: TrackingReader | undefined;
   readonly ready: Promise<void>;
   private isReady = false;
+  /** Resolves when the stream was read to its end, or CANCELS_CATCH_UP_MS passed first. */
+  private readonly waited: Promise<void>;
 
   constructor(connection: AmqpConnection, config: CompiledConfig, log: Logger) {
     const trusted = config.security.tenantUsers ? identitiesOf(config) : undefined;
@@ -44,15 +54,32 @@ export class JobCancels {
     })();
     // Observed here; a stage whose stream cannot be read runs its jobs (logged), as a directive probe that fails does.
     this.ready.catch((err: unknown) => log.warn('job-cancels stream not read: cancelled jobs may run', { err: (err as Error).message }));
+    this.waited = new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        if (!this.isReady)
+          log.warn('job-cancels stream not read to its end in time: jobs run, cancels apply as they are read', {
+            waited_ms: CANCELS_CATCH_UP_MS,
+          });
+        resolve();
+      }, CANCELS_CATCH_UP_MS);
+      timer.unref();
+      this.ready.then(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      );
+    });
   }
 
-  /** Whether the job was cancelled; a promise only until the stream was read to its end. */
+  /** Whether the job was cancelled; a promise only until the stream was read to its end (at most CANCELS_CATCH_UP_MS). */
   has(id: string): boolean | Promise<boolean> {
     if (this.isReady) return this.ids.has(id);
-    return this.ready.then(
-      () => this.ids.has(id),
-      () => false,
-    );
+    return this.waited.then(() => this.ids.has(id));
   }
 
   /** How many cancelled ids it holds. */

@@ -221,14 +221,16 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
     try {
       // 0. What the cluster holds: every queue quorum (the delay ladder and unroutable too, see
       //    queue-type.ts), with 3 members, and the queue settings' policies applied.
-      // The batch tracking log is a stream: replicated over the nodes by its own kind.
+      // The tracking log and the job cancels are streams: replicated over the nodes by their own kind.
+      const streams = [names.tracking, names.jobCancels];
       const declared = provisionTopology(config, STAGES)
         .queues.map((q) => q.name)
-        .filter((name) => name !== names.tracking);
+        .filter((name) => !streams.includes(name));
       const before = await queues();
       const notQuorum = declared.filter((name) => before.get(name)?.type !== 'quorum');
       expect(notQuorum, 'queues that are not quorum').to.deep.equal([]);
       expect(before.get(names.tracking)?.type, 'the tracking log').to.equal('stream');
+      expect(before.get(names.jobCancels)?.type, 'the job cancels').to.equal('stream');
       expect(before.get(names.queue('conversions', 'acme'))?.policy, 'policy of a bounded quorum queue').to.equal(
         `${prefix}.queue.conversions`,
       );
@@ -308,7 +310,8 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
       }
       await waitFor(
         'every queue empty',
-        async () => [...(await queues()).values()].every((row) => row.ready === 0 && row.unacked === 0),
+        // Not the streams (tracking, job cancels): they keep their records, read by offset.
+        async () => [...(await queues()).values()].every((row) => row.type === 'stream' || (row.ready === 0 && row.unacked === 0)),
         30_000,
         500,
       );

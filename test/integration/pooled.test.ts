@@ -105,8 +105,10 @@ describe('pooled stage processes (run --tenants / --all-tenants)', function () {
     ]);
     expect(pooled.built.size, 'instances are built at a tenant’s first job, not for idle tenants').to.equal(3);
 
+    // A job is counted completed once it is settled (its tracking report and ack), a little after its handler ran.
+    const completed = 'stagecoach_jobs_completed_total{stage="sleeper",queue="naps",tenant="t77"} 3';
+    await waitFor('t77 counted completed', async () => (await (group as StageGroup).metrics.text()).includes(completed));
     const metrics = await group.metrics.text();
-    expect(metrics).to.contain('stagecoach_jobs_completed_total{stage="sleeper",queue="naps",tenant="t77"} 3');
     expect(metrics).to.contain('stagecoach_consuming{stage="sleeper",queue="naps",tenant="t149"} 1');
     // Depths are read in the background (QueueDepthCache): the first reading may still be under way.
     await waitFor(
