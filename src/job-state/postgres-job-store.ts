@@ -2,6 +2,7 @@ import pg from 'pg';
 import { StagecoachError } from '../errors/errors.js';
 import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
 import type { JobFilter, JobList, JobPage, JobStore } from './job-store.js';
+import { inTransaction } from '../util/pg-transaction.js';
 
 /** A table name: unquoted-identifier characters, short enough for its indexes' names (`<table>_queue_state`). */
 export const JOB_TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
@@ -73,9 +74,7 @@ export class PostgresJobStore implements JobStore {
     }
     const ids = [...byJob.keys()].sort();
     await this.ensureTable();
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await inTransaction(this.pool, async (client) => {
       await client.query(`INSERT INTO ${this.quoted} (id) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (id) DO NOTHING`, [ids]);
       // A pruned job's tombstone stays pruned: a replay must not bring it back.
       const found = await client.query<{ id: string; doc: JobRow | null; pruned: boolean }>(
@@ -97,13 +96,7 @@ export class PostgresJobStore implements JobStore {
          WHERE t.id = x.id`,
         [JSON.stringify(rows.map(columnsOf))],
       );
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   async get(id: string): Promise<JobRow | undefined> {
@@ -180,9 +173,7 @@ export class PostgresJobStore implements JobStore {
   }
 
   private async migrate(): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await inTransaction(this.pool, async (client) => {
       // Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog: trackers take turns.
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`stagecoach job table ${this.table}`]);
       await client.query(`CREATE TABLE IF NOT EXISTS ${this.quoted} (id text PRIMARY KEY)`);
@@ -190,13 +181,7 @@ export class PostgresJobStore implements JobStore {
       for (const [name, definition] of INDEXES) {
         await client.query(`CREATE INDEX IF NOT EXISTS "${this.table}_${name}" ON ${this.quoted} ${definition}`);
       }
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 }
 

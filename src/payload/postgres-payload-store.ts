@@ -3,6 +3,7 @@ import { DEFAULT_PAYLOAD_POOL_SIZE, DEFAULT_PAYLOAD_TABLE } from '../config/defa
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { checkPayloadKey, checkPayloadTenant } from './payload-key.js';
 import type { PayloadKey, PayloadStore } from './payload-store.js';
+import { inTransaction } from '../util/pg-transaction.js';
 
 /**
  * A table name (the schema's `payloads.store.table` pattern; a unit test keeps them equal): unquoted-identifier characters, short enough for its index's name (`<table>_created_at`)
@@ -143,9 +144,7 @@ export class PostgresPayloadStore implements PayloadStore {
   private async createTable(): Promise<void> {
     const found = await this.pool.query<{ table: string | null }>('SELECT to_regclass($1)::text AS table', [this.quoted]);
     if (found.rows[0]?.table) return;
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await inTransaction(this.pool, async (client) => {
       // CREATE TABLE IF NOT EXISTS alone is not safe against a concurrent one (a unique violation
       // on the catalog): processes starting together take turns on a lock named after the table.
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`stagecoach payload table ${this.table}`]);
@@ -160,12 +159,6 @@ export class PostgresPayloadStore implements PayloadStore {
          )`,
       );
       await client.query(`CREATE INDEX IF NOT EXISTS "${this.table}_created_at" ON ${this.quoted} (created_at)`);
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 }
