@@ -9,8 +9,18 @@ export interface PublishChannel {
    * Resolves when the broker confirmed the message; rejects with a PublishError otherwise.
    * `lost`: once aborted, a publish still waiting to be sent (for a drain, a healed channel) is
    * dropped, rejected with its reason (JobSink.send).
+   * `sent`: called once the message is handed to a channel (after any wait for a drain or a healed
+   *   channel), before its confirm: what `ctx.emit` resolves on (JobContext). It may be called
+   *   again when the same message is tried again (a `block` queue full); callers ignore repeats.
    */
-  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, lost?: AbortSignal): Promise<void>;
+  publish(
+    exchange: string,
+    routingKey: string,
+    content: Buffer,
+    options: Options.Publish,
+    lost?: AbortSignal,
+    sent?: () => void,
+  ): Promise<void>;
 }
 
 /**
@@ -68,11 +78,18 @@ export class ConfirmPublisher implements PublishChannel {
     return this.closed === undefined;
   }
 
-  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, lost?: AbortSignal): Promise<void> {
+  publish(
+    exchange: string,
+    routingKey: string,
+    content: Buffer,
+    options: Options.Publish,
+    lost?: AbortSignal,
+    sent?: () => void,
+  ): Promise<void> {
     // Not async: while the channel is not saturated, a publish costs one promise.
     if (this.drained) {
       return this.drained.then(() =>
-        lost?.aborted === true ? Promise.reject(lost.reason as Error) : this.publish(exchange, routingKey, content, options, lost),
+        lost?.aborted === true ? Promise.reject(lost.reason as Error) : this.publish(exchange, routingKey, content, options, lost, sent),
       );
     }
     if (this.closed) {
@@ -103,6 +120,7 @@ export class ConfirmPublisher implements PublishChannel {
         reject(this.unsent(err, exchange, routingKey));
         return;
       }
+      sent?.();
       if (!ok && !this.drained) {
         this.drained = new Promise<void>((release) => {
           this.releaseDrain = release;

@@ -184,8 +184,10 @@ export interface JobSink {
    * @param lost aborted when the emitting delivery is lost: a send still waiting (for its
    *   payload to be stored, for a publisher channel to heal or drain) is then dropped, rejected
    *   with the signal's reason, never published.
+   * @param sent called once the job is handed to the broker's channel, before its confirm
+   *   (PublishChannel.publish); a sink without a broker may call it at once or never.
    */
-  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>, scope?: BlockScope, lost?: AbortSignal): Promise<void>;
+  send(job: Job, wire?: Omit<WireOptions, 'tenantHeader'>, scope?: BlockScope, lost?: AbortSignal, sent?: () => void): Promise<void>;
 }
 
 /**
@@ -212,21 +214,27 @@ export class JobRouter implements JobSink {
    * Not async on purpose: one promise per job on the hot path, the publisher's. A job scheduled
    * ahead goes by the delay ladder (see `routeFor`).
    */
-  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}, scope?: BlockScope, lost?: AbortSignal): Promise<void> {
+  send(job: Job, wire: Omit<WireOptions, 'tenantHeader'> = {}, scope?: BlockScope, lost?: AbortSignal, sent?: () => void): Promise<void> {
     try {
       const message = toWire(job, { ...wire, tenantHeader: this.config.tenantHeader });
       if (this.payloads?.exceeds(job.queue, message.content.length) === true) {
         return this.payloads.send(job, { ...wire, tenantHeader: this.config.tenantHeader }, (slim) =>
-          this.publishRouted(job, slim, scope, lost),
+          this.publishRouted(job, slim, scope, lost, sent),
         );
       }
-      return this.publishRouted(job, message, scope, lost);
+      return this.publishRouted(job, message, scope, lost, sent);
     } catch (err) {
       return Promise.reject(err as Error);
     }
   }
 
-  private publishRouted(job: Job, message: WireMessage, scope: BlockScope | undefined, lost?: AbortSignal): Promise<void> {
+  private publishRouted(
+    job: Job,
+    message: WireMessage,
+    scope: BlockScope | undefined,
+    lost: AbortSignal | undefined,
+    sent: (() => void) | undefined,
+  ): Promise<void> {
     if (lost?.aborted === true) return Promise.reject(lost.reason as Error);
     const route = routeFor(this.config, job, { now: Date.now(), headers: message.options.headers ?? {} }, this.ownTenant);
     // A per-message TTL would expire the job inside a delay queue and cut its wait short (the
@@ -235,7 +243,8 @@ export class JobRouter implements JobSink {
     if (route.delaySeconds !== undefined) delete message.options.expiration;
     // Known per queue and tenant after the first job: the common case stays one promise per job.
     const timeout = route.delaySeconds === undefined ? blockTimeoutOf(this.config, job.queue, job.tenant) : undefined;
-    const publish = (): Promise<void> => this.publisher.publish(route.exchange, route.routingKey, message.content, message.options, lost);
+    const publish = (): Promise<void> =>
+      this.publisher.publish(route.exchange, route.routingKey, message.content, message.options, lost, sent);
     if (timeout === undefined) return publish();
     return publish().catch((err: unknown) => {
       if (!(err instanceof QueueFullError) || lost?.aborted === true) throw err;

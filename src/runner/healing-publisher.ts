@@ -10,12 +10,21 @@ import type { ChannelSupervisor } from './channel-supervisor.js';
  */
 export function healingPublisher(publishers: ChannelSupervisor<ConfirmPublisher>): PublishChannel {
   return {
-    publish: (exchange: string, routingKey: string, content: Buffer, options: Options.Publish, lost?: AbortSignal): Promise<void> => {
+    publish: (
+      exchange: string,
+      routingKey: string,
+      content: Buffer,
+      options: Options.Publish,
+      lost?: AbortSignal,
+      sent?: () => void,
+    ): Promise<void> => {
       const publisher = publishers.current;
-      if (publisher !== undefined) return publisher.publish(exchange, routingKey, content, options, lost);
+      if (publisher !== undefined) return publisher.publish(exchange, routingKey, content, options, lost, sent);
       return publishers.ready().then(
         (healed) =>
-          lost?.aborted === true ? Promise.reject(lost.reason as Error) : healed.publish(exchange, routingKey, content, options, lost),
+          lost?.aborted === true
+            ? Promise.reject(lost.reason as Error)
+            : healed.publish(exchange, routingKey, content, options, lost, sent),
         (err: Error) => Promise.reject(new PublishError(`cannot publish to "${exchange}": ${err.message}`, exchange, routingKey, true)),
       );
     },

@@ -136,12 +136,21 @@ export class JobContext implements StageContext {
     return this.logger;
   }
 
+  /**
+   * Resolves once the job is handed to the broker's channel (StageContext.emit), or when it is
+   * confirmed, whichever comes first (a sink without a channel, a batch's root); rejects when it
+   * fails before that. Its confirm is kept in `pending`, which `settle()` waits for: a failure
+   * after the hand-over fails the input job there, as a thrown error would.
+   */
   emit(output: string, spec: EmitSpec): Promise<string> {
-    const sent = this.send(output, spec);
-    this.pending.push(sent);
+    const emitted = new Promise<string>((resolve, reject) => {
+      const confirmed = this.send(output, spec, resolve);
+      this.pending.push(confirmed);
+      confirmed.then(resolve, reject);
+    });
     // settle() reports the failure; this keeps an un-awaited emit from crashing the process.
-    sent.catch(ignore);
-    return sent;
+    emitted.catch(ignore);
+    return emitted;
   }
 
   /**
@@ -177,7 +186,8 @@ export class JobContext implements StageContext {
     this.unlink = undefined;
   }
 
-  private async send(output: string, spec: EmitSpec): Promise<string> {
+  /** @param handedOver called with the job's id once it is on the broker's channel, before its confirm. */
+  private async send(output: string, spec: EmitSpec, handedOver: (id: string) => void): Promise<string> {
     // The loss first: a handler aborted by it learns why its emit is refused.
     if (this.lost?.aborted === true) throw this.lost.reason as Error;
     if (this.closed) {
@@ -195,26 +205,27 @@ export class JobContext implements StageContext {
     }
     if (spec.batch !== undefined && spec.batch !== batch) return this.startBatch(output, spec, checkBatchId(spec.batch, 'batch'));
     const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant, batch });
-    if (this.enqueue.length === 0) await this.publish(job, spec.headers);
-    else await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => this.publish(sent, headers));
+    const onSent = (): void => handedOver(job.id);
+    if (this.enqueue.length === 0) await this.publish(job, spec.headers, onSent);
+    else await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => this.publish(sent, headers, onSent));
     this.onPublished?.(output);
     return job.id;
   }
 
   /** The end of an emit: the job published, listed among a batched or tracked job's children first. */
-  private publish(job: Job, headers: Record<string, HeaderValue> | undefined): Promise<void> {
+  private publish(job: Job, headers: Record<string, HeaderValue> | undefined, onSent: () => void): Promise<void> {
     const wire = { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers };
     // Neither batched nor tracked, the hot path: no async frame of its own.
-    if (this.children === undefined) return this.sink.send(job, wire, this.scope, this.lost);
-    return this.publishListed(job, wire);
+    if (this.children === undefined) return this.sink.send(job, wire, this.scope, this.lost, onSent);
+    return this.publishListed(job, wire, onSent);
   }
 
-  private async publishListed(job: Job, wire: Parameters<JobSink['send']>[1]): Promise<void> {
+  private async publishListed(job: Job, wire: Parameters<JobSink['send']>[1], onSent: () => void): Promise<void> {
     // Listed before it is sent: the settlement report names every child that may exist.
     this.children?.push(job.id);
     this.childQueues?.push(job.queue);
     try {
-      await this.sink.send(job, wire, this.scope, this.lost);
+      await this.sink.send(job, wire, this.scope, this.lost, onSent);
     } catch (err) {
       this.unsent?.push(job.id);
       throw err;

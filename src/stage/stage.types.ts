@@ -40,9 +40,13 @@ export interface StageContext {
   readonly log: Logger;
   /**
    * Enqueues a job to one of the stage's outputs. The job inherits the tenant, the trace parent
-   * and gets `meta.parent_id`. Resolves when the broker has confirmed it; the input is
-   * acknowledged only after every emitted job is confirmed, even ones not awaited. It joins the
-   * handled job's batch, unless `batch` names a new one, which it starts (docs/batches.md).
+   * and gets `meta.parent_id`. Resolves when the job is on its way: past the enqueue middleware,
+   * its payload stored, handed to the broker's channel (waiting while that channel is saturated or
+   * healing). The input is acknowledged only after every emitted job is confirmed by the broker,
+   * even ones not awaited; an emit the broker then refuses (a full queue) fails the input job as a
+   * thrown error would (retried or dead-lettered with that error). It joins the handled job's
+   * batch, unless `batch` names a new one, which it starts (docs/batches.md); that one resolves
+   * when confirmed.
    * @returns the new job's id.
    */
   emit(output: string, job: EmitSpec): Promise<string>;

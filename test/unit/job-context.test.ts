@@ -13,9 +13,13 @@ const log = createLogger({ test: 'job-context' }, 'error');
 /** A JobSink whose every send() returns a promise the test settles. */
 class ControlledSink implements JobSink {
   readonly sent: Array<{ job: Job; confirm: () => void; refuse: (err: Error) => void }> = [];
+  /** Tells each send's `sent` at once, as the broker's router does when its channel takes the job. */
+  handOver = false;
 
-  send(job: Job): Promise<void> {
-    return new Promise<void>((resolve, reject) => this.sent.push({ job, confirm: resolve, refuse: reject }));
+  send(job: Job, _wire?: unknown, _scope?: unknown, _lost?: AbortSignal, sent?: () => void): Promise<void> {
+    const confirm = new Promise<void>((resolve, reject) => this.sent.push({ job, confirm: resolve, refuse: reject }));
+    if (this.handOver) sent?.();
+    return confirm;
   }
 }
 
@@ -64,6 +68,28 @@ describe('JobContext settlement', () => {
     expect(published).to.have.members(['converted', 'thumbnails', 'converted']);
     // Each emit resolved with its job's id.
     expect(await Promise.all(ids)).to.deep.equal(sink.sent.map((s) => s.job.id));
+  });
+
+  it('an emit resolves with its id once the job is handed to the channel, before its confirm; settle() waits for the confirm', async () => {
+    const { ctx, sink } = setup();
+    sink.handOver = true;
+    const emitted = ctx.emit('converted', { type: 'doc.converted' });
+    expect(await state(emitted), 'the job is on the channel: the handler goes on').to.deep.equal({ value: sink.sent[0].job.id });
+    const settled = ctx.settle();
+    expect(await state(settled), 'the input waits for the confirm').to.equal('pending');
+    sink.sent[0].confirm();
+    expect(await settled).to.equal(1);
+  });
+
+  it('a job refused by the broker after its hand-over fails settle() with the refusal, the emit having resolved', async () => {
+    const { ctx, sink } = setup();
+    sink.handOver = true;
+    const id = await ctx.emit('converted', { type: 'doc.converted' });
+    expect(id).to.equal(sink.sent[0].job.id);
+    const settled = ctx.settle();
+    const full = new PublishError('queue full', 'ojs.direct', 'converted', false);
+    sink.sent[0].refuse(full);
+    expect(await rejection(settled)).to.equal(full);
   });
 
   it('settle() with a single emit resolves 1 once it is confirmed, and with none resolves 0', async () => {
