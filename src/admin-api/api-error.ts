@@ -1,4 +1,4 @@
-import { ConfigError, StagecoachError, type ErrorCode } from '../errors/errors.js';
+import { ConfigError, DuplicateJobError, StagecoachError, type ErrorCode } from '../errors/errors.js';
 
 /**
  * An error the admin API answers with a status of its own choosing (a route's 405, a refused
@@ -47,7 +47,11 @@ export function toOjsError(err: unknown): { status: number; body: OjsErrorBody }
   if (err instanceof StagecoachError) {
     const status = err instanceof ApiError ? err.status : (STATUS_OF[err.code] ?? 500);
     const details =
-      err instanceof ApiError ? err.details : err instanceof ConfigError ? { key: err.key, expected: err.expected } : undefined;
+      err instanceof ApiError || err instanceof DuplicateJobError
+        ? err.details
+        : err instanceof ConfigError
+          ? { key: err.key, expected: err.expected }
+          : undefined;
     return {
       status,
       body: {

@@ -46,7 +46,8 @@ export type ErrorCode =
   // The channel (or connection) that carried a delivery died while its handler ran: the broker
   // delivers the job again, so this run is void (ctx.signal's reason; see DeliveryLostError).
   | 'DELIVERY_LOST'
-  // A job pushed with the id of a job that exists (OJS HTTP binding: 409 `duplicate`).
+  // A job pushed with the id of a job that exists, or refused by its `unique` policy because a
+  // job with the same uniqueness key is held (OJS HTTP binding and unique jobs: 409 `duplicate`).
   | 'DUPLICATE';
 
 export class StagecoachError extends Error {
@@ -299,5 +300,25 @@ export class VisibilityExpiredError extends RateLimitedError {
 export class DeliveryLostError extends StagecoachError {
   constructor() {
     super('DELIVERY_LOST', 'the channel that carried this delivery closed: the broker delivers the job again, and this run is void');
+  }
+}
+
+/**
+ * A job refused by its `unique` policy (`on_conflict` `reject`, or `replace` meeting an active
+ * job): a job with the same uniqueness key is held (docs/unique-jobs.md). Nothing was published.
+ * `details` is the OJS error's (`existing_job_id`, `existing_job_state`, `uniqueness_key`).
+ */
+export class DuplicateJobError extends StagecoachError {
+  readonly details: { existing_job_id: string; existing_job_state: string; uniqueness_key: string };
+
+  constructor(
+    readonly queue: string,
+    readonly jobType: string,
+    existing: { id: string; state: string },
+    key: string,
+    reason = 'a job matching its uniqueness key exists',
+  ) {
+    super('DUPLICATE', `job "${jobType}" for queue "${queue}" not enqueued: ${reason} (job ${existing.id}, ${existing.state})`);
+    this.details = { existing_job_id: existing.id, existing_job_state: existing.state, uniqueness_key: key };
   }
 }

@@ -141,11 +141,19 @@ export class PostgresJobStore implements JobStore {
       [now.toISOString()],
     );
     await this.pool.query(`DELETE FROM ${this.quoted} WHERE pruned_at < $1`, [new Date(now.getTime() - this.tombstonesFor).toISOString()]);
+    // Claims past their period, or of jobs no longer kept, hold nothing: a claim is taken over
+    // when it no longer holds anyway (PostgresUniqueClaims), this only keeps the table small.
+    await this.pool.query(
+      `DELETE FROM "${claimsTableOf(this.table)}" AS c WHERE c.expires_at <= $1
+         OR EXISTS (SELECT 1 FROM ${this.quoted} AS j WHERE j.id = c.job_id AND j.pruned_at IS NOT NULL)`,
+      [now.toISOString()],
+    );
     return result.rowCount ?? 0;
   }
 
   async clear(): Promise<number> {
     await this.ensureTable();
+    await this.pool.query(`DELETE FROM "${claimsTableOf(this.table)}"`);
     return (await this.pool.query(`DELETE FROM ${this.quoted}`)).rowCount ?? 0;
   }
 
@@ -173,16 +181,36 @@ export class PostgresJobStore implements JobStore {
   }
 
   private async migrate(): Promise<void> {
-    await inTransaction(this.pool, async (client) => {
-      // Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog: trackers take turns.
-      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`stagecoach job table ${this.table}`]);
-      await client.query(`CREATE TABLE IF NOT EXISTS ${this.quoted} (id text PRIMARY KEY)`);
-      for (const [column, type] of COLUMNS) await client.query(`ALTER TABLE ${this.quoted} ADD COLUMN IF NOT EXISTS ${column} ${type}`);
-      for (const [name, definition] of INDEXES) {
-        await client.query(`CREATE INDEX IF NOT EXISTS "${this.table}_${name}" ON ${this.quoted} ${definition}`);
-      }
-    });
+    await migrateJobTable(this.pool, this.table);
   }
+}
+
+/** The table of uniqueness claims beside a job table (docs/unique-jobs.md). */
+export function claimsTableOf(table: string): string {
+  return `${table}_unique`;
+}
+
+/**
+ * Creates or migrates a job table and the uniqueness claims beside it, under an advisory lock
+ * (concurrent CREATE ... IF NOT EXISTS can still collide in the catalog: trackers and producers
+ * take turns). Producers claiming unique keys run it too: they may start before any tracker.
+ */
+export async function migrateJobTable(pool: pg.Pool, table: string): Promise<void> {
+  const quoted = `"${table}"`;
+  await inTransaction(pool, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`stagecoach job table ${table}`]);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${quoted} (id text PRIMARY KEY)`);
+    for (const [column, type] of COLUMNS) await client.query(`ALTER TABLE ${quoted} ADD COLUMN IF NOT EXISTS ${column} ${type}`);
+    for (const [name, definition] of INDEXES) {
+      await client.query(`CREATE INDEX IF NOT EXISTS "${table}_${name}" ON ${quoted} ${definition}`);
+    }
+    // One row per uniqueness key: the job holding it, since when, and until when at most
+    // (`expires_at`, the policy's period; NULL: while the job is in the policy's states).
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS "${claimsTableOf(table)}" (key text PRIMARY KEY, job_id text NOT NULL, tenant text,
+         claimed_at timestamptz NOT NULL, expires_at timestamptz)`,
+    );
+  });
 }
 
 /** A row's indexed columns and its document, as the UPDATE reads them. */

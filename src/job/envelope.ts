@@ -1,6 +1,7 @@
 import { InvalidPayloadError, StagecoachError } from '../errors/errors.js';
 import { validateRetryPolicy } from '../retry/retry-policy.js';
 import { validateRateLimitPolicy } from './rate-limit-policy.js';
+import { compileUnique } from './unique-policy.js';
 import { parseDuration } from '../util/duration.js';
 import { checkTenantSlug, isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import { isTimestamp } from '../util/timestamp.js';
@@ -63,6 +64,11 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   if (spec.scheduled_at !== undefined) job.scheduled_at = spec.scheduled_at;
   if (spec.enqueue_ttl !== undefined) job.enqueue_ttl = spec.enqueue_ttl;
   if (spec.rate_limit !== undefined) job.rate_limit = spec.rate_limit;
+  if (spec.unique !== undefined) {
+    job.unique = spec.unique;
+    // Refused here, before any middleware runs: an invalid policy is the producer's mistake (OJS 2.2).
+    compileUnique(job);
+  }
   return job;
 }
 

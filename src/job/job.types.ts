@@ -35,6 +35,8 @@ export interface Job {
   error?: JobError;
   /** Its own limit (OJS rate-limiting extension), carried in header `x-ojs-rate-limit` too. */
   rate_limit?: RateLimitPolicy;
+  /** Its uniqueness policy (OJS unique-jobs extension; docs/unique-jobs.md), checked at enqueue. */
+  unique?: UniquePolicy;
 }
 
 /**
@@ -57,6 +59,27 @@ export interface RateLimitPolicy {
    * and evented as `rate_limit.dropped`). @defaultValue "wait"
    */
   on_limit?: 'wait' | 'reschedule' | 'drop';
+}
+
+export type UniqueDimension = 'type' | 'queue' | 'args' | 'meta';
+export type UniqueConflict = 'reject' | 'replace' | 'replace_except_schedule' | 'ignore';
+/** The OJS lifecycle states a policy may name (job-state/job-lifecycle.ts JobState). */
+export type UniqueState = 'scheduled' | 'available' | 'pending' | 'active' | 'completed' | 'retryable' | 'cancelled' | 'discarded';
+
+/** A job's `unique` (OJS UniquePolicy, section 2): every field optional. */
+export interface UniquePolicy {
+  /** Dimensions of the key; `type` (and, in stagecoach, the tenant) always count. @defaultValue ["type"] */
+  keys?: UniqueDimension[];
+  /** With `args` in `keys`: the keys of the job's first argument (an object) that count. @defaultValue all of `args` */
+  args_keys?: string[];
+  /** With `meta` in `keys` (required then): the keys of `meta` that count. */
+  meta_keys?: string[];
+  /** ISO 8601 duration (days to seconds) from the first job's enqueue. @defaultValue none: no expiry */
+  period?: string;
+  /** States of the first job in which a second is a duplicate. @defaultValue the five not ended */
+  states?: UniqueState[];
+  /** @defaultValue "reject" */
+  on_conflict?: UniqueConflict;
 }
 
 /** Header values stagecoach sets on messages. */
@@ -83,6 +106,11 @@ export interface JobSpec {
   headers?: Record<string, HeaderValue>;
   /** Its own limit, shared with every job of the same key (docs/flow-control.md). @defaultValue none */
   rate_limit?: RateLimitPolicy;
+  /**
+   * A second job with the same key within the window is refused, or answered with the first
+   * one's id (docs/unique-jobs.md). Needs the PostgreSQL job store. @defaultValue none
+   */
+  unique?: UniquePolicy;
 }
 
 /** What a handler emits: `ctx.emit(output, spec)`. */

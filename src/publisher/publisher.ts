@@ -22,6 +22,8 @@ import { checkCallbacks } from '../batch/batch-callbacks.js';
 import { runEnqueueChain } from '../stage/middleware/enqueue-chain.js';
 import { middlewareLists } from '../stage/middleware/middleware-lists.js';
 import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middleware.types.js';
+import { uniqueGateFor, type UniqueHost } from '../job-state/unique/unique-gate.js';
+import type { DirectiveRecord } from '../tracking/tracking-report.js';
 
 /**
  * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
@@ -103,11 +105,12 @@ export class Publisher {
     );
   }
 
-  /** Builds the envelope (UUIDv7 id, attempt 1) and publishes it; resolves with the job id. */
+  /**
+   * Builds the envelope (UUIDv7 id, attempt 1) and publishes it; resolves with the job id, or,
+   * for a unique job whose duplicate is ignored (`on_conflict: "ignore"`), the first job's.
+   */
   async publish(queue: string, spec: PublishSpec): Promise<string> {
-    const job = this.build(queue, spec);
-    await this.send(job, spec);
-    return job.id;
+    return this.send(this.build(queue, spec), spec);
   }
 
   /**
@@ -131,13 +134,28 @@ export class Publisher {
    * so the batch does not wait for a job that never was.
    * @throws StagecoachError `INVALID_REQUEST` for callbacks without a batch or that could not be
    * published for the batch's tenant (see checkedCallbacks), before anything is sent; whatever
-   * an enqueue middleware throws (EnqueueRefusedError for one that did not call `next()`).
+   * an enqueue middleware throws (EnqueueRefusedError for one that did not call `next()`); for a
+   * job carrying `unique` (docs/unique-jobs.md), DuplicateJobError when its key is held, and
+   * INVALID_REQUEST without the PostgreSQL job store.
+   * @returns the job's id, or the id of the job holding its uniqueness key (`on_conflict: "ignore"`: nothing was published).
    */
-  async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'> = {}): Promise<void> {
-    await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) =>
-      this.publishEnvelope(sent, { ...spec, ...(headers === undefined ? {} : { headers }) }),
-    );
+  async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'> = {}): Promise<string> {
+    return runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => {
+      const publish = (): Promise<void> => this.publishEnvelope(sent, { ...spec, ...(headers === undefined ? {} : { headers }) });
+      // After the middleware, which may have added or changed `unique`.
+      return sent.unique === undefined ? publish() : uniqueGateFor(this.config).admit(sent, this.uniqueHost, publish);
+    });
   }
+
+  /** How the unique-jobs gate sees this publisher: its tracking settings, and a cancel on its channel. */
+  private readonly uniqueHost: UniqueHost = {
+    tracked: (job) => this.tracked(job),
+    cancel: async (record: DirectiveRecord) => {
+      const names = new BrokerNames(this.config.prefix);
+      await publishRecord(this.publisher, names.jobCancels, record);
+      await publishRecord(this.publisher, names.tracking, record);
+    },
+  };
 
   /** The end of `send()`: the envelope as the middleware left it, reported (when batched) and published. */
   private async publishEnvelope(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'>): Promise<void> {

@@ -9,7 +9,7 @@ import type { Logger } from '../logging/logger.js';
 import type { PublisherCheck } from '../security/publisher-check.js';
 import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
 import { invokeHandler } from '../stage/handler-invoker.js';
-import { JobContext } from '../stage/job-context.js';
+import { JobContext, type UniqueEnqueue } from '../stage/job-context.js';
 import type { EnqueueMiddleware } from '../stage/middleware/middleware.types.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { Delivery, Outcome } from './delivery.js';
@@ -44,6 +44,8 @@ export interface DeliveryProcessorOptions {
   payloads?: PayloadOffloader;
   /** Enqueue middleware of every `ctx.emit()`: the process's, then the stage's. @defaultValue [] */
   enqueue?: readonly EnqueueMiddleware[];
+  /** Where emitted jobs carrying `unique` claim their keys (docs/unique-jobs.md). */
+  unique?: UniqueEnqueue;
 }
 
 /**
@@ -95,6 +97,7 @@ export class DeliveryProcessor {
       this.options.track,
       this.options.enqueue,
       this.options.tracked,
+      this.options.unique,
     );
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).

@@ -8,6 +8,8 @@ import { withExecutionMiddleware } from '../stage/middleware/execution-chain.js'
 import type { Job } from '../job/job.types.js';
 import type { StageHandler } from '../stage/stage.types.js';
 import { BrokerNames } from '../topology/names.js';
+import { settingsFor } from '../config/queue-resolver.js';
+import { uniqueGateFor } from '../job-state/unique/unique-gate.js';
 import { DeliveryProcessor } from './delivery-processor.js';
 import { healingPublisher } from './healing-publisher.js';
 import type { StageRunnerOptions } from './runner-options.js';
@@ -39,7 +41,8 @@ export interface StageProcessorParts {
 export function createStageProcessor(options: StageRunnerOptions, parts: StageProcessorParts): DeliveryProcessor {
   const { config, stage, tenant, log, payloads, middleware } = options;
   const { resources } = parts;
-  const tracking = new BrokerNames(config.prefix).tracking;
+  const names = new BrokerNames(config.prefix);
+  const tracking = names.tracking;
   return new DeliveryProcessor({
     stage: stage.metadata,
     input: parts.input,
@@ -57,5 +60,15 @@ export function createStageProcessor(options: StageRunnerOptions, parts: StagePr
     onStarted: parts.onStarted,
     ...(payloads === undefined ? {} : { payloads }),
     enqueue: [...(middleware?.enqueue ?? []), ...stage.middleware.enqueue],
+    unique: {
+      gate: uniqueGateFor(config),
+      host: {
+        tracked: (job) => settingsFor(config, job.queue, job.tenant).tracking !== false,
+        cancel: async (record) => {
+          await publishRecord(healingPublisher(resources.publishers), names.jobCancels, record);
+          await publishRecord(healingPublisher(resources.publishers), tracking, record);
+        },
+      },
+    },
   });
 }

@@ -12,9 +12,16 @@ import type { Logger } from '../logging/logger.js';
 import { runEnqueueChain } from './middleware/enqueue-chain.js';
 import type { EnqueueMiddleware } from './middleware/middleware.types.js';
 import { NEVER_ABORTED } from './never-aborted.js';
+import type { UniqueGate, UniqueHost } from '../job-state/unique/unique-gate.js';
 import type { StageContext } from './stage.types.js';
 
 function ignore(): void {}
+
+/** The unique-jobs gate of a stage process, and how it sees the stage (docs/unique-jobs.md). */
+export interface UniqueEnqueue {
+  gate: UniqueGate;
+  host: UniqueHost;
+}
 
 /**
  * The context of one delivery. Lifecycle: created before `handle()`; closed by the settlement on
@@ -76,6 +83,8 @@ export class JobContext implements StageContext {
     private readonly enqueue: readonly EnqueueMiddleware[] = [],
     /** The job is tracked by its queue (docs/job-state.md): its children are listed as a batched job's are. */
     tracked = false,
+    /** Where an emitted job carrying `unique` claims its key; without it, such a job is refused. */
+    private readonly unique?: UniqueEnqueue,
   ) {
     const batch = job.meta.batch;
     if (typeof batch === 'string') {
@@ -206,10 +215,29 @@ export class JobContext implements StageContext {
     if (spec.batch !== undefined && spec.batch !== batch) return this.startBatch(output, spec, checkBatchId(spec.batch, 'batch'));
     const job = createJob(spec, { queue: output, parentId: this.job.id, tenant: this.job.tenant, batch });
     const onSent = (): void => handedOver(job.id);
-    if (this.enqueue.length === 0) await this.publish(job, spec.headers, onSent);
-    else await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => this.publish(sent, headers, onSent));
-    this.onPublished?.(output);
-    return job.id;
+    // The hot path: no middleware, no `unique`, no chain.
+    if (this.enqueue.length === 0 && job.unique === undefined) {
+      await this.publish(job, spec.headers, onSent);
+      this.onPublished?.(output);
+      return job.id;
+    }
+    const id = await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) =>
+      sent.unique === undefined ? this.publish(sent, headers, onSent) : this.admitUnique(sent, () => this.publish(sent, headers, onSent)),
+    );
+    // A duplicate ignored (`on_conflict: "ignore"`) was not published: `id` is the first job's.
+    if (id === job.id) this.onPublished?.(output);
+    return id;
+  }
+
+  /** An emitted job carrying `unique`: its key claimed before it is published (docs/unique-jobs.md). */
+  private async admitUnique(job: Job, publish: () => Promise<void>): Promise<string | undefined> {
+    if (this.unique === undefined) {
+      throw new StagecoachError(
+        'INVALID_REQUEST',
+        `stage "${this.stage}" emitted a job carrying "unique", and has no job store to claim it in`,
+      );
+    }
+    return this.unique.gate.admit(job, this.unique.host, publish);
   }
 
   /** The end of an emit: the job published, listed among a batched or tracked job's children first. */
@@ -244,9 +272,11 @@ export class JobContext implements StageContext {
     }
     const tenant = this.job.tenant;
     const job = createJob(spec, { queue: output, parentId: this.job.id, tenant, batch });
-    await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => this.sendRoot(sent, headers, batch));
-    this.onPublished?.(output);
-    return job.id;
+    const id = await runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) =>
+      sent.unique === undefined ? this.sendRoot(sent, headers, batch) : this.admitUnique(sent, () => this.sendRoot(sent, headers, batch)),
+    );
+    if (id === job.id) this.onPublished?.(output);
+    return id;
   }
 
   /** The root of a batch this job starts, reported as created, then sent (see startBatch). */

@@ -5,7 +5,8 @@ export const BINDING_DOCS_URL = 'https://github.com/openjobspec/spec/blob/main/s
 
 const HINTS: Readonly<Record<string, string>> = {
   not_found: 'check the id: GET /ojs/v1/jobs lists the jobs this server knows',
-  duplicate: 'a job with this id exists: push without "id" to get a fresh one',
+  duplicate:
+    'a job with this id exists (push without "id" to get a fresh one), or one holding the same uniqueness key (details.existing_job_id)',
   conflict: 'the job is not in a state that allows this; GET /ojs/v1/jobs/{id} shows its state',
   invalid_payload: 'the request body must be an OJS job (spec/ojs-http-binding.md section 4)',
   invalid_request: 'see the message for the field that is wrong',

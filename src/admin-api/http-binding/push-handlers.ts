@@ -8,18 +8,24 @@ import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { readPushInput, type PushInput } from './push-input.js';
 import { tenantOf } from './request-tenant.js';
+import { shownState } from '../../job-state/job-lifecycle.js';
 
 /** The largest push body: arguments above `payloads.threshold` are offloaded (docs/payloads.md), so a job may be large. */
 export const MAX_PUSH_BYTES = 16 * 1024 * 1024;
 /** Most jobs in one `POST /ojs/v1/jobs/batch`. */
 export const MAX_BATCH_JOBS = 1000;
 
-/** `POST /ojs/v1/jobs` (PUSH): 201 `{ job }`, the job as the store knows it (`available` or `scheduled`). */
+/**
+ * `POST /ojs/v1/jobs` (PUSH): 201 `{ job }`, the job as the store knows it (`available` or
+ * `scheduled`); a unique job's duplicate ignored (`on_conflict: "ignore"`): 200 `{ job, deduplicated: true }`,
+ * the job holding the key (OJS unique jobs 5.4; docs/unique-jobs.md).
+ */
 export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
   const input = readPushInput(body, tenantOf(request));
-  return { status: 201, body: { job: await push(ctx, input) } };
+  const { view, deduplicated } = await push(ctx, input);
+  return deduplicated ? { status: 200, body: { job: view, deduplicated } } : { status: 201, body: { job: view } };
 }
 
 /**
@@ -42,12 +48,15 @@ export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promi
     }
   });
   const views: unknown[] = [];
-  for (const input of inputs) views.push(await push(ctx, input));
+  for (const input of inputs) {
+    const { view, deduplicated } = await push(ctx, input);
+    views.push(deduplicated ? { ...view, deduplicated } : view);
+  }
   return { status: 201, body: { jobs: views, count: views.length } };
 }
 
 /** Publishes one job as any producer's (tenant routing, variants, limits, payload offloading, tracking). */
-async function push(ctx: BindingContext, input: PushInput): Promise<Record<string, unknown>> {
+async function push(ctx: BindingContext, input: PushInput): Promise<{ view: Record<string, unknown>; deduplicated: boolean }> {
   const store = await ctx.admin.jobs();
   if (input.id !== undefined && (ctx.envelopes.has(input.id) || (await store.get(input.id)) !== undefined)) {
     throw new StagecoachError('DUPLICATE', `a job with id "${input.id}" exists`);
@@ -58,7 +67,11 @@ async function push(ctx: BindingContext, input: PushInput): Promise<Record<strin
   await ctx.remote.declare(built.queue, built.tenant);
   // Extensions ride on the envelope (OJS core: unknown fields are preserved end to end).
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
-  await publisher.send(job, input.spec);
+  const sent = await publisher.send(job, input.spec);
+  if (sent !== job.id) {
+    const holder = await store.get(sent);
+    return { view: { id: sent, type: job.type, state: holder === undefined ? 'available' : shownState(holder) }, deduplicated: true };
+  }
   const maxAttempts = job.retry?.max_attempts ?? queueFor(await ctx.admin.configFile.load(), job.queue).default_retry.max_attempts;
   const pushed = {
     job,
@@ -68,5 +81,5 @@ async function push(ctx: BindingContext, input: PushInput): Promise<Record<strin
     ...(input.visibilityMs === undefined ? {} : { visibilityMs: input.visibilityMs }),
   };
   ctx.envelopes.add(pushed);
-  return bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed);
+  return { view: bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed), deduplicated: false };
 }

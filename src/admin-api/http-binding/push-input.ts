@@ -1,6 +1,6 @@
 import { InvalidPayloadError } from '../../errors/errors.js';
 import type { RetryPolicy } from '../../config/config.types.js';
-import type { PublishSpec } from '../../job/job.types.js';
+import type { PublishSpec, UniquePolicy } from '../../job/job.types.js';
 
 /** The queue of a job pushed without `options.queue` (OJS core: `default`). */
 export const DEFAULT_QUEUE = 'default';
@@ -15,7 +15,7 @@ const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f
 const PRIORITY_RANGE = 100;
 
 /** The fields of a push body the binding reads; any other top-level field is an extension, kept. */
-const KNOWN = new Set(['id', 'type', 'args', 'meta', 'options', 'specversion', 'queue', 'priority', 'state', 'attempt']);
+const KNOWN = new Set(['id', 'type', 'args', 'meta', 'options', 'specversion', 'queue', 'priority', 'state', 'attempt', 'unique']);
 
 /** A push request (spec/ojs-http-binding.md section 4.1) read into what the Publisher takes. */
 export interface PushInput {
@@ -83,6 +83,8 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     ...(timeoutMs === undefined ? {} : { timeout: Math.ceil((timeoutMs as number) / 1000) }),
     ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
     ...(options.retry === undefined ? {} : { retry: objectField(options.retry, 'options.retry') as RetryPolicy }),
+    // OJS unique jobs: `options.unique` (or a top-level `unique`), checked by createJob.
+    ...((options.unique ?? job.unique) === undefined ? {} : { unique: (options.unique ?? job.unique) as UniquePolicy }),
     ...(tenant === undefined ? {} : { tenant }),
   };
   const extensions: Record<string, unknown> = {};

@@ -3,12 +3,16 @@ import type { HeaderValue, Job } from '../../job/job.types.js';
 import { middlewareName } from './middleware-name.js';
 import type { EnqueueMiddleware, OutgoingJob } from './middleware.types.js';
 
-/** The end of the chain: publishes the (possibly changed) envelope with its headers. */
-export type PublishStep = (job: Job, headers: Record<string, HeaderValue> | undefined) => Promise<void>;
+/**
+ * The end of the chain: publishes the (possibly changed) envelope with its headers. Resolves with
+ * nothing, or with the id of another job that stands for this one, unpublished (a unique job's
+ * `on_conflict: "ignore"`, docs/unique-jobs.md).
+ */
+export type PublishStep = (job: Job, headers: Record<string, HeaderValue> | undefined) => Promise<void | string>;
 
 /**
  * Runs `middleware` in order around `publish` (OJS linear chain) and resolves with the job's id
- * once it was published. Without middleware, `publish` alone.
+ * once it was published (or the id `publish` answered in its place). Without middleware, `publish` alone.
  *
  * The chain works on `job` itself, not a copy (callers hand it a job they just built; a copy
  * costs more than the rest of the chain): the headers ride on it as a non-enumerable `headers`
@@ -26,16 +30,12 @@ export async function runEnqueueChain(
   headers: Record<string, HeaderValue> | undefined,
   publish: PublishStep,
 ): Promise<string> {
-  if (middleware.length === 0) {
-    await publish(job, headers);
-    return job.id;
-  }
+  if (middleware.length === 0) return (await publish(job, headers)) ?? job.id;
   const decided = { id: job.id, queue: job.queue, tenant: job.tenant, batch: job.meta.batch, type: job.type };
   const step = async (index: number, current: OutgoingJob): Promise<string> => {
     if (index === middleware.length) {
       checkUnchanged(decided, current);
-      await publish(envelopeOf(current), current.headers);
-      return decided.id;
+      return (await publish(envelopeOf(current), current.headers)) ?? decided.id;
     }
     const own = middleware[index] as EnqueueMiddleware;
     let downstream: Promise<string> | undefined;

@@ -1,0 +1,104 @@
+import pg from 'pg';
+import type { UniqueState } from '../../job/job.types.js';
+import { shownState, type JobRow } from '../job-lifecycle.js';
+import { claimsTableOf, migrateJobTable } from '../postgres-job-store.js';
+import { inTransaction } from '../../util/pg-transaction.js';
+import type { ClaimOutcome, ClaimRequest, Holder, UniqueClaims } from './unique-claims.js';
+
+/** How often a claim is tried again when its key's row went away between the insert and the lock. */
+const CLAIM_TRIES = 3;
+
+/**
+ * Uniqueness claims in PostgreSQL (docs/unique-jobs.md): table `<job table>_unique`, one row per
+ * key. A claim inserts the key (`INSERT ... ON CONFLICT DO NOTHING`: of two at once, one wins and
+ * the other waits for it); when the key is there, its row is locked and the holder's state read
+ * from the job table in the same transaction: the key is taken over when the holder's window
+ * (`period`, from its claim, by the database's clock) ran out or its state is not among the
+ * policy's `states` (a holder the tracker has not folded yet counts as `available`), else the
+ * job is a duplicate.
+ */
+export class PostgresUniqueClaims implements UniqueClaims {
+  private readonly pool: pg.Pool;
+  private ready: Promise<void> | undefined;
+  private readonly claims: string;
+
+  constructor(
+    url: string,
+    private readonly table: string,
+  ) {
+    // Small: claims are short transactions, at enqueue of unique jobs only. Idle connections go
+    // after 10 s and never hold the process open.
+    this.pool = new pg.Pool({ connectionString: url, max: 4, idleTimeoutMillis: 10_000, allowExitOnIdle: true });
+    this.pool.on('error', () => undefined);
+    this.claims = `"${claimsTableOf(table)}"`;
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimOutcome> {
+    this.ready ??= migrateJobTable(this.pool, this.table).catch((err: unknown) => {
+      this.ready = undefined;
+      throw err;
+    });
+    await this.ready;
+    for (let tries = 1; ; tries++) {
+      const outcome = await this.tryClaim(request);
+      if (outcome !== undefined || tries === CLAIM_TRIES) return outcome ?? { kind: 'claimed' };
+    }
+  }
+
+  /** One transaction; undefined when the key's row was deleted between the insert and the lock. */
+  private async tryClaim(request: ClaimRequest): Promise<ClaimOutcome | undefined> {
+    const period = request.periodMs ?? null;
+    return inTransaction(this.pool, async (client) => {
+      const inserted = await client.query(
+        `INSERT INTO ${this.claims} (key, job_id, tenant, claimed_at, expires_at)
+         VALUES ($1, $2, $3, now(), now() + $4::double precision * interval '1 millisecond') ON CONFLICT (key) DO NOTHING`,
+        [request.key, request.job, request.tenant ?? null, period],
+      );
+      if (inserted.rowCount === 1) return { kind: 'claimed' } as const;
+      const found = await client.query<{ job_id: string; age_ms: number; doc: JobRow | null; pruned: boolean | null }>(
+        `SELECT c.job_id, (extract(epoch FROM now() - c.claimed_at) * 1000)::double precision AS age_ms, j.doc,
+           j.pruned_at IS NOT NULL AS pruned
+         FROM ${this.claims} AS c LEFT JOIN "${this.table}" AS j ON j.id = c.job_id WHERE c.key = $1 FOR UPDATE OF c`,
+        [request.key],
+      );
+      const row = found.rows[0];
+      if (row === undefined) return undefined;
+      const outcome = decide(request, row);
+      if (outcome.kind !== 'held' && row.job_id !== request.job) {
+        await client.query(
+          `UPDATE ${this.claims} SET job_id = $2, tenant = $3, claimed_at = now(),
+             expires_at = now() + $4::double precision * interval '1 millisecond' WHERE key = $1`,
+          [request.key, request.job, request.tenant ?? null, period],
+        );
+      }
+      return outcome;
+    });
+  }
+
+  async release(key: string, job: string): Promise<void> {
+    await this.pool.query(`DELETE FROM ${this.claims} WHERE key = $1 AND job_id = $2`, [key, job]);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/** Whether the key's holder still holds it for `request` (OJS 7.4: same key AND in `states` AND within `period`). */
+function decide(request: ClaimRequest, row: { job_id: string; age_ms: number; doc: JobRow | null; pruned: boolean | null }): ClaimOutcome {
+  // The same job again (a producer sending an envelope twice): it keeps its key.
+  if (row.job_id === request.job) return { kind: 'claimed' };
+  // A pruned holder ended long ago; one not folded yet was just enqueued.
+  if (row.pruned === true) return { kind: 'claimed' };
+  const state: UniqueState = row.doc === null ? 'available' : shownState(row.doc);
+  const withinPeriod = request.periodMs === undefined || row.age_ms < request.periodMs;
+  if (!withinPeriod || !request.states.includes(state)) return { kind: 'claimed' };
+  const holder: Holder = {
+    id: row.job_id,
+    state,
+    ...(state === 'scheduled' && row.doc?.scheduled_at !== undefined ? { scheduled_at: row.doc.scheduled_at } : {}),
+  };
+  // OJS 5.2: an active job is never replaced (its handler is running): the duplicate is refused.
+  if (request.replace && state !== 'active') return { kind: 'replaced', holder };
+  return { kind: 'held', holder };
+}
