@@ -157,9 +157,9 @@ export class PostgresJobStore implements JobStore {
     return (await this.pool.query(`DELETE FROM ${this.quoted}`)).rowCount ?? 0;
   }
 
-  /** Drops the table (tests). */
+  /** Drops the table and its uniqueness claims (tests). */
   async drop(): Promise<void> {
-    await this.pool.query(`DROP TABLE IF EXISTS ${this.quoted}`);
+    await this.pool.query(`DROP TABLE IF EXISTS ${this.quoted}, "${claimsTableOf(this.table)}"`);
     this.ready = undefined;
   }
 
