@@ -20,7 +20,16 @@ export interface CompiledUnique {
 
 const DIMENSIONS: ReadonlySet<string> = new Set(['type', 'queue', 'args', 'meta']);
 const CONFLICTS: ReadonlySet<string> = new Set(['reject', 'replace', 'replace_except_schedule', 'ignore']);
-const STATES: ReadonlySet<string> = new Set(['scheduled', 'available', 'pending', 'active', 'completed', 'retryable', 'cancelled', 'discarded']);
+const STATES: ReadonlySet<string> = new Set([
+  'scheduled',
+  'available',
+  'pending',
+  'active',
+  'completed',
+  'retryable',
+  'cancelled',
+  'discarded',
+]);
 const FIELDS: ReadonlySet<string> = new Set(['keys', 'args_keys', 'meta_keys', 'period', 'states', 'on_conflict']);
 export const DEFAULT_UNIQUE_STATES: readonly UniqueState[] = ['available', 'active', 'scheduled', 'retryable', 'pending'];
 

@@ -54,7 +54,8 @@ describe('unique jobs: keys claimed in the PostgreSQL job store at enqueue (docs
     unique: { keys: ['type', 'args'], args_keys: ['doc'], ...unique },
   });
   // The fixture stage reads args[0] as its mode: an object is neither `fail` nor `hold`, so it completes.
-  const publish = (queue: string, doc: string, unique: UniquePolicy): Promise<string> => running.publisher.publish(queue, spec(doc, unique));
+  const publish = (queue: string, doc: string, unique: UniquePolicy): Promise<string> =>
+    running.publisher.publish(queue, spec(doc, unique));
 
   before(async () => {
     project = await writeConfigFile(
@@ -131,7 +132,10 @@ describe('unique jobs: keys claimed in the PostgreSQL job store at enqueue (docs
       return found !== undefined && shownState(found) === 'cancelled';
     });
     const at = new Date(Date.now() + 600_000).toISOString().replace(/\.\d+Z$/, '.000Z');
-    const scheduled = await running.publisher.publish('later', { ...spec('replace-2', { on_conflict: 'replace_except_schedule' }), scheduled_at: at });
+    const scheduled = await running.publisher.publish('later', {
+      ...spec('replace-2', { on_conflict: 'replace_except_schedule' }),
+      scheduled_at: at,
+    });
     await waitFor('the scheduled job in the store', async () => (await row(scheduled))?.state === 'scheduled');
     const later = new Date(Date.now() + 900_000).toISOString();
     const replacement = await running.publisher.publish('later', {

@@ -16,7 +16,16 @@ export function manifest(): Promise<ApiResponse> {
       conformance_level: CONFORMANCE_LEVEL,
       protocols: ['http', 'amqp'],
       backend: 'rabbitmq',
-      extensions: ['rate-limiting', 'multi-tenancy', 'batches'],
+      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs'],
+      // OJS unique jobs 8.3 (docs/unique-jobs.md): claims are atomic (reject, ignore), but `replace`
+      // cancels its holder through the job-cancels stream, which a holder starting meanwhile outruns.
+      capabilities: {
+        unique_jobs: {
+          strength: 'best-effort',
+          mechanism:
+            'PostgreSQL INSERT ... ON CONFLICT on a key table beside the job store (atomic for reject and ignore); replace cancels through the job-cancels stream; needs tracking.store postgres',
+        },
+      },
       endpoints: { jobs: '/ojs/v1/jobs', workers: '/ojs/v1/workers', health: '/ojs/v1/health' },
     },
   });

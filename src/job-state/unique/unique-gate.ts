@@ -71,7 +71,12 @@ export class UniqueGate {
     if (outcome.kind === 'replaced') {
       const { holder } = outcome;
       await host.cancel(
-        stamp<DirectiveRecord>({ kind: 'directive', action: 'cancel', job: holder.id, ...(job.tenant === undefined ? {} : { tenant: job.tenant }) }),
+        stamp<DirectiveRecord>({
+          kind: 'directive',
+          action: 'cancel',
+          job: holder.id,
+          ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
+        }),
       );
       if (policy.onConflict === 'replace_except_schedule' && holder.scheduled_at !== undefined) job.scheduled_at = holder.scheduled_at;
     }
