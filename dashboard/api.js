@@ -70,6 +70,8 @@ export const api = {
   batch: (id) => request('GET', batchPath(id)),
   batchJobs: (id, query = {}) => request('GET', `${batchPath(id)}/jobs`, { query }),
   job: (id) => request('GET', `/ojs/v1/jobs/${encodeURIComponent(id)}`),
+  /** `job list`: `{ jobs, next_cursor }`, by tenant, queue, state, type, a page at a time. */
+  jobs: (query = {}) => request('GET', '/ojs/v1/jobs', { query }),
   /** `batch cancel|pause|resume`: `{ action, batch, moved, kept }`. */
   cancelBatch: (id) => request('POST', `${batchPath(id)}/cancel`, { auth: true }),
   pauseBatch: (id) => request('POST', `${batchPath(id)}/pause`, { auth: true }),

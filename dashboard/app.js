@@ -8,6 +8,7 @@ import { BatchDetails } from './batch-details.js';
 import { BatchesView } from './batches-view.js';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { count } from './format.js';
+import { JobDetails, JobsView } from './jobs-view.js';
 import { LimitsView } from './limits-view.js';
 import { MatrixView, SharedStrip } from './matrix-view.js';
 import { QueueDetails } from './queue-details.js';
@@ -70,7 +71,7 @@ function Summary({ matrix, error, at }) {
   </div>`;
 }
 
-/** Queues (the matrix) or batches; the address keeps it (`#batches`), so a reload or a link opens the same view. */
+/** Queues (the matrix), batches or jobs; the address keeps it (`#batches`, `#jobs`, `#job=<id>`), so a reload or a link opens the same view. */
 function ViewTabs({ view, setView }) {
   const tab = (name, label) =>
     html`<button
@@ -83,15 +84,26 @@ function ViewTabs({ view, setView }) {
     >
       ${label}
     </button>`;
-  return html`<nav class="tabs" role="tablist">${tab('queues', 'Queues')}${tab('batches', 'Batches')}</nav>`;
+  return html`<nav class="tabs" role="tablist">${tab('queues', 'Queues')}${tab('batches', 'Batches')}${tab('jobs', 'Jobs')}</nav>`;
+}
+
+/** The view and job an address names: `#batches`, `#jobs`, `#job=<id>` (a job's page); else the queues. */
+function fromHash(hash) {
+  if (hash.startsWith('#job=')) return { view: 'jobs', job: decodeURIComponent(hash.slice('#job='.length)) };
+  return { view: hash === '#batches' ? 'batches' : hash === '#jobs' ? 'jobs' : 'queues', job: null };
 }
 
 function App() {
-  const [view, setViewState] = useState(location.hash === '#batches' ? 'batches' : 'queues');
+  const [view, setViewState] = useState(() => fromHash(location.hash).view);
   const [batch, setBatch] = useState(null);
+  const [job, setJobState] = useState(() => fromHash(location.hash).job);
   const setView = useCallback((name) => {
-    history.replaceState(null, '', name === 'batches' ? '#batches' : location.pathname);
+    history.replaceState(null, '', name === 'queues' ? location.pathname : `#${name}`);
     setViewState(name);
+  }, []);
+  const setJob = useCallback((id) => {
+    history.replaceState(null, '', id === null ? '#jobs' : `#job=${encodeURIComponent(id)}`);
+    setJobState(id);
   }, []);
   const [query, setQuery] = useState({ filter: '', problems: false, sort: 'name', offset: 0, limit: 50 });
   // Bumped after every action: the matrix and the peeked lists are read again at once.
@@ -136,35 +148,40 @@ function App() {
         : null
     }
     ${
-      view === 'batches'
+      view === 'jobs'
         ? html`<div class="layout">
-            <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} version=${version} /></div>
-            ${
-              batch
-                ? html`<${BatchDetails} key=${batch} id=${batch} version=${version} act=${setPending} onClose=${() => setBatch(null)} />`
-                : null
-            }
+            <div class="main-column"><${JobsView} selected=${job} onSelect=${setJob} /></div>
+            ${job ? html`<${JobDetails} key=${job} id=${job} onClose=${() => setJob(null)} />` : null}
           </div>`
-        : html`<div class="layout">
-            <div class="main-column">
-              <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
-              <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
-              <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
-              <${LimitsView} limits=${matrix.limits} />
-            </div>
-            ${
-              selected
-                ? html`<${QueueDetails}
-                    key=${`${selected.queue}|${selected.tenant}`}
-                    selected=${selected}
-                    matrix=${matrix}
-                    version=${version}
-                    act=${setPending}
-                    onClose=${() => setSelected(null)}
-                  />`
-                : null
-            }
-          </div>`
+        : view === 'batches'
+          ? html`<div class="layout">
+              <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} version=${version} /></div>
+              ${
+                batch
+                  ? html`<${BatchDetails} key=${batch} id=${batch} version=${version} act=${setPending} onClose=${() => setBatch(null)} />`
+                  : null
+              }
+            </div>`
+          : html`<div class="layout">
+              <div class="main-column">
+                <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
+                <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
+                <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
+                <${LimitsView} limits=${matrix.limits} />
+              </div>
+              ${
+                selected
+                  ? html`<${QueueDetails}
+                      key=${`${selected.queue}|${selected.tenant}`}
+                      selected=${selected}
+                      matrix=${matrix}
+                      version=${version}
+                      act=${setPending}
+                      onClose=${() => setSelected(null)}
+                    />`
+                  : null
+              }
+            </div>`
     }
     ${pending ? html`<${ConfirmDialog} pending=${pending} onConfirm=${run} onCancel=${() => setPending(null)} />` : null}
   </main>`;

@@ -29,6 +29,7 @@ const SAMPLED_MS = 40_000;
 // The page's globals, as the callbacks evaluated in the browser use them (tests compile without the DOM library).
 declare const document: { querySelector(selector: string): { textContent: string | null } | null };
 declare const sessionStorage: { clear(): void; getItem(key: string): string | null; readonly length: number };
+declare const location: { hash: string };
 
 const log = createLogger({ test: 'dashboard' }, 'error');
 
@@ -183,6 +184,77 @@ describe('the web dashboard, in a headless browser', function () {
     await waitForText(page, '#unroutable [data-field="unroutable-count"]', '1');
     expect(await textOf(page, '#unroutable tbody')).to.contain('initech');
   });
+
+  it('searches jobs by tenant, state, type and id from the job store, as GET /ojs/v1/jobs lists them, each opening its job page', async () => {
+    const listed = async (query: string): Promise<string[]> => {
+      const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/jobs?${query}`, { headers: { accept: 'application/json' } });
+      return ((await response.json()) as { jobs: Array<{ id: string }> }).jobs.map((job) => job.id);
+    };
+    // The store (the admin server's stream follower) knows globex's two waiting jobs and acme's dead one.
+    const waiting = await waitFor('the waiting globex jobs in the store', async () => {
+      const ids = await listed('tenant=globex&state=available');
+      return ids.length === 2 && ids;
+    });
+    const [doomed] = await waitFor('the dead-lettered job in the store', async () => {
+      const ids = await listed('tenant=acme&state=discarded&type=relay.me');
+      return ids.length === 1 && ids;
+    });
+    try {
+      await searchJobs(waiting, doomed as string);
+    } finally {
+      // The next cases start from the queues view.
+      await page.goto(`http://127.0.0.1:${server.port}/`, { waitUntil: 'domcontentloaded' });
+      await page.waitForSelector('#matrix', { timeout: SAMPLED_MS });
+    }
+  });
+
+  async function searchJobs(waiting: string[], doomed: string): Promise<void> {
+    const ids = async (): Promise<string[]> =>
+      page.$$eval('#job-results tbody tr', (trs) => trs.map((tr) => tr.getAttribute('data-job') ?? ''));
+    /** Types into a search field as a person does (cleared with the keyboard: the page reads input events). */
+    const fill = async (name: string, value: string): Promise<void> => {
+      const selector = `#job-search [name="${name}"]`;
+      await page.click(selector, { count: 3 });
+      await page.keyboard.press('Backspace');
+      if (value !== '') await page.type(selector, value);
+    };
+    await page.click('button[data-view="jobs"]');
+    await page.waitForSelector('#job-search');
+    await fill('job-tenant', 'globex');
+    await page.select('#job-search [name="job-state"]', 'available');
+    await page.click('#job-search button[type="submit"]');
+    await page.waitForFunction(() => document.querySelector('#job-results tbody tr') !== null, { timeout: 10_000 });
+    expect(await ids()).to.deep.equal(waiting);
+    expect(await page.$$eval('#job-results [data-field="tenant"]', (tds) => tds.map((td) => td.textContent))).to.deep.equal([
+      'globex',
+      'globex',
+    ]);
+
+    // By type and state across tenants: the one dead-lettered job; its link opens its job page.
+    await fill('job-tenant', '');
+    await fill('job-type', 'relay.me');
+    await page.select('#job-search [name="job-state"]', 'discarded');
+    await page.click('#job-search button[type="submit"]');
+    await waitForText(page, '#job-results tbody tr [data-field="state"]', 'discarded', 10_000);
+    expect(await ids()).to.deep.equal([doomed]);
+    await page.click(`#job-results tr[data-job="${doomed}"] a`);
+    await waitForText(page, `[data-job-page="${doomed}"] [data-field="job-state"]`, 'discarded', 10_000);
+    expect(await page.evaluate(() => location.hash)).to.equal(`#job=${doomed}`);
+
+    // By id: that job alone; an unknown id: none. A link to the job page opens it on a fresh load.
+    await fill('job-type', '');
+    await page.select('#job-search [name="job-state"]', '');
+    await fill('job-id', doomed);
+    await page.click('#job-search button[type="submit"]');
+    await waitForText(page, '#job-results tbody tr [data-field="queue"]', 'in', 10_000);
+    expect(await ids()).to.deep.equal([doomed]);
+    await fill('job-id', '0190a0a0-0000-7000-8000-000000000000');
+    await page.click('#job-search button[type="submit"]');
+    await waitForText(page, '[data-field="jobs-none"]', 'no job matches', 10_000);
+    await page.goto('about:blank');
+    await page.goto(`http://127.0.0.1:${server.port}/#job=${doomed}`, { waitUntil: 'domcontentloaded' });
+    await waitForText(page, `[data-job-page="${doomed}"] [data-field="job-state"]`, 'discarded', SAMPLED_MS);
+  }
 
   it("shows a queue's flow limits with the jobs running under them, and the named limits in the Limits list", async () => {
     const { names } = project;
