@@ -13,6 +13,7 @@ export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
   max_attempts: 3,
   initial_interval: 'PT1S',
   backoff_coefficient: 2,
+  backoff_strategy: 'exponential',
   max_interval: 'PT5M',
   jitter: true,
   non_retryable_errors: [],

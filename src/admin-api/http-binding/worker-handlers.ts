@@ -117,6 +117,8 @@ async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): P
 async function settled(ctx: BindingContext, held: Held): Promise<ApiResponse> {
   const row: JobRow | undefined = await waitForSettlement(ctx, held.job.id, held.job.attempt);
   const view = bindingJobView(row, ctx.envelopes.get(held.job.id) ?? { job: held.job, extensions: {} });
+  // A retry: when it comes back (the runner tells of it as it acks, before the store can show it).
+  if (row?.state === 'retryable') Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
   return { status: 200, body: { acknowledged: true, job_id: held.job.id, ...view, job: view } };
 }
 
@@ -132,6 +134,8 @@ export function claimedView(ctx: BindingContext, held: Held): Record<string, unk
     attempt: held.job.attempt,
     started_at: held.claim?.at,
     visibility_timeout_ms: held.claim?.visibilityMs,
+    // A retry shows the wait that preceded it.
+    ...(held.job.attempt > 1 ? { retry_delay_ms: ctx.retries.fields(held.job.id, held.job.attempt).retry_delay_ms } : {}),
   };
 }
 
