@@ -8,6 +8,9 @@
  */
 
 /** An OJS retry policy (OJS core "Retry policies"). Durations are ISO 8601 (`PT1S`). */
+/** A retry policy with every field set but `backoff_strategy` (unset: `exponential`, so compiled policies keep their shape). */
+export type DefaultedRetryPolicy = Required<Omit<RetryPolicy, 'backoff_strategy'>> & Pick<RetryPolicy, 'backoff_strategy'>;
+
 export interface RetryPolicy {
   /** All attempts, the first included; 1 means no retry. @defaultValue 3 */
   max_attempts?: number;

@@ -13,7 +13,6 @@ const policy = (over: Partial<RetryPolicy> = {}): ResolvedRetryPolicy =>
     max_attempts: 3,
     initial_interval: 'PT1S',
     backoff_coefficient: 2,
-    backoff_strategy: 'exponential',
     max_interval: 'PT5M',
     jitter: false,
     non_retryable_errors: [],
