@@ -206,9 +206,15 @@ export async function retryDeadLetters(
             origin.tenant !== undefined && route.exchange === names.root ? names.tenantExchange(origin.tenant) : route.exchange;
           // The job store learns the job waits again (attempt 1 after the dead one) before it can run.
           if (settingsFor(config, revived.queue, origin.tenant ?? revived.tenant).tracking !== false) {
-            const report = settledReport(job, batchOf(job), { stage: 'stagecoach/dead-retry', queue: revived.queue, tenant: origin.tenant }, 'retrying', {
-              next_attempt: 1,
-            });
+            const report = settledReport(
+              job,
+              batchOf(job),
+              { stage: 'stagecoach/dead-retry', queue: revived.queue, tenant: origin.tenant },
+              'retrying',
+              {
+                next_attempt: 1,
+              },
+            );
             await publishRecord(publisher, names.tracking, report);
           }
           await publisher.publish(exchange, route.routingKey, wire.content, wire.options);

@@ -54,7 +54,13 @@ describe('the OJS HTTP binding: dead letters, events, retry timings', function (
     const id = pushed.body.job.id as string;
     const jobs = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['conversions'], wait_ms: 5000 }, as)).body.jobs as Json[];
     expect(jobs.map((job) => job.id)).to.deep.equal([id]);
-    const nacked = await ojs(base, 'POST', '/ojs/v1/workers/nack', { job_id: id, error: { code: 'BadScan', message: `${label} unreadable` } }, as);
+    const nacked = await ojs(
+      base,
+      'POST',
+      '/ojs/v1/workers/nack',
+      { job_id: id, error: { code: 'BadScan', message: `${label} unreadable` } },
+      as,
+    );
     expect(nacked.body).to.include({ state: 'discarded' });
     return id;
   };
@@ -122,9 +128,9 @@ describe('the OJS HTTP binding: dead letters, events, retry timings', function (
     });
     expect((await ojs(base, 'DELETE', `/ojs/v1/dead-letter/${ours[1]}`, undefined, acme)).status).to.equal(404);
     expect((await ojs(base, 'GET', '/ojs/v1/dead-letter', undefined, acme)).body.jobs).to.deep.equal([]);
-    expect((await ojs(base, 'GET', '/ojs/v1/dead-letter', undefined, { tenant: 'globex' })).body.jobs.map((job: Json) => job.id)).to.deep.equal([
-      theirs,
-    ]);
+    expect(
+      (await ojs(base, 'GET', '/ojs/v1/dead-letter', undefined, { tenant: 'globex' })).body.jobs.map((job: Json) => job.id),
+    ).to.deep.equal([theirs]);
   });
 
   it("lists the events of the prefix: the push's job.enqueued and the ack's job.completed, a tenant's own only, after a cursor", async () => {
@@ -153,7 +159,8 @@ describe('the OJS HTTP binding: dead letters, events, retry timings', function (
   });
 
   it("answers a nack's retry with its delay and time, shows the delay on the fetched retry, and refuses a bad retry policy with 422", async () => {
-    const id = (await ojs(base, 'POST', '/ojs/v1/jobs', { type: 'flaky.run', args: [], options: { queue: 'flaky' } })).body.job.id as string;
+    const id = (await ojs(base, 'POST', '/ojs/v1/jobs', { type: 'flaky.run', args: [], options: { queue: 'flaky' } })).body.job
+      .id as string;
     await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['flaky'], wait_ms: 5000 });
     const before = Date.now();
     const nacked = (await ojs(base, 'POST', '/ojs/v1/workers/nack', { job_id: id, error: { code: 'Flaky', message: 'once' } })).body;

@@ -75,7 +75,9 @@ describe('scheduled jobs: routing through the delay ladder', () => {
     expect(beyond).to.deep.equal(limit);
     // Out of the ladder: what is left, when more than the slack; a job on time (or early by the ladder's rounding) runs.
     const far = Date.parse('2099-12-31T23:59:59Z');
-    expect(scheduleHopMs({ scheduled_at: '2099-12-31T23:59:59Z' }, NOW + MAX_DELAY_SECONDS * 1000)).to.equal(far - NOW - MAX_DELAY_SECONDS * 1000);
+    expect(scheduleHopMs({ scheduled_at: '2099-12-31T23:59:59Z' }, NOW + MAX_DELAY_SECONDS * 1000)).to.equal(
+      far - NOW - MAX_DELAY_SECONDS * 1000,
+    );
     expect(scheduleHopMs({ scheduled_at: at(SCHEDULE_HOP_SLACK_MS) }, NOW)).to.equal(undefined);
     expect(scheduleHopMs({ scheduled_at: at(500) }, NOW)).to.equal(undefined);
     expect(scheduleHopMs({}, NOW)).to.equal(undefined);

@@ -1,9 +1,4 @@
-import {
-  deleteDeadLetters,
-  listDeadLetterJobs,
-  retryDeadLetters,
-  type DeadLetterJob,
-} from '../../admin/dead-letters-admin.js';
+import { deleteDeadLetters, listDeadLetterJobs, retryDeadLetters, type DeadLetterJob } from '../../admin/dead-letters-admin.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import { ENDED_STATES } from '../../job-state/job-lifecycle.js';
 import { managementApiOf } from '../../security/management-api.js';
@@ -88,7 +83,8 @@ async function deadLetters(
   const tenant = tenantOf(request);
   const confined = confinedTo(request);
   const origins = (await deadOrigins(config)).filter(
-    (origin) => (queue === undefined || origin.queue === queue) && (tenant === undefined || origin.tenant === undefined || origin.tenant === tenant),
+    (origin) =>
+      (queue === undefined || origin.queue === queue) && (tenant === undefined || origin.tenant === undefined || origin.tenant === tenant),
   );
   const found: Array<{ origin: DeadOrigin; entry: DeadLetterJob }> = [];
   for (const origin of origins) {
@@ -137,7 +133,13 @@ async function deadView(ctx: BindingContext, origin: DeadOrigin, entry: DeadLett
   view.state = 'discarded';
   if (entry.attempt !== undefined) view.attempt = entry.attempt;
   if (!Array.isArray(view.errors) && entry.errorType !== undefined) {
-    const error = { code: entry.errorType, type: entry.errorType, message: entry.errorMessage ?? '', attempt: entry.attempt, occurred_at: entry.deadLetteredAt };
+    const error = {
+      code: entry.errorType,
+      type: entry.errorType,
+      message: entry.errorMessage ?? '',
+      attempt: entry.attempt,
+      occurred_at: entry.deadLetteredAt,
+    };
     view.errors = [error];
     view.error = error;
   }

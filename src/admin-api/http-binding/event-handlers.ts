@@ -17,7 +17,12 @@ export async function listEvents(ctx: BindingContext, request: ApiRequest): Prom
   await ctx.events.listen();
   const list = (name: string): string[] | undefined => {
     const raw = request.query.get(name);
-    return raw === null || raw.trim() === '' ? undefined : raw.split(',').map((item) => item.trim()).filter((item) => item !== '');
+    return raw === null || raw.trim() === ''
+      ? undefined
+      : raw
+          .split(',')
+          .map((item) => item.trim())
+          .filter((item) => item !== '');
   };
   const rawLimit = request.query.get('limit');
   const limit = rawLimit === null || rawLimit === '' ? EVENT_PAGE : Number(rawLimit);

@@ -97,7 +97,10 @@ export class EventLog {
 
 function matches(event: OjsEvent, query: EventQuery): boolean {
   const data = (event.data ?? {}) as Record<string, unknown>;
-  if (query.types !== undefined && !query.types.some((type) => (type.endsWith('.*') ? event.type.startsWith(type.slice(0, -1)) : event.type === type)))
+  if (
+    query.types !== undefined &&
+    !query.types.some((type) => (type.endsWith('.*') ? event.type.startsWith(type.slice(0, -1)) : event.type === type))
+  )
     return false;
   // A job event names its queue in `data.queue`; a queue event is about the queue in `subject`.
   const queue = typeof data.queue === 'string' ? data.queue : event.type.startsWith('queue.') ? event.subject : undefined;
