@@ -29,6 +29,7 @@ export const SCENARIOS = [
   'middleware',
   'events',
   'peers',
+  'http',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -78,7 +79,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
@@ -237,6 +238,8 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
   Object.assign(raw.stages as Record<string, object>, { trk_ab: stage, trk_ba: stage });
   // Scenario `jobstate`: a relay pair with job tracking on, folded into a PostgreSQL job store (bench/jobstate.ts).
   for (const q of ['js_a', 'js_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant', tracking: true };
+  // Scenario `http`: the relay pair of the HTTP workers (bench/http-relay.ts), tracking on as the binding's acks need.
+  for (const q of ['http_a', 'http_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant', tracking: true };
   Object.assign(raw.stages as Record<string, object>, { js_ab: stage, js_ba: stage });
   raw.tracking = { store: { kind: 'postgres', url: opts.postgresUrl, table: `bench_jobs_${id}` } };
   // Scenario `payloads` (bench/payloads.ts): large jobs relayed inline (a threshold above them) and

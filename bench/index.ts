@@ -33,6 +33,7 @@ import { benchPipeline, benchPublish, benchQueueTypes, benchRelay } from './thro
 import { benchTracking } from './tracking.js';
 import { benchEvents, benchMiddleware } from './hooks.js';
 import { benchJobState } from './jobstate.js';
+import { benchHttpRelay } from './http-relay.js';
 import { benchLimits } from './limits.js';
 import { benchPayloads, cleanupPayloadStore, type PayloadsResult } from './payloads.js';
 import { benchPeers, cleanupPeers, renderPeers, type PeersResult } from './peers.js';
@@ -112,6 +113,7 @@ async function main(): Promise<number> {
     if (opts.only.has('fairness')) results.fairness = await benchFairness(ctx);
     if (opts.only.has('tracking')) results.throughput.push(...(await benchTracking(ctx)));
     if (opts.only.has('jobstate')) results.throughput.push(...(await benchJobState(ctx)));
+    if (opts.only.has('http')) results.throughput.push(...(await benchHttpRelay(ctx)));
     if (opts.only.has('limits')) results.throughput.push(...(await benchLimits(ctx)));
     if (opts.only.has('middleware')) results.throughput.push(await benchMiddleware(ctx));
     if (opts.only.has('events')) results.throughput.push(await benchEvents(ctx));

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The public OJS conformance suite (shared/tools/ojs-conformance, v0.4.0) against `stagecoach admin
 # --test-reset --no-auth` on a loopback port, levels 0 and 1 (docs/http-binding.md, Conformance).
-# Prints each level's summary lines; exits 1 when fewer level-0 cases pass than MIN_LEVEL0 (two
-# below the 60 reached when the binding landed, for a case that a loaded machine times out: a
-# regression of more fails CI). Level 1 is printed only
-# (MIN_LEVEL1=0: several of its cases time retries and visibility to the second, which a loaded
-# 2-core machine can miss); the cases still failing are named in docs/http-binding.md.
+# Prints each level's summary lines; exits 1 when fewer level-0 cases pass than MIN_LEVEL0 (63: all
+# 65 pass, less two for a broker so loaded that a case's declarations outlast the runner's 30 s, as
+# seen while another prefix provisioned thousands of tenants; a warm-up push declares the ladder and
+# the `default` queue first). Level 1 (22 of 25 on an idle machine) is printed
+# only (MIN_LEVEL1=0: several of its cases time retries and visibility to the second, which a
+# loaded 2-core machine can miss); the cases still failing are named in docs/http-binding.md.
 # Needs a built tree (dist/) and the broker; the runner and its cases are not part of the repository.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 SUITE=${OJS_CONFORMANCE_DIR:-../shared/tools/ojs-conformance}
 PORT=${OJS_CONFORMANCE_PORT:-9591}
-MIN_LEVEL0=${MIN_LEVEL0:-58}
+MIN_LEVEL0=${MIN_LEVEL0:-63}
 MIN_LEVEL1=${MIN_LEVEL1:-0}
 URL="http://127.0.0.1:$PORT"
 
@@ -36,6 +37,12 @@ for _ in $(seq 1 60); do
   curl -sf "$URL/ojs/v1/health" >/dev/null 2>&1 && break
   sleep 0.5
 done
+
+# Warm-up: the first push declares the delay ladder and the `default` queue (slow on a busy broker);
+# the runner resets before each case, so this job is gone before the first one.
+curl -s -o /dev/null --max-time 120 -X POST -H 'Content-Type: application/openjobspec+json' \
+  -d '{"type":"warm.up","args":[]}' "$URL/ojs/v1/jobs" || true
+curl -s -o /dev/null --max-time 120 -X POST "$URL/ojs/v1/admin/reset" || true
 
 passed() { sed -n 's/.*Total: [0-9]* | Passed: \([0-9]*\) .*/\1/p' "$1" | tail -1; }
 status=0

@@ -18,7 +18,16 @@ export class ApiError extends StagecoachError {
 
 /** An OJS error object: what every non-2xx answer of the admin API carries. */
 export interface OjsErrorBody {
-  error: { code: string; message: string; retryable: boolean; details?: Record<string, unknown>; hint?: string; docs_url?: string };
+  error: {
+    code: string;
+    message: string;
+    retryable: boolean;
+    details?: Record<string, unknown>;
+    /** The binding's class of a 422 (`validation_error`). */
+    type?: string;
+    hint?: string;
+    docs_url?: string;
+  };
 }
 
 const STATUS_OF: Partial<Record<ErrorCode, number>> = {

@@ -3,7 +3,8 @@ import { openConnection } from '../broker/amqp-connection.js';
 import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { routeFor } from '../broker/job-router.js';
 import type { CompiledConfig } from '../config/config.types.js';
-import { queueFor } from '../config/queue-resolver.js';
+import { queueFor, settingsFor } from '../config/queue-resolver.js';
+import { batchOf, publishRecord, settledReport } from '../tracking/tracking-stream.js';
 import { StagecoachError } from '../errors/errors.js';
 import { fromWire, OJS_HEADERS, toWire, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import type { Job, JobError } from '../job/job.types.js';
@@ -39,6 +40,16 @@ export interface DeadRetryResult {
   retried: number;
   /** Not jobs (INVALID_PAYLOAD bodies): left in the dead-letter queue. */
   kept: number;
+  /** The ids of the jobs sent back, when some were selected by id (DeadLetterSelection). */
+  ids?: string[];
+}
+
+/** A dead letter with its envelope, for a job (the HTTP binding shows its arguments). */
+export type DeadLetterJob = DeadLetterEntry & { job?: Job };
+
+/** Which dead letters an action takes: every one (the default), or the jobs of these ids only (the HTTP binding's per-job endpoints). */
+export interface DeadLetterSelection {
+  ids?: ReadonlySet<string>;
 }
 
 /**
@@ -78,10 +89,22 @@ export async function listDeadLetters(
   limit = 100,
   payloads?: PayloadStore,
 ): Promise<DeadLetterEntry[]> {
+  return (await listDeadLetterJobs(config, queue, tenant, log, limit, payloads)).map(({ job: _job, ...entry }) => entry);
+}
+
+/** listDeadLetters with each job's envelope. */
+export async function listDeadLetterJobs(
+  config: CompiledConfig,
+  queue: string,
+  tenant: string | undefined,
+  log: Logger,
+  limit = 100,
+  payloads?: PayloadStore,
+): Promise<DeadLetterJob[]> {
   // Never beside another read that holds messages, in this process or another (see exclusiveRead).
   const read = await exclusiveRead(config, log, () =>
     withConfirmChannel(config, log, async (channel) => {
-      const found: Array<{ entry: DeadLetterEntry; headers: Record<string, unknown> }> = [];
+      const found: Array<{ entry: DeadLetterJob; headers: Record<string, unknown> }> = [];
       for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
         for (const message of await peek(channel, deadQueue, limit - found.length)) {
           found.push({ entry: describe(config, deadQueue, message), headers: message.properties.headers ?? {} });
@@ -118,8 +141,9 @@ export async function retryDeadLetters(
   queue: string,
   tenant: string | undefined,
   log: Logger,
+  selection: DeadLetterSelection = {},
 ): Promise<DeadRetryResult> {
-  const result: DeadRetryResult = { retried: 0, kept: 0 };
+  const result: DeadRetryResult = { retried: 0, kept: 0, ...(selection.ids === undefined ? {} : { ids: [] }) };
   const names = new BrokerNames(config.prefix);
   // Never beside another read that holds messages, in this process or another (see exclusiveRead).
   await exclusiveRead(config, log, () =>
@@ -130,6 +154,8 @@ export async function retryDeadLetters(
           const message = await channel.get(origin.deadQueue, { noAck: false });
           if (message === false) break;
           const job = asJob(config, message);
+          // Not selected: handed back untouched when the channel closes.
+          if (selection.ids !== undefined && (job === undefined || !selection.ids.has(job.id))) continue;
           if (!job) {
             result.kept++;
             continue; // handed back when the channel closes
@@ -178,15 +204,61 @@ export async function retryDeadLetters(
           const route = routeFor(config, revived);
           const exchange =
             origin.tenant !== undefined && route.exchange === names.root ? names.tenantExchange(origin.tenant) : route.exchange;
+          // The job store learns the job waits again (attempt 1 after the dead one) before it can run.
+          if (settingsFor(config, revived.queue, origin.tenant ?? revived.tenant).tracking !== false) {
+            const report = settledReport(
+              job,
+              batchOf(job),
+              { stage: 'stagecoach/dead-retry', queue: revived.queue, tenant: origin.tenant },
+              'retrying',
+              {
+                next_attempt: 1,
+              },
+            );
+            await publishRecord(publisher, names.tracking, report);
+          }
           await publisher.publish(exchange, route.routingKey, wire.content, wire.options);
           channel.ack(message);
           result.retried++;
+          result.ids?.push(job.id);
         }
       }
     }),
   );
-  log.info('dead letters retried', { queue, tenant, ...result });
+  log.info('dead letters retried', { queue, tenant, retried: result.retried, kept: result.kept });
   return result;
+}
+
+/**
+ * Drops the dead letters of the jobs `ids` (each acknowledged in its dead-letter queue; the others
+ * are handed back untouched); returns the ids dropped. Bounded by the messages present at the
+ * start. The payloads of jobs sent by reference stay until the sweep, as with purgeDeadLetters.
+ */
+export async function deleteDeadLetters(
+  config: CompiledConfig,
+  queue: string,
+  tenant: string | undefined,
+  ids: ReadonlySet<string>,
+  log: Logger,
+): Promise<string[]> {
+  const deleted: string[] = [];
+  await exclusiveRead(config, log, () =>
+    withConfirmChannel(config, log, async (channel) => {
+      for (const deadQueue of deadQueuesOf(config, queue, tenant)) {
+        const { messageCount } = await channel.checkQueue(deadQueue);
+        for (let i = 0; i < messageCount; i++) {
+          const message = await channel.get(deadQueue, { noAck: false });
+          if (message === false) break;
+          const job = asJob(config, message);
+          if (job === undefined || !ids.has(job.id)) continue;
+          channel.ack(message);
+          deleted.push(job.id);
+        }
+      }
+    }),
+  );
+  log.info('dead letters deleted', { queue, tenant, deleted });
+  return deleted;
 }
 
 /**
@@ -229,7 +301,7 @@ function asJob(config: CompiledConfig, message: GetMessage): Job | undefined {
   }
 }
 
-function describe(config: CompiledConfig, deadQueue: string, message: GetMessage): DeadLetterEntry {
+function describe(config: CompiledConfig, deadQueue: string, message: GetMessage): DeadLetterJob {
   const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
   const job = asJob(config, message);
   const { error, deadLetteredAt } = causeOfDeath(headers, job);
@@ -243,6 +315,7 @@ function describe(config: CompiledConfig, deadQueue: string, message: GetMessage
     errorMessage: error?.message,
     deadLetteredAt,
     isJob: job !== undefined,
+    ...(job === undefined ? {} : { job }),
   };
 }
 

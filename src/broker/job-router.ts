@@ -80,13 +80,13 @@ export function routeFor(config: CompiledConfig, job: Job, schedule?: ScheduleCo
 }
 
 /**
- * How long a job scheduled for `scheduled_at` waits when it is published at `now`: whole
- * seconds, rounded as the delay ladder rounds (so it is delivered within half a second of its
- * time, plus the broker's latency), or undefined when it is due: in the past, or less than half
- * a second ahead.
- * @throws StagecoachError `INVALID_REQUEST` for a time beyond the ladder's longest delay
- * (MAX_DELAY_SECONDS, about 12 days), which the ladder would cap and deliver early, and for a
- * `scheduled_at` that is not a timestamp.
+ * How long a job scheduled for `scheduled_at` waits on the delay ladder when it is published at
+ * `now`: whole seconds, rounded as the ladder rounds (so it is delivered within half a second of
+ * its time, plus the broker's latency), or undefined when it is due: in the past, or less than
+ * half a second ahead. A time beyond the ladder's longest delay (MAX_DELAY_SECONDS, about 12
+ * days) waits that long, and then hops on: the stage consuming the due queue sends a job still
+ * more than SCHEDULE_HOP_SLACK_MS ahead back onto the ladder for what is left (docs/scheduling.md).
+ * @throws StagecoachError `INVALID_REQUEST` for a `scheduled_at` that is not a timestamp.
  */
 export function scheduledDelaySeconds(job: Pick<Job, 'type' | 'scheduled_at'>, now: number): number | undefined {
   if (job.scheduled_at === undefined) return undefined;
@@ -99,13 +99,21 @@ export function scheduledDelaySeconds(job: Pick<Job, 'type' | 'scheduled_at'>, n
   }
   const seconds = Math.round((at - now) / 1000);
   if (seconds < 1) return undefined;
-  if (seconds > MAX_DELAY_SECONDS) {
-    throw new StagecoachError(
-      'INVALID_REQUEST',
-      `job "${job.type}": scheduled_at ${job.scheduled_at} is ${seconds} s ahead, beyond the longest delay the broker's delay ladder holds (${MAX_DELAY_SECONDS} s, about ${Math.floor(MAX_DELAY_SECONDS / 86_400)} days): publish it closer to its time`,
-    );
-  }
-  return seconds;
+  return Math.min(seconds, MAX_DELAY_SECONDS);
+}
+
+/**
+ * How early a job may come out of the ladder into its due queue before the stage sends it back
+ * for the rest of its wait: far more than the ladder's rounding (half a second) and the clock
+ * skew between hosts, so that only a job scheduled beyond the ladder's reach ever hops.
+ */
+export const SCHEDULE_HOP_SLACK_MS = 60_000;
+
+/** Milliseconds a job taken from a due queue at `now` still has to wait (it hops on), or undefined: it runs. */
+export function scheduleHopMs(job: Pick<Job, 'scheduled_at'>, now: number): number | undefined {
+  if (job.scheduled_at === undefined) return undefined;
+  const left = Date.parse(job.scheduled_at) - now;
+  return Number.isFinite(left) && left > SCHEDULE_HOP_SLACK_MS ? left : undefined;
 }
 
 function delayOf(job: Job, schedule: ScheduleContext | undefined): number | undefined {

@@ -12,7 +12,7 @@ import type {
   QueueConfig,
   QueueSettings,
   QueueType,
-  RetryPolicy,
+  DefaultedRetryPolicy,
   StageConfig,
   TenantConfig,
 } from './raw-config.types.js';
@@ -37,7 +37,7 @@ export type CompiledPayloadStoreConfig = { kind: 'fs'; dir: string } | { kind: '
  * A retry policy with every field present, its intervals compiled to milliseconds once (when the
  * configuration is compiled, or when a job brings its own intervals) rather than per failure.
  */
-export type ResolvedRetryPolicy = Required<RetryPolicy> & {
+export type ResolvedRetryPolicy = DefaultedRetryPolicy & {
   /** `initial_interval` in milliseconds. */
   readonly initialIntervalMs: number;
   /** `max_interval` in milliseconds. */

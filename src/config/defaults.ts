@@ -5,11 +5,11 @@ import type {
   QueueConfig,
   QueueSettings,
   RawConfig,
-  RetryPolicy,
+  DefaultedRetryPolicy,
 } from './config.types.js';
 
 /** The system defaults every queue starts from (OJS queue configuration 7.2, layer 1). */
-export const SYSTEM_RETRY_DEFAULTS: Required<RetryPolicy> = {
+export const SYSTEM_RETRY_DEFAULTS: DefaultedRetryPolicy = {
   max_attempts: 3,
   initial_interval: 'PT1S',
   backoff_coefficient: 2,

@@ -7,7 +7,7 @@ import type {
   ResolvedQueueConfig,
   ResolvedQueueSettings,
   ResolvedRetryPolicy,
-  RetryPolicy,
+  DefaultedRetryPolicy,
 } from './config.types.js';
 import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_QUEUE_SETTINGS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
 
@@ -98,7 +98,7 @@ export function settingsFor(config: CompiledConfig, queue: string, tenant?: stri
  * duration compiles to NaN; `compileConfig` refuses such a queue, and received jobs are
  * validated before their policy is compiled.
  */
-export function compileRetryPolicy(policy: Required<RetryPolicy>): ResolvedRetryPolicy {
+export function compileRetryPolicy(policy: DefaultedRetryPolicy): ResolvedRetryPolicy {
   return {
     ...policy,
     initialIntervalMs: parseDuration(policy.initial_interval) ?? Number.NaN,

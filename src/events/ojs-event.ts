@@ -20,6 +20,8 @@ export const EVENT_TYPES = [
   'rate_limit.released',
   'rate_limit.dropped',
   'rate_limit.dynamic_adjusted',
+  // A job pushed through the HTTP binding into a queue with `events: true` (docs/http-binding.md).
+  'job.enqueued',
   // Jobs of the queues with `events: true` (OJS events 4.1; events/job-events.ts), from stage processes.
   'job.completed',
   'job.failed',

@@ -7,7 +7,8 @@ import { matchesAny } from '../util/patterns.js';
 /**
  * The OJS retry policy, exactly:
  * - `max_attempts` counts every attempt, the first included (1 = no retry).
- * - The wait after failed attempt n is `initial_interval * backoff_coefficient^(n-1)`, capped at
+ * - The wait after failed attempt n is `initial_interval * backoff_coefficient^(n-1)` (the
+ *   `backoff_strategy` extension: `polynomial` n^coefficient, `linear` n, `none` 1), capped at
  *   `max_interval`, then multiplied by a factor in [0.5, 1.5) when `jitter` is on.
  * - `non_retryable_errors` match by exact error type or by `prefix.*`.
  * - Precedence, field by field: the job's `retry`, the queue's `default_retry` (which already
@@ -35,6 +36,7 @@ export function validateRetryPolicy(policy: unknown, where = 'retry'): void {
     'max_attempts',
     'initial_interval',
     'backoff_coefficient',
+    'backoff_strategy',
     'max_interval',
     'jitter',
     'non_retryable_errors',
@@ -51,6 +53,9 @@ export function validateRetryPolicy(policy: unknown, where = 'retry'): void {
   }
   if (p.backoff_coefficient !== undefined && !(typeof p.backoff_coefficient === 'number' && p.backoff_coefficient >= 1)) {
     fail('backoff_coefficient must be a number >= 1');
+  }
+  if (p.backoff_strategy !== undefined && !BACKOFF_STRATEGIES.includes(p.backoff_strategy as string)) {
+    fail(`backoff_strategy must be one of ${BACKOFF_STRATEGIES.map((name) => `"${name}"`).join(', ')}`);
   }
   if (p.jitter !== undefined && typeof p.jitter !== 'boolean') fail('jitter must be a boolean');
   if (
@@ -69,8 +74,24 @@ export function validateRetryPolicy(policy: unknown, where = 'retry'): void {
  * @param random a number in [0, 1), for the jitter factor 0.5 + random.
  */
 export function retryDelayMs(policy: ResolvedRetryPolicy, attempt: number, random: number = Math.random()): number {
-  const base = Math.min(policy.initialIntervalMs * policy.backoff_coefficient ** (attempt - 1), policy.maxIntervalMs);
+  const base = Math.min(policy.initialIntervalMs * growth(policy, attempt), policy.maxIntervalMs);
   return policy.jitter ? base * (0.5 + random) : base;
+}
+
+const BACKOFF_STRATEGIES: readonly string[] = ['exponential', 'polynomial', 'linear', 'none'];
+
+/** The factor on `initial_interval` after failed attempt `attempt` (retry number n = attempt), per strategy. */
+function growth(policy: ResolvedRetryPolicy, attempt: number): number {
+  switch (policy.backoff_strategy) {
+    case 'none':
+      return 1;
+    case 'linear':
+      return attempt;
+    case 'polynomial':
+      return attempt ** policy.backoff_coefficient;
+    default:
+      return policy.backoff_coefficient ** (attempt - 1);
+  }
 }
 
 export function isNonRetryable(policy: ResolvedRetryPolicy, errorType: string): boolean {

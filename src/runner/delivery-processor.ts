@@ -1,5 +1,5 @@
 import type { TrackingRecord } from '../tracking/tracking-report.js';
-import type { JobSink } from '../broker/job-router.js';
+import { scheduleHopMs, type JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import { InvalidPayloadError, JobCancelledError, RateLimitedError, StagecoachError } from '../errors/errors.js';
 import { fromWire, OJS_HEADERS, type DecodedJob } from '../job/amqp-mapping.js';
@@ -63,6 +63,11 @@ export class DeliveryProcessor {
     if ('kind' in admitted) return admitted;
     const { job, headers } = admitted;
     const { stage, log, sink, onPublished, handler, directives } = this.options;
+    // Scheduled beyond the ladder's reach: not run yet, whatever its directives say.
+    if (delivery.input === 'due') {
+      const waitMs = scheduleHopMs(job, Date.now());
+      if (waitMs !== undefined) return { kind: 'not-due', job, waitMs };
+    }
     if (directives !== undefined) {
       const asked = directives.verdict(job);
       const verdict = typeof asked === 'string' ? asked : await asked;

@@ -46,4 +46,6 @@ export type Outcome =
   | { kind: 'crashed'; job: Job }
   | { kind: 'cancelled'; job: Job; by: 'batch' | 'job' }
   | { kind: 'parked'; job: Job; by: 'tenant' | 'batch' }
-  | { kind: 'rate-limited'; job: Job; error: RateLimitedError; ctx: JobContext };
+  | { kind: 'rate-limited'; job: Job; error: RateLimitedError; ctx: JobContext }
+  /** Out of the ladder before its `scheduled_at` (a wait beyond the ladder's reach): it hops on for `waitMs`, same attempt. */
+  | { kind: 'not-due'; job: Job; waitMs: number };

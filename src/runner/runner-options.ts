@@ -1,3 +1,4 @@
+import type { RetryObserver } from './after-settle.js';
 import type { FlowControl } from '../flow/flow-control.js';
 import type { ConfirmPublisher, QueueFullObserver } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
@@ -77,6 +78,8 @@ export interface StageRunnerOptions {
    * runner's `job.*` events go there when its input queue has `events` on. Without it, none.
    */
   events?: EventSink;
+  /** Told of each retry put on the delay ladder, once its delivery is acknowledged (the HTTP binding's remote stages). */
+  onRetryScheduled?: RetryObserver;
 }
 
 /**

@@ -13,7 +13,7 @@ import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { BrokerNames } from '../topology/names.js';
 import type { JobEvents } from '../events/job-events.js';
-import { AfterSettle } from './after-settle.js';
+import { AfterSettle, type RetryObserver } from './after-settle.js';
 import { BatchReports } from './batch-reports.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import { ConfirmLoop } from './confirm-loop.js';
@@ -61,6 +61,8 @@ export interface SettlementOptions {
   payloads?: PayloadOffloader;
   /** The input queue's `job.*` events, published by the after-settle hook; absent when its `events` is off. */
   events?: JobEvents | undefined;
+  /** Told of each retry once acknowledged (AfterSettleOptions.onRetryScheduled). */
+  onRetryScheduled?: RetryObserver | undefined;
 }
 
 /** See SettlementOptions.suspectRefusalWaitsMs: longer than a quorum queue's leader election. */
@@ -180,6 +182,10 @@ export class Settlement {
           });
           return await this.take(delivery, handBackRoute(this.routes, delivery, delayMs), report);
         }
+        case 'not-due':
+          // Back on the ladder for the rest of its wait (at most the ladder's reach again), byte for
+          // byte, to this due queue; no report: the job store still has it `scheduled`.
+          return await this.take(delivery, handBackRoute(this.routes, delivery, outcome.waitMs));
       }
     } catch (err) {
       this.options.log.error('settlement failed; rejecting the delivery to its dead-letter route', {

@@ -121,6 +121,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       onSuspected: () => this.suspects.moved(),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
       events: JobEvents.of(config, { queue: meta.input, tenant, stage: meta.name }, options.events),
+      onRetryScheduled: options.onRetryScheduled,
     });
     // A runner of a tenant-scoped input declared its tenant's exchange (stageTopology): its emits go there directly.
     const ownTenant = input.scope === 'tenant' ? tenant : undefined;

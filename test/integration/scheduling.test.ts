@@ -6,6 +6,7 @@ import { replayUnroutable } from '../../src/admin/unroutable.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';
+import { toWire } from '../../src/job/amqp-mapping.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
@@ -143,40 +144,63 @@ describe('scheduled jobs', function () {
     });
   });
 
-  it('holds a job up to the ladder limit and refuses one beyond it before sending anything; a stage emitting beyond it fails the job', async () => {
+  it('holds a job beyond the ladder limit in its top level, as one within it; a stage emitting beyond it emits it so too', async () => {
     const top = names.delayLevel(DELAY_LEVELS - 1);
-    const beyond = await publisher
-      .publish('work', {
-        type: 'flaky',
-        args: ['ok', nextKey()],
-        tenant: 'acme',
-        scheduled_at: new Date(Date.now() + (MAX_DELAY_SECONDS + 60) * 1000).toISOString(),
-      })
-      .catch((err: unknown) => err);
-    expect(beyond).to.have.property('code', 'INVALID_REQUEST');
-    expect((beyond as Error).message).to.contain(`${MAX_DELAY_SECONDS} s, about 12 days`);
-
-    const k = nextKey();
+    const far = await publisher.publish('work', {
+      type: 'flaky',
+      args: ['ok', nextKey()],
+      tenant: 'acme',
+      scheduled_at: new Date(Date.now() + (MAX_DELAY_SECONDS + 60) * 1000).toISOString(),
+    });
     const held = await publisher.publish('work', {
       type: 'flaky',
-      args: ['ok', k],
+      args: ['ok', nextKey()],
       tenant: 'acme',
       scheduled_at: new Date(Date.now() + (MAX_DELAY_SECONDS - 60) * 1000).toISOString(),
     });
-    // 2^20 - 61 s has its highest bit set: it waits first in the top level, 2^19 s.
-    const [parked, ...others] = await raw.drain(top);
-    expect(others, 'only the job within reach was sent').to.have.length(0);
-    expect(parked.properties.messageId).to.equal(held);
+    // Both have the highest bit set: they wait first in the top level, 2^19 s.
+    const parked = await raw.drain(top);
+    expect(parked.map((m) => m.properties.messageId).sort()).to.deep.equal([far, held].sort());
 
     const emitter = nextKey();
     await publisher.publish('plans', { type: 'plan', args: [emitter, (MAX_DELAY_SECONDS + 60) * 1000], tenant: 'acme' });
-    const deadQueue = names.deadQueue('plans', 'acme');
-    await waitFor('the plan dead-lettered', async () => (await raw.count(deadQueue)) === 1);
-    const [dead] = await raw.drain(deadQueue);
-    expect(dead.properties.headers).to.include({ 'x-ojs-error-type': 'INVALID_REQUEST' });
-    expect(String(dead.properties.headers?.['x-ojs-error-message'])).to.contain('beyond the longest delay');
-    expect(await raw.count(top)).to.equal(0);
+    const [emitted] = await waitFor('the emitted job in the top level', async () => {
+      const got = await raw.drain(top);
+      return got.length > 0 ? got : undefined;
+    });
+    expect(body(emitted).args).to.deep.equal(['ok', emitter]);
+    expect(await raw.count(names.deadQueue('plans', 'acme'))).to.equal(0);
     expect(seen.get(emitter)).to.equal(undefined);
+  });
+
+  it('sends a job that comes out of the ladder more than a minute before its time back onto it for the rest, unrun', async () => {
+    const k = nextKey();
+    const due = names.dueQueue('work', 'acme');
+    // As the ladder delivers a job scheduled beyond its reach: into the due queue, its time still a day away.
+    const job: Job = {
+      specversion: '1.0',
+      id: `0199a000-0000-7000-8000-${String(key).padStart(12, '0')}`,
+      type: 'flaky',
+      queue: 'work',
+      args: ['ok', k],
+      meta: {},
+      attempt: 1,
+      tenant: 'acme',
+      created_at: new Date().toISOString(),
+      scheduled_at: new Date(Date.now() + 86_400_000).toISOString(),
+    } as Job;
+    const wire = toWire(job, { tenantHeader: config.tenantHeader });
+    await raw.publish('', due, wire.content, wire.options);
+    // A day is 86,400 s: bit 16 (65,536 s) is its highest, the first level it waits in.
+    const level = names.delayLevel(16);
+    const [hopped] = await waitFor('the job back on the ladder', async () => {
+      const got = await raw.drain(level);
+      return got.length > 0 ? got : undefined;
+    });
+    expect(hopped.properties.messageId).to.equal(job.id);
+    expect(body(hopped).attempt, 'not an attempt').to.equal(1);
+    expect(seen.get(k), 'not run').to.equal(undefined);
+    expect(await raw.count(due)).to.equal(0);
   });
 
   it('keeps a job scheduled for a tenant not provisioned in unroutable, and replays it by the ladder once it is', async () => {

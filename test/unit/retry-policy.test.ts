@@ -27,6 +27,15 @@ describe('OJS retry policy', () => {
     expect([1, 2, 3, 4].map((n) => retryDelayMs(p, n))).to.deep.equal([1000, 3000, 9000, 20000]);
   });
 
+  it('grows the wait by its backoff_strategy: polynomial n^coefficient, linear n, none 1 (OJS retry section 3)', () => {
+    const waits = (over: Partial<RetryPolicy>): number[] =>
+      [1, 2, 3, 4].map((n) => retryDelayMs(policy({ initial_interval: 'PT1S', max_interval: 'PT10S', ...over }), n));
+    expect(waits({ backoff_strategy: 'linear', backoff_coefficient: 3 })).to.deep.equal([1000, 2000, 3000, 4000]);
+    expect(waits({ backoff_strategy: 'none', backoff_coefficient: 3 })).to.deep.equal([1000, 1000, 1000, 1000]);
+    expect(waits({ backoff_strategy: 'polynomial', backoff_coefficient: 2 })).to.deep.equal([1000, 4000, 9000, 10000]);
+    expect(() => validateRetryPolicy({ backoff_strategy: 'fibonacci' })).to.throw(/backoff_strategy must be one of/);
+  });
+
   it('multiplies the capped wait by a jitter factor in [0.5, 1.5)', () => {
     const p = policy({ jitter: true, max_interval: 'PT2S' });
     expect(retryDelayMs(p, 1, 0)).to.equal(500);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Options } from 'amqplib';
-import { JobRouter, routeFor, scheduledDelaySeconds } from '../../src/broker/job-router.js';
+import { JobRouter, routeFor, SCHEDULE_HOP_SLACK_MS, scheduleHopMs, scheduledDelaySeconds } from '../../src/broker/job-router.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import { createJob } from '../../src/job/envelope.js';
@@ -67,13 +67,20 @@ describe('scheduled jobs: routing through the delay ladder', () => {
     expect(routeFor(config, local, { now: NOW, headers: {} }).delaySeconds).to.equal(5);
   });
 
-  it('holds a job up to the ladder limit, and refuses one beyond it (INVALID_REQUEST naming the limit)', () => {
+  it('holds a job up to the ladder limit, and one beyond it for the limit (it hops on from its due queue)', () => {
     const limit = routeFor(config, job('orders', { scheduled_at: at(MAX_DELAY_SECONDS * 1000) }), { now: NOW, headers: {} });
     expect(limit.delaySeconds).to.equal(MAX_DELAY_SECONDS);
     expect(limit.routingKey).to.equal(`${'1.'.repeat(20)}p.due.orders.acme`);
-    expect(() => routeFor(config, job('orders', { scheduled_at: at((MAX_DELAY_SECONDS + 1) * 1000) }), { now: NOW, headers: {} }))
-      .to.throw(/beyond the longest delay the broker's delay ladder holds \(1048575 s, about 12 days\)/)
-      .with.property('code', 'INVALID_REQUEST');
+    const beyond = routeFor(config, job('orders', { scheduled_at: '2099-12-31T23:59:59Z' }), { now: NOW, headers: {} });
+    expect(beyond).to.deep.equal(limit);
+    // Out of the ladder: what is left, when more than the slack; a job on time (or early by the ladder's rounding) runs.
+    const far = Date.parse('2099-12-31T23:59:59Z');
+    expect(scheduleHopMs({ scheduled_at: '2099-12-31T23:59:59Z' }, NOW + MAX_DELAY_SECONDS * 1000)).to.equal(
+      far - NOW - MAX_DELAY_SECONDS * 1000,
+    );
+    expect(scheduleHopMs({ scheduled_at: at(SCHEDULE_HOP_SLACK_MS) }, NOW)).to.equal(undefined);
+    expect(scheduleHopMs({ scheduled_at: at(500) }, NOW)).to.equal(undefined);
+    expect(scheduleHopMs({}, NOW)).to.equal(undefined);
     expect(() => scheduledDelaySeconds({ type: 't', scheduled_at: 'soon' }, NOW))
       .to.throw(/scheduled_at must be an ISO 8601 timestamp/)
       .with.property('code', 'INVALID_REQUEST');
@@ -120,22 +127,21 @@ describe('scheduled jobs: routing through the delay ladder', () => {
     expect(sent[0].options.expiration).to.equal(undefined);
     expect(sent[0].options.headers).to.include({ 'x-ojs-scheduled-at': future });
     expect(sent[1].options.expiration).to.equal('10000');
-    const refused = await router
-      .send(job('orders', { scheduled_at: new Date(Date.now() + 13 * 86_400_000).toISOString() }))
-      .catch((err: unknown) => err);
-    expect(refused).to.have.property('code', 'INVALID_REQUEST');
-    expect(sent).to.have.length(2);
+    // Beyond the ladder's reach: sent for its longest wait (the stage consuming the due queue hops it on).
+    await router.send(job('orders', { scheduled_at: new Date(Date.now() + 13 * 86_400_000).toISOString() }));
+    expect(sent).to.have.length(3);
+    expect(sent[2].routingKey).to.equal(`${'1.'.repeat(20)}p.due.orders.acme`);
   });
 
-  it('StageHarness refuses an emit beyond the ladder limit as a running stage does, and records one within it', async () => {
+  it('StageHarness records an emit within the ladder limit, and one beyond it (it hops on), as a running stage does', async () => {
     const harness = await StageHarness.create(SchedulerStage, { tenant: 'acme' });
     const { emitted } = await harness.run({ type: 'plan', args: ['harness', 60_000] });
     expect(emitted).to.have.length(1);
     const [{ output, job: emittedJob }] = emitted;
     expect([output, emittedJob.tenant]).to.deep.equal(['work', 'acme']);
     expect(Date.parse(emittedJob.scheduled_at ?? '') - Date.now()).to.be.within(50_000, 60_000);
-    const refused = await harness.run({ type: 'plan', args: ['too-far', (MAX_DELAY_SECONDS + 60) * 1000] }).catch((err: unknown) => err);
-    expect(refused).to.have.property('code', 'INVALID_REQUEST');
+    const far = await harness.run({ type: 'plan', args: ['too-far', (MAX_DELAY_SECONDS + 60) * 1000] });
+    expect(far.emitted).to.have.length(1);
   });
 
   it('createJob refuses a scheduled_at that is not a timestamp with a time zone', () => {

@@ -3,6 +3,10 @@ import { Publisher } from '../../publisher/publisher.js';
 import { ClaimBoard } from './claim-board.js';
 import { EnvelopeCache } from './envelope-cache.js';
 import { RemoteStages } from './remote-stages.js';
+import { RetryTimes } from './retry-times.js';
+import { EventLog } from './event-log.js';
+import { EventPublisher } from '../../events/event-publisher.js';
+import type { EventSink } from '../../events/job-events.js';
 
 /** What the binding's handlers work with beside the admin API's context. */
 export interface BindingContext {
@@ -15,6 +19,12 @@ export interface BindingContext {
   board: ClaimBoard;
   /** The runners of the queues HTTP workers fetch from. */
   remote: RemoteStages;
+  /** When the retries those runners scheduled come back. */
+  retries: RetryTimes;
+  /** The events of the prefix this server has read (`GET /ojs/v1/events`). */
+  events: EventLog;
+  /** Publishes the binding's OJS events (`job.enqueued`; the remote stages' `job.*`) to `<prefix>.events`. */
+  publishEvent: EventSink;
   /** `--test-reset`: `POST /ojs/v1/admin/reset` is served. */
   testReset: boolean;
   close(): Promise<void>;
@@ -23,12 +33,31 @@ export interface BindingContext {
 export function createBindingContext(admin: AdminContext, options: { testReset: boolean }): BindingContext {
   let opened: Promise<Publisher> | undefined;
   const board = new ClaimBoard();
-  const remote = new RemoteStages(() => admin.configFile.load(), board, admin.log);
+  const retries = new RetryTimes();
+  const events = new EventLog(() => admin.configFile.load(), admin.log);
+  let eventPublisher: Promise<EventPublisher> | undefined;
+  const publishEvent: EventSink = (type, subject, data) => {
+    eventPublisher ??= admin.configFile
+      .load()
+      .then((config) => new EventPublisher(config, { source: 'stagecoach/http-binding', log: admin.log }));
+    eventPublisher.catch(() => (eventPublisher = undefined));
+    return eventPublisher.then((publisher) => publisher.publish(type, subject, data)).catch(() => undefined);
+  };
+  const remote = new RemoteStages(
+    () => admin.configFile.load(),
+    board,
+    admin.log,
+    ({ job, nextAttempt, delayMs, at }) => retries.add(job.id, { nextAttempt, delayMs, at }),
+    publishEvent,
+  );
   return {
     admin,
     envelopes: new EnvelopeCache(),
     board,
     remote,
+    retries,
+    events,
+    publishEvent,
     testReset: options.testReset,
     publisher(): Promise<Publisher> {
       opened ??= admin.configFile.load().then((config) => Publisher.connect(config, { log: admin.log, source: 'stagecoach/http-binding' }));
@@ -38,8 +67,10 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
     },
     async close(): Promise<void> {
       await remote.close();
+      await events.close();
       const publisher = await opened?.catch(() => undefined);
       await publisher?.close();
+      await (await eventPublisher?.catch(() => undefined))?.close();
     },
   };
 }

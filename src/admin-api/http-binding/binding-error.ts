@@ -10,6 +10,7 @@ const HINTS: Readonly<Record<string, string>> = {
   conflict: 'the job is not in a state that allows this; GET /ojs/v1/jobs/{id} shows its state',
   invalid_payload: 'the request body must be an OJS job (spec/ojs-http-binding.md section 4)',
   invalid_request: 'see the message for the field that is wrong',
+  invalid_retry_policy: 'options.retry must follow spec/ojs-retry.md section 11 (the message names the field)',
   unauthorized: 'send "Authorization: Bearer <token>" (an admin token, or a tenant token from `stagecoach credentials <T> --role http`)',
 };
 
@@ -21,8 +22,24 @@ const HINTS: Readonly<Record<string, string>> = {
 export function toBindingError(err: unknown): { status: number; body: OjsErrorBody } {
   const { status, body } = toOjsError(err);
   const code = body.error.code.toLowerCase();
+  const validation = VALIDATION.get(code);
   return {
-    status,
-    body: { error: { ...body.error, code, hint: HINTS[code] ?? 'see the message', docs_url: BINDING_DOCS_URL } },
+    status: validation ?? status,
+    body: {
+      error: {
+        ...body.error,
+        code,
+        ...(validation === undefined ? {} : { type: 'validation_error' }),
+        hint: HINTS[code] ?? 'see the message',
+        docs_url: BINDING_DOCS_URL,
+      },
+    },
   };
 }
+
+/**
+ * Requests well formed but refused by a rule of the spec about their content: `422` with
+ * `type: validation_error` (spec/ojs-retry.md section 11, the suite's L1-RTR-011/012), where
+ * the admin API answers 400. A body the binding cannot read as a job stays `400 invalid_payload`.
+ */
+const VALIDATION: ReadonlyMap<string, number> = new Map([['invalid_retry_policy', 422]]);

@@ -4,6 +4,8 @@ import { health, manifest } from './discovery-handlers.js';
 import { jobCancel, jobInfo } from './job-handlers.js';
 import { pushBatch, pushJob } from './push-handlers.js';
 import { resetJobs } from './reset-handler.js';
+import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
+import { listEvents } from './event-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 
 /**
@@ -26,6 +28,10 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'POST', path: '/ojs/v1/workers/ack', mutating: true, tenantRoute: true, handle: bind(ackJob) },
     { method: 'POST', path: '/ojs/v1/workers/nack', mutating: true, tenantRoute: true, handle: bind(nackJob) },
     { method: 'POST', path: '/ojs/v1/workers/heartbeat', mutating: true, tenantRoute: true, handle: bind(heartbeat) },
+    { method: 'GET', path: '/ojs/v1/dead-letter', mutating: false, tenantRoute: true, handle: bind(listDeadLetter) },
+    { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, tenantRoute: true, handle: bind(retryDeadLetter) },
+    { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, tenantRoute: true, handle: bind(deleteDeadLetter) },
+    { method: 'GET', path: '/ojs/v1/events', mutating: false, tenantRoute: true, handle: bind(listEvents) },
     ...(ctx.testReset ? [{ method: 'POST' as const, path: '/ojs/v1/admin/reset', mutating: true, handle: bind(resetJobs) }] : []),
   ];
 }

@@ -1,7 +1,7 @@
 import { ApiError } from '../api-error.js';
 import { readJsonValue } from '../request-body.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
-import { queueFor } from '../../config/queue-resolver.js';
+import { queueFor, settingsFor } from '../../config/queue-resolver.js';
 import { StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { BindingContext } from './binding-context.js';
@@ -67,12 +67,24 @@ async function push(ctx: BindingContext, input: PushInput): Promise<{ view: Reco
   await ctx.remote.declare(built.queue, built.tenant);
   // Extensions ride on the envelope (OJS core: unknown fields are preserved end to end).
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
+  // Listening before the push: its `job.enqueued` is in GET /ojs/v1/events.
+  await ctx.events.listen();
   const sent = await publisher.send(job, input.spec);
   if (sent !== job.id) {
     const holder = await store.get(sent);
     return { view: { id: sent, type: job.type, state: holder === undefined ? 'available' : shownState(holder) }, deduplicated: true };
   }
-  const maxAttempts = job.retry?.max_attempts ?? queueFor(await ctx.admin.configFile.load(), job.queue).default_retry.max_attempts;
+  const config = await ctx.admin.configFile.load();
+  const maxAttempts = job.retry?.max_attempts ?? queueFor(config, job.queue).default_retry.max_attempts;
+  if (settingsFor(config, job.queue, job.tenant).events) {
+    // Information about the push, after it: never awaited, at most once (as the stages' job events).
+    void ctx.publishEvent('job.enqueued', job.id, {
+      job_type: job.type,
+      queue: job.queue,
+      ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
+      ...(job.scheduled_at === undefined ? {} : { scheduled_at: job.scheduled_at }),
+    });
+  }
   const pushed = {
     job,
     extensions: input.extensions,

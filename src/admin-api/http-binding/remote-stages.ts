@@ -6,6 +6,8 @@ import { TenantRequiredError, StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { Logger } from '../../logging/logger.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
+import type { RetryObserver } from '../../runner/after-settle.js';
+import type { EventSink } from '../../events/job-events.js';
 import { StageRunner } from '../../runner/stage-runner.js';
 import type { LoadedStage } from '../../stage/stage-loader.js';
 import type { StageContext, StageMetadata } from '../../stage/stage.types.js';
@@ -48,6 +50,9 @@ export class RemoteStages {
     private readonly loadConfig: () => Promise<CompiledConfig>,
     private readonly board: ClaimBoard,
     private readonly log: Logger,
+    private readonly onRetryScheduled?: RetryObserver,
+    /** Where the runners publish the `job.*` events of queues with `events: true`. */
+    private readonly events?: EventSink,
   ) {}
 
   /** The tenant a queue is served for: a tenant-scoped queue needs one, a shared queue takes none. */
@@ -150,6 +155,8 @@ export class RemoteStages {
       ...(tenant === undefined ? {} : { tenant }),
       log: this.log,
       payloads,
+      ...(this.onRetryScheduled === undefined ? {} : { onRetryScheduled: this.onRetryScheduled }),
+      ...(this.events === undefined ? {} : { events: this.events }),
     });
     runner.on('fatal', (err: Error) => {
       this.log.error('a remote stage lost its channels; its next fetch starts it again', { queue, tenant, err: err.message });

@@ -30,6 +30,8 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     }
     const forgotten = await (await ctx.admin.jobs()).clear();
     ctx.envelopes.clear();
+    ctx.retries.clear();
+    ctx.events.clear();
     ctx.admin.log.warn('test reset: every job of the prefix deleted', { prefix: config.prefix, queues: queues.length, purged, forgotten });
     return { status: 200, body: { status: 'ok', queues: queues.length, purged, forgotten } };
   });

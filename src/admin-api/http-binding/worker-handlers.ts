@@ -19,6 +19,8 @@ export const DEFAULT_FETCH_COUNT = 1;
  */
 export const ARRIVAL_WAIT_MS = 2000;
 export const MAX_WAIT_MS = 30_000;
+/** How long a nack's answer waits for its retry's time once the store shows the job retryable. */
+const RETRY_TIME_WAIT_MS = 2000;
 
 /**
  * `POST /ojs/v1/workers/fetch` `{ queues, count?, worker_id?, visibility_timeout_ms?, wait_ms? }`:
@@ -117,6 +119,15 @@ async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): P
 async function settled(ctx: BindingContext, held: Held): Promise<ApiResponse> {
   const row: JobRow | undefined = await waitForSettlement(ctx, held.job.id, held.job.attempt);
   const view = bindingJobView(row, ctx.envelopes.get(held.job.id) ?? { job: held.job, extensions: {} });
+  // A retry: when it comes back. The runner tells of it right after its ack, which follows the
+  // report the store reads: on a loaded machine the store may show it first, so wait (bounded).
+  if (row?.state === 'retryable') {
+    const deadline = Date.now() + RETRY_TIME_WAIT_MS;
+    while (ctx.retries.of(held.job.id, row.attempt) === undefined && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
+  }
   return { status: 200, body: { acknowledged: true, job_id: held.job.id, ...view, job: view } };
 }
 
@@ -132,6 +143,8 @@ export function claimedView(ctx: BindingContext, held: Held): Record<string, unk
     attempt: held.job.attempt,
     started_at: held.claim?.at,
     visibility_timeout_ms: held.claim?.visibilityMs,
+    // A retry shows the wait that preceded it.
+    ...(held.job.attempt > 1 ? { retry_delay_ms: ctx.retries.fields(held.job.id, held.job.attempt).retry_delay_ms } : {}),
   };
 }
 

@@ -7,7 +7,6 @@ import { createLogger } from '../../logging/logger.js';
 import { Publisher } from '../../publisher/publisher.js';
 import { validateRetryPolicy } from '../../retry/retry-policy.js';
 import { validateRateLimitPolicy } from '../../job/rate-limit-policy.js';
-import { MAX_DELAY_SECONDS } from '../../topology/delay-topology.js';
 import { parseDuration } from '../../util/duration.js';
 import { isTimestamp } from '../../util/timestamp.js';
 import { checkBatchId } from '../../util/batch-id.js';
@@ -117,7 +116,6 @@ function jobFields(opts: PublishOptions): JobSpec {
     if (!isTimestamp(opts.scheduledAt)) {
       usage(`--scheduled-at must be an ISO 8601 timestamp with a time zone, such as "2026-01-01T09:00:00Z", got "${opts.scheduledAt}"`);
     }
-    checkReach('--scheduled-at', opts.scheduledAt, Date.parse(opts.scheduledAt) - Date.now());
     spec.scheduled_at = opts.scheduledAt;
   }
   return spec;
@@ -142,24 +140,11 @@ function callbacksOf(opts: PublishOptions): BatchCallbacks | undefined {
   return callbacks;
 }
 
-/** Milliseconds of `--delay`, checked against the delay ladder's reach. */
+/** Milliseconds of `--delay` (any wait: one beyond the delay ladder's reach hops on, docs/scheduling.md). */
 function delayOf(text: string): number {
   const ms = parseDuration(text);
   if (ms === undefined) return usage(`--delay must be an ISO 8601 duration such as "PT30S", got "${text}"`);
-  checkReach('--delay', text, ms);
   return ms;
-}
-
-/**
- * Refuses, before the broker is touched, a wait beyond the delay ladder's reach (the router
- * would refuse it too, once connected). Rounded to whole seconds, as the ladder rounds.
- */
-function checkReach(option: string, text: string, waitMs: number): void {
-  if (Math.round(waitMs / 1000) > MAX_DELAY_SECONDS) {
-    usage(
-      `${option} ${text} is beyond the longest delay the broker's delay ladder holds (${MAX_DELAY_SECONDS} s, about ${Math.floor(MAX_DELAY_SECONDS / 86_400)} days)`,
-    );
-  }
 }
 
 function headersOf(pairs: readonly string[]): Record<string, HeaderValue> {

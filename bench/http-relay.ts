@@ -1,0 +1,142 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  expectCounts,
+  fill,
+  fmt,
+  HERE,
+  JOB_TYPE,
+  progress,
+  purgeQueues,
+  sleep,
+  summarise,
+  TENANT,
+  withTimeout,
+  type BenchContext,
+  type Round,
+  type ThroughputResult,
+} from './common.js';
+import { physical, SETTLE_MS, stagecoachRound } from './throughput.js';
+
+/** Jobs one fetch claims: the worker protocol's batch the issue asks for. */
+export const HTTP_FETCH_BATCH = 16;
+/** Worker loops at once, each fetching HTTP_FETCH_BATCH and acking them together. */
+export const HTTP_WORKERS = 4;
+const TOKEN = 'bench-http-relay-token-0123456789abcdef';
+const MEDIA = 'application/openjobspec+json';
+
+/**
+ * A relay through HTTP workers (docs/http-binding.md) against a native relay, both with job
+ * tracking on (the binding's ack answers wait for the job store): `stagecoach admin` runs in a
+ * process of its own; HTTP_WORKERS worker loops in this process fetch HTTP_FETCH_BATCH jobs from
+ * `http_a` (tenant `bench`) and ack each with an emit to `http_b`, which the server confirms
+ * downstream before it acknowledges the input (as `ctx.emit`). The native side relays `js_a` ->
+ * `js_b` (stage `js_ab`, tracking on). Reported: jobs/s of each, and the CPU per job of the
+ * server (the admin process, from /proc) against the native stage's process; no target.
+ */
+export async function benchHttpRelay(ctx: BenchContext): Promise<ThroughputResult[]> {
+  // HTTP is a round trip per ack: a tenth of --jobs keeps a round in the tens of seconds.
+  const n = Math.max(1000, Math.round(ctx.opts.jobs / 10));
+  progress(
+    `http: ${fmt(n)} jobs per round, a relay through ${HTTP_WORKERS} HTTP workers (fetch ${HTTP_FETCH_BATCH}) vs a native relay, tracking on`,
+  );
+  const [ha, hb, ja, jb] = [physical(ctx, 'http_a'), physical(ctx, 'http_b'), physical(ctx, 'js_a'), physical(ctx, 'js_b')];
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-http-'));
+  const file = path.join(dir, 'stagecoach.json');
+  await writeFile(file, JSON.stringify({ ...ctx.raw, stages: {}, tracking: undefined }));
+  const server: ChildProcess & { out?: string } = spawn(
+    process.execPath,
+    [path.join(HERE, '../../bin/stagecoach.js'), 'admin', '--config', file, '--host', '127.0.0.1', '--port', '0'],
+    { env: { ...process.env, LOG_LEVEL: 'warn', STAGECOACH_ADMIN_TOKEN: TOKEN }, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  server.out = '';
+  server.stdout?.on('data', (chunk: Buffer) => (server.out += chunk.toString()));
+  const native: Round[] = [];
+  const http: Round[] = [];
+  try {
+    const base = await withTimeout(
+      (async () => {
+        for (;;) {
+          const url = /OJS HTTP binding on (http:\/\/[^/]+)\//.exec(server.out ?? '')?.[1];
+          if (url !== undefined) return url;
+          await sleep(50);
+        }
+      })(),
+      30_000,
+      'the admin server listening',
+    );
+    for (let r = 1; r <= ctx.opts.rounds; r++) {
+      progress(`  round ${r}/${ctx.opts.rounds}`);
+      await fill(ctx, 'js_a', n);
+      native.push({ ...(await stagecoachRound(ctx, ['js_ab'], n, `http round ${r} (native)`)), side: 'baseline' });
+      await expectCounts(ctx.opts.url, { [ja]: 0, [jb]: n }, `http round ${r} (native)`);
+      await purgeQueues(ctx.opts.url, [jb]);
+      await sleep(SETTLE_MS);
+      await fill(ctx, 'http_a', n);
+      http.push(await httpRound(ctx, base, server.pid as number, n, `http round ${r} (HTTP workers)`));
+      await expectCounts(ctx.opts.url, { [ha]: 0, [hb]: n }, `http round ${r} (HTTP workers)`);
+      await purgeQueues(ctx.opts.url, [hb]);
+      await sleep(SETTLE_MS);
+    }
+  } finally {
+    server.kill('SIGTERM');
+    await purgeQueues(ctx.opts.url, [ha, hb, ja, jb]).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+  }
+  return [
+    summarise(
+      'http',
+      `relay through HTTP workers, fetch batch ${HTTP_FETCH_BATCH}, ${HTTP_WORKERS} workers (stagecoach column; its CPU is the server's, the admin process) vs a native relay (baseline column), tracking on for both; ratio HTTP / native`,
+      [...native, ...http],
+    ),
+  ];
+}
+
+/** One round of the HTTP relay: until `n` jobs are acked; the CPU is the server process's. */
+async function httpRound(ctx: BenchContext, base: string, pid: number, n: number, what: string): Promise<Round> {
+  const post = async (route: string, body: unknown): Promise<Record<string, unknown>> => {
+    const response = await fetch(`${base}${route}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': MEDIA, accept: MEDIA, 'x-ojs-tenant': TENANT },
+      body: JSON.stringify(body),
+    });
+    const answer = (await response.json()) as Record<string, unknown>;
+    if (!response.ok) throw new Error(`${what}: ${route} answered ${response.status} ${JSON.stringify(answer)}`);
+    return answer;
+  };
+  let acked = 0;
+  const startCpu = serverCpuUs(pid);
+  const started = performance.now();
+  const worker = async (): Promise<void> => {
+    while (acked < n) {
+      const { jobs } = (await post('/ojs/v1/workers/fetch', { queues: ['http_a'], count: HTTP_FETCH_BATCH, wait_ms: 1000 })) as {
+        jobs: Array<{ id: string; args: unknown[] }>;
+      };
+      await Promise.all(
+        jobs.map(async (job) => {
+          await post('/ojs/v1/workers/ack', { job_id: job.id, emit: [{ queue: 'http_b', type: JOB_TYPE, args: job.args }] });
+          acked++;
+        }),
+      );
+    }
+  };
+  await withTimeout(Promise.all(Array.from({ length: HTTP_WORKERS }, worker)), ctx.opts.roundTimeoutMs * 4, what);
+  const seconds = (performance.now() - started) / 1000;
+  const cpuUsPerJob = (serverCpuUs(pid) - startCpu) / n;
+  progress(
+    `    ${'http'.padEnd(10)} ${fmt(n)} jobs in ${seconds.toFixed(2)} s = ${fmt(n / seconds).padStart(6)} jobs/s, server CPU ${cpuUsPerJob.toFixed(0)} µs/job`,
+  );
+  return { side: 'stagecoach', jobs: n, seconds, jobsPerSecond: n / seconds, cpuUsPerJob, windowUs: [0, 0] };
+}
+
+/** User + system CPU of a process on this machine, µs (/proc/<pid>/stat, in clock ticks of 10 ms). */
+function serverCpuUs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    .replace(/^.*\) /, '')
+    .split(' ');
+  // After the command: state is field 3, so utime (14) and stime (15) are at 11 and 12 here.
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}

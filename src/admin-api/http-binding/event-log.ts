@@ -1,0 +1,111 @@
+import { openConnection, type AmqpConnection } from '../../broker/amqp-connection.js';
+import type { CompiledConfig } from '../../config/config.types.js';
+import type { OjsEvent } from '../../events/ojs-event.js';
+import type { Logger } from '../../logging/logger.js';
+import { BrokerNames } from '../../topology/names.js';
+
+/** Most events kept: about 0.5 KB each. */
+export const EVENT_LOG_SIZE = 10_000;
+
+/** What `GET /ojs/v1/events` filters by (spec/ojs-events.md 6.4). */
+export interface EventQuery {
+  /** Event types; `job.*` matches by prefix. */
+  types?: readonly string[];
+  queues?: readonly string[];
+  jobTypes?: readonly string[];
+  /** Only events of this tenant (a tenant's token, or the admin acting for one). */
+  tenant?: string;
+  /** The id of the last event seen: only later ones. */
+  after?: string;
+  limit: number;
+}
+
+/**
+ * The OJS events of the prefix as this server has seen them since it started: a server-named,
+ * exclusive queue bound to `<prefix>.events` with `#` (every event any process publishes: stages,
+ * the binding's pushes, `apply`, the tracker), newest EVENT_LOG_SIZE kept, for the polling endpoint
+ * `GET /ojs/v1/events`. Events are at most once (docs/broker.md "Events"): what was published
+ * while this server was down, or before it first listened, is not here.
+ */
+export class EventLog {
+  private readonly events: OjsEvent[] = [];
+  private started: Promise<AmqpConnection> | undefined;
+
+  constructor(
+    private readonly loadConfig: () => Promise<CompiledConfig>,
+    private readonly log: Logger,
+    private readonly size = EVENT_LOG_SIZE,
+  ) {}
+
+  /** Starts listening, once (again after its connection closed). */
+  listen(): Promise<void> {
+    this.started ??= this.open();
+    this.started.catch(() => (this.started = undefined));
+    return this.started.then(() => undefined);
+  }
+
+  /** The events matching `query`, oldest first, at most `limit`; `has_more` when more match after them. */
+  read(query: EventQuery): { events: OjsEvent[]; has_more: boolean } {
+    const matching = this.events.filter((event) => (query.after === undefined || event.id > query.after) && matches(event, query));
+    return { events: matching.slice(0, query.limit), has_more: matching.length > query.limit };
+  }
+
+  clear(): void {
+    this.events.length = 0;
+  }
+
+  async close(): Promise<void> {
+    const connection = await this.started?.catch(() => undefined);
+    this.started = undefined;
+    await connection?.close().catch(() => undefined);
+  }
+
+  private async open(): Promise<AmqpConnection> {
+    const config = await this.loadConfig();
+    const connection = await openConnection(config, this.log, 'stagecoach-http-events');
+    connection.on('close', () => {
+      this.log.warn('the HTTP binding stopped reading events: its connection closed; the next request listens again');
+      this.started = undefined;
+    });
+    const channel = await connection.createChannel();
+    const { queue } = await channel.assertQueue('', { exclusive: true, autoDelete: true, durable: false });
+    await channel.bindQueue(queue, new BrokerNames(config.prefix).events, '#');
+    await channel.consume(
+      queue,
+      (message) => {
+        if (message === null) return;
+        try {
+          this.add(JSON.parse(message.content.toString('utf8')) as OjsEvent);
+        } catch {
+          // Not an event (the exchange is the prefix's; anything may publish to it): not listed.
+        }
+      },
+      { noAck: true },
+    );
+    return connection;
+  }
+
+  private add(event: OjsEvent): void {
+    if (typeof event?.id !== 'string' || typeof event.type !== 'string') return;
+    // Kept in id order (UUIDv7: creation time) so `after` pages through them; arrivals are nearly sorted.
+    let at = this.events.length;
+    while (at > 0 && (this.events[at - 1] as OjsEvent).id > event.id) at--;
+    this.events.splice(at, 0, event);
+    if (this.events.length > this.size) this.events.shift();
+  }
+}
+
+function matches(event: OjsEvent, query: EventQuery): boolean {
+  const data = (event.data ?? {}) as Record<string, unknown>;
+  if (
+    query.types !== undefined &&
+    !query.types.some((type) => (type.endsWith('.*') ? event.type.startsWith(type.slice(0, -1)) : event.type === type))
+  )
+    return false;
+  // A job event names its queue in `data.queue`; a queue event is about the queue in `subject`.
+  const queue = typeof data.queue === 'string' ? data.queue : event.type.startsWith('queue.') ? event.subject : undefined;
+  if (query.queues !== undefined && (queue === undefined || !query.queues.includes(queue))) return false;
+  if (query.jobTypes !== undefined && (typeof data.job_type !== 'string' || !query.jobTypes.includes(data.job_type))) return false;
+  const tenant = typeof data.tenant === 'string' ? data.tenant : event.type.startsWith('tenant.') ? event.subject : undefined;
+  return query.tenant === undefined || tenant === query.tenant;
+}
