@@ -1,4 +1,4 @@
-import type { AdminEventSink } from '../events/admin-events.js';
+import type { AdminEvent, AdminEventSink } from '../events/admin-events.js';
 import { openConnection } from '../broker/amqp-connection.js';
 import { checkSameBroker } from '../broker/same-broker.js';
 import { declareTopology, PROVISION_LANES } from '../broker/declare-topology.js';
@@ -51,16 +51,32 @@ export async function provisionBroker(
   const connection = await openConnection(config, log, 'stagecoach-declare');
   let missing: Topology;
   let fresh: string[];
+  let settings: SettingsSync;
+  // Their events wait for the declarations: the events exchange may not exist before them.
+  const settingsEvents: AdminEvent[] = [];
   try {
-    // The inventory and the declarations must be of one broker.
+    // The inventory, the policies and the declarations must be of one broker.
     await checkSameBroker(config, api, log, connection);
+    // The queue settings go first. A policy put while its queues exist is applied to each of
+    // them by the broker inside the PUT: `<prefix>.queues` (the classic queue version) converted
+    // every queue of the prefix in place, and at 1,000 tenants the PUT outran the management
+    // API's timeout (provision failed after declaring everything). A queue declared under its
+    // policy gets it as it is created. Unchanged policies are not put again.
+    settings = await syncQueueSettings(config, stages, api, {
+      removeStale: true,
+      log,
+      onEvent: (event) => {
+        settingsEvents.push(event);
+        return Promise.resolve();
+      },
+    });
     // One listing of what is there (also the tenants already provisioned, for the events) rather
     // than a round trip per object: only what is missing or different is declared.
     const inventory = await readInventory(config, api);
     const present = new Set(inventory.exchanges.map((exchange) => exchange.name));
     fresh = options.onEvent === undefined ? [] : tenants.filter((tenant) => !present.has(names.tenantExchange(tenant)));
     missing = missingTopology(topology, inventory);
-    // The operator has the management API (the queue settings below need it anyway): the drain
+    // The operator has the management API (the queue settings above need it anyway): the drain
     // markers are read with one listing before and one after the bindings, not per entry.
     await declareTopology(connection, missing, log, { lanes: PROVISION_LANES, drainMarkers: new ListedFlags(api, vhost) });
   } finally {
@@ -74,12 +90,10 @@ export async function provisionBroker(
   });
   // All at once: one by one, each waiting for its confirm, 1,000 new tenants took about a second.
   const onEvent = options.onEvent;
-  if (onEvent !== undefined) await Promise.all(fresh.map((tenant) => onEvent({ type: 'tenant.provisioned', data: { tenant } })));
-  const settings = await syncQueueSettings(config, stages, api, {
-    removeStale: true,
-    log,
-    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
-  });
+  if (onEvent !== undefined) {
+    for (const event of settingsEvents) await onEvent(event);
+    await Promise.all(fresh.map((tenant) => onEvent({ type: 'tenant.provisioned', data: { tenant } })));
+  }
   let users: string[] = [];
   if (config.security.tenantUsers) {
     users = await provisionBrokerUsers(config, api, options.tenant === undefined ? config.tenants : [options.tenant]);
