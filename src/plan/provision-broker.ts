@@ -15,6 +15,9 @@ import { readInventory } from './broker-inventory.js';
 import { missingTopology } from './missing-topology.js';
 import { syncQueueSettings, type SettingsSync } from './queue-settings.js';
 
+/** How long `provision` waits for one management API call. */
+export const PROVISION_API_TIMEOUT_MS = 120_000;
+
 export interface ProvisionResult {
   /** Everything provisioned (what `provisionTopology` lists). */
   topology: Topology;
@@ -46,7 +49,9 @@ export async function provisionBroker(
   const topology = provisionTopology(config, stages, options.tenant);
   const tenants = options.tenant === undefined ? config.tenants : [options.tenant];
   const names = new BrokerNames(config.prefix);
-  const api = options.api ?? managementApiOf(config);
+  // A policy put walks every queue of the virtual host, and the listings hold every object: at
+  // tens of thousands of queues both take longer than the default 10 s.
+  const api = options.api ?? managementApiOf(config, PROVISION_API_TIMEOUT_MS);
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const connection = await openConnection(config, log, 'stagecoach-declare');
   let missing: Topology;

@@ -12,7 +12,8 @@ import { ManagementApi } from '../security/management-api.js';
  * @returns how many of each were deleted.
  */
 export async function deletePrefix(url: string, managementUrl: string, prefix: string): Promise<{ queues: number; exchanges: number }> {
-  const api = new ManagementApi(managementUrl);
+  // Listings of tens of thousands of queues on a busy broker take longer than the default 10 s.
+  const api = new ManagementApi(managementUrl, 120_000);
   const vhost = vhostOfAmqpUrl(url);
   const ours = (name: string): boolean => name.startsWith(`${prefix}.`);
   const queues = (await api.listQueues(vhost)).map((queue) => queue.name).filter(ours);
