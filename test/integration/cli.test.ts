@@ -28,7 +28,7 @@ export class Shouter {
     const [word] = job.args;
     if (word === 'fail') throw new RangeError('cannot shout "fail"');
     await ctx.emit('shouted', { type: 'word.shouted', args: [String(word).toUpperCase()] });
-    // Dies after its output is confirmed but before the input is acknowledged.
+    // Dies after its emit resolved (the output handed to the broker, maybe not yet confirmed), before the input is acknowledged.
     if (word === 'crash-after-emit') process.exit(3);
   }
 }
@@ -116,9 +116,11 @@ describe('command line with a plain JavaScript stage outside the repository', fu
     const stage = spawnCli(['run', 'shouter', '--tenant', 'acme', '--config', file], env);
     const exit = await finished(stage, 15000, 'run shouter');
     expect(exit.code).to.equal(3);
-    // The output was confirmed; the input was never acknowledged, so the broker kept it.
+    // The input was never acknowledged, so the broker kept it. The output may or may not have
+    // reached the broker before the exit (ctx.emit resolves at the hand-over): at most once here,
+    // and the input's run again publishes it again (at-least-once).
     await waitFor('the input back in its queue', async () => (await raw.count(names.queue('words', 'acme'))) === 1);
-    expect(await raw.count(names.queue('shouted', 'acme'))).to.equal(1);
+    expect(await raw.count(names.queue('shouted', 'acme'))).to.be.at.most(1);
     await raw.drain(names.queue('words', 'acme'));
     await raw.drain(names.queue('shouted', 'acme'));
   });
