@@ -162,6 +162,12 @@ export class JobContext implements StageContext {
     return emitted;
   }
 
+  async confirmed(): Promise<void> {
+    const results = await Promise.allSettled(this.pending);
+    const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
   /**
    * Closes the context, then waits for every emitted job's confirm. Closing comes first: an
    * emit made while the confirms are awaited (a handler's un-awaited callback firing late) is
@@ -177,10 +183,10 @@ export class JobContext implements StageContext {
       await this.pending[0];
       return 1;
     }
-    const results = await Promise.allSettled(this.pending);
-    const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
-    if (failed) throw failed.reason;
-    return results.length;
+    // Counted now: an emit refused while the confirms are awaited joins `pending` but is no job.
+    const emitted = this.pending.length;
+    await this.confirmed();
+    return emitted;
   }
 
   /** Refuses further emits: the handler's time is over (it failed, timed out, or was settled). */

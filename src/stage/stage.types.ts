@@ -50,6 +50,12 @@ export interface StageContext {
    * @returns the new job's id.
    */
   emit(output: string, job: EmitSpec): Promise<string>;
+  /**
+   * Resolves once every job emitted so far is confirmed by the broker; rejects with the first
+   * refusal (the input job then fails at settlement as well). For a handler that must know its
+   * output is durable before it goes on, such as one that deletes its source file after emitting.
+   */
+  confirmed(): Promise<void>;
 }
 
 /**

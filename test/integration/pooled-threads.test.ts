@@ -90,6 +90,7 @@ describe('one worker-thread pool for many tenants', function () {
         seen.push((spec.args as [Sighting])[0]);
         return Promise.resolve(`id-${seen.length}`);
       },
+      confirmed: () => Promise.resolve(),
     };
   }
 

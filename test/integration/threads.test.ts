@@ -201,7 +201,7 @@ describe('worker threads for CPU-bound stages', function () {
       expect(stats.deadLettered - before.deadLettered).to.equal(1);
     });
 
-    it('acknowledges only after emits the worker did not await are confirmed, and refuses an undeclared output', async () => {
+    it('acknowledges only after emits the worker did not await are confirmed (its ctx.confirmed() answered), and refuses an undeclared output', async () => {
       await crunch('emit-many', 'many', 25);
       await waitFor('25 outputs', async () => (await raw.count(crunched())) === 25);
       const outputs = await raw.drain(crunched());
@@ -293,6 +293,7 @@ describe('worker threads for CPU-bound stages', function () {
           emitted.push(spec.args ?? []);
           return Promise.resolve(`id-${emitted.length}`);
         },
+        confirmed: () => Promise.resolve(),
       };
     }
     const job = (args: unknown[]): Job => ({

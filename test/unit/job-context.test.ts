@@ -92,6 +92,23 @@ describe('JobContext settlement', () => {
     expect(await rejection(settled)).to.equal(full);
   });
 
+  it('confirmed() waits for the confirms of every emit so far, and rejects with the first refusal', async () => {
+    const { ctx, sink } = setup();
+    sink.handOver = true;
+    await ctx.emit('converted', { type: 'doc.converted' });
+    await ctx.emit('thumbnails', { type: 'doc.thumbs' });
+    const confirmed = ctx.confirmed();
+    sink.sent[1].confirm();
+    expect(await state(confirmed), 'the first emit is not confirmed yet').to.equal('pending');
+    sink.sent[0].confirm();
+    expect(await state(confirmed)).to.deep.equal({ value: undefined });
+    await ctx.emit('converted', { type: 'doc.converted' });
+    const refused = ctx.confirmed();
+    const full = new PublishError('queue full', 'ojs.direct', 'converted', false);
+    sink.sent[2].refuse(full);
+    expect(await rejection(refused)).to.equal(full);
+  });
+
   it('settle() with a single emit resolves 1 once it is confirmed, and with none resolves 0', async () => {
     const one = setup();
     void one.ctx.emit('converted', { type: 'doc.converted' });

@@ -40,6 +40,8 @@ export type FromWorker =
   | { kind: 'ready' }
   | { kind: 'startup-failed'; error: TransferredError }
   | { kind: 'emit'; seq: number; call: number; output: string; spec: EmitSpec }
+  /** `ctx.confirmed()`: answered by `emit-result` (id '') or `emit-error` on the same call. */
+  | { kind: 'confirmed'; seq: number; call: number }
   | { kind: 'done'; seq: number }
   /** `error`: the instance is dropped, but its disposal threw. */
   | { kind: 'released'; call: number; error?: TransferredError }

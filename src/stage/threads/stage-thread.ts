@@ -173,6 +173,14 @@ export class StageThread {
         );
         return;
       }
+      case 'confirmed': {
+        const confirmed = running?.seq === message.seq ? running.ctx.confirmed() : Promise.resolve();
+        confirmed.then(
+          () => this.post({ kind: 'emit-result', call: message.call, id: '' }),
+          (err: unknown) => this.post({ kind: 'emit-error', call: message.call, error: toTransferable(err) }),
+        );
+        return;
+      }
       case 'done':
         this.settle(message.seq);
         return;

@@ -167,6 +167,14 @@ class WorkerJobContext implements StageContext {
     return this.logger;
   }
 
+  async confirmed(): Promise<void> {
+    await new Promise<string>((resolve, reject) => {
+      const call = ++nextCall;
+      calls.set(call, { resolve, reject });
+      post({ kind: 'confirmed', seq: this.seq, call });
+    });
+  }
+
   emit(output: string, spec: EmitSpec): Promise<string> {
     const sent = new Promise<string>((resolve, reject) => {
       const call = ++nextCall;
