@@ -589,6 +589,34 @@ export interface ThroughputResult {
   rounds: Round[];
 }
 
+/** The rounds relabelled as one side of a summary (the baseline or the stagecoach column). */
+export function asSide(rounds: Round[], side: Round['side']): Round[] {
+  return rounds.map((round) => ({ ...round, side }));
+}
+
+/**
+ * Runs `rounds` rounds of two sides, alternating which goes first so that neither always runs
+ * right after the other (a warm broker, a settling machine): odd rounds run the pair's first,
+ * even rounds its second first. `pair` is called at the start of each round (it may run a round
+ * of its own first) and answers the two sides of that round.
+ */
+export async function alternatingRounds(
+  rounds: number,
+  pair: (round: number) => Promise<[() => Promise<void>, () => Promise<void>]> | [() => Promise<void>, () => Promise<void>],
+): Promise<void> {
+  for (let r = 1; r <= rounds; r++) {
+    progress(`  round ${r}/${rounds}`);
+    const [one, other] = await pair(r);
+    if (r % 2 === 1) {
+      await one();
+      await other();
+    } else {
+      await other();
+      await one();
+    }
+  }
+}
+
 export function summarise(scenario: string, detail: string, rounds: Round[]): ThroughputResult {
   const of = (side: Round['side'], key: 'jobsPerSecond' | 'cpuUsPerJob' | 'brokerCpuUsPerJob'): number =>
     median(rounds.filter((r) => r.side === side).map((r) => r[key] ?? Number.NaN));

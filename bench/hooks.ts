@@ -4,6 +4,7 @@ import type { RawConfig } from '../src/config/config.types.js';
 import type { StageGroupOptions } from '../src/runner/stage-group.js';
 import type { Middleware } from '../src/stage/middleware/middleware.types.js';
 import {
+  alternatingRounds,
   closeQuietly,
   connect,
   expectCounts,
@@ -55,21 +56,14 @@ async function onAgainstOff(
       rounds.push({ ...round, side: as });
       await sleep(SETTLE_MS);
     };
-    for (let r = 1; r <= ctx.opts.rounds; r++) {
-      progress(`  round ${r}/${ctx.opts.rounds}`);
+    await alternatingRounds(ctx.opts.rounds, (r) => {
       const runOn = async (): Promise<void> => {
         await run(on, 'stagecoach', `${scenario} round ${r} (on)`);
         await afterOn?.(++onRounds);
       };
       const runOff = (): Promise<void> => run(off, 'baseline', `${scenario} round ${r} (off)`);
-      if (r % 2 === 1) {
-        await runOff();
-        await runOn();
-      } else {
-        await runOn();
-        await runOff();
-      }
-    }
+      return [runOff, runOn];
+    });
   } finally {
     await purgeQueues(ctx.opts.url, [a, b]).catch(() => undefined);
   }

@@ -5,6 +5,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { PostgresJobStore } from '../src/job-state/postgres-job-store.js';
 import {
+  alternatingRounds,
+  asSide,
   expectCounts,
   fill,
   fmt,
@@ -61,8 +63,7 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
   try {
     await fill(ctx, 'relay_b', n);
     await fill(ctx, 'js_a', n);
-    for (let r = 1; r <= ctx.opts.rounds; r++) {
-      progress(`  round ${r}/${ctx.opts.rounds}`);
+    await alternatingRounds(ctx.opts.rounds, (r) => {
       const forwards = r % 2 === 1;
       const runOff = async (): Promise<void> => {
         const from = forwards ? 'relay_ba' : 'relay_ab';
@@ -89,14 +90,8 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
         on.push(round);
         await sleep(SETTLE_MS);
       };
-      if (forwards) {
-        await runOff();
-        await runOn();
-      } else {
-        await runOn();
-        await runOff();
-      }
-    }
+      return [runOff, runOn];
+    });
   } finally {
     tracker.kill('SIGTERM');
     await db.end().catch(() => undefined);
@@ -109,13 +104,12 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
   const sorted = [...lags].sort((x, y) => x - y);
   const median = sorted[Math.floor(sorted.length / 2)] ?? 0;
   const worst = sorted.at(-1) ?? 0;
-  const side = (rounds: Round[], as: Round['side']): Round[] => rounds.map((round) => ({ ...round, side: as }));
   progress(`  job store current ${fmt(Math.round(median))} ms after the last settlement (median; worst ${fmt(Math.round(worst))} ms)`);
   return [
     summarise(
       'jobstate',
       `relay, job tracking on with the PostgreSQL store (stagecoach column) vs off (baseline column); ratio on / off; store current ${Math.round(median)} ms after the last settlement (worst ${Math.round(worst)} ms)`,
-      [...side(off, 'baseline'), ...side(on, 'stagecoach')],
+      [...asSide(off, 'baseline'), ...asSide(on, 'stagecoach')],
     ),
   ];
 }

@@ -1,6 +1,7 @@
 import { compileConfig } from '../src/config/compile-config.js';
 import type { RawConfig } from '../src/config/config.types.js';
 import {
+  asSide,
   expectCounts,
   fill,
   fmt,
@@ -68,11 +69,10 @@ export async function benchLimits(ctx: BenchContext): Promise<ThroughputResult[]
   } finally {
     await purgeQueues(ctx.opts.url, [a, b]).catch(() => undefined);
   }
-  const as = (rounds: Round[], side: Round['side']): Round[] => rounds.map((round) => ({ ...round, side }));
   return [
     summarise('limit-idle', 'relay with a concurrency limit never reached (stagecoach column) vs none (baseline column)', [
-      ...as(none, 'baseline'),
-      ...as(limited, 'stagecoach'),
+      ...asSide(none, 'baseline'),
+      ...asSide(limited, 'stagecoach'),
     ]),
     summarise('limit-rate', `starts/s achieved after the first window under rate ${RATE} per PT1S (stagecoach column) vs the limit`, rates),
   ];

@@ -1,6 +1,8 @@
 import type { Channel } from 'amqplib';
 import { parseRecords } from '../src/tracking/tracking-report.js';
 import {
+  alternatingRounds,
+  asSide,
   closeQuietly,
   connect,
   expectCounts,
@@ -45,8 +47,7 @@ export async function benchTracking(ctx: BenchContext): Promise<ThroughputResult
   try {
     await fill(ctx, 'relay_a', n);
     await fill(ctx, 'trk_a', n, { meta: { batch: BATCH } });
-    for (let r = 1; r <= ctx.opts.rounds; r++) {
-      progress(`  round ${r}/${ctx.opts.rounds}`);
+    await alternatingRounds(ctx.opts.rounds, async (r) => {
       const forwards = r % 2 === 1;
       const runOff = async (): Promise<void> => {
         const round = await stagecoachRound(ctx, ['relay_ba'], n, `tracking round ${r} (off)`);
@@ -66,24 +67,17 @@ export async function benchTracking(ctx: BenchContext): Promise<ThroughputResult
       await expectCounts(ctx.opts.url, { [a]: 0, [b]: n }, `tracking round ${r} (hand-written)`);
       await sleep(SETTLE_MS);
       // Alternated, so that neither side always runs right after the hand-written round.
-      if (forwards) {
-        await runOff();
-        await runOn();
-      } else {
-        await runOn();
-        await runOff();
-      }
-    }
+      return [runOff, runOn];
+    });
   } finally {
     await purgeQueues(ctx.opts.url, [a, b, ta, tb]).catch(() => undefined);
   }
-  const side = (rounds: Round[], as: Round['side']): Round[] => rounds.map((round) => ({ ...round, side: as }));
   return [
     summarise('tracking', `relay, every job batched (on, stagecoach column) vs no batch (off, baseline column); ratio on / off`, [
-      ...side(off, 'baseline'),
-      ...side(on, 'stagecoach'),
+      ...asSide(off, 'baseline'),
+      ...asSide(on, 'stagecoach'),
     ]),
-    summarise('relay (tracking run)', `the "off" rounds above vs hand-written, same run`, [...raw, ...side(off, 'stagecoach')]),
+    summarise('relay (tracking run)', `the "off" rounds above vs hand-written, same run`, [...raw, ...asSide(off, 'stagecoach')]),
   ];
 }
 
