@@ -2,37 +2,16 @@ import { expect } from 'chai';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
-import { OJS_MEDIA_TYPE } from '../../src/admin-api/http-binding/ojs-media.js';
 import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { ojsClient, type Json } from '../helpers/ojs-client.js';
 
 const log = createLogger({ test: 'http-binding-dead-letters' }, 'error');
 const TOKEN = 'test-http-binding-dlq-token-0123456789';
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-/** One request as an OJS client sends it. */
-async function ojs(
-  base: string,
-  method: string,
-  route: string,
-  body?: unknown,
-  as: { token?: string; tenant?: string } = {},
-): Promise<{ status: number; body: Json }> {
-  const response = await fetch(`${base}${route}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${as.token ?? TOKEN}`,
-      accept: OJS_MEDIA_TYPE,
-      ...(as.tenant === undefined ? {} : { 'x-ojs-tenant': as.tenant }),
-      ...(body === undefined ? {} : { 'content-type': OJS_MEDIA_TYPE }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: response.status, body: (await response.json()) as Json };
-}
+const ojs = ojsClient(TOKEN);
 
 /**
  * The binding's dead-letter endpoints (backed by the `dead.<queue>` queues, as `stagecoach dead`),
