@@ -1,18 +1,8 @@
 import type { CreatedReport, DirectiveRecord, SettledReport, SettlementOutcome } from '../tracking/tracking-report.js';
 
-/** The OJS lifecycle (seeds/003; docs/job-state.md). `pending`: parked by a paused batch or tenant. */
-export type JobState = 'scheduled' | 'available' | 'pending' | 'active' | 'completed' | 'retryable' | 'cancelled' | 'discarded';
-
-export const JOB_STATES: readonly JobState[] = [
-  'scheduled',
-  'available',
-  'pending',
-  'active',
-  'completed',
-  'retryable',
-  'cancelled',
-  'discarded',
-];
+/** The OJS lifecycle (src/job/job-states.ts): kept here too for the store's readers. */
+export { JOB_STATES, type JobState } from '../job/job-states.js';
+import type { JobState } from '../job/job-states.js';
 
 /** The states a job ends in: retention applies to them, `job cancel` refuses them. */
 export const ENDED_STATES: ReadonlySet<JobState> = new Set(['completed', 'cancelled', 'discarded']);

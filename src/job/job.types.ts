@@ -1,3 +1,4 @@
+import type { JobState } from './job-states.js';
 import type { RetryPolicy } from '../config/config.types.js';
 
 /** OJS structured error (OJS core "Structured errors"). */
@@ -63,8 +64,8 @@ export interface RateLimitPolicy {
 
 export type UniqueDimension = 'type' | 'queue' | 'args' | 'meta';
 export type UniqueConflict = 'reject' | 'replace' | 'replace_except_schedule' | 'ignore';
-/** The OJS lifecycle states a policy may name (job-state/job-lifecycle.ts JobState). */
-export type UniqueState = 'scheduled' | 'available' | 'pending' | 'active' | 'completed' | 'retryable' | 'cancelled' | 'discarded';
+/** The OJS lifecycle states a policy may name. */
+export type UniqueState = JobState;
 
 /** A job's `unique` (OJS UniquePolicy, section 2): every field optional. */
 export interface UniquePolicy {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { StagecoachError } from '../errors/errors.js';
 import { parseDuration } from '../util/duration.js';
 import type { Job, UniqueConflict, UniqueState } from './job.types.js';
+import { JOB_STATES } from './job-states.js';
 
 /*
  * The OJS unique-jobs extension (openjobspec/spec `spec/ojs-unique-jobs.md`; docs/unique-jobs.md):
@@ -20,16 +21,7 @@ export interface CompiledUnique {
 
 const DIMENSIONS: ReadonlySet<string> = new Set(['type', 'queue', 'args', 'meta']);
 const CONFLICTS: ReadonlySet<string> = new Set(['reject', 'replace', 'replace_except_schedule', 'ignore']);
-const STATES: ReadonlySet<string> = new Set([
-  'scheduled',
-  'available',
-  'pending',
-  'active',
-  'completed',
-  'retryable',
-  'cancelled',
-  'discarded',
-]);
+const STATES: ReadonlySet<string> = new Set(JOB_STATES);
 const FIELDS: ReadonlySet<string> = new Set(['keys', 'args_keys', 'meta_keys', 'period', 'states', 'on_conflict']);
 export const DEFAULT_UNIQUE_STATES: readonly UniqueState[] = ['available', 'active', 'scheduled', 'retryable', 'pending'];
 
