@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { TrackingFollower } from '../batch/tracking-follower.js';
 import { createJobStore } from '../job-state/create-job-store.js';
 import type { JobStore } from '../job-state/job-store.js';
+import { MemoryJobStore } from '../job-state/memory-job-store.js';
+import { uniqueGateFor } from '../job-state/unique/unique-gate.js';
 import { loadDashboard } from '../dashboard/dashboard.js';
 import type { Logger } from '../logging/logger.js';
 import { createPayloadStore } from '../payload/create-payload-store.js';
@@ -101,6 +103,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // PostgreSQL: one pool for the server's life, read directly; memory: the follower's store.
   const store = config.tracking.store.kind === 'postgres' ? createJobStore(config) : undefined;
   const jobs = (): Promise<JobStore> => (store === undefined ? batches.jobs() : Promise.resolve(store));
+  // With the memory store, the follower's store is where this server's pushes claim unique keys.
+  const unfold = store === undefined ? uniqueGateFor(config).foldsHere(async () => memoryStoreOf(await batches.jobs())) : undefined;
   const ctx: AdminContext = { configFile, stages, log, serializer, api: (config) => managementApiOf(config), batches, jobs, payloads };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
@@ -196,6 +200,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         await closed;
         clearTimeout(timer);
         await binding.close();
+        unfold?.();
         await batches.close();
         await store?.close();
         await sweeper?.stop();
@@ -204,4 +209,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       return closing;
     },
   };
+}
+
+function memoryStoreOf(store: JobStore): MemoryJobStore {
+  if (!(store instanceof MemoryJobStore)) throw new StagecoachError('CONNECTION_FAILED', 'the tracking follower keeps no memory job store');
+  return store;
 }

@@ -1,6 +1,13 @@
 import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
 import { matches, type JobFilter, type JobList, type JobPage, type JobStore } from './job-store.js';
 
+/** A uniqueness key's claim (see MemoryUniqueClaims). */
+export interface MemoryKey {
+  job: string;
+  /** Date.now() at the claim. */
+  claimedAt: number;
+}
+
 /**
  * The embedded job store (`tracking.store: { kind: "memory" }`): rows in a Map, lost with the
  * process; every reader (the tracker, the admin API's follower, `job status`) replays the
@@ -10,6 +17,11 @@ export class MemoryJobStore implements JobStore {
   private readonly rows = new Map<string, JobRow>();
   /** Jobs pruned: a later record about one does not bring it back (see PostgresJobStore.prune). */
   private readonly pruned = new Set<string>();
+  /**
+   * Uniqueness keys claimed in this process (MemoryUniqueClaims), beside the rows their holders'
+   * states are read from, as PostgreSQL keeps `<jobs>_unique` beside `<jobs>`; cleared with them.
+   */
+  readonly uniqueKeys = new Map<string, MemoryKey>();
 
   constructor(private readonly retentionOf: RetentionOf) {}
 
@@ -27,7 +39,16 @@ export class MemoryJobStore implements JobStore {
   }
 
   get(id: string): Promise<JobRow | undefined> {
-    return Promise.resolve(this.rows.get(id));
+    return Promise.resolve(this.row(id));
+  }
+
+  /** get(), synchronously: a claim reads its holder and takes its key in one turn. */
+  row(id: string): JobRow | undefined {
+    return this.rows.get(id);
+  }
+
+  wasPruned(id: string): boolean {
+    return this.pruned.has(id);
   }
 
   list(filter: JobFilter, page: JobPage): Promise<JobList> {
@@ -56,6 +77,7 @@ export class MemoryJobStore implements JobStore {
     const cleared = this.rows.size;
     this.rows.clear();
     this.pruned.clear();
+    this.uniqueKeys.clear();
     return Promise.resolve(cleared);
   }
 

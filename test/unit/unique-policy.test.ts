@@ -4,6 +4,7 @@ import { DuplicateJobError, StagecoachError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job, UniquePolicy } from '../../src/job/job.types.js';
 import { canonicalJson, compileUnique, DEFAULT_UNIQUE_STATES } from '../../src/job/unique-policy.js';
+import { MemoryJobStore } from '../../src/job-state/memory-job-store.js';
 import { UniqueGate } from '../../src/job-state/unique/unique-gate.js';
 import { runEnqueueChain } from '../../src/stage/middleware/enqueue-chain.js';
 
@@ -97,6 +98,48 @@ describe('unique jobs: policy and key (OJS unique jobs 2-4)', () => {
     expect(err).to.be.instanceOf(StagecoachError).with.property('code', 'INVALID_REQUEST');
     expect((err as Error).message).to.contain('needs the PostgreSQL job store');
     expect(published).to.equal(0);
+  });
+
+  it('with the memory store, a process that folds job states holds keys in its store: a duplicate is refused until its holder completes, and clear() forgets every key', async () => {
+    const gate = new UniqueGate({ kind: 'memory' });
+    const store = new MemoryJobStore(() => 86_400_000);
+    const undo = gate.foldsHere(() => Promise.resolve(store));
+    const host = { tracked: () => true, cancel: () => Promise.resolve() };
+    const admit = (j: Job) => gate.admit(j, host, () => Promise.resolve());
+    try {
+      const first = job({});
+      expect(await admit(first)).to.equal(undefined);
+      store.applyNow([{ kind: 'created', id: 'c1', job: first.id, queue: first.queue, type: first.type, at: new Date().toISOString() }]);
+      const refused = await admit(job({})).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(refused).to.be.instanceOf(DuplicateJobError).with.nested.property('details.existing_job_id', first.id);
+      // ignore answers the holder's id
+      expect(await admit(job({ on_conflict: 'ignore' }))).to.equal(first.id);
+      // completed is not among the default states: the key is free again
+      const settled = {
+        id: 's1',
+        job: first.id,
+        queue: first.queue,
+        stage: 'mailer',
+        type: first.type,
+        attempt: 1,
+        at: new Date().toISOString(),
+      };
+      store.applyNow([{ kind: 'settled', ...settled, outcome: 'completed' }]);
+      const second = job({});
+      expect(await admit(second)).to.equal(undefined);
+      await store.clear();
+      expect(await admit(job({})), 'a key after clear()').to.equal(undefined);
+    } finally {
+      undo();
+    }
+    const after = await admit(job({})).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(after, 'once the process no longer folds').to.be.instanceOf(StagecoachError).with.property('code', 'INVALID_REQUEST');
   });
 
   it('the enqueue chain answers the id its publish step answers in place of the job (ignore), else the job id', async () => {

@@ -1,9 +1,7 @@
 import pg from 'pg';
-import type { UniqueState } from '../../job/job.types.js';
-import { shownState, type JobRow } from '../job-lifecycle.js';
 import { claimsTableOf, migrateJobTable } from '../postgres-job-store.js';
 import { inTransaction } from '../../util/pg-transaction.js';
-import type { ClaimOutcome, ClaimRequest, Holder, UniqueClaims } from './unique-claims.js';
+import { decide, type ClaimOutcome, type HeldKey, type ClaimRequest, type UniqueClaims } from './unique-claims.js';
 
 /** How often a claim is tried again when its key's row went away between the insert and the lock. */
 const CLAIM_TRIES = 3;
@@ -55,7 +53,7 @@ export class PostgresUniqueClaims implements UniqueClaims {
         [request.key, request.job, request.tenant ?? null, period],
       );
       if (inserted.rowCount === 1) return { kind: 'claimed' } as const;
-      const found = await client.query<{ job_id: string; age_ms: number; doc: JobRow | null; pruned: boolean | null }>(
+      const found = await client.query<HeldKey>(
         `SELECT c.job_id, (extract(epoch FROM now() - c.claimed_at) * 1000)::double precision AS age_ms, j.doc,
            j.pruned_at IS NOT NULL AS pruned
          FROM ${this.claims} AS c LEFT JOIN "${this.table}" AS j ON j.id = c.job_id WHERE c.key = $1 FOR UPDATE OF c`,
@@ -82,23 +80,4 @@ export class PostgresUniqueClaims implements UniqueClaims {
   async close(): Promise<void> {
     await this.pool.end();
   }
-}
-
-/** Whether the key's holder still holds it for `request` (OJS 7.4: same key AND in `states` AND within `period`). */
-function decide(request: ClaimRequest, row: { job_id: string; age_ms: number; doc: JobRow | null; pruned: boolean | null }): ClaimOutcome {
-  // The same job again (a producer sending an envelope twice): it keeps its key.
-  if (row.job_id === request.job) return { kind: 'claimed' };
-  // A pruned holder ended long ago; one not folded yet was just enqueued.
-  if (row.pruned === true) return { kind: 'claimed' };
-  const state: UniqueState = row.doc === null ? 'available' : shownState(row.doc);
-  const withinPeriod = request.periodMs === undefined || row.age_ms < request.periodMs;
-  if (!withinPeriod || !request.states.includes(state)) return { kind: 'claimed' };
-  const holder: Holder = {
-    id: row.job_id,
-    state,
-    ...(state === 'scheduled' && row.doc?.scheduled_at !== undefined ? { scheduled_at: row.doc.scheduled_at } : {}),
-  };
-  // OJS 5.2: an active job is never replaced (its handler is running): the duplicate is refused.
-  if (request.replace && state !== 'active') return { kind: 'replaced', holder };
-  return { kind: 'held', holder };
 }

@@ -3,6 +3,8 @@ import { DuplicateJobError, StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import { compileUnique } from '../../job/unique-policy.js';
 import { stamp, type DirectiveRecord } from '../../tracking/tracking-report.js';
+import type { MemoryJobStore } from '../memory-job-store.js';
+import { MemoryUniqueClaims } from './memory-unique-claims.js';
 import { PostgresUniqueClaims } from './postgres-unique-claims.js';
 import type { UniqueClaims } from './unique-claims.js';
 
@@ -26,8 +28,26 @@ export interface UniqueHost {
  */
 export class UniqueGate {
   private claims: UniqueClaims | undefined;
+  /** With the memory store: the store this process folds job states into (see foldsHere). */
+  private folded: (() => Promise<MemoryJobStore>) | undefined;
 
   constructor(private readonly store: CompiledJobStoreConfig) {}
+
+  /**
+   * With the memory store, says this process folds the job states into `store` (`stagecoach
+   * admin`): its producers' keys are then claimed there. Without it, a unique job is refused,
+   * for no store could tell when its key is released.
+   * @returns the undo, for the process's end (the gate is the process's).
+   */
+  foldsHere(store: () => Promise<MemoryJobStore>): () => void {
+    this.folded = store;
+    this.claims = undefined;
+    return () => {
+      if (this.folded !== store) return;
+      this.folded = undefined;
+      this.claims = undefined;
+    };
+  }
 
   /**
    * Claims `job`'s key, then runs `publish`.
@@ -37,10 +57,10 @@ export class UniqueGate {
    */
   async admit(job: Job, host: UniqueHost, publish: () => Promise<void>): Promise<string | undefined> {
     const policy = compileUnique(job);
-    if (this.store.kind !== 'postgres') {
+    if (this.store.kind !== 'postgres' && this.folded === undefined) {
       throw new StagecoachError(
         'INVALID_REQUEST',
-        `job "${job.type}" for queue "${job.queue}" carries "unique", which needs the PostgreSQL job store: set tracking.store to { "kind": "postgres", "url": "postgres://..." } (the memory store cannot hold a key for every producer; docs/unique-jobs.md)`,
+        `job "${job.type}" for queue "${job.queue}" carries "unique", which needs the PostgreSQL job store: set tracking.store to { "kind": "postgres", "url": "postgres://..." } (the memory store holds keys only for the pushes of \`stagecoach admin\`, which folds job states in its process; docs/unique-jobs.md)`,
       );
     }
     if (!host.tracked(job)) {
@@ -49,7 +69,10 @@ export class UniqueGate {
         `job "${job.type}" carries "unique", and queue "${job.queue}" has tracking off${job.tenant === undefined ? '' : ` for tenant "${job.tenant}"`}: a key is released by its job's state, which only a tracked job has (docs/unique-jobs.md)`,
       );
     }
-    this.claims ??= new PostgresUniqueClaims(this.store.url, this.store.table);
+    this.claims ??=
+      this.store.kind === 'postgres'
+        ? new PostgresUniqueClaims(this.store.url, this.store.table)
+        : new MemoryUniqueClaims(this.folded as () => Promise<MemoryJobStore>);
     const outcome = await this.claims.claim({
       key: policy.key,
       job: job.id,
