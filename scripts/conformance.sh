@@ -3,9 +3,10 @@
 # --test-reset --no-auth` on a loopback port, levels 0 and 1 (docs/http-binding.md, Conformance).
 # Prints each level's summary lines; exits 1 when fewer level-0 cases pass than MIN_LEVEL0 (65: all;
 # a warm-up push declares the ladder and the `default` queue first, so that no case's first
-# declarations run into the runner's 30 s). Level 1 (22 of 25 on an idle machine) is printed
-# only (MIN_LEVEL1=0: several of its cases time retries and visibility to the second, which a
-# loaded 2-core machine can miss); the cases still failing are named in docs/http-binding.md.
+# declarations run into the runner's 30 s), and fewer level-1 cases than MIN_LEVEL1 (23: 24 pass,
+# one of slack, and a level that falls short runs once more, both printed: several of its cases
+# time retries and visibility to the second, which a loaded 2-core machine can miss); the case
+# still failing is named in docs/http-binding.md.
 # Needs a built tree (dist/) and the broker; the runner and its cases are not part of the repository.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 SUITE=${OJS_CONFORMANCE_DIR:-../shared/tools/ojs-conformance}
 PORT=${OJS_CONFORMANCE_PORT:-9591}
 MIN_LEVEL0=${MIN_LEVEL0:-65}
-MIN_LEVEL1=${MIN_LEVEL1:-0}
+MIN_LEVEL1=${MIN_LEVEL1:-23}
 URL="http://127.0.0.1:$PORT"
 
 if [ ! -x "$SUITE/bin/ojs-conformance" ]; then
@@ -44,15 +45,24 @@ curl -s -o /dev/null --max-time 120 -X POST -H 'Content-Type: application/openjo
 curl -s -o /dev/null --max-time 120 -X POST "$URL/ojs/v1/admin/reset" || true
 
 passed() { sed -n 's/.*Total: [0-9]* | Passed: \([0-9]*\) .*/\1/p' "$1" | tail -1; }
+run_level() {
+  timeout 900 "$SUITE/bin/ojs-conformance" -url "$URL" -suites "$1" -level "$2" -reset-url "$URL/ojs/v1/admin/reset" -timeout 30 >"$3" 2>&1
+  grep -E ' (FAIL|ERR) +[0-9]+ms' "$3" | sed 's/^/  /'
+  grep -E 'Total:' "$3" | sed 's/^ */  /'
+}
 status=0
 for level in 0 1; do
   folder=$(ls -d "$SUITE"/suites/level-"$level"-* | head -1)
-  timeout 900 "$SUITE/bin/ojs-conformance" -url "$URL" -suites "$folder" -level "$level" -reset-url "$URL/ojs/v1/admin/reset" -timeout 30 >"$LOG/level-$level.txt" 2>&1
-  echo "conformance level $level ($(basename "$folder")):"
-  grep -E ' (FAIL|ERR) +[0-9]+ms' "$LOG/level-$level.txt" | sed 's/^/  /'
-  grep -E 'Total:' "$LOG/level-$level.txt" | sed 's/^ */  /'
-  got=$(passed "$LOG/level-$level.txt")
   min=$([ "$level" = 0 ] && echo "$MIN_LEVEL0" || echo "$MIN_LEVEL1")
+  echo "conformance level $level ($(basename "$folder")):"
+  run_level "$folder" "$level" "$LOG/level-$level.txt"
+  got=$(passed "$LOG/level-$level.txt")
+  if [ "$level" = 1 ] && [ -n "$got" ] && [ "$got" -lt "$min" ]; then
+    # Level 1 times retries and visibility to the second: one more run, both printed.
+    echo "conformance level $level: $got passed, fewer than $min; once more (its cases time retries to the second):"
+    run_level "$folder" "$level" "$LOG/level-$level-again.txt"
+    got=$(passed "$LOG/level-$level-again.txt")
+  fi
   if [ -z "$got" ] || [ "$got" -lt "$min" ]; then
     echo "conformance: level $level passed ${got:-no} cases, fewer than the $min it passed before (server log: $LOG/server.log)" >&2
     tail -20 "$LOG/server.log" >&2

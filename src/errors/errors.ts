@@ -291,6 +291,13 @@ export class VisibilityExpiredError extends RateLimitedError {
   }
 }
 
+/** A remote worker handed its job back (a nack with `requeue: true`): at once, same attempt, not a failure. */
+export class JobRequeuedError extends RateLimitedError {
+  constructor(jobId: string) {
+    super(new Date(), `job "${jobId}" was handed back by its worker (nack with requeue)`);
+  }
+}
+
 /**
  * The reason `ctx.signal` is aborted when the channel or connection that carried a delivery dies
  * while its handler runs: the broker has taken the job back and delivers it again (to this

@@ -156,6 +156,52 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
     expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: id })).status).to.equal(409);
   });
 
+  it('a nack with requeue hands the job back at once, same attempt, whatever its error says', async () => {
+    const id = await push('lease', 'lease.requeue', []);
+    const [claimed] = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], worker_id: 'w-requeue', wait_ms: 5000 })).body
+      .jobs as Json[];
+    expect(claimed).to.include({ id, attempt: 1 });
+    const nacked = await ojs(base, 'POST', '/ojs/v1/workers/nack', {
+      job_id: id,
+      worker_id: 'w-requeue',
+      error: { code: 'cancelled', message: 'shutting down', retryable: false },
+      requeue: true,
+    });
+    expect(nacked.body, JSON.stringify(nacked.body)).to.include({ state: 'available' });
+    const [again] = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], worker_id: 'w-other', wait_ms: 5000 })).body
+      .jobs as Json[];
+    expect(again).to.include({ id, attempt: 1 });
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: id })).body).to.include({ state: 'completed', attempt: 1 });
+  });
+
+  it('an operator quiets a worker: its heartbeat answers quiet, it gets no more jobs, and it still acks what it holds; terminate goes further, never back', async () => {
+    const held = await push('lease', 'lease.quiet', []);
+    const [claimed] = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], worker_id: 'w-quiet', wait_ms: 5000 })).body
+      .jobs as Json[];
+    expect(claimed).to.include({ id: held });
+    const beat = async (): Promise<Json> =>
+      (await ojs(base, 'POST', '/ojs/v1/workers/heartbeat', { worker_id: 'w-quiet', active_job_ids: [held] })).body;
+    expect(await beat()).to.include({ state: 'running', directive: '' });
+    expect((await ojs(base, 'POST', '/ojs/v1/admin/workers/w-unseen/quiet')).status).to.equal(404);
+    expect((await ojs(base, 'POST', '/ojs/v1/admin/workers/w-quiet/quiet')).body.worker).to.include({ id: 'w-quiet', state: 'quiet' });
+    expect(await beat()).to.deep.include({ state: 'quiet', directive: 'quiet', jobs_extended: [held] });
+    const waiting = await push('lease', 'lease.quiet', []);
+    expect(
+      (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], worker_id: 'w-quiet', wait_ms: 1000 })).body.jobs,
+    ).to.deep.equal([]);
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: held, worker_id: 'w-quiet' })).body.state).to.equal('completed');
+    const listed = (await ojs(base, 'GET', '/ojs/v1/admin/workers')).body as unknown as Json[];
+    expect(listed.find((worker) => worker.id === 'w-quiet')).to.include({ state: 'quiet', active_jobs: 1 });
+    await ojs(base, 'POST', '/ojs/v1/admin/workers/w-quiet/terminate');
+    await ojs(base, 'POST', '/ojs/v1/admin/workers/w-quiet/quiet');
+    expect(await beat()).to.include({ state: 'terminate', directive: 'terminate' });
+    // Another worker takes what the quiet one was not given.
+    const [taken] = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['lease'], worker_id: 'w-next', wait_ms: 5000 })).body
+      .jobs as Json[];
+    expect(taken).to.include({ id: waiting });
+    expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: waiting })).body.state).to.equal('completed');
+  });
+
   it("a tenant's token confines it to its tenant: another's jobs are not found, shared queues and admin endpoints refused", async () => {
     const { stdout } = await runCli(['credentials', 'acme', '--role', 'http', '--config', project.file], {
       AMQP_URL,
@@ -178,6 +224,7 @@ describe('the OJS HTTP binding, with workers over HTTP', function () {
     ).to.equal(403);
     expect((await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['work'] }, asAcme)).status).to.equal(403);
     expect((await ojs(base, 'GET', '/ojs/v1/queues', undefined, asAcme)).status).to.equal(403);
+    expect((await ojs(base, 'GET', '/ojs/v1/admin/workers', undefined, asAcme)).status).to.equal(403);
     const fetched = (await ojs(base, 'POST', '/ojs/v1/workers/fetch', { queues: ['conversions'], count: 5, wait_ms: 3000 }, asAcme)).body
       .jobs as Json[];
     expect(fetched.map((job) => job.id)).to.deep.equal([ours.id]);

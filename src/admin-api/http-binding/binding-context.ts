@@ -5,6 +5,7 @@ import { EnvelopeCache } from './envelope-cache.js';
 import { RemoteStages } from './remote-stages.js';
 import { RetryTimes } from './retry-times.js';
 import { EventLog } from './event-log.js';
+import { WorkerDirectory } from './worker-directory.js';
 import { EventPublisher } from '../../events/event-publisher.js';
 import type { EventSink } from '../../events/job-events.js';
 
@@ -21,6 +22,8 @@ export interface BindingContext {
   remote: RemoteStages;
   /** When the retries those runners scheduled come back. */
   retries: RetryTimes;
+  /** The HTTP workers seen, and the state operators want of each. */
+  workers: WorkerDirectory;
   /** The events of the prefix this server has read (`GET /ojs/v1/events`). */
   events: EventLog;
   /** Publishes the binding's OJS events (`job.enqueued`; the remote stages' `job.*`) to `<prefix>.events`. */
@@ -56,6 +59,7 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
     board,
     remote,
     retries,
+    workers: new WorkerDirectory(),
     events,
     publishEvent,
     testReset: options.testReset,

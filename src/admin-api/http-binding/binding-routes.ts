@@ -7,6 +7,7 @@ import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
 import { listEvents } from './event-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
+import { listWorkers, orderWorker } from './worker-admin-handlers.js';
 
 /**
  * The OJS HTTP binding's endpoints (spec/ojs-http-binding.md; docs/http-binding.md), served by
@@ -32,6 +33,10 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, tenantRoute: true, handle: bind(retryDeadLetter) },
     { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, tenantRoute: true, handle: bind(deleteDeadLetter) },
     { method: 'GET', path: '/ojs/v1/events', mutating: false, tenantRoute: true, handle: bind(listEvents) },
+    // An operator's: the admin token only.
+    { method: 'GET', path: '/ojs/v1/admin/workers', mutating: false, handle: bind(listWorkers) },
+    { method: 'POST', path: '/ojs/v1/admin/workers/{id}/quiet', mutating: true, handle: bind(orderWorker('quiet')) },
+    { method: 'POST', path: '/ojs/v1/admin/workers/{id}/terminate', mutating: true, handle: bind(orderWorker('terminate')) },
     ...(ctx.testReset ? [{ method: 'POST' as const, path: '/ojs/v1/admin/reset', mutating: true, handle: bind(resetJobs) }] : []),
   ];
 }

@@ -1,4 +1,4 @@
-import { JobCancelledError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../../errors/errors.js';
+import { JobCancelledError, JobRequeuedError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { StageContext } from '../../stage/stage.types.js';
 
@@ -138,6 +138,12 @@ export class ClaimBoard {
     const failure = error.retryable === false ? new NonRetryableError(message, type) : new Error(message);
     if (type !== undefined && error.retryable !== false) failure.name = type;
     held.settle.reject(failure);
+  }
+
+  /** The worker hands the job back (a nack with `requeue`): available again at once, same attempt. */
+  requeue(held: Held): void {
+    this.release(held);
+    held.settle.reject(new JobRequeuedError(held.job.id));
   }
 
   /** Extends the claims of `ids` held by `worker` (all of the worker's when `ids` is undefined); returns the ids extended. */

@@ -8,6 +8,7 @@ import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { readPushInput, type PushInput } from './push-input.js';
 import { tenantOf } from './request-tenant.js';
+import { testDirectiveOf } from './worker-directory.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
 
 /** The largest push body: arguments above `payloads.threshold` are offloaded (docs/payloads.md), so a job may be large. */
@@ -24,7 +25,7 @@ export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise
   const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
   const input = readPushInput(body, tenantOf(request));
-  const { view, deduplicated } = await push(ctx, input);
+  const { view, deduplicated } = await push(ctx, input, body);
   return deduplicated ? { status: 200, body: { job: view, deduplicated } } : { status: 201, body: { job: view } };
 }
 
@@ -48,15 +49,19 @@ export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promi
     }
   });
   const views: unknown[] = [];
-  for (const input of inputs) {
-    const { view, deduplicated } = await push(ctx, input);
+  for (const [index, input] of inputs.entries()) {
+    const { view, deduplicated } = await push(ctx, input, jobs[index]);
     views.push(deduplicated ? { ...view, deduplicated } : view);
   }
   return { status: 201, body: { jobs: views, count: views.length } };
 }
 
 /** Publishes one job as any producer's (tenant routing, variants, limits, payload offloading, tracking). */
-async function push(ctx: BindingContext, input: PushInput): Promise<{ view: Record<string, unknown>; deduplicated: boolean }> {
+async function push(
+  ctx: BindingContext,
+  input: PushInput,
+  raw: unknown,
+): Promise<{ view: Record<string, unknown>; deduplicated: boolean }> {
   const store = await ctx.admin.jobs();
   if (input.id !== undefined && (ctx.envelopes.has(input.id) || (await store.get(input.id)) !== undefined)) {
     throw new StagecoachError('DUPLICATE', `a job with id "${input.id}" exists`);
@@ -93,5 +98,7 @@ async function push(ctx: BindingContext, input: PushInput): Promise<{ view: Reco
     ...(input.visibilityMs === undefined ? {} : { visibilityMs: input.visibilityMs }),
   };
   ctx.envelopes.add(pushed);
+  const directive = ctx.testReset ? testDirectiveOf(raw) : undefined;
+  if (directive !== undefined) ctx.workers.orderClaimerOf(job.id, directive);
   return { view: bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed), deduplicated: false };
 }

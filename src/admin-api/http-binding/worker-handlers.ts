@@ -38,6 +38,8 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
   const visibilityMs = (job: Job): number => asked ?? ctx.envelopes.get(job.id)?.visibilityMs ?? DEFAULT_VISIBILITY_MS;
   const waitMs = integer(body.wait_ms, 'wait_ms', 0, MAX_WAIT_MS);
   const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
+  // A worker told to quiet or terminate gets nothing more (it should not ask: worker protocol 6).
+  if (ctx.workers.seen(worker, confinedTo(request)) !== 'running') return { status: 200, body: { jobs: [] } };
   const config = await ctx.admin.configFile.load();
   const tenant = tenantOf(request);
   const confined = confinedTo(request) !== undefined;
@@ -52,6 +54,10 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
     const coming = await firstComing(ctx, served);
     if (coming === undefined || Date.now() >= deadline) {
       const taken = ctx.board.claim(keys, count, worker, visibilityMs);
+      ctx.workers.claimed(
+        worker,
+        taken.map((held) => held.job.id),
+      );
       // `wait_ms` (long-poll): nothing anywhere yet, wait for an arrival.
       if (taken.length > 0 || waitMs === undefined || Date.now() >= deadline) {
         return { status: 200, body: { jobs: taken.map((held) => claimedView(ctx, held)) } };
@@ -79,22 +85,37 @@ export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<
   return settled(ctx, held);
 }
 
-/** `POST /ojs/v1/workers/nack` `{ job_id, error: { code?, message, retryable? } }`: retried on the ladder or dead-lettered; 200 with its state. */
+/**
+ * `POST /ojs/v1/workers/nack` `{ job_id, error: { code?, message, retryable? }, requeue? }`: retried
+ * on the ladder or dead-lettered; with `requeue: true` (openapi.yaml NackRequest) handed back at
+ * once, same attempt, whatever the error says. 200 with its state.
+ */
 export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const held = await claimOf(ctx, request, body.job_id ?? body.id);
-  ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
+  if (body.requeue !== undefined && typeof body.requeue !== 'boolean')
+    throw new ApiError(400, 'INVALID_REQUEST', '"requeue" must be a boolean');
+  if (body.requeue === true) ctx.board.requeue(held);
+  else ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
   return settled(ctx, held);
 }
 
-/** `POST /ojs/v1/workers/heartbeat` `{ worker_id, active_jobs?, visibility_timeout_ms? }`: extends the worker's claims. */
+/**
+ * `POST /ojs/v1/workers/heartbeat` `{ worker_id, active_jobs?, visibility_timeout_ms? }`: extends
+ * the worker's claims; answers the state wanted of it (`running`, or an operator's `quiet` /
+ * `terminate`), also as `directive` (openapi.yaml: empty while running).
+ */
 export async function heartbeat(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
-  const ids = Array.isArray(body.active_jobs) ? body.active_jobs.filter((id): id is string => typeof id === 'string') : undefined;
+  // The worker protocol names the ids `active_job_ids` (`active_jobs` its count); openapi.yaml, `active_jobs`.
+  const listed = Array.isArray(body.active_job_ids) ? body.active_job_ids : body.active_jobs;
+  const ids = Array.isArray(listed) ? listed.filter((id): id is string => typeof id === 'string') : undefined;
   const visibilityMs = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);
+  const state = ctx.workers.seen(worker, confinedTo(request), ids?.length ?? activeCount(body));
   const extended = ctx.board.heartbeat(worker, ids, visibilityMs, confinedTo(request));
-  return { status: 200, body: { state: 'running', directive: 'continue', jobs_extended: extended, server_time: new Date().toISOString() } };
+  const directive = state === 'running' ? '' : state;
+  return { status: 200, body: { state, directive, jobs_extended: extended, server_time: new Date().toISOString() } };
 }
 
 /** The claim a worker settles; 404 for a job no one knows, 409 for one not claimed here (waiting, or ended). */
@@ -146,6 +167,11 @@ export function claimedView(ctx: BindingContext, held: Held): Record<string, unk
     // A retry shows the wait that preceded it.
     ...(held.job.attempt > 1 ? { retry_delay_ms: ctx.retries.fields(held.job.id, held.job.attempt).retry_delay_ms } : {}),
   };
+}
+
+/** The worker protocol's `active_jobs`, when it is a count. */
+function activeCount(body: Record<string, unknown>): number | undefined {
+  return Number.isInteger(body.active_jobs) ? (body.active_jobs as number) : undefined;
 }
 
 function object(value: unknown): Record<string, unknown> {
