@@ -74,27 +74,52 @@ export class PostgresJobStore implements JobStore {
     }
     const ids = [...byJob.keys()].sort();
     await this.ensureTable();
+    const fold = (id: string, doc: JobRow | undefined): JobRow => {
+      let row = doc;
+      for (const record of byJob.get(id) ?? []) row = foldJob(row, record, this.retentionOf);
+      return row as JobRow;
+    };
     await inTransaction(this.pool, async (client) => {
-      await client.query(`INSERT INTO ${this.quoted} (id) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (id) DO NOTHING`, [ids]);
-      // A pruned job's tombstone stays pruned: a replay must not bring it back.
-      const found = await client.query<{ id: string; doc: JobRow | null; pruned: boolean }>(
-        `SELECT id, doc, pruned_at IS NOT NULL AS pruned FROM ${this.quoted} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
-        [ids],
-      );
-      const rows = found.rows
-        .filter((found) => !found.pruned)
-        .map(({ id, doc }) => {
-          let row = doc ?? undefined;
-          for (const record of byJob.get(id) ?? []) row = foldJob(row, record, this.retentionOf);
-          return row as JobRow;
-        });
+      // The rows there already, locked in id order, pruned ones left out: a pruned job's
+      // tombstone stays pruned, a replay must not bring it back.
+      const locked = async (wanted: readonly string[]): Promise<Map<string, JobRow | undefined>> => {
+        const found = await client.query<{ id: string; doc: JobRow | null; pruned: boolean }>(
+          `SELECT id, doc, pruned_at IS NOT NULL AS pruned FROM ${this.quoted} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
+          [wanted],
+        );
+        const rows = new Map<string, JobRow | undefined>();
+        for (const row of found.rows) {
+          if (row.pruned) byJob.delete(row.id);
+          else rows.set(row.id, row.doc ?? undefined);
+        }
+        return rows;
+      };
+      const existing = await locked(ids);
+      // New jobs are inserted whole, in id order: one row version and one entry per index, where
+      // an empty insert then an update wrote each twice. A row another tracker inserted meanwhile
+      // is skipped here (ON CONFLICT waits for its transaction), then locked and folded as existing.
+      const fresh = ids.filter((id) => byJob.has(id) && !existing.has(id));
+      if (fresh.length > 0) {
+        const inserted = await client.query<{ id: string }>(
+          `INSERT INTO ${this.quoted} (id, tenant, queue, state, type, batch, parent_id, created_at, expires_at, doc)
+           SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, tenant text, queue text, state text, type text, batch text,
+             parent_id text, created_at timestamptz, expires_at timestamptz, doc jsonb) ORDER BY id
+           ON CONFLICT (id) DO NOTHING RETURNING id`,
+          [JSON.stringify(fresh.map((id) => columnsOf(fold(id, undefined))))],
+        );
+        if (inserted.rows.length < fresh.length) {
+          const done = new Set(inserted.rows.map((row) => row.id));
+          for (const [id, doc] of await locked(fresh.filter((id) => !done.has(id)))) existing.set(id, doc);
+        }
+      }
+      if (existing.size === 0) return;
       await client.query(
         `UPDATE ${this.quoted} AS t SET tenant = x.tenant, queue = x.queue, state = x.state, type = x.type, batch = x.batch,
            parent_id = x.parent_id, created_at = x.created_at, expires_at = x.expires_at, doc = x.doc
          FROM jsonb_to_recordset($1::jsonb) AS x(id text, tenant text, queue text, state text, type text, batch text,
            parent_id text, created_at timestamptz, expires_at timestamptz, doc jsonb)
          WHERE t.id = x.id`,
-        [JSON.stringify(rows.map(columnsOf))],
+        [JSON.stringify([...existing].map(([id, doc]) => columnsOf(fold(id, doc))))],
       );
     });
   }

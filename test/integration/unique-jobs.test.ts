@@ -118,6 +118,7 @@ describe('unique jobs: keys claimed in the PostgreSQL job store at enqueue (docs
     const again = await publish('later', 'ignore-1', { on_conflict: 'ignore' });
     expect(again).to.equal(first);
     // Nothing else of the key reached the broker: the later queue holds the first job only.
+    await tracker.sync();
     const jobs = await (tracker.jobs as PostgresJobStore).list({ queue: 'later', type: 'doc.ocr' }, { limit: 1000 });
     const mine = jobs.jobs.filter((job) => job.id === first || job.id === again);
     expect(mine).to.have.length(1);
