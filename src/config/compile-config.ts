@@ -100,6 +100,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     durable: config.durable,
     gracePeriod: config.gracePeriod,
     httpPort: config.httpPort,
+    metricsTenants: config.metricsTenants,
     tracking: { maxAgeSeconds: trackingMaxAge(source, config.tracking.max_age), store: jobStore(config.prefix, config.tracking.store) },
     payloads: compilePayloads(source, baseDir, config),
     defaultQueue,

@@ -148,6 +148,7 @@ export interface ConfigWithDefaults {
   durable: boolean;
   gracePeriod: number;
   httpPort: number;
+  metricsTenants: number;
   tracking: { max_age: string; store: JobStoreConfig };
   /** `store` with its `dir` (still relative to the file) or `table` filled in. */
   payloads: { threshold: number; store: CompiledPayloadStoreConfig; orphan_after: string; retention: string };
@@ -184,6 +185,8 @@ export interface CompiledConfig {
   /** Seconds. */
   gracePeriod: number;
   httpPort: number;
+  /** Tenants with `/metrics` series of their own (see TenantLabels). */
+  metricsTenants: number;
   /** The `_default` policy merged over the system defaults. */
   defaultQueue: ResolvedQueueConfig;
   /** Every configured queue, `_default` excluded. */

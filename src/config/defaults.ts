@@ -52,6 +52,8 @@ export const DEFAULT_TRACKING_MAX_AGE = 'P7D';
 /** How long the job store keeps an ended job, by final state (`queues.<q>.retention`, seeds/001 6.3; docs/job-state.md). */
 export const DEFAULT_JOB_RETENTION = { completed: 'P7D', discarded: 'P30D', cancelled: 'P7D' } as const;
 export const DEFAULT_HTTP_PORT = 9400;
+/** Tenants with /metrics series of their own: StageMetrics's default (observability/tenant-labels.ts) for a configured process. */
+export const DEFAULT_METRICS_TENANTS = 1000;
 /**
  * A job whose encoded message is larger than this many bytes travels by reference
  * (docs/payloads.md). RabbitMQ 4
@@ -160,6 +162,7 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
     durable: raw.durable ?? true,
     gracePeriod: raw.gracePeriod ?? DEFAULT_GRACE_PERIOD_SECONDS,
     httpPort: raw.httpPort ?? DEFAULT_HTTP_PORT,
+    metricsTenants: raw.metricsTenants ?? DEFAULT_METRICS_TENANTS,
     tracking: { max_age: raw.tracking?.max_age ?? DEFAULT_TRACKING_MAX_AGE, store: raw.tracking?.store ?? { kind: 'memory' } },
     limits: raw.limits ?? {},
     payloads: {

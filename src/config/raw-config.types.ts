@@ -368,6 +368,12 @@ export interface RawConfig {
   gracePeriod?: number;
   /** Port of `/healthz`, `/readyz` and `/metrics`; 0 turns it off. Env `STAGECOACH_HTTP_PORT`. @defaultValue 9400 */
   httpPort?: number;
+  /**
+   * Tenants whose `/metrics` series carry their own `tenant` label, the first this many a process
+   * serves; the rest are summed under `tenant="_other"` (a pooled process's scrape stays bounded:
+   * docs/operations.md). @defaultValue 1000
+   */
+  metricsTenants?: number;
   /** The queue admin HTTP API (`stagecoach admin`); its token comes from env `STAGECOACH_ADMIN_TOKEN` only. */
   admin?: {
     /** Address to listen on; `--host` overrides. @defaultValue "127.0.0.1" */

@@ -14,6 +14,11 @@ export interface StageMetricsOptions {
   queueDepthTimeoutMs?: number;
   /** Distinct `error_type` values kept before the rest are counted as `other` (default 50). */
   maxErrorTypes?: number;
+  /**
+   * Tenants whose series carry their own `tenant` label (default 1000); the series of later ones
+   * are summed under `tenant="_other"`, so that a pooled process's scrape stays bounded (see TenantLabels).
+   */
+  maxTenantSeries?: number;
 }
 
 export interface StageMetricLabels {

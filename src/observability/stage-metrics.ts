@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Logger } from '../logging/logger.js';
 import type { Deferred } from './deferred-counts.js';
 import { BoundInstance, DURATION_BUCKETS, STAGE_LABELS, type Families, type StageLabelName } from './instance-metrics.js';
+import { OTHER_TENANTS, TenantLabels } from './tenant-labels.js';
 import type {
   InstanceMetrics,
   QueueDepthSample,
@@ -32,7 +33,8 @@ export { DURATION_BUCKETS } from './instance-metrics.js';
  * Labels shared by the job metrics:
  * - `stage`: the stage name (`converter`);
  * - `queue`: the logical input queue (`conversions`), not the physical queue name;
- * - `tenant`: the tenant slug, or `""` for a shared-queue consumer.
+ * - `tenant`: the tenant slug, or `""` for a shared-queue consumer; `_other` for the tenants
+ *   beyond the first `maxTenantSeries` (TenantLabels: a pooled process's scrape stays bounded).
  *
  * | metric | type | extra labels | meaning |
  * | --- | --- | --- | --- |
@@ -73,6 +75,7 @@ export class StageMetrics {
   private readonly deferred: Deferred[] = [];
   private readonly errorTypes = new Set<string>();
   private readonly maxErrorTypes: number;
+  private readonly tenants: TenantLabels;
   private readonly queueDepthTimeoutMs: number;
   private queueDepthSource: QueueDepthSource | undefined;
   private queueDepthFailing = false;
@@ -93,6 +96,7 @@ export class StageMetrics {
     this.registry = options.registry ?? new Registry();
     this.log = options.log;
     this.maxErrorTypes = options.maxErrorTypes ?? 50;
+    this.tenants = new TenantLabels(options.maxTenantSeries);
     this.queueDepthTimeoutMs = options.queueDepthTimeoutMs ?? 5000;
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
 
@@ -158,7 +162,12 @@ export class StageMetrics {
       labelNames: ['queue', 'tenant', 'physical_queue', 'policy'],
       registers,
     });
-    const runnerGauge = (name: string, help: string, value: (sample: RunnerSample) => number): Gauge<StageLabelName> =>
+    const runnerGauge = (
+      name: string,
+      help: string,
+      value: (sample: RunnerSample) => number,
+      combine: (a: number, b: number) => number,
+    ): Gauge<StageLabelName> =>
       new Gauge({
         name,
         help,
@@ -169,15 +178,37 @@ export class StageMetrics {
           if (source === undefined) return;
           // Tenants released since the last scrape leave no stale series.
           this.reset();
-          for (const sample of source()) this.set({ stage: sample.stage, queue: sample.queue, tenant: sample.tenant }, value(sample));
+          const others = new Map<string, { stage: string; queue: string; value: number }>();
+          for (const sample of source()) {
+            const tenant = self.tenants.of(sample.tenant);
+            if (tenant !== OTHER_TENANTS) {
+              this.set({ stage: sample.stage, queue: sample.queue, tenant }, value(sample));
+              continue;
+            }
+            // Beyond the cap: one series per stage and queue, their values combined.
+            const key = `${sample.stage}\0${sample.queue}`;
+            const seen = others.get(key);
+            if (seen === undefined) others.set(key, { stage: sample.stage, queue: sample.queue, value: value(sample) });
+            else seen.value = combine(seen.value, value(sample));
+          }
+          for (const { stage, queue, value: v } of others.values()) this.set({ stage, queue, tenant: OTHER_TENANTS }, v);
         },
       });
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client binds `this` in collect() to the gauge
     const self = this;
-    runnerGauge('stagecoach_consuming', 'Whether the instance consumes as it should (1), or should and does not (0).', (s) =>
-      s.consuming ? 1 : 0,
+    // `_other`: consuming only while all of them do; their jobs in flight summed.
+    runnerGauge(
+      'stagecoach_consuming',
+      'Whether the instance consumes as it should (1), or should and does not (0).',
+      (s) => (s.consuming ? 1 : 0),
+      Math.min,
     );
-    runnerGauge('stagecoach_jobs_in_flight', 'Jobs of the instance being processed or settled now.', (s) => s.inFlight);
+    runnerGauge(
+      'stagecoach_jobs_in_flight',
+      'Jobs of the instance being processed or settled now.',
+      (s) => s.inFlight,
+      (a, b) => a + b,
+    );
     this.connectionUp = new Gauge({ name: 'stagecoach_connection_up', help: '1 while the broker connection is up, else 0.', registers });
     this.connectionUp.set(0);
     this.connectionBlocked = new Gauge({
@@ -214,7 +245,7 @@ export class StageMetrics {
    * first job. `outputs`, if given, starts the `published` series of those outputs at 0 too.
    */
   instance(labels: StageMetricLabels): InstanceMetrics {
-    const tenant = labels.tenant ?? '';
+    const tenant = this.tenants.of(labels.tenant ?? '');
     const key = `${labels.stage}\0${labels.queue}\0${tenant}`;
     let bound = this.instances.get(key);
     if (bound === undefined) {
@@ -256,10 +287,11 @@ export class StageMetrics {
     physicalQueue?: string | undefined;
     policy: string;
   }): void {
+    const tenant = this.tenants.of(labels.tenant ?? '');
     this.queueOverflows.inc({
       queue: labels.queue ?? '',
-      tenant: labels.tenant ?? '',
-      physical_queue: labels.physicalQueue ?? '',
+      tenant,
+      physical_queue: tenant === OTHER_TENANTS ? OTHER_TENANTS : (labels.physicalQueue ?? ''),
       policy: labels.policy,
     });
   }
@@ -277,6 +309,31 @@ export class StageMetrics {
   /** Counts one re-established broker connection (`stagecoach_reconnects_total`). */
   reconnected(): void {
     this.reconnects.inc();
+  }
+
+  /**
+   * The queues of tenants beyond the cap (TenantLabels) as one sample per stage and logical
+   * queue, `tenant` and `physical_queue` `_other`: their depths summed, and their max sizes when
+   * each has one (so utilization is theirs together).
+   */
+  private boundTenants(samples: readonly QueueDepthSample[]): readonly QueueDepthSample[] {
+    const kept: QueueDepthSample[] = [];
+    const others = new Map<string, QueueDepthSample>();
+    for (const sample of samples) {
+      if (this.tenants.of(sample.tenant ?? '') !== OTHER_TENANTS) {
+        kept.push(sample);
+        continue;
+      }
+      const key = `${sample.stage}\0${sample.queue}`;
+      const seen = others.get(key);
+      if (seen === undefined) {
+        others.set(key, { ...sample, tenant: OTHER_TENANTS, physicalQueue: OTHER_TENANTS });
+        continue;
+      }
+      seen.depth += sample.depth;
+      seen.maxSize = seen.maxSize === undefined || sample.maxSize === undefined ? undefined : seen.maxSize + sample.maxSize;
+    }
+    return others.size === 0 ? samples : [...kept, ...others.values()];
   }
 
   /** The `error_type` label value, capped so that odd errors cannot explode the series. */
@@ -330,6 +387,7 @@ export class StageMetrics {
       }
       return undefined;
     }
+    samples = this.boundTenants(samples);
     if (this.queueDepthFailing) {
       this.queueDepthFailing = false;
       this.log?.info('queue depth available again');

@@ -259,6 +259,50 @@ describe('StageMetrics', () => {
     expect(find(s, 'stagecoach_jobs_failed_total')).to.have.length(3);
   });
 
+  it('keeps the tenant label bounded: tenants beyond maxTenantSeries are summed under _other, in job metrics, runner gauges and queue gauges', async () => {
+    const metrics = new StageMetrics({ defaultMetrics: false, maxTenantSeries: 3 });
+    const tenants = Array.from({ length: 10 }, (_, i) => `t${i}`);
+    const instances = tenants.map((tenant) => metrics.instance({ stage: 'ocr', queue: 'scans', tenant }));
+    instances.forEach((instance) => instance.consumed());
+    metrics.instance({ stage: 'ocr', queue: 'shared', tenant: '' }).consumed();
+    metrics.setRunnerSource(() => tenants.map((tenant, i) => ({ stage: 'ocr', queue: 'scans', tenant, consuming: i !== 7, inFlight: 2 })));
+    metrics.setQueueDepthSource(() =>
+      tenants.map((tenant) => ({
+        stage: 'ocr',
+        queue: 'scans',
+        tenant,
+        physicalQueue: `ojs.queue.scans.${tenant}`,
+        depth: 5,
+        maxSize: 10,
+      })),
+    );
+    metrics.queueOverflow({ queue: 'scans', tenant: 't9', physicalQueue: 'ojs.queue.scans.t9', policy: 'reject' });
+    const samples = parse(await metrics.text());
+    const consumed = find(samples, 'stagecoach_jobs_consumed_total');
+    expect(consumed.map((s) => [s.labels.tenant, s.value])).to.have.deep.members([
+      ['t0', 1],
+      ['t1', 1],
+      ['t2', 1],
+      ['_other', 7],
+      ['', 1],
+    ]);
+    expect(find(samples, 'stagecoach_jobs_in_flight', { tenant: '_other' }).map((s) => s.value)).to.deep.equal([14]);
+    // t7 does not consume: neither do the others together.
+    expect(find(samples, 'stagecoach_consuming', { tenant: '_other' }).map((s) => s.value)).to.deep.equal([0]);
+    expect(find(samples, 'stagecoach_consuming', { tenant: 't1' }).map((s) => s.value)).to.deep.equal([1]);
+    const depth = find(samples, 'stagecoach_queue_depth');
+    expect(depth.map((s) => [s.labels.tenant, s.labels.physical_queue, s.value])).to.have.deep.members([
+      ['t0', 'ojs.queue.scans.t0', 5],
+      ['t1', 'ojs.queue.scans.t1', 5],
+      ['t2', 'ojs.queue.scans.t2', 5],
+      ['_other', '_other', 35],
+    ]);
+    expect(find(samples, 'stagecoach_queue_utilization', { tenant: '_other' }).map((s) => s.value)).to.deep.equal([0.5]);
+    expect(find(samples, 'stagecoach_queue_overflow_total').map((s) => [s.labels.tenant, s.labels.physical_queue])).to.deep.equal([
+      ['_other', '_other'],
+    ]);
+  });
+
   it('reports the connection state and counts reconnects', async () => {
     const metrics = new StageMetrics({ defaultMetrics: false });
     let s = parse(await metrics.text());

@@ -67,7 +67,7 @@ export class ProcessServices {
 
   constructor(private readonly options: ProcessServicesOptions) {
     const { config, log } = options;
-    this.metrics = options.metrics ?? new StageMetrics({ log });
+    this.metrics = options.metrics ?? new StageMetrics({ log, maxTenantSeries: config.metricsTenants });
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
     this.directives = new DirectiveGate(config.prefix, log);
     this.payloads = options.payloads === false ? undefined : (options.payloads ?? payloadOffloaderFor(config, log));
