@@ -228,7 +228,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
   if (results.pooled) {
     const p = results.pooled;
     const rows = [
-      ['pooled memory', 'tenants', 'channels', 'consuming after s', 'RSS MiB', 'peak RSS MiB', 'heap MiB'],
+      ['pooled memory', 'tenants', 'channels', 'consuming after s', 'RSS MiB', 'peak RSS MiB', 'heap MiB', 'idle CPU % of a core'],
       ...[p.one, p.many].map((s) => [
         'relay_ab, idle',
         fmt(s.tenants),
@@ -237,6 +237,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         s.rssMiB.toFixed(1),
         s.peakRssMiB.toFixed(1),
         s.heapUsedMiB.toFixed(1),
+        s.idleCpuPercent.toFixed(1),
       ]),
       [
         'ratio',
@@ -246,10 +247,11 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         p.rssRatio.toFixed(2),
         (p.many.peakRssMiB / p.one.peakRssMiB).toFixed(2),
         (p.many.heapUsedMiB / p.one.heapUsedMiB).toFixed(2),
+        '',
       ],
     ];
     lines.push('');
-    lines.push(...grid(rows, [false, true, true, true, true, true, true]));
+    lines.push(...grid(rows, [false, true, true, true, true, true, true, true]));
     lines.push(
       `(RSS after start, a 2 s settle and a GC: ${p.kibPerTenant.toFixed(0)} KiB per extra idle tenant; the pooled relay row above: ` +
         `${p.busyTenants} tenants, tenant_prefetch ${p.tenantPrefetch}, in the stagecoach column, 1 tenant in the baseline column)`,

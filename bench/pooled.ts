@@ -36,6 +36,7 @@ import {
   type Round,
   type ThroughputResult,
 } from './common.js';
+import { processCpuNow } from './broker-cpu.js';
 import { children, readStatus } from './memory.js';
 import { dropSubConfig, fillTenants, subConfig, type SubConfig } from './sub-prefix.js';
 
@@ -56,6 +57,8 @@ export interface PooledRss {
   peakRssMiB: number;
   /** V8 heapUsed after the GC, MiB. */
   heapUsedMiB: number;
+  /** CPU while idle (every tenant consuming, no job), % of one core, over the sampling window. */
+  idleCpuPercent: number;
 }
 
 export interface PooledResult {
@@ -164,7 +167,9 @@ async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[]
     if (report.gc !== true) progress('  warning: the child ran without --expose-gc; RSS measured without a GC');
     let rss = 0;
     let hwm = 0;
-    const until = performance.now() + ctx.opts.memSampleMs;
+    const cpuFrom = processCpuNow([child.pid as number]);
+    const from = performance.now();
+    const until = from + ctx.opts.memSampleMs;
     while (performance.now() < until) {
       const status = await readStatus(child.pid as number).catch(() => {
         throw new Error(`${what} exited while it was sampled: ${stderr.trim().slice(-500)}`);
@@ -173,6 +178,8 @@ async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[]
       hwm = Math.max(hwm, status.hwm);
       await sleep(100);
     }
+    const cpuTo = processCpuNow([child.pid as number]);
+    const idleUs = cpuFrom === undefined || cpuTo === undefined ? 0 : cpuTo - cpuFrom;
     const sample: PooledRss = {
       tenants: tenants.length,
       startSeconds: report.startSeconds ?? 0,
@@ -180,10 +187,12 @@ async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[]
       rssMiB: rss / MiB,
       peakRssMiB: hwm / MiB,
       heapUsedMiB: (report.heapUsed ?? 0) / MiB,
+      idleCpuPercent: idleUs / 10 / (performance.now() - from),
     };
     progress(
       `    ${fmt(tenants.length).padStart(5)} tenant(s): consuming ${sample.startSeconds.toFixed(1)} s after start on ${sample.channels} channels; ` +
-        `RSS ${sample.rssMiB.toFixed(1)} MiB (peak ${sample.peakRssMiB.toFixed(1)}), heap ${sample.heapUsedMiB.toFixed(1)} MiB after GC`,
+        `RSS ${sample.rssMiB.toFixed(1)} MiB (peak ${sample.peakRssMiB.toFixed(1)}), heap ${sample.heapUsedMiB.toFixed(1)} MiB after GC; ` +
+        `idle CPU ${sample.idleCpuPercent.toFixed(1)}% of a core`,
     );
     return sample;
   } finally {

@@ -73,11 +73,21 @@ export function maxSizeOf(policy: BrokerPolicy | undefined): number | undefined 
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
+/** Patterns compiled once: every reading tests each queue against every policy. null: not a JavaScript pattern. */
+const compiled = new Map<string, RegExp | null>();
+
 function matches(pattern: string, name: string): boolean {
-  try {
-    return new RegExp(pattern).test(name);
-  } catch {
-    // A pattern only Erlang's regular expressions take: not one of stagecoach's.
-    return false;
+  let regexp = compiled.get(pattern);
+  if (regexp === undefined) {
+    try {
+      regexp = new RegExp(pattern);
+    } catch {
+      // A pattern only Erlang's regular expressions take: not one of stagecoach's.
+      regexp = null;
+    }
+    // Bounded: a broker with ever new patterns (tenants' own, come and gone) cannot grow it for good.
+    if (compiled.size >= 10_000) compiled.clear();
+    compiled.set(pattern, regexp);
   }
+  return regexp !== null && regexp.test(name);
 }

@@ -261,6 +261,11 @@ export class StageMetrics {
     return bound;
   }
 
+  /** Whether `tenant`'s series carry its own label (not `_other`: see TenantLabels); `""` (shared) always does. */
+  labelsOwn(tenant: string): boolean {
+    return this.tenants.of(tenant) !== OTHER_TENANTS;
+  }
+
   /**
    * Where `stagecoach_queue_depth` comes from: called at every scrape (never in between). A
    * source that throws, rejects, or takes longer than `queueDepthTimeoutMs` leaves the gauge

@@ -38,8 +38,8 @@ export interface StageRunnerOptions {
    * nothing else of the process in hand. A runner alone gets its own.
    */
   gate?: IsolationGate;
-  /** How often a running instance looks for suspects it was not told about. @defaultValue 5000 ms */
-  suspectCheckMs?: number;
+  /** How often a running instance looks for suspects it was not told about (a function: read at each look). @defaultValue 5000 ms */
+  suspectCheckMs?: number | (() => number);
   /**
    * Shared by every runner of a process (StageGroup passes one): what the process lost with a
    * channel while healthy, so that its redelivery is not taken for a crash. A runner alone gets

@@ -47,8 +47,8 @@ export interface SuspectWatchOptions {
   lost(messageIds: string[], unseen?: ReadonlyMap<string, number>): void;
   /** Told of every suspect as it arrives (see LossLedger.arrived). */
   arrived(queue: string, message: GetMessage): void;
-  /** @defaultValue DEFAULT_SUSPECT_CHECK_MS */
-  checkMs?: number;
+  /** Between looks, read at each (a pooled process spreads its tenants' looks thinner as it grows). @defaultValue DEFAULT_SUSPECT_CHECK_MS */
+  checkMs?: number | (() => number);
   /**
    * Pooled: `basic.get` on this channel, shared with other tenants' runners, and look at the
    * queue through the probe (a passive declare of a missing queue would close the shared channel).
@@ -175,10 +175,13 @@ export class SuspectWatch implements LinkMember {
       this.options.log.debug('could not look for suspects', { queue: this.options.queue, err: (err as Error).message });
     } finally {
       this.checking = false;
-      this.mayWait(
-        this.unfinished ? SUSPECT_BREAK_MS : this.pending ? SUSPECT_GATHER_MS : (this.options.checkMs ?? DEFAULT_SUSPECT_CHECK_MS),
-      );
+      this.mayWait(this.unfinished ? SUSPECT_BREAK_MS : this.pending ? SUSPECT_GATHER_MS : this.checkMs());
     }
+  }
+
+  private checkMs(): number {
+    const { checkMs } = this.options;
+    return typeof checkMs === 'function' ? checkMs() : (checkMs ?? DEFAULT_SUSPECT_CHECK_MS);
   }
 
   /** Inside the gate: nothing else of the process is in hand. Takes suspects one by one. */

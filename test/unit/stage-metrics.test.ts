@@ -301,6 +301,9 @@ describe('StageMetrics', () => {
     expect(find(samples, 'stagecoach_queue_overflow_total').map((s) => [s.labels.tenant, s.labels.physical_queue])).to.deep.equal([
       ['_other', '_other'],
     ]);
+    // What a pooled group reads the depths of: the tenants with their own label, and shared queues.
+    expect(tenants.filter((tenant) => metrics.labelsOwn(tenant))).to.deep.equal(['t0', 't1', 't2']);
+    expect(metrics.labelsOwn('')).to.equal(true);
   });
 
   it('reports the connection state and counts reconnects', async () => {

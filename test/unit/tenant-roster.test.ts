@@ -173,7 +173,9 @@ describe('TenantRoster and PooledRoster (who the runners of a process serve)', (
       const { roster, built, declared } = pooled();
       roster.admit({ stage, tenant: 'acme' });
       expect(built[0].options.pooled).to.include({ share: roster.pool.share, weight: 1 });
-      expect(built[0].options.suspectCheckMs).to.be.a('number');
+      // The first runner's interval between looks for suspects follows the pool's size at each look.
+      const checkMs = built[0].options.suspectCheckMs as () => number;
+      expect(checkMs()).to.equal(5000);
 
       expect(await roster.addTenant('globex')).to.equal(true);
       expect(roster.tenants).to.deep.equal(['acme', 'globex']);
@@ -182,6 +184,9 @@ describe('TenantRoster and PooledRoster (who the runners of a process serve)', (
       // Served already: nothing changes.
       expect(await roster.addTenant('globex')).to.equal(false);
       expect(built).to.have.length(2);
+      // 400 tenants: every runner, the first too, looks every 400 x 15 ms (about 67 looks a second in all).
+      for (let i = 2; i < 400; i++) roster.admit({ stage, tenant: `t${i}` });
+      expect(checkMs()).to.equal(6000);
     });
 
     it('a tenant added while attached declares its topology and attaches at once', async () => {

@@ -201,8 +201,9 @@ export class PooledRoster extends TenantRoster {
       ...options,
       pooled: this.pool.resourcesFor(instance.tenant),
       // Looking for suspects nobody announced is one passive declare per tenant: spread
-      // thinner with more tenants (1,000 tenants: every 15 s, 67 checks a second).
-      suspectCheckMs: Math.max(DEFAULT_SUSPECT_CHECK_MS, (this.runners.length + 1) * SUSPECT_CHECK_MS_PER_TENANT),
+      // thinner with more tenants, as many as the process serves at each look (1,000 tenants:
+      // every 15 s), so that the process makes at most about 67 checks a second however many it serves.
+      suspectCheckMs: () => Math.max(DEFAULT_SUSPECT_CHECK_MS, this.runners.length * SUSPECT_CHECK_MS_PER_TENANT),
     };
   }
 
