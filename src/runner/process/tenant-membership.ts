@@ -150,8 +150,10 @@ export class TenantMembership {
   private async resync(): Promise<void> {
     try {
       const wanted = new Set([...this.options.config.tenants, ...(await this.provisioned())].filter((t) => !this.excluded.has(t)));
-      for (const tenant of [...wanted]) if (!this.roster.tenants.includes(tenant)) await this.roster.addTenant(tenant);
-      for (const tenant of [...this.roster.tenants]) if (!wanted.has(tenant)) await this.roster.removeTenant(tenant);
+      // Sets, not a scan of the roster per tenant: every 30 s, 10,000 tenants would make 10^8 steps.
+      const served = new Set(this.roster.tenants);
+      for (const tenant of wanted) if (!served.has(tenant)) await this.roster.addTenant(tenant);
+      for (const tenant of served) if (!wanted.has(tenant)) await this.roster.removeTenant(tenant);
     } catch (err) {
       this.options.log.warn('tenants not read again (management API)', { err: (err as Error).message });
     } finally {
