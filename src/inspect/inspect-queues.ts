@@ -1,6 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { ManagementApi, managementApiOf } from '../security/management-api.js';
+import { escape } from '../topology/queue-policies.js';
 import { buildQueueReports, type QueueReport } from './queue-report.js';
 
 export interface InspectOptions {
@@ -20,15 +21,37 @@ export interface InspectOptions {
 export async function inspectQueues(config: CompiledConfig, options: InspectOptions = {}): Promise<QueueReport[]> {
   const api = options.api ?? managementApiOf(config);
   const vhost = vhostOfAmqpUrl(config.broker.url);
-  const [queues, exchanges] = await Promise.all([api.queueStatistics(vhost), api.listExchanges(vhost)]);
+  const named = options.tenant === undefined ? undefined : tenantObjects(config.prefix, options.tenant);
+  const [queues, exchanges] = await Promise.all([
+    api.queueStatistics(vhost, named?.queues),
+    named === undefined
+      ? api.listExchanges(vhost).then((list) => list.map((exchange) => exchange.name))
+      : api.listExchangeNames(vhost, named.exchanges),
+  ]);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);
   return buildQueueReports(
     config,
     queues.filter((queue) => ours(queue.name)),
-    exchanges.map((exchange) => exchange.name).filter(ours),
+    exchanges.filter(ours),
     {
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
       ...(options.queue === undefined ? {} : { queue: options.queue }),
     },
   );
+}
+
+/**
+ * What one tenant's report reads, as regular expressions for the broker to filter by (queue
+ * names, tenants and variants have no dots: src/flags/flag.ts): its work queues and their `due`,
+ * `suspect` and `dead` companions (`<prefix>.<kind>.<queue>.<tenant>[.<variant>]`), the flow
+ * limits' partitions (`<prefix>.flow.*`, few), and its state markers. A superset is harmless:
+ * buildQueueReports keeps the tenant's own.
+ */
+function tenantObjects(prefix: string, tenant: string): { queues: string; exchanges: string } {
+  const p = escape(prefix);
+  const t = escape(tenant);
+  return {
+    queues: `^${p}\\.([^.]+\\.[^.]+\\.${t}(\\.[^.]+)?|flow\\..*)$`,
+    exchanges: `^${p}\\.state\\.(paused|draining)\\.[^.]+\\.${t}(\\.[^.]+)?$`,
+  };
 }

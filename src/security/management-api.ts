@@ -17,6 +17,9 @@ export function redactUrl(url: string): string {
  * URL that carries them). Errors name the call and the answer's status, never a request body:
  * a body may hold a password.
  */
+/** Items per page of a filtered listing (the management API's largest is 500). */
+const LISTING_PAGE_SIZE = 500;
+
 export class ManagementApi {
   private readonly nodes: Array<{ base: URL; authorization: string | undefined; shown: string }>;
   /** The node that answered last: every call starts there. */
@@ -94,7 +97,12 @@ export class ManagementApi {
    * API. The counts and rates are the management plugin's samples: they lag by its collection
    * interval (5 s by default), and a queue not sampled yet has none of these fields.
    */
-  queueStatistics(vhost: string): Promise<BrokerQueueStats[]> {
+  /**
+   * @param named only queues whose name matches this regular expression (the API's paged listing
+   *   with `name` and `use_regex`, read page by page): the broker filters, so one tenant's queues
+   *   come back as fast with 10,000 tenants as with ten.
+   */
+  queueStatistics(vhost: string, named?: string): Promise<BrokerQueueStats[]> {
     const columns = [
       'name',
       'arguments',
@@ -106,7 +114,20 @@ export class ManagementApi {
       'message_stats.publish_details.rate',
       'message_stats.deliver_get_details.rate',
     ];
-    return this.get(`queues/${encodeURIComponent(vhost)}?columns=${columns.join(',')}`);
+    const path = `queues/${encodeURIComponent(vhost)}?columns=${columns.join(',')}`;
+    return named === undefined ? this.get(path) : this.pages(path, named);
+  }
+
+  /** Every page of a paged listing filtered by `named` (a regular expression on `name`). */
+  private async pages<T>(path: string, named: string): Promise<T[]> {
+    const items: T[] = [];
+    for (let page = 1; ; page++) {
+      const answer = await this.get<{ items: T[]; page_count: number }>(
+        `${path}&page=${page}&page_size=${LISTING_PAGE_SIZE}&name=${encodeURIComponent(named)}&use_regex=true`,
+      );
+      items.push(...answer.items);
+      if (page >= answer.page_count) return items;
+    }
   }
 
   /** Every node of the cluster with its resource alarms (`GET /api/nodes`; needs the `monitoring` tag). */
@@ -122,8 +143,9 @@ export class ManagementApi {
    * Names of every exchange of the virtual host, read from the broker's exchange table with no
    * statistics (`disable_stats`): cheap even with thousands of tenants, and never stale.
    */
-  async listExchangeNames(vhost: string): Promise<string[]> {
-    const rows = await this.get<Array<{ name: string }>>(`exchanges/${encodeURIComponent(vhost)}?columns=name&disable_stats=true`);
+  async listExchangeNames(vhost: string, named?: string): Promise<string[]> {
+    const path = `exchanges/${encodeURIComponent(vhost)}?columns=name&disable_stats=true`;
+    const rows = await (named === undefined ? this.get<Array<{ name: string }>>(path) : this.pages<{ name: string }>(path, named));
     return rows.map((row) => row.name);
   }
 

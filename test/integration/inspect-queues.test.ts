@@ -107,6 +107,16 @@ describe('stagecoach queues (inspection)', function () {
     expect(row(reports, 'conversions', 'acme', 'pdf').limits?.key).to.equal(`queue:${names.queue('conversions', 'acme', 'pdf')}`);
     expect(row(reports, 'specs').limits).to.include({ concurrency: null, current_count: null });
     expect(row(reports, 'specs').limits?.rate_limit).to.deep.equal({ limit: 50, period: 'PT1S', period_ms: 1000 });
+
+    // One tenant: the broker filters the listings (paged, by name), and the rows are the same
+    // as that tenant's in the whole listing, states, companions and limits included.
+    for (const tenant of ['acme', 'globex']) {
+      const own = await inspectQueues(config, { tenant });
+      const whole = (await inspectQueues(config)).filter((r) => r.tenant === tenant);
+      const stable = (r: QueueReport): unknown => ({ ...r, publish_rate: null, deliver_rate: null });
+      expect(own.map(stable), tenant).to.deep.equal(whole.map(stable));
+      expect(own.map((r) => r.state)).to.deep.equal(tenant === 'acme' ? ['paused', 'paused'] : ['draining', 'draining']);
+    }
   });
 
   it('prints a table, or JSON with --json; --tenant selects one tenant', async () => {
