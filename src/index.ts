@@ -61,6 +61,7 @@ export { BATCH_ID, isBatchId, checkBatchId } from './util/batch-id.js';
 
 // Running stages.
 export { StageGroup, devInstances, type StageGroupOptions } from './runner/stage-group.js';
+export { DevProcess, type DevProcessOptions } from './runner/dev-process.js';
 export { loadStage, loadAllStages, type LoadedStage } from './stage/stage-loader.js';
 
 // Configuration.

@@ -17,6 +17,7 @@ import type { StageEndpoints } from '../topology/topology.types.js';
  */
 export function devProvisioning(config: CompiledConfig, stages: readonly StageEndpoints[], log: Logger): StageProvisioning {
   return {
+    stages,
     beforeAttach: (onEvent: AdminEventSink) => applyDevSettings(config, stages, log, onEvent),
   };
 }

@@ -77,7 +77,8 @@ export class StageMetrics {
   private readonly maxErrorTypes: number;
   private readonly tenants: TenantLabels;
   private readonly queueDepthTimeoutMs: number;
-  private queueDepthSource: QueueDepthSource | undefined;
+  /** By owner: the groups of one `dev` process share the registry, each with its queues. */
+  private readonly queueDepthSources = new Map<object, QueueDepthSource>();
   private queueDepthFailing = false;
   /** The samples of the scrape under way: the three queue gauges collect from one source call. */
   private queueSampling: Promise<readonly QueueDepthSample[] | undefined> | undefined;
@@ -89,7 +90,8 @@ export class StageMetrics {
   private readonly queueOverflows: Counter<'queue' | 'tenant' | 'physical_queue' | 'policy'>;
   private readonly connectionUp: Gauge;
   private readonly connectionBlocked: Gauge;
-  private runnerSource: (() => readonly RunnerSample[]) | undefined;
+  /** By owner, as the queue depth sources. */
+  private readonly runnerSources = new Map<object, () => readonly RunnerSample[]>();
   private readonly reconnects: Counter;
 
   constructor(options: StageMetricsOptions = {}) {
@@ -174,12 +176,11 @@ export class StageMetrics {
         labelNames: [...STAGE_LABELS],
         registers,
         collect() {
-          const source = self.runnerSource;
-          if (source === undefined) return;
+          if (self.runnerSources.size === 0) return;
           // Tenants released since the last scrape leave no stale series.
           this.reset();
           const others = new Map<string, { stage: string; queue: string; value: number }>();
-          for (const sample of source()) {
+          for (const sample of [...self.runnerSources.values()].flatMap((source) => source())) {
             const tenant = self.tenants.of(sample.tenant);
             if (tenant !== OTHER_TENANTS) {
               this.set({ stage: sample.stage, queue: sample.queue, tenant }, value(sample));
@@ -270,14 +271,21 @@ export class StageMetrics {
    * Where `stagecoach_queue_depth` comes from: called at every scrape (never in between). A
    * source that throws, rejects, or takes longer than `queueDepthTimeoutMs` leaves the gauge
    * empty for that scrape and is logged; the scrape itself succeeds. `undefined` removes it.
+   * @param owner whose source it replaces: the groups sharing these metrics (`dev`) pass
+   * themselves, and every owner's samples are served together. @defaultValue the metrics
    */
-  setQueueDepthSource(source: QueueDepthSource | undefined): void {
-    this.queueDepthSource = source;
+  setQueueDepthSource(source: QueueDepthSource | undefined, owner: object = this): void {
+    if (source === undefined) this.queueDepthSources.delete(owner);
+    else this.queueDepthSources.set(owner, source);
   }
 
-  /** Where `stagecoach_consuming` and `stagecoach_jobs_in_flight` come from, at every scrape (synchronous, cheap). */
-  setRunnerSource(source: (() => readonly RunnerSample[]) | undefined): void {
-    this.runnerSource = source;
+  /**
+   * Where `stagecoach_consuming` and `stagecoach_jobs_in_flight` come from, at every scrape
+   * (synchronous, cheap). @param owner as for {@link setQueueDepthSource}
+   */
+  setRunnerSource(source: (() => readonly RunnerSample[]) | undefined, owner: object = this): void {
+    if (source === undefined) this.runnerSources.delete(owner);
+    else this.runnerSources.set(owner, source);
   }
 
   /**
@@ -378,11 +386,12 @@ export class StageMetrics {
 
   /** The source's samples, or undefined (logged) when it fails or takes too long. */
   private async sampleQueues(): Promise<readonly QueueDepthSample[] | undefined> {
-    const source = this.queueDepthSource;
-    if (source === undefined) return undefined;
+    const sources = [...this.queueDepthSources.values()];
+    if (sources.length === 0) return undefined;
     let samples: readonly QueueDepthSample[];
     try {
-      samples = await withTimeout(Promise.resolve().then(source), this.queueDepthTimeoutMs);
+      const all = Promise.all(sources.map((source) => Promise.resolve().then(source)));
+      samples = (await withTimeout(all, this.queueDepthTimeoutMs)).flat();
     } catch (err) {
       if (!this.queueDepthFailing) {
         this.queueDepthFailing = true;

@@ -11,7 +11,7 @@ import type { StageMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { settleWithin } from '../util/settle-within.js';
-import type { Topology } from '../topology/topology.types.js';
+import type { StageEndpoints, Topology } from '../topology/topology.types.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
 import { limitsControl } from './process/limits-control.js';
@@ -72,7 +72,19 @@ export interface StageProvisioning {
    * publishes OJS events as the group, on its connection.
    */
   beforeAttach(events: AdminEventSink): Promise<void>;
+  /**
+   * The stages whose queues (of every configured tenant) the group declares on every connection.
+   * `dev` runs its stages in several groups and has one of them declare for all.
+   * @defaultValue the group's own
+   */
+  stages?: readonly StageEndpoints[];
 }
+
+/**
+ * Channels the provisioned topology is declared on at each attach: `dev` of a thousand tenants
+ * declares thousands of queues, one round trip each.
+ */
+const PROVISION_DECLARE_LANES = 16;
 
 /**
  * Stage runners sharing one connection: `run` has one, `dev` many; a pooled `run` one stage for
@@ -242,20 +254,20 @@ export class StageGroup {
    */
   async start(provision: boolean | StageProvisioning = false): Promise<void> {
     if (provision !== false) {
-      this.topology = provisionTopology(
-        this.config,
-        this.instances.map((i) => i.stage.metadata),
-      );
+      const stages = (typeof provision === 'object' ? provision.stages : undefined) ?? this.instances.map((i) => i.stage.metadata);
+      this.topology = provisionTopology(this.config, stages);
     }
-    this.metrics.setQueueDepthSource(() => this.depths.read());
-    this.metrics.setRunnerSource(() =>
-      this.runners.map((runner) => ({
-        stage: runner.stageName,
-        queue: runner.inputQueue,
-        tenant: runner.tenant ?? '',
-        consuming: runner.healthy,
-        inFlight: runner.inFlight,
-      })),
+    this.metrics.setQueueDepthSource(() => this.depths.read(), this);
+    this.metrics.setRunnerSource(
+      () =>
+        this.runners.map((runner) => ({
+          stage: runner.stageName,
+          queue: runner.inputQueue,
+          tenant: runner.tenant ?? '',
+          consuming: runner.healthy,
+          inFlight: runner.inFlight,
+        })),
+      this,
     );
     await this.roster.prepare();
     let connection = await this.connection.start();
@@ -314,7 +326,7 @@ export class StageGroup {
   /** Everything of the process on `connection`: at start, and again after every reconnection. */
   private async attachAll(connection: AmqpConnection): Promise<void> {
     await this.services.attach(connection);
-    if (this.topology !== undefined) await declareTopology(connection, this.topology, this.log);
+    if (this.topology !== undefined) await declareTopology(connection, this.topology, this.log, { lanes: PROVISION_DECLARE_LANES });
     await this.roster.attach(connection);
     await this.control.attach(connection);
     await this.roster.follow(connection);

@@ -2,14 +2,15 @@ import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger, type Logger } from '../../logging/logger.js';
 import { startHealthServer } from '../../observability/health-server.js';
-import { StageGroup, devInstances, type StageInstance, type StageProvisioning } from '../../runner/stage-group.js';
+import { StageGroup, type StageInstance, type StageProvisioning } from '../../runner/stage-group.js';
+import { DevProcess } from '../../runner/dev-process.js';
 import { loadAllStages, loadStage } from '../../stage/stage-loader.js';
 import { EXIT_OK, EXIT_RUNTIME } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 import { resolveTenant } from '../resolve-tenant.js';
 import { queueFor } from '../../config/queue-resolver.js';
 import { checkTenantSlug } from '../../util/tenant-slug.js';
-import { pooledThreads } from './pooled-threads.js';
+import { pooledThreads } from '../../runner/process/pooled-threads.js';
 import { devProvisioning } from '../dev-provisioning.js';
 
 /** `stagecoach run <stage> [--tenant T] [--variant V]` */
@@ -88,18 +89,20 @@ function parseTenantList(list: string): string[] {
   return [...new Set(tenants)];
 }
 
-/** `stagecoach dev`: every stage for every tenant, after provisioning them all. */
+/**
+ * `stagecoach dev`: every stage for every tenant, after provisioning them all; a tenant-scoped
+ * stage as one pooled group of every tenant (DevProcess).
+ */
 export async function runDev(opts: { config?: string; httpPort?: string }): Promise<number> {
   const config = await loadConfig(opts.config);
   const stages = await loadAllStages(config);
   const log = createLogger({ service: 'stagecoach', mode: 'dev' });
-  const instances = devInstances(config, stages);
   const provision = devProvisioning(
     config,
-    instances.map((i) => i.stage.metadata),
+    stages.map((stage) => stage.metadata),
     log,
   );
-  return runGroup(new StageGroup(config, instances, log), provision, httpPort(opts.httpPort, config.httpPort), log);
+  return runGroup(new DevProcess(config, stages, log), provision, httpPort(opts.httpPort, config.httpPort), log);
 }
 
 function httpPort(option: string | undefined, configured: number): number {
@@ -115,7 +118,7 @@ function httpPort(option: string | undefined, configured: number): number {
  * period: exit 0 when every job in flight finished, 1 when the grace period ran out or a runner
  * failed. A second signal exits at once (the broker requeues what was unfinished).
  */
-async function runGroup(group: StageGroup, provision: StageProvisioning | false, port: number, log: Logger): Promise<number> {
+async function runGroup(group: StageGroup | DevProcess, provision: StageProvisioning | false, port: number, log: Logger): Promise<number> {
   const signal = untilSignal();
   // Up before the broker connection: readiness then says what the stage is waiting for.
   const http =

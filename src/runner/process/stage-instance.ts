@@ -28,3 +28,35 @@ export function devInstances(config: CompiledConfig, stages: readonly LoadedStag
   }
   return instances;
 }
+
+/** One group of a `dev` process: the shared stages together, or one tenant-scoped stage (and variant) for every tenant. */
+export interface DevGroupPlan {
+  instances: StageInstance[];
+  /** A tenant-scoped stage: the group is pooled (its tenants share channels and slots). */
+  pooled?: { stage: LoadedStage; variant?: string };
+}
+
+/**
+ * The groups `dev` runs: every stage reading a shared queue in one group, as before; each stage
+ * of tenant-scoped queues, and each variant queue of it, in a pooled group of every configured
+ * tenant. A runner per tenant on channels of its own had a thousand tenants exhaust a
+ * connection's 2,047 channels; a pool's channels grow by one per hundred tenants. A stage with
+ * no tenant to serve has no group.
+ */
+export function devGroupPlans(config: CompiledConfig, stages: readonly LoadedStage[]): DevGroupPlan[] {
+  const shared: StageInstance[] = [];
+  const plans: DevGroupPlan[] = [];
+  for (const stage of stages) {
+    const input = queueFor(config, stage.metadata.input);
+    if (input.scope === 'shared') {
+      shared.push({ stage });
+      continue;
+    }
+    if (config.tenants.length === 0) continue;
+    for (const variant of [undefined, ...Object.keys(input.variants?.values ?? {})]) {
+      const which = variant === undefined ? {} : { variant };
+      plans.push({ instances: config.tenants.map((tenant) => ({ stage, tenant, ...which })), pooled: { stage, ...which } });
+    }
+  }
+  return shared.length === 0 ? plans : [{ instances: shared }, ...plans];
+}
