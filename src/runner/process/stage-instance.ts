@@ -11,7 +11,8 @@ export interface StageInstance {
 
 /**
  * Every instance `dev` runs: a shared stage once; a tenant-scoped one per tenant, plus one per
- * variant queue of its input.
+ * variant queue of its input. In one StageGroup, each is a runner with channels of its own: a
+ * few hundred tenants at most; `dev` itself groups them by {@link devGroupPlans}.
  */
 export function devInstances(config: CompiledConfig, stages: readonly LoadedStage[]): StageInstance[] {
   const instances: StageInstance[] = [];
