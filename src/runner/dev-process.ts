@@ -89,12 +89,20 @@ export class DevProcess {
       }
       if (threads !== undefined) this.threads.push(threads);
       this.groups.push(
-        new StageGroup(config, plan.instances, log, {
-          metrics: this.metrics,
-          ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
-          ...(options.middleware === undefined ? {} : { middleware: options.middleware }),
-          ...(pooled === undefined ? {} : { pooled: { ...pooled, ...(threads === undefined ? {} : { threads }) } }),
-        }),
+        // A pooled group's own lines (`tenants consuming`) say which stage and variant they are of.
+        new StageGroup(
+          config,
+          plan.instances,
+          pooled === undefined
+            ? log
+            : log.child({ stage: pooled.stage.metadata.name, ...(pooled.variant === undefined ? {} : { variant: pooled.variant }) }),
+          {
+            metrics: this.metrics,
+            ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
+            ...(options.middleware === undefined ? {} : { middleware: options.middleware }),
+            ...(pooled === undefined ? {} : { pooled: { ...pooled, ...(threads === undefined ? {} : { threads }) } }),
+          },
+        ),
       );
     }
     for (const group of this.groups) void group.failed.then((err) => this.fail(err));
