@@ -21,6 +21,14 @@ const COLUMNS: ReadonlyArray<[string, string]> = [
   ['pruned_at', 'timestamptz'],
 ];
 
+/**
+ * A row's indexed columns, read by the database from its document (JobRow): the rows travel as
+ * their documents alone, half the JSON both sides parse and write (bench `--only jobstate`).
+ */
+const COLUMNS_OF_DOC = `x.doc->>'id' AS id, x.doc->>'tenant' AS tenant, x.doc->>'queue' AS queue, x.doc->>'state' AS state,
+  x.doc->>'type' AS type, x.doc->>'batch' AS batch, x.doc->>'parent_id' AS parent_id,
+  (x.doc->>'created_at')::timestamptz AS created_at, (x.doc->>'expires_at')::timestamptz AS expires_at, x.doc AS doc`;
+
 const INDEXES: ReadonlyArray<[string, string]> = [
   ['tenant_state', '(tenant, state, id)'],
   ['queue_state', '(queue, state, id)'],
@@ -102,10 +110,9 @@ export class PostgresJobStore implements JobStore {
       if (fresh.length > 0) {
         const inserted = await client.query<{ id: string }>(
           `INSERT INTO ${this.quoted} (id, tenant, queue, state, type, batch, parent_id, created_at, expires_at, doc)
-           SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, tenant text, queue text, state text, type text, batch text,
-             parent_id text, created_at timestamptz, expires_at timestamptz, doc jsonb) ORDER BY id
+           SELECT ${COLUMNS_OF_DOC} FROM jsonb_array_elements($1::jsonb) AS x(doc) ORDER BY 1
            ON CONFLICT (id) DO NOTHING RETURNING id`,
-          [JSON.stringify(fresh.map((id) => columnsOf(fold(id, undefined))))],
+          [JSON.stringify(fresh.map((id) => fold(id, undefined)))],
         );
         if (inserted.rows.length < fresh.length) {
           const done = new Set(inserted.rows.map((row) => row.id));
@@ -116,10 +123,9 @@ export class PostgresJobStore implements JobStore {
       await client.query(
         `UPDATE ${this.quoted} AS t SET tenant = x.tenant, queue = x.queue, state = x.state, type = x.type, batch = x.batch,
            parent_id = x.parent_id, created_at = x.created_at, expires_at = x.expires_at, doc = x.doc
-         FROM jsonb_to_recordset($1::jsonb) AS x(id text, tenant text, queue text, state text, type text, batch text,
-           parent_id text, created_at timestamptz, expires_at timestamptz, doc jsonb)
+         FROM (SELECT ${COLUMNS_OF_DOC} FROM jsonb_array_elements($1::jsonb) AS x(doc)) AS x
          WHERE t.id = x.id`,
-        [JSON.stringify([...existing].map(([id, doc]) => columnsOf(fold(id, doc))))],
+        [JSON.stringify([...existing].map(([id, doc]) => fold(id, doc)))],
       );
     });
   }
@@ -236,20 +242,4 @@ export async function migrateJobTable(pool: pg.Pool, table: string): Promise<voi
          claimed_at timestamptz NOT NULL, expires_at timestamptz)`,
     );
   });
-}
-
-/** A row's indexed columns and its document, as the UPDATE reads them. */
-function columnsOf(row: JobRow): Record<string, unknown> {
-  return {
-    id: row.id,
-    tenant: row.tenant ?? null,
-    queue: row.queue ?? null,
-    state: row.state,
-    type: row.type ?? null,
-    batch: row.batch ?? null,
-    parent_id: row.parent_id ?? null,
-    created_at: row.created_at ?? null,
-    expires_at: row.expires_at ?? null,
-    doc: row,
-  };
 }
