@@ -18,9 +18,9 @@ export interface Settler {
  * a delivery tag means something only on the channel that delivered it.
  *
  * Acknowledgements are batched: those settled within one turn of the event loop go out together
- * at `setImmediate`, as a single `ack(allUpTo)` when no delivery at or below the highest of them
- * is still unsettled (the common case when jobs finish in order), else one by one. No
- * acknowledgement waits for a slow job ahead of it. A reject goes out at once.
+ * at `setImmediate`: those below the lowest delivery still unsettled as a single `ack(allUpTo)`
+ * (all of them when jobs finish in order), the others one by one. No acknowledgement waits for a
+ * slow job ahead of it. A reject goes out at once.
  *
  * Invariants: `outstanding` holds, in order, the tags delivered and not yet settled by this
  * process; a tag leaves it when it is acked or rejected, so settling a delivery twice is a no-op
@@ -119,14 +119,20 @@ export class ConsumerSource implements Settler {
     if (batch.length === 0) return;
     this.toAck = [];
     if (this.closed) return;
-    let last = batch[0];
-    for (const message of batch) if (message.fields.deliveryTag > last.fields.deliveryTag) last = message;
+    // Below the lowest delivery still unsettled, every tag the broker waits for is in this batch
+    // (earlier batches went out, rejects at once): one `allUpTo` covers that part; above it,
+    // one by one. Handlers finishing out of order (64 at once) would otherwise ack every job alone.
+    const lowest = this.outstanding.length === 0 ? Infinity : (this.outstanding[0] as number);
+    let covering: Message | undefined;
+    const above: Message[] = [];
+    for (const message of batch) {
+      const tag = message.fields.deliveryTag;
+      if (tag > lowest) above.push(message);
+      else if (covering === undefined || tag > covering.fields.deliveryTag) covering = message;
+    }
     try {
-      if (this.outstanding.length === 0 || this.outstanding[0] > last.fields.deliveryTag) {
-        this.channel.ack(last, true);
-      } else {
-        for (const message of batch) this.channel.ack(message);
-      }
+      if (covering !== undefined) this.channel.ack(covering, true);
+      for (const message of above) this.channel.ack(message);
     } catch {
       // The channel closed under us: the broker redelivers what was not acknowledged.
     }

@@ -118,6 +118,16 @@ describe('ConsumerSource ack batching', () => {
     expect(channel.calls.slice(2)).to.deep.equal([{ op: 'ack', tag: 3, allUpTo: true }]);
   });
 
+  it('acks the part of a batch below the lowest delivery still worked on with one allUpTo, the rest one by one', async () => {
+    const { source, channel, messages } = setup(6);
+    for (const i of [0, 1, 2, 5]) source.ack(messages[i] as ConsumeMessage);
+    await nextTurn();
+    expect(channel.calls, 'tags 4 and 5 still in handlers').to.deep.equal([
+      { op: 'ack', tag: 3, allUpTo: true },
+      { op: 'ack', tag: 6, allUpTo: false },
+    ]);
+  });
+
   it('sends a reject (nack without requeue) at once and forgets its tag, so that later completions still ack with one allUpTo', async () => {
     const { source, channel, messages } = setup(3);
     source.reject(messages[0]);
