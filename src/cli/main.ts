@@ -94,9 +94,11 @@ export function buildProgram(): Command {
     .command('queues')
     .description('every physical queue: state, ready, unacked, consumers, rates, max_size use, due, suspect and dead depth')
     .option('-t, --tenant <tenant>', "only this tenant's queues (a tenant slug)")
-    .option('--json', 'machine-readable output')
+    .option('--json', 'machine-readable output (every queue, whatever --limit says)')
+    .option('--limit <n>', 'table rows at most, 0 for all (default 200)')
+    .option('--offset <n>', 'table rows skipped (default 0)')
     .addOption(configOption())
-    .action(async (opts: { tenant?: string; json?: boolean; config?: string }) => {
+    .action(async (opts: { tenant?: string; json?: boolean; config?: string; limit?: string; offset?: string }) => {
       process.exitCode = await queues(opts);
     });
 

@@ -19,13 +19,27 @@ const COLUMNS = [
   'LIMITS',
 ];
 
+/** Lines of the `queues` table by default: 10,000 tenants are some 20,000 physical queues. */
+export const DEFAULT_TABLE_ROWS = 200;
+
+/** Which rows of the table to print (the JSON output has them all). */
+export interface TablePage {
+  /** Rows skipped. @defaultValue 0 */
+  offset?: number;
+  /** Rows printed at most; 0: all. @defaultValue DEFAULT_TABLE_ROWS */
+  limit?: number;
+}
+
 /**
  * `stagecoach queues` for people: one line per physical queue, columns aligned, `-` for what is
  * unknown (not sampled yet, unbounded, no such companion queue, no flow limit), then a note on
- * where the numbers come from.
+ * where the numbers come from. A page of the rows (`page`), with a line saying how to see the others.
  */
-export function formatQueues(reports: readonly QueueReport[]): string {
-  if (reports.length === 0) return 'no queues\n';
+export function formatQueues(all: readonly QueueReport[], page: TablePage = {}): string {
+  if (all.length === 0) return 'no queues\n';
+  const offset = page.offset ?? 0;
+  const limit = page.limit ?? DEFAULT_TABLE_ROWS;
+  const reports = all.slice(offset, limit === 0 ? undefined : offset + limit);
   const rows = reports.map((r) => [
     r.queue,
     r.tenant ?? '(shared)',
@@ -49,9 +63,16 @@ export function formatQueues(reports: readonly QueueReport[]): string {
       .map((cell, i) => cell.padEnd(widths[i]))
       .join('  ')
       .trimEnd();
+  const shown =
+    reports.length === all.length
+      ? []
+      : [
+          `queues ${reports.length === 0 ? 'none' : `${offset + 1}-${offset + reports.length}`} of ${all.length}: --offset ${offset + reports.length} for the next, --limit 0 for all, --tenant T for one tenant's`,
+        ];
   return [
     line(COLUMNS),
     ...rows.map(line),
+    ...shown,
     '',
     "counts and rates (messages per second) are the management plugin's samples, up to its collection interval old (5 s by default)",
     ...(reports.some((r) => r.limits !== null)

@@ -87,6 +87,17 @@ describe('inspection: a queue’s flow limits', () => {
     expect(cell('free')).to.equal('-');
   });
 
+  it('prints a page of the table, saying how to see the rest; every row with --limit 0', () => {
+    const reports = buildQueueReports(config, stats, []);
+    const rowsOf = (text: string): string[] => text.split('\n').filter((line) => /^(conv|free|slow)\s/.test(line));
+    const page = formatQueues(reports, { offset: 1, limit: 2 });
+    expect(rowsOf(page).map((line) => line.split(/\s+/).slice(0, 2).join(' '))).to.deep.equal(['conv globex', 'free acme']);
+    expect(page).to.contain('queues 2-3 of 4: --offset 3 for the next, --limit 0 for all');
+    expect(rowsOf(formatQueues(reports, { limit: 0 }))).to.have.length(4);
+    expect(formatQueues(reports, { limit: 0 })).not.to.contain('for the next');
+    expect(formatQueues(reports, { offset: 9 })).to.contain('queues none of 4');
+  });
+
   it('counts a queue partition against its configured limit and window, not a stale window’s bucket', () => {
     const [report] = buildLimitReports(config, stats, 'queue:ojs.queue.conv.acme');
     expect(report).to.deep.equal({

@@ -1,7 +1,7 @@
 import { loadConfig } from '../../config/load-config.js';
-import { TenantError } from '../../errors/errors.js';
+import { StagecoachError, TenantError } from '../../errors/errors.js';
 import { formatAlarms, readBrokerAlarms } from '../../inspect/broker-alarms.js';
-import { formatQueues } from '../../inspect/format-queues.js';
+import { DEFAULT_TABLE_ROWS, formatQueues } from '../../inspect/format-queues.js';
 import { inspectQueues } from '../../inspect/inspect-queues.js';
 import { managementApiOf } from '../../security/management-api.js';
 import { EXIT_OK } from '../exit-codes.js';
@@ -14,7 +14,8 @@ import { resolveTenant } from '../resolve-tenant.js';
  * blocks every publishing connection) comes first, one line per alarm (on stderr with `--json`,
  * whose output stays the list of queues).
  */
-export async function queues(opts: { tenant?: string; json?: boolean; config?: string }): Promise<number> {
+export async function queues(opts: { tenant?: string; json?: boolean; config?: string; limit?: string; offset?: string }): Promise<number> {
+  const page = { limit: count('--limit', opts.limit, DEFAULT_TABLE_ROWS), offset: count('--offset', opts.offset, 0) };
   const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
   const api = managementApiOf(config);
@@ -30,7 +31,16 @@ export async function queues(opts: { tenant?: string; json?: boolean; config?: s
     process.stderr.write(formatAlarms(alarms));
     process.stdout.write(`${JSON.stringify(reports, null, 2)}\n`);
   } else {
-    process.stdout.write(formatAlarms(alarms) + formatQueues(reports));
+    process.stdout.write(formatAlarms(alarms) + formatQueues(reports, page));
   }
   return EXIT_OK;
+}
+
+/** A whole number of rows from an option, or `fallback` when it is absent. */
+function count(option: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0)
+    throw new StagecoachError('INVALID_REQUEST', `${option} must be a whole number of rows, got "${value}"`);
+  return n;
 }
