@@ -25,8 +25,9 @@ export function jobRecordOf(record: TrackingRecord): JobRecord | undefined {
 /**
  * Writes the records a tracker reads into its job store in batches: everything read within
  * STORE_LINGER_MS of the first record (or while the write before is running) goes in one write,
- * at most STORE_BATCH at a time, one write at a time, in stream order; written() flushes at once. A failed write is tried again with the same records
- * after STORE_RETRY_MS (logged) until it succeeds or the writer closes: the store only lags.
+ * at most STORE_BATCH at a time, one write at a time, in stream order; written() flushes at
+ * once. A failed write is tried again with the same records after STORE_RETRY_MS (logged) until
+ * it succeeds or the writer closes: the store only lags.
  */
 export class StoreWriter {
   private buffer: JobRecord[] = [];
