@@ -109,7 +109,8 @@ export class DevProcess {
     void Promise.all(this.groups.map((group) => group.terminated)).then(() => this.terminate());
     const [first, ...rest] = this.groups;
     if (first === undefined) return;
-    const stages = this.stages.map((stage) => stage.metadata);
+    // The provisioning's own stages (devProvisioning names them), else every stage of the process.
+    const stages = (typeof provision === 'object' ? provision.stages : undefined) ?? this.stages.map((stage) => stage.metadata);
     const beforeAttach = typeof provision === 'object' ? provision.beforeAttach.bind(provision) : () => Promise.resolve();
     await first.start(provision === false ? false : { beforeAttach, stages });
     await Promise.all(rest.map((group) => group.start()));
