@@ -196,3 +196,57 @@ describe('unique jobs: keys claimed in the PostgreSQL job store at enqueue (docs
     }
   });
 });
+
+/**
+ * The memory job store (docs/unique-jobs.md): `stagecoach admin` folds job states in its own
+ * process, so its pushes claim keys there; the reset of a test server forgets them.
+ */
+describe('unique jobs with the memory store: the pushes of stagecoach admin', function () {
+  this.timeout(120_000);
+  let project: ConfigFile;
+
+  before(async () => {
+    project = await writeConfigFile({ queues: { _default: { scope: 'shared' }, later: {} }, stages: {} }, [], 'unique-memory');
+  });
+
+  after(async () => {
+    await project?.remove();
+  });
+
+  it('POST /ojs/v1/jobs: the second push of a key is 409 duplicate naming the first; after POST /ojs/v1/admin/reset it is accepted', async () => {
+    const server = await startAdminServer({
+      configFile: project.file,
+      port: 0,
+      token: 'memory-token',
+      log,
+      env: { AMQP_URL },
+      testReset: true,
+    });
+    try {
+      const call = async (route: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> => {
+        const response = await fetch(`http://127.0.0.1:${server.port}${route}`, {
+          method: 'POST',
+          headers: { authorization: 'Bearer memory-token', 'content-type': 'application/openjobspec+json' },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+      };
+      const job = {
+        type: 'doc.ocr',
+        args: [{ doc: 'scan-1' }],
+        options: { queue: 'later', unique: { keys: ['args'], args_keys: ['doc'] } },
+      };
+      const first = await call('/ojs/v1/jobs', job);
+      expect(first.status, JSON.stringify(first.body)).to.equal(201);
+      const again = await call('/ojs/v1/jobs', job);
+      expect(again.status, JSON.stringify(again.body)).to.equal(409);
+      expect((again.body.error as { details: Record<string, unknown> }).details).to.deep.include({
+        existing_job_id: (first.body.job as { id: string }).id,
+      });
+      expect((await call('/ojs/v1/admin/reset')).status).to.equal(200);
+      expect((await call('/ojs/v1/jobs', job)).status).to.equal(201);
+    } finally {
+      await server.close();
+    }
+  });
+});
