@@ -9,6 +9,7 @@ import { fromWire } from '../job/amqp-mapping.js';
 import type { FlowControl } from '../flow/flow-control.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
+import { recordableResult } from '../job/job-result.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { BrokerNames } from '../topology/names.js';
@@ -259,10 +260,16 @@ export class Settlement {
     // settle() closes the context at once: the children listed below are all there will be
     // (a closed context adds none), so the report can name the context's own list.
     const emits = ctx.settle();
+    const { result, problem } = recordableResult(ctx.result);
+    if (problem !== undefined)
+      this.options.log.warn('the handler returned a result the job store cannot record; the job completes without it', {
+        job_id: job.id,
+        err: problem,
+      });
     const { report, sent } = this.reports.completed(delivery, job, batch, {
       emitted: ctx.children ?? [],
       ...(batch === undefined && ctx.childQueues !== undefined && ctx.childQueues.length > 0 ? { emitted_to: ctx.childQueues } : {}),
-      ...(ctx.result === undefined ? {} : { result: ctx.result }),
+      ...(result === undefined ? {} : { result }),
     });
     // Both awaited, neither left unobserved: the report's confirm usually comes after the emits'.
     let failure: { err: unknown; emitted: boolean } | undefined;

@@ -129,7 +129,7 @@ describe('one worker-thread pool for many tenants', function () {
   it("gives each tenant's jobs that tenant's own instance and singletons, built once per tenant in each thread that runs them", async () => {
     const handler = await pool(2);
     const seen: Sighting[] = [];
-    const jobs: Array<Promise<void>> = [];
+    const jobs: Array<Promise<unknown>> = [];
     for (let i = 0; i < 10; i++) {
       for (const tenant of ['acme', 'globex']) jobs.push(handler.handle(job(tenant, ['who', `${tenant}-${i}`]), context(tenant, seen)));
     }

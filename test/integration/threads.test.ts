@@ -326,6 +326,16 @@ describe('worker threads for CPU-bound stages', function () {
       throw new Error('expected a rejection');
     };
 
+    it("resolves with what the worker's handler returned, as JSON writes it; a result JSON cannot write completes the job without one", async () => {
+      const handler = await pool(1);
+      try {
+        expect(await handler.handle(job(['result', 'k', 3]), context([]))).to.deep.equal({ key: 'k', pages: 3, thread: true });
+        expect(await handler.handle(job(['bad-result', 'k', 3]), context([]))).to.equal(undefined);
+      } finally {
+        await handler.close();
+      }
+    });
+
     it('fails to start when a thread cannot load the stage module', async () => {
       const broken = withTestConfig(
         { ...cpuConfig(1), stages: { cruncher: { module: './no-such-stages.js', threads: 1 } } },

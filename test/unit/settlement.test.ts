@@ -934,6 +934,38 @@ describe('Settlement', () => {
       expect(records[2]).to.deep.include({ next_attempt: 2, error: { type: 'Error', message: 'no luck' } });
     });
 
+    it('a result JSON cannot write is left out of its report, and the jobs reported in the same message still complete', async () => {
+      const t = setup('tracked');
+      const tracked = (result: unknown): { job: Job; ctx: JobContext } => {
+        const job = t.newJob();
+        const ctx = new JobContext(
+          'converter',
+          ['converted'],
+          job,
+          {},
+          new ControlledSink(),
+          silent,
+          undefined,
+          undefined,
+          undefined,
+          [],
+          true,
+        );
+        ctx.result = result;
+        return { job, ctx };
+      };
+      const bad = tracked({ pages: 10n });
+      const good = tracked({ pages: 3 });
+      // Settled in one turn: their completed reports share one stream message.
+      const settled = [bad, good].map(({ job, ctx }) => t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0 }));
+      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      const records = reportsOf(t.publishers.current as FakePublisher).flatMap((p) => parseRecords(p.content));
+      expect(records.map((r) => (r.kind === 'settled' ? [r.job, r.outcome, r.result] : r.kind))).to.deep.equal([
+        [bad.job.id, 'completed', undefined],
+        [good.job.id, 'completed', { pages: 3 }],
+      ]);
+    });
+
     it('an emit refused after the completed report went: the retry report retracts it and lists the unsent child', async () => {
       const t = setup();
       const job = t.newJob({ meta: { batch: BATCH } });

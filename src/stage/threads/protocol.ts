@@ -42,7 +42,11 @@ export type FromWorker =
   | { kind: 'emit'; seq: number; call: number; output: string; spec: EmitSpec }
   /** `ctx.confirmed()`: answered by `emit-result` (id '') or `emit-error` on the same call. */
   | { kind: 'confirmed'; seq: number; call: number }
-  | { kind: 'done'; seq: number }
+  /**
+   * The handler returned: `result` is what it returned, as JSON text (job-result.ts); `problem`
+   * why it could not be written so (the job completes without a recorded result).
+   */
+  | { kind: 'done'; seq: number; result?: string; problem?: string }
   /** `error`: the instance is dropped, but its disposal threw. */
   | { kind: 'released'; call: number; error?: TransferredError }
   | { kind: 'failed'; seq: number; error: TransferredError };

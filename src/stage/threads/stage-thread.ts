@@ -42,7 +42,8 @@ export interface StageThreadOptions {
 interface Running {
   seq: number;
   ctx: StageContext;
-  resolve: () => void;
+  /** With what the handler returned (undefined when it returned nothing JSON can write). */
+  resolve: (result: unknown) => void;
   reject: (err: Error) => void;
   onAbort: () => void;
   graceTimer: NodeJS.Timeout | undefined;
@@ -109,11 +110,11 @@ export class StageThread {
     return this.abandoned;
   }
 
-  /** Runs one job in the worker; the thread takes one job at a time. */
-  run(job: Job, ctx: StageContext): Promise<void> {
+  /** Runs one job in the worker; the thread takes one job at a time. Resolves with what its handler returned. */
+  run(job: Job, ctx: StageContext): Promise<unknown> {
     if (this.exited) return Promise.reject(new ThreadCrashError('worker thread is gone'));
     if (this.running) return Promise.reject(new Error(`stage thread #${this.index} is busy`));
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<unknown>((resolve, reject) => {
       const seq = ++this.nextSeq;
       const onAbort = (): void => this.abort(seq);
       this.running = { seq, ctx, resolve, reject, onAbort, graceTimer: undefined };
@@ -182,7 +183,13 @@ export class StageThread {
         return;
       }
       case 'done':
-        this.settle(message.seq);
+        if (message.problem !== undefined) {
+          this.options.log.warn('the handler returned a result the job store cannot record; the job completes without it', {
+            thread: this.index,
+            err: message.problem,
+          });
+        }
+        this.settle(message.seq, undefined, message.result === undefined ? undefined : JSON.parse(message.result));
         return;
       case 'failed':
         this.settle(message.seq, fromTransferable(message.error));
@@ -221,14 +228,14 @@ export class StageThread {
     }, this.options.abortGraceMs);
   }
 
-  private settle(seq: number, error?: Error): void {
+  private settle(seq: number, error?: Error, result?: unknown): void {
     const running = this.running;
     if (running?.seq !== seq) return;
     this.running = undefined;
     clearTimeout(running.graceTimer);
     running.ctx.signal.removeEventListener('abort', running.onAbort);
     if (error) running.reject(error);
-    else running.resolve();
+    else running.resolve(result);
   }
 
   /** The worker died: the job it ran fails with the cause. */

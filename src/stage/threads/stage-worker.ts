@@ -21,6 +21,7 @@ import { loadStage, type LoadedStage } from '../stage-loader.js';
 import type { StageContext } from '../stage.types.js';
 import { fromTransferable, toTransferable } from './error-transfer.js';
 import type { FromWorker, StageWorkerData, ToWorker } from './protocol.js';
+import { resultText } from '../../job/job-result.js';
 
 if (!parentPort) throw new Error('stage-worker.js runs in a worker thread only');
 const port = parentPort;
@@ -109,10 +110,16 @@ async function run(message: Extract<ToWorker, { kind: 'job' }>): Promise<void> {
   instance.jobs++;
   try {
     const { handler } = await instance.built;
-    await handler.handle(message.job, ctx);
+    const returned = await handler.handle(message.job, ctx);
     // An emit that never reached the main thread is not in its bookkeeping: fail the job here.
     if (ctx.unsent) throw ctx.unsent;
-    post({ kind: 'done', seq: message.seq });
+    const { text, problem } = resultText(returned);
+    post({
+      kind: 'done',
+      seq: message.seq,
+      ...(text === undefined ? {} : { result: text }),
+      ...(problem === undefined ? {} : { problem }),
+    });
   } catch (err) {
     post({ kind: 'failed', seq: message.seq, error: toTransferable(err) });
   } finally {

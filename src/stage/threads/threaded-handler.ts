@@ -48,8 +48,8 @@ export interface ThreadedHandlerOptions {
 }
 
 export interface ThreadedHandler extends StageHandler {
-  /** Runs the job on an idle thread, or once one is free (first come, first served). */
-  handle(job: Job, ctx: StageContext): Promise<void>;
+  /** Runs the job on an idle thread, or once one is free (first come, first served); resolves with what the handler returned. */
+  handle(job: Job, ctx: StageContext): Promise<unknown>;
   /**
    * Ends the worker threads after the jobs they run have settled, waiting at most `graceMs`
    * (default: the configuration's `gracePeriod`); 0 terminates them at once.
@@ -67,7 +67,7 @@ export interface PooledThreadedHandler extends ThreadedHandler {
    * there first if the thread has none yet. A job without a tenant gets an instance of its own,
    * built with `TENANT` undefined.
    */
-  handle(job: Job, ctx: StageContext): Promise<void>;
+  handle(job: Job, ctx: StageContext): Promise<unknown>;
   /**
    * Drops the tenant's instances in every thread, disposing of their containers (a job still
    * running on one keeps it until it settles). Resolves once every thread has done so (a
@@ -109,7 +109,7 @@ interface PoolOptions extends ThreadedHandlerOptions {
 interface Task {
   job: Job;
   ctx: StageContext;
-  resolve: () => void;
+  resolve: (result: unknown) => void;
   reject: (err: unknown) => void;
 }
 
@@ -162,11 +162,11 @@ class ThreadPool implements PooledThreadedHandler {
     this.options.log.info('stage threads started', { threads: this.options.threads, per_tenant: this.options.perTenant });
   }
 
-  handle(job: Job, ctx: StageContext): Promise<void> {
+  handle(job: Job, ctx: StageContext): Promise<unknown> {
     if (this.closing) return Promise.reject(new StagecoachError('INVALID_REQUEST', `the threads of stage "${ctx.stage}" are closed`));
     // A job whose time runs out while it waits for a thread never starts.
     if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason as Error);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<unknown>((resolve, reject) => {
       this.enqueue({ job, ctx, resolve, reject });
       this.replenish();
       this.dispatch();
