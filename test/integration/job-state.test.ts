@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { startAdminServer } from '../../src/admin-api/admin-server.js';
@@ -23,6 +25,7 @@ import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { TRACKER_NICE } from '../../src/cli/tracker-priority.js';
 
 const MODULE = path.join(REPO_ROOT, 'dist/test/fixtures/job-state-stages.js');
 const PG = process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -276,6 +279,8 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
       30_000,
       5,
     );
+    // Background work by default: it lowered its own priority (`--nice`, default 10).
+    expect(niceOf(first.pid as number)).to.equal(os.getPriority() + TRACKER_NICE);
     first.kill('SIGKILL');
     await finished(first, 10_000, 'tracker');
     const killedConfig = await loadConfig(file, env);
@@ -297,3 +302,9 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
     for (const twin of twins) await twin.close();
   });
 });
+
+/** The niceness of a process's main thread (/proc/<pid>/stat, field 19). */
+function niceOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
