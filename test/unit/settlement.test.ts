@@ -175,6 +175,13 @@ class ControlledSink implements JobSink {
 }
 
 /** Lets the batched acknowledgements of the current turn go out. */
+/** The context of a job of a tracked queue (it lists its children) whose handler returned `result`. */
+function trackedContext(job: Job, result: unknown): JobContext {
+  const ctx = new JobContext('converter', ['converted'], job, {}, new ControlledSink(), silent, undefined, undefined, undefined, [], true);
+  ctx.result = result;
+  return ctx;
+}
+
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Resolves with what `promise` settled to, or 'pending' if it has not settled by the next macrotask. */
@@ -908,20 +915,7 @@ describe('Settlement', () => {
     it('a job of a tracked queue reports its start, its result and its failures though it has no batch (docs/job-state.md)', async () => {
       const t = setup('tracked');
       const done = t.newJob();
-      const ctx = new JobContext(
-        'converter',
-        ['converted'],
-        done,
-        {},
-        new ControlledSink(),
-        silent,
-        undefined,
-        undefined,
-        undefined,
-        [],
-        true,
-      );
-      ctx.result = { pages: 3 };
+      const ctx = trackedContext(done, { pages: 3 });
       t.settlement.started(done);
       expect(await t.settlement.settle(t.deliver(done), { kind: 'completed', job: done, ctx, seconds: 0 })).to.equal('acked');
       const failing = t.newJob();
@@ -962,21 +956,7 @@ describe('Settlement', () => {
       const t = setup('tracked');
       const tracked = (result: unknown): { job: Job; ctx: JobContext } => {
         const job = t.newJob();
-        const ctx = new JobContext(
-          'converter',
-          ['converted'],
-          job,
-          {},
-          new ControlledSink(),
-          silent,
-          undefined,
-          undefined,
-          undefined,
-          [],
-          true,
-        );
-        ctx.result = result;
-        return { job, ctx };
+        return { job, ctx: trackedContext(job, result) };
       };
       const bad = tracked({ pages: 10n });
       const good = tracked({ pages: 3 });
