@@ -83,11 +83,13 @@ export class BatchReports {
    * A tracked job's handler is about to run (OJS `active`): held back briefly, then carried by
    * its settlement's report or reported on its own (HeldStarts); never waited for (a `started`
    * lost with a crash only hides the `active` phase; the settlement that follows is reported
-   * before its ack as always).
+   * before its ack as always). Not held (`hold` false): in this turn's group.
    */
-  started(job: Job): void {
-    if (batchOf(job) === undefined && !this.options.tracked) return;
-    this.starts.hold(job);
+  started(job: Job, hold = true): void {
+    const batch = batchOf(job);
+    if (batch === undefined && !this.options.tracked) return;
+    if (hold) this.starts.hold(job);
+    else this.group().group.add(job, batch, this.options.place, 'started');
   }
 
   /** The details of a settlement's report, with the job's start when it is still held back. */

@@ -931,6 +931,17 @@ describe('Settlement', () => {
       expect(records[1]).to.deep.include({ next_attempt: 2, error: { type: 'Error', message: 'no luck' } });
     });
 
+    it("a remote worker's claim is reported started at once, not held back (the worker may look the job up next)", async () => {
+      const t = setup('tracked');
+      const job = t.newJob();
+      t.settlement.started(job, false);
+      const publisher = (await t.publishers.ready()) as FakePublisher;
+      await nextTurn();
+      await nextTurn();
+      const records = reportsOf(publisher).flatMap((p) => parseRecords(p.content));
+      expect(records.map((r) => (r.kind === 'settled' ? [r.job, r.outcome] : r.kind))).to.deep.equal([[job.id, 'started']]);
+    });
+
     it('a tracked job still running after its start is held back is reported started on its own, with the time it began', async () => {
       const t = setup('tracked');
       const job = t.newJob();
