@@ -53,6 +53,10 @@ export interface BenchOptions {
   memSampleMs: number;
   /** Tenants the `tenants` scenario provisions; idle tenants of the `pooled` scenario's memory part. */
   tenants: number;
+  /** `tenants`: how long the --all-tenants process is sampled idle (over a membership resync, 30 s). */
+  idleSeconds: number;
+  /** `tenants`: jobs timed, each for a random tenant, one at a time. */
+  latencyJobs: number;
   /** Busy tenants of the `pooled` scenario's relay (each with jobs / busyTenants waiting). */
   busyTenants: number;
   /** Jobs of the flooding tenant in the `fairness` scenario. */
@@ -84,8 +88,11 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
-  --tenants <n>        tenants: how many tenants are provisioned; pooled: idle tenants of the
-                       memory child (default 1000)
+  --tenants <n>        tenants: how many tenants of the example pipeline are provisioned and served
+                       by one --all-tenants process; pooled: idle tenants of the memory child (default 1000)
+  --idle-seconds <s>   tenants: how long the --all-tenants process is sampled idle (default 35, over
+                       one membership resync)
+  --latency-jobs <n>   tenants: jobs timed, each for a random tenant, one at a time (default 100)
   --busy-tenants <n>   pooled: tenants sharing the relay's --jobs (default 100)
   --flood <n>          fairness: the flooding tenant's jobs (default 50000; the 3:1 tenants get a tenth each)
   --payload-jobs <n>   payloads: large jobs per round, kept waiting on the broker (default 300; mind its memory)
@@ -118,6 +125,8 @@ export function parseOptions(argv: string[]): BenchOptions {
       'mem-seconds': { type: 'string' },
       tenants: { type: 'string' },
       'busy-tenants': { type: 'string' },
+      'idle-seconds': { type: 'string' },
+      'latency-jobs': { type: 'string' },
       flood: { type: 'string' },
       'payload-jobs': { type: 'string' },
       'payload-size': { type: 'string' },
@@ -176,6 +185,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     memSampleMs: int('mem-seconds', values['mem-seconds'], 4) * 1000,
     tenants: int('tenants', values.tenants, 1000),
     busyTenants: int('busy-tenants', values['busy-tenants'], 100),
+    idleSeconds: int('idle-seconds', values['idle-seconds'], 35),
+    latencyJobs: int('latency-jobs', values['latency-jobs'], 100),
     flood: int('flood', values.flood, 50_000),
     payloadJobs: int('payload-jobs', values['payload-jobs'], 300),
     payloadSize: int('payload-size', values['payload-size'], 1024 * 1024),

@@ -2,7 +2,8 @@
  * `npm run bench`: stagecoach against hand-written amqplib, in the same run against the same
  * broker. Scenarios: publish, relay, pipeline (throughput, baseline and stagecoach rounds
  * alternated, the median reported) and memory (a stage's peak RSS with a small and a large
- * backlog waiting) and tenants (provision time for 1,000 tenants), pooled (one process serving
+ * backlog waiting) and tenants (1,000 tenants of the example pipeline: provision, plan, one
+ * `--all-tenants` process's start, memory, idle CPU and latency), pooled (one process serving
  * many tenants: RSS for 1,000 idle tenants vs 1, relay throughput over 100 busy tenants vs 1) and
  * fairness (a flood against quiet tenants, weights 3:1). Everything is declared under a random
  * prefix and deleted at the end, on failure and on SIGINT/SIGTERM too. See bench/README.md.
@@ -25,7 +26,7 @@ import {
   type ThroughputResult,
 } from './common.js';
 import { benchMemory, children, type MemoryResult } from './memory.js';
-import { benchTenants, cleanupTenants, type TenantsResult } from './tenants.js';
+import { BASELINE_MAX_TENANTS, benchTenants, cleanupTenants, tenantsTargets, type TenantsResult } from './tenants.js';
 import { benchPooled, pooledTargets, type PooledResult } from './pooled.js';
 import { benchFairness, fairnessTargets, type FairnessResult } from './fairness.js';
 import { cleanupSubConfigs } from './sub-prefix.js';
@@ -75,7 +76,7 @@ async function main(): Promise<number> {
       await withTimeout(cleanupTenants(ctx), 120_000, 'tenants teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
       );
-      await withTimeout(cleanupSubConfigs(ctx), 300_000, 'pooled/fairness teardown').catch((err: Error) =>
+      await withTimeout(cleanupSubConfigs(ctx), Math.max(300_000, opts.tenants * 100), 'tenants/pooled/fairness teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
       );
       await withTimeout(cleanupPayloadStore(ctx), 60_000, 'payload store teardown').catch((err: Error) =>
@@ -210,20 +211,40 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
   if (results.tenants) {
     const t = results.tenants;
     const rows = [
-      ['provision time', 'tenants', 'exchanges', 'queues', 'bindings', 'baseline s', 'stagecoach s', 'speedup'],
+      ['tenants (example pipeline)', 'tenants', 'exchanges', 'queues', 'bindings', 'baseline s', 'provision s', 'plan s'],
       [
-        `for ${fmt(t.tenants)} tenants x 2 queues`,
+        'provision, then plan',
         fmt(t.tenants),
         fmt(t.exchanges),
         fmt(t.queues),
         fmt(t.bindings),
-        t.baselineSeconds.toFixed(1),
-        t.stagecoachSeconds.toFixed(1),
-        t.speedup.toFixed(2),
+        t.baselineSeconds === undefined ? '-' : t.baselineSeconds.toFixed(1),
+        t.provisionSeconds.toFixed(1),
+        `${t.planSeconds.toFixed(1)} (${t.planChanges} changes)`,
       ],
     ];
     lines.push('');
     lines.push(...grid(rows, [false, true, true, true, true, true, true, true]));
+    const pooledRows = [
+      ['converter process', 'tenants', 'serving all after s', 'RSS MiB', 'peak RSS MiB', 'heap MiB', 'idle CPU % of a core', 'latency p50 / p95 ms'],
+      ...[t.one, t.pooled].map((s, i) => [
+        i === 0 ? '--tenants t00000' : '--all-tenants',
+        fmt(s.tenants),
+        `${s.processSeconds.toFixed(1)} (start() ${s.startSeconds.toFixed(1)})`,
+        s.rssMiB.toFixed(1),
+        s.peakRssMiB.toFixed(1),
+        s.heapUsedMiB.toFixed(1),
+        s.idleCpuPercent.toFixed(1),
+        i === 0 ? '' : `${t.latencyP50Ms.toFixed(1)} / ${t.latencyP95Ms.toFixed(1)}`,
+      ]),
+      ['ratio', `${fmt(t.pooled.tenants)}/1`, '', t.rssRatio.toFixed(2), (t.pooled.peakRssMiB / t.one.peakRssMiB).toFixed(2), '', '', ''],
+    ];
+    lines.push('');
+    lines.push(...grid(pooledRows, [false, true, true, true, true, true, true, true]));
+    lines.push(
+      `(baseline: the same declarations one at a time on one channel, up to ${fmt(BASELINE_MAX_TENANTS)} tenants; serving all: from the process's start, and from start(); ` +
+        `idle CPU over ${opts.idleSeconds} s after a 2 s settle; latency: ${t.latencyJobs} jobs, each for a random tenant, publish to the output's delivery)`,
+    );
   }
   if (results.pooled) {
     const p = results.pooled;
@@ -325,6 +346,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
   }
   if (results.peers) lines.push(...renderPeers(results.peers));
   const targets = [
+    ...(results.tenants ? tenantsTargets(results.tenants) : []),
     ...(results.pooled ? pooledTargets(results.pooled) : []),
     ...(results.fairness ? fairnessTargets(results.fairness) : []),
   ];
@@ -333,7 +355,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     for (const [what, met, value] of targets) lines.push(`${met ? 'target met    ' : 'target MISSED '} ${what}: ${value}`);
   }
   lines.push(
-    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking, middleware and events, limited / none and achieved / configured for limits, offloaded / inline and configured / none for payloads; memory ratio = large backlog / small backlog; provision speedup = baseline s / stagecoach s; prefix ${config.prefix})`,
+    `(ratio = stagecoach / baseline, quorum / classic for quorum, on / off for tracking, middleware and events, limited / none and achieved / configured for limits, offloaded / inline and configured / none for payloads; memory ratio = large backlog / small backlog; prefix ${config.prefix})`,
   );
   lines.push('');
   return `${lines.join('\n')}\n`;

@@ -59,6 +59,24 @@ export interface PooledRss {
   heapUsedMiB: number;
   /** CPU while idle (every tenant consuming, no job), % of one core, over the sampling window. */
   idleCpuPercent: number;
+  /** Seconds from the process's start (modules, connection) to every tenant consuming. */
+  processSeconds: number;
+  /** Tenants the process served once ready. */
+  served: number;
+}
+
+/** How a pooled child runs and is measured. */
+export interface ChildOptions {
+  /** @defaultValue relay_ab */
+  stage?: string;
+  /** `run --all-tenants`: `tenants` empty, every tenant provisioned is served. @defaultValue false */
+  follow?: boolean;
+  /** How long it is sampled idle. @defaultValue --mem-seconds */
+  idleMs?: number;
+  /** How long it may take to consume. @defaultValue 120 s, or 200 ms per tenant */
+  readyTimeoutMs?: number;
+  /** Run after the idle sampling, while the child still runs (jobs through it). */
+  whileRunning?: () => Promise<void>;
 }
 
 export interface PooledResult {
@@ -140,15 +158,19 @@ interface ChildMessage {
   channels?: number;
   heapUsed?: number;
   gc?: boolean;
+  processSeconds?: number;
+  served?: number;
 }
 
-async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[]): Promise<PooledRss> {
-  const what = `pooled child (${fmt(tenants.length)} tenants)`;
+export async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[], options: ChildOptions = {}): Promise<PooledRss> {
+  const { stage = 'relay_ab', follow = false, idleMs = ctx.opts.memSampleMs } = options;
+  const readyTimeoutMs = options.readyTimeoutMs ?? Math.max(120_000, tenants.length * 200);
+  const what = follow ? 'pooled child (--all-tenants)' : `pooled child (${fmt(tenants.length)} tenants)`;
   const child = spawn(process.execPath, ['--expose-gc', path.join(HERE, 'pooled-child.js')], {
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     env: {
       ...process.env,
-      BENCH_POOLED_CHILD: JSON.stringify({ raw: sub.raw, source: ctx.source, stage: 'relay_ab', tenants, settleMs: 2000 }),
+      BENCH_POOLED_CHILD: JSON.stringify({ raw: sub.raw, source: ctx.source, stage, tenants, settleMs: 2000, follow, readyTimeoutMs }),
     },
   });
   children.add(child);
@@ -163,13 +185,13 @@ async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[]
     void exited.then((code) => reject(new Error(`${what} exited with ${code} before it was ready: ${stderr.trim()}`)));
   });
   try {
-    const report = await withTimeout(ready, Math.max(120_000, tenants.length * 200), `${what} to consume`);
+    const report = await withTimeout(ready, readyTimeoutMs + 30_000, `${what} to consume`);
     if (report.gc !== true) progress('  warning: the child ran without --expose-gc; RSS measured without a GC');
     let rss = 0;
     let hwm = 0;
     const cpuFrom = processCpuNow([child.pid as number]);
     const from = performance.now();
-    const until = from + ctx.opts.memSampleMs;
+    const until = from + idleMs;
     while (performance.now() < until) {
       const status = await readStatus(child.pid as number).catch(() => {
         throw new Error(`${what} exited while it was sampled: ${stderr.trim().slice(-500)}`);
@@ -180,8 +202,11 @@ async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[]
     }
     const cpuTo = processCpuNow([child.pid as number]);
     const idleUs = cpuFrom === undefined || cpuTo === undefined ? 0 : cpuTo - cpuFrom;
+    const served = report.served ?? tenants.length;
     const sample: PooledRss = {
-      tenants: tenants.length,
+      tenants: follow ? served : tenants.length,
+      served,
+      processSeconds: report.processSeconds ?? 0,
       startSeconds: report.startSeconds ?? 0,
       channels: report.channels ?? 0,
       rssMiB: rss / MiB,
@@ -190,10 +215,11 @@ async function measureChild(ctx: BenchContext, sub: SubConfig, tenants: string[]
       idleCpuPercent: idleUs / 10 / (performance.now() - from),
     };
     progress(
-      `    ${fmt(tenants.length).padStart(5)} tenant(s): consuming ${sample.startSeconds.toFixed(1)} s after start on ${sample.channels} channels; ` +
+      `    ${fmt(sample.tenants).padStart(5)} tenant(s): consuming ${sample.startSeconds.toFixed(1)} s after start() (${sample.processSeconds.toFixed(1)} s after the process started) on ${sample.channels} channels; ` +
         `RSS ${sample.rssMiB.toFixed(1)} MiB (peak ${sample.peakRssMiB.toFixed(1)}), heap ${sample.heapUsedMiB.toFixed(1)} MiB after GC; ` +
-        `idle CPU ${sample.idleCpuPercent.toFixed(1)}% of a core`,
+        `idle CPU ${sample.idleCpuPercent.toFixed(1)}% of a core over ${(idleMs / 1000).toFixed(0)} s`,
     );
+    await options.whileRunning?.();
     return sample;
   } finally {
     child.send('stop', () => undefined);

@@ -1,103 +1,225 @@
+/**
+ * Scenario `tenants`: `--tenants` tenants (default 1,000) of the example pipeline's shape
+ * (config/pipeline.json: `conversions`, tenant-scoped with a `pdf` variant, and `representations`,
+ * tenant-scoped, beside the shared `scan_specs` and `matches`), the converter as the pooled stage.
+ *
+ * - provision: `provisionBroker` (what `stagecoach provision` runs) for every tenant, timed; with
+ *   up to BASELINE_MAX_TENANTS tenants also the baseline: the same declarations one at a time on
+ *   one channel with plain amqplib (what `provision` once did), on a prefix of its own deleted
+ *   before stagecoach runs. Above that the baseline would load the broker for many minutes and is
+ *   left out. Each side is checked to have declared exactly the topology's queues and exchanges.
+ * - plan: what `stagecoach plan` computes (desired state, the broker's inventory, the changes)
+ *   right after the provision; nothing should differ.
+ * - pooled: a child process runs what `stagecoach run converter --all-tenants` runs, under a
+ *   configuration that lists no tenant (it finds every provisioned one on the broker): seconds
+ *   from its start until it serves every tenant, its RSS against a one-tenant process of the same
+ *   stage (`--tenants t00000`), its CPU while idle over `--idle-seconds` (longer than the 30 s
+ *   membership resync, so that it is counted), then a job for each of `--latency-jobs` random
+ *   tenants, one at a time, timed from the publish to its output's delivery (p50, p95).
+ */
+import { randomInt } from 'node:crypto';
+import path from 'node:path';
 import amqplib from 'amqplib';
-import { compileConfig, createLogger, type CompiledConfig } from '../src/index.js';
+import { compileConfig, createLogger, Publisher, type CompiledConfig, type RawConfig, type StageMetadata } from '../src/index.js';
 import { provisionBroker } from '../src/admin.js';
 import { provisionTopology, type Topology } from '../src/wire.js';
+import { readInventory } from '../src/plan/broker-inventory.js';
+import { desiredState } from '../src/plan/desired-state.js';
+import { planChanges } from '../src/plan/plan.js';
+import { loadAllStages } from '../src/stage/stage-loader.js';
 import { vhostOfAmqpUrl } from '../src/security/broker-users.js';
 import { ManagementApi } from '../src/security/management-api.js';
-import { fmt, progress, withTimeout, type BenchContext } from './common.js';
+import { fmt, HERE, progress, withTimeout, type BenchContext } from './common.js';
+import { measureChild, type PooledRss } from './pooled.js';
+import { dropSubConfig, subConfig, type SubConfig } from './sub-prefix.js';
 import { deletePrefix } from '../src/testing/index.js';
+
+/** The baseline declares one object at a time: above this it would hold the broker for many minutes. */
+export const BASELINE_MAX_TENANTS = 2000;
+const STAGE = 'converter';
 
 export interface TenantsResult {
   scenario: 'tenants';
-  detail: string;
   tenants: number;
   exchanges: number;
   queues: number;
   bindings: number;
-  /** Seconds: the same declarations one at a time on one channel, plain amqplib. */
-  baselineSeconds: number;
+  /** Seconds: the same declarations one at a time on one channel, plain amqplib; undefined above BASELINE_MAX_TENANTS. */
+  baselineSeconds: number | undefined;
   /** Seconds: `provisionBroker`, what `stagecoach provision` runs. */
-  stagecoachSeconds: number;
-  /** baselineSeconds / stagecoachSeconds: how many times faster stagecoach provisions. */
-  speedup: number;
+  provisionSeconds: number;
+  /** Seconds: what `stagecoach plan` computes, right after the provision. */
+  planSeconds: number;
+  /** Changes the plan found right after the provision (0 expected). */
+  planChanges: number;
+  /** The pooled `--all-tenants` process, and a one-tenant process of the same stage. */
+  pooled: PooledRss;
+  one: PooledRss;
+  /** pooled.rssMiB / one.rssMiB. */
+  rssRatio: number;
+  /** Per-tenant latency, publish to the output's delivery, ms. */
+  latencyJobs: number;
+  latencyP50Ms: number;
+  latencyP95Ms: number;
 }
 
-/** Prefixes this scenario declared under and has not deleted yet (cleaned up on failure too). */
+/** The issue's targets (issue 27); provision is scaled: 6 s per 1,000 tenants (60 s at 10,000). */
+export const TENANTS_TARGETS = { provisionSecondsPerTenant: 0.006, planSeconds: 10, servingSeconds: 30, rssRatio: 3, idleCpuPercent: 10 };
+
+/** Prefixes the baseline declared under and has not deleted yet (cleaned up on failure too). */
 const declared = new Set<string>();
 
-/**
- * Provision time for `--tenants` tenants (default 1,000) of a two-queue configuration, both
- * tenant-scoped, no stages: the baseline declares every exchange, queue and binding of
- * `provisionTopology` (what `provision` declares: the suspect queues are the stages') one at a
- * time on one channel with plain amqplib (what `provision` once did, less its two passive
- * declares per queue entry for drain markers, so the baseline is if anything flattered);
- * stagecoach runs `provisionBroker` (declarations, drain-marker listings, policies, the
- * tenant.provisioned check). Each side gets a fresh prefix of its own, deleted before the
- * other side runs, so both start from the same broker. Afterwards the broker is checked to hold
- * exactly the declared queues and exchanges.
- */
-export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
-  const n = ctx.opts.tenants;
-  const tenants = Array.from({ length: n }, (_, i) => `t${String(i).padStart(5, '0')}`);
-  const configFor = (side: string): CompiledConfig =>
-    compileConfig(
-      {
-        prefix: `${ctx.config.prefix}-${side}`,
-        broker: { url: ctx.opts.url, management: ctx.config.broker.management },
-        tenants,
-        queues: { scans: { scope: 'tenant' }, conversions: { scope: 'tenant' } },
-        stages: {},
-      },
-      ctx.source,
-    );
-  const timeoutMs = Math.max(ctx.opts.roundTimeoutMs, n * 300);
-  const base = configFor('base');
-  const topology = provisionTopology(base, []);
-  progress(
-    `tenants: ${fmt(n)} tenants, 2 tenant-scoped queues: ${fmt(topology.exchanges.length)} exchanges, ${fmt(topology.queues.length)} queues, ${fmt(topology.bindings.length)} bindings per side`,
-  );
-
-  declared.add(base.prefix);
-  const baselineSeconds = await timed(() => withTimeout(declareOneByOne(ctx.opts.url, topology), timeoutMs, 'tenants baseline'));
-  progress(`tenants: baseline ${baselineSeconds.toFixed(1)} s (provision time for ${fmt(n)} tenants)`);
-  await expectDeclared(base, topology);
-  await removePrefix(base);
-
-  const sc = configFor('sc');
-  declared.add(sc.prefix);
-  const log = createLogger({ component: 'bench' }, 'warn');
-  let announced = 0;
-  const stagecoachSeconds = await timed(() =>
-    withTimeout(
-      provisionBroker(sc, [], log, {
-        onEvent: (event) => {
-          if (event.type === 'tenant.provisioned') announced += 1;
-          return Promise.resolve();
-        },
-      }),
-      timeoutMs,
-      'tenants provision',
-    ),
-  );
-  progress(`tenants: stagecoach ${stagecoachSeconds.toFixed(1)} s (provision time for ${fmt(n)} tenants)`);
-  if (announced !== n) throw new Error(`tenants: provision announced ${announced} new tenants, expected ${n}`);
-  await expectDeclared(sc, provisionTopology(sc, []));
-  await removePrefix(sc);
-
+/** The example pipeline's queues (config/pipeline.json) and its converter, for `tenants`. */
+function pipelineShape(tenants: string[]): Pick<RawConfig, 'tenants' | 'queues' | 'stages'> {
   return {
-    scenario: 'tenants',
-    detail: `provision time for ${fmt(n)} tenants x 2 queues`,
-    tenants: n,
-    exchanges: topology.exchanges.length,
-    queues: topology.queues.length,
-    bindings: topology.bindings.length,
-    baselineSeconds,
-    stagecoachSeconds,
-    speedup: baselineSeconds / stagecoachSeconds,
+    tenants,
+    queues: {
+      _default: { default_retry: { max_attempts: 3, initial_interval: 'PT1S', backoff_coefficient: 2, max_interval: 'PT30S' } },
+      scan_specs: { scope: 'shared' },
+      conversions: { scope: 'tenant', max_size: 100000, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
+      representations: { scope: 'tenant', max_size: 100000 },
+      matches: { scope: 'shared' },
+    },
+    stages: { [STAGE]: { module: path.join(HERE, '../stages/converter.stage.js'), concurrency: 4 } },
   };
 }
 
-/** Deletes what the scenario left (after a failure or an interrupt). */
+export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
+  const n = ctx.opts.tenants;
+  const tenants = Array.from({ length: n }, (_, i) => `t${String(i).padStart(5, '0')}`);
+  const timeoutMs = Math.max(ctx.opts.roundTimeoutMs, n * 300);
+  const sub = subConfig(ctx, 'sc', pipelineShape(tenants));
+  const stages: StageMetadata[] = (await loadAllStages(sub.config)).map((stage) => stage.metadata);
+  const topology = provisionTopology(sub.config, stages);
+  progress(
+    `tenants: ${fmt(n)} tenants of the example pipeline: ${fmt(topology.exchanges.length)} exchanges, ${fmt(topology.queues.length)} queues, ${fmt(topology.bindings.length)} bindings`,
+  );
+
+  let baselineSeconds: number | undefined;
+  if (n <= BASELINE_MAX_TENANTS) {
+    const base = compileConfig({ ...sub.raw, prefix: `${ctx.config.prefix}-base` }, ctx.source);
+    declared.add(base.prefix);
+    baselineSeconds = await timed(() =>
+      withTimeout(declareOneByOne(ctx.opts.url, provisionTopology(base, stages)), timeoutMs, 'tenants baseline'),
+    );
+    progress(`tenants: baseline ${baselineSeconds.toFixed(1)} s (one declaration at a time)`);
+    await expectDeclared(base, provisionTopology(base, stages));
+    await removePrefix(base);
+  } else {
+    progress(`tenants: no baseline above ${fmt(BASELINE_MAX_TENANTS)} tenants (one declaration at a time would take many minutes)`);
+  }
+
+  try {
+    const log = createLogger({ component: 'bench' }, 'warn');
+    let announced = 0;
+    const provisionSeconds = await timed(() =>
+      withTimeout(
+        provisionBroker(sub.config, stages, log, {
+          onEvent: (event) => {
+            if (event.type === 'tenant.provisioned') announced += 1;
+            return Promise.resolve();
+          },
+        }),
+        timeoutMs,
+        'tenants provision',
+      ),
+    );
+    progress(`tenants: provision ${provisionSeconds.toFixed(1)} s`);
+    if (announced !== n) throw new Error(`tenants: provision announced ${announced} new tenants, expected ${n}`);
+    await expectDeclared(sub.config, topology);
+
+    const api = new ManagementApi(sub.config.broker.management, 120_000);
+    let changes = 0;
+    const planSeconds = await timed(async () => {
+      const plan = planChanges(desiredState(sub.config, stages), await readInventory(sub.config, api));
+      changes = plan.changes.length;
+    });
+    progress(`tenants: plan ${planSeconds.toFixed(1)} s, ${changes} change(s)`);
+
+    // The processes' configuration lists no tenant: as deployed for a SaaS, the tenants are the
+    // provisioned ones (the same prefix; the one-tenant process names its tenant).
+    const running = subConfig(ctx, 'sc', pipelineShape([]));
+    const one = await measureChild(ctx, running, tenants.slice(0, 1), { stage: STAGE });
+    let latencies: number[] = [];
+    const pooled = await measureChild(ctx, running, [], {
+      stage: STAGE,
+      follow: true,
+      idleMs: ctx.opts.idleSeconds * 1000,
+      readyTimeoutMs: Math.max(120_000, n * 100),
+      whileRunning: async () => {
+        latencies = await latency(running, tenants, ctx.opts.latencyJobs);
+      },
+    });
+    if (pooled.served !== n) throw new Error(`tenants: the --all-tenants process served ${pooled.served} tenants, expected ${n}`);
+    const sorted = [...latencies].sort((a, b) => a - b);
+    const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+    progress(`tenants: latency over ${sorted.length} tenants p50 ${at(0.5).toFixed(1)} ms, p95 ${at(0.95).toFixed(1)} ms`);
+    return {
+      scenario: 'tenants',
+      tenants: n,
+      exchanges: topology.exchanges.length,
+      queues: topology.queues.length,
+      bindings: topology.bindings.length,
+      baselineSeconds,
+      provisionSeconds,
+      planSeconds,
+      planChanges: changes,
+      pooled,
+      one,
+      rssRatio: pooled.rssMiB / one.rssMiB,
+      latencyJobs: sorted.length,
+      latencyP50Ms: at(0.5),
+      latencyP95Ms: at(0.95),
+    };
+  } finally {
+    // Tens of thousands of queues: minutes at 10,000 tenants. The cleanup at the end tries again.
+    await withTimeout(dropSubConfig(ctx, sub), Math.max(120_000, n * 100), `deleting ${sub.config.prefix}`).catch((err: Error) =>
+      progress(`  warning: ${err.message} (the cleanup tries again at the end)`),
+    );
+  }
+}
+
+/**
+ * A job for each of `count` random tenants, one at a time: from the publish of a text document
+ * to its `conversions` until the converter's output is delivered from its `representations`.
+ */
+async function latency(sub: SubConfig, tenants: readonly string[], count: number): Promise<number[]> {
+  const log = createLogger({ component: 'bench' }, 'warn');
+  const publisher = await Publisher.connect(sub.config, { log });
+  const connection = await amqplib.connect(sub.config.broker.url);
+  const times: number[] = [];
+  try {
+    const channel = await connection.createChannel();
+    for (let i = 0; i < count; i++) {
+      const tenant = tenants[randomInt(tenants.length)] as string;
+      let delivered: () => void = () => undefined;
+      const arrived = new Promise<void>((resolve) => (delivered = resolve));
+      const { consumerTag } = await channel.consume(sub.names.queue('representations', tenant), () => delivered(), { noAck: true });
+      const started = performance.now();
+      await withTimeout(
+        Promise.all([
+          publisher.publish('conversions', {
+            type: 'doc.convert',
+            args: [{ base64: Buffer.from(`a document of ${tenant}`).toString('base64') }, `${tenant}.txt`],
+            tenant,
+            headers: { mime: 'text/plain' },
+          }),
+          arrived,
+        ]),
+        30_000,
+        `tenants: the job of ${tenant} converted`,
+      );
+      times.push(performance.now() - started);
+      await channel.cancel(consumerTag);
+    }
+  } finally {
+    await publisher.close().catch(() => undefined);
+    await connection.close().catch(() => undefined);
+  }
+  return times;
+}
+
+/** Deletes what the scenario left (after a failure or an interrupt); its sub-configurations go with cleanupSubConfigs. */
 export async function cleanupTenants(ctx: Pick<BenchContext, 'opts' | 'config'>): Promise<void> {
   for (const prefix of [...declared]) {
     await deletePrefix(ctx.opts.url, ctx.config.broker.management, prefix);
@@ -135,7 +257,7 @@ async function declareOneByOne(url: string, topology: Topology): Promise<void> {
 
 /** Both sides must have declared the same: every queue and exchange of the topology, nothing more. */
 async function expectDeclared(config: CompiledConfig, topology: Topology): Promise<void> {
-  const api = new ManagementApi(config.broker.management);
+  const api = new ManagementApi(config.broker.management, 120_000);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const queues = (await api.listQueues(vhost)).filter((q) => ours(q.name)).length;
@@ -154,4 +276,27 @@ async function removePrefix(config: CompiledConfig): Promise<void> {
   progress(
     `tenants: deleted ${fmt(removed.queues)} queues, ${fmt(removed.exchanges)} exchanges of ${config.prefix} in ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
+}
+
+export function tenantsTargets(result: TenantsResult): Array<[string, boolean, string]> {
+  const provisionTarget = result.tenants * TENANTS_TARGETS.provisionSecondsPerTenant;
+  return [
+    [
+      `provision of ${fmt(result.tenants)} tenants < ${provisionTarget.toFixed(0)} s`,
+      result.provisionSeconds < provisionTarget,
+      `${result.provisionSeconds.toFixed(1)} s`,
+    ],
+    [`plan < ${TENANTS_TARGETS.planSeconds} s`, result.planSeconds < TENANTS_TARGETS.planSeconds, `${result.planSeconds.toFixed(1)} s`],
+    [
+      `--all-tenants serving every tenant within ${TENANTS_TARGETS.servingSeconds} s of its start`,
+      result.pooled.processSeconds <= TENANTS_TARGETS.servingSeconds,
+      `${result.pooled.processSeconds.toFixed(1)} s`,
+    ],
+    [`--all-tenants RSS / 1 tenant <= ${TENANTS_TARGETS.rssRatio}x`, result.rssRatio <= TENANTS_TARGETS.rssRatio, `${result.rssRatio.toFixed(2)}x`],
+    [
+      `--all-tenants idle CPU < ${TENANTS_TARGETS.idleCpuPercent}% of a core`,
+      result.pooled.idleCpuPercent < TENANTS_TARGETS.idleCpuPercent,
+      `${result.pooled.idleCpuPercent.toFixed(1)}%`,
+    ],
+  ];
 }
