@@ -6,7 +6,7 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { tenantUserName, TENANT_ROLES, vhostOfAmqpUrl } from '../security/broker-users.js';
 import { ManagementApi, managementApiOf } from '../security/management-api.js';
-import { isStagecoachPolicy } from '../topology/queue-policies.js';
+import { escape, isStagecoachPolicy } from '../topology/queue-policies.js';
 import { BrokerNames, parkKey } from '../topology/names.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import { deleteFlowQueues, isTenantPartition } from './flow-queues.js';
@@ -82,6 +82,8 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
     queue: (parsed) => parsed.tenant === tenant,
     exchange: (parsed) => parsed.tenant === tenant && ['tenant', 'variants', 'general', 'state'].includes(parsed.kind),
     flow: (partition) => isTenantPartition(config.prefix, partition, tenant),
+    // Every name of the tenant holds its slug: the broker filters the listings by it.
+    named: `^${escape(config.prefix)}\\..*${escape(tenant)}`,
   });
   const users: string[] = [];
   if (config.security.tenantUsers) {

@@ -87,9 +87,13 @@ export class ManagementApi {
   // arguments do not) and filtered by the caller; `disable_stats` spares the broker merging
   // statistics nobody reads (2.7 s -> 0.5 s for 8,000 queues on a loaded 2-core machine).
 
-  /** Every queue of the virtual host: name, durability, arguments, consumers. */
-  listQueues(vhost: string): Promise<BrokerQueue[]> {
-    return this.get(`queues/${encodeURIComponent(vhost)}?columns=name,durable,auto_delete,exclusive,arguments,type&disable_stats=true`);
+  /**
+   * Every queue of the virtual host: name, durability, arguments, consumers.
+   * @param named only those whose name matches this regular expression (filtered by the broker, read page by page).
+   */
+  listQueues(vhost: string, named?: string): Promise<BrokerQueue[]> {
+    const path = `queues/${encodeURIComponent(vhost)}?columns=name,durable,auto_delete,exclusive,arguments,type&disable_stats=true`;
+    return named === undefined ? this.get(path) : this.pages(path, named);
   }
 
   /**
@@ -135,8 +139,10 @@ export class ManagementApi {
     return this.get('nodes?columns=name,mem_alarm,disk_free_alarm');
   }
 
-  listExchanges(vhost: string): Promise<BrokerExchange[]> {
-    return this.get(`exchanges/${encodeURIComponent(vhost)}?columns=name,type,durable,auto_delete,internal,arguments&disable_stats=true`);
+  /** @param named only those whose name matches this regular expression (filtered by the broker, read page by page). */
+  listExchanges(vhost: string, named?: string): Promise<BrokerExchange[]> {
+    const path = `exchanges/${encodeURIComponent(vhost)}?columns=name,type,durable,auto_delete,internal,arguments&disable_stats=true`;
+    return named === undefined ? this.get(path) : this.pages(path, named);
   }
 
   /**
@@ -170,6 +176,21 @@ export class ManagementApi {
     await this.call(
       'GET',
       `exchanges/${encodeURIComponent(vhost)}/${encodeURIComponent(exchange)}/bindings/source`,
+      undefined,
+      [404],
+      async (response) => {
+        rows = (await response.json()) as BrokerBinding[];
+      },
+    );
+    return rows;
+  }
+
+  /** The bindings whose destination is the queue `queue`, its default-exchange binding included (none when it does not exist). */
+  async bindingsTo(vhost: string, queue: string): Promise<BrokerBinding[]> {
+    let rows: BrokerBinding[] = [];
+    await this.call(
+      'GET',
+      `queues/${encodeURIComponent(vhost)}/${encodeURIComponent(queue)}/bindings`,
       undefined,
       [404],
       async (response) => {
