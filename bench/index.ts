@@ -76,8 +76,8 @@ async function main(): Promise<number> {
       await withTimeout(cleanupTenants(ctx), 120_000, 'tenants teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
       );
-      await withTimeout(cleanupSubConfigs(ctx), Math.max(300_000, opts.tenants * 100), 'tenants/pooled/fairness teardown').catch((err: Error) =>
-        progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
+      await withTimeout(cleanupSubConfigs(ctx), Math.max(300_000, opts.tenants * 100), 'tenants/pooled/fairness teardown').catch(
+        (err: Error) => progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}-" by hand`),
       );
       await withTimeout(cleanupPayloadStore(ctx), 60_000, 'payload store teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete the payload store ${JSON.stringify(config.payloads.store)} by hand`),
@@ -226,7 +226,16 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     lines.push('');
     lines.push(...grid(rows, [false, true, true, true, true, true, true, true]));
     const pooledRows = [
-      ['converter process', 'tenants', 'serving all after s', 'RSS MiB', 'peak RSS MiB', 'heap MiB', 'idle CPU % of a core', 'latency p50 / p95 ms'],
+      [
+        'converter process',
+        'tenants',
+        'serving all after s',
+        'RSS MiB',
+        'peak RSS MiB',
+        'heap MiB',
+        'idle CPU % of a core',
+        'latency p50 / p95 ms',
+      ],
       ...[t.one, t.pooled].map((s, i) => [
         i === 0 ? '--tenants t00000' : '--all-tenants',
         fmt(s.tenants),

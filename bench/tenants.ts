@@ -292,7 +292,11 @@ export function tenantsTargets(result: TenantsResult): Array<[string, boolean, s
       result.pooled.processSeconds <= TENANTS_TARGETS.servingSeconds,
       `${result.pooled.processSeconds.toFixed(1)} s`,
     ],
-    [`--all-tenants RSS / 1 tenant <= ${TENANTS_TARGETS.rssRatio}x`, result.rssRatio <= TENANTS_TARGETS.rssRatio, `${result.rssRatio.toFixed(2)}x`],
+    [
+      `--all-tenants RSS / 1 tenant <= ${TENANTS_TARGETS.rssRatio}x`,
+      result.rssRatio <= TENANTS_TARGETS.rssRatio,
+      `${result.rssRatio.toFixed(2)}x`,
+    ],
     [
       `--all-tenants idle CPU < ${TENANTS_TARGETS.idleCpuPercent}% of a core`,
       result.pooled.idleCpuPercent < TENANTS_TARGETS.idleCpuPercent,
