@@ -73,8 +73,6 @@ export interface BenchOptions {
   peerConcurrency: number;
   peerPrefetch: number;
   peerArgs: number;
-  /** jobstate: the tracker's `--nice`; undefined: its default. */
-  trackerNice: number | undefined;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -105,7 +103,6 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --peer-concurrency <n>  peers: handlers at once of stagecoach and BullMQ (default 16)
   --peer-prefetch <n>  peers: prefetch of the hand-written relay and the stagecoach stages (default 64)
   --peer-args <bytes>  peers: size of a job's one string argument (default 32)
-  --tracker-nice <n>   jobstate: the tracker's --nice (default: its own default, 10; 0 runs it at the bench's priority)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 
@@ -137,7 +134,6 @@ export function parseOptions(argv: string[]): BenchOptions {
       'peer-concurrency': { type: 'string' },
       'peer-prefetch': { type: 'string' },
       'peer-args': { type: 'string' },
-      'tracker-nice': { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -197,7 +193,6 @@ export function parseOptions(argv: string[]): BenchOptions {
     peerConcurrency: int('peer-concurrency', values['peer-concurrency'], 16),
     peerPrefetch: int('peer-prefetch', values['peer-prefetch'], 64),
     peerArgs: int('peer-args', values['peer-args'], 32, 0),
-    trackerNice: values['tracker-nice'] === undefined ? undefined : int('tracker-nice', values['tracker-nice'], 0, 0),
   };
 }
 

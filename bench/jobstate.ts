@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { PostgresJobStore } from '../src/job-state/postgres-job-store.js';
-import { TRACKER_NICE } from '../src/cli/tracker-priority.js';
 import {
   alternatingRounds,
   asSide,
@@ -38,7 +37,7 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
   const [a, b] = [physical(ctx, 'relay_a'), physical(ctx, 'relay_b')];
   const [ja, jb] = [physical(ctx, 'js_a'), physical(ctx, 'js_b')];
   progress(
-    `jobstate: ${fmt(n)} jobs per round, relay with job tracking on (PostgreSQL store, a tracker running at --nice ${ctx.opts.trackerNice ?? TRACKER_NICE}) vs off, prefetch ${ctx.opts.prefetch}`,
+    `jobstate: ${fmt(n)} jobs per round, relay with job tracking on (PostgreSQL store, a tracker running) vs off, prefetch ${ctx.opts.prefetch}`,
   );
   const off: Round[] = [];
   const on: Round[] = [];
@@ -49,15 +48,10 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
   const file = path.join(dir, 'stagecoach.json');
   // The tracker needs the prefix, the broker, the store and the queues' settings: no stages.
   await writeFile(file, JSON.stringify({ ...ctx.raw, stages: {} }));
-  const nice = ctx.opts.trackerNice === undefined ? [] : ['--nice', String(ctx.opts.trackerNice)];
-  const tracker: ChildProcess = spawn(
-    process.execPath,
-    [path.join(HERE, '../../bin/stagecoach.js'), 'tracker', '--config', file, ...nice],
-    {
-      env: { ...process.env, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    },
-  );
+  const tracker: ChildProcess = spawn(process.execPath, [path.join(HERE, '../../bin/stagecoach.js'), 'tracker', '--config', file], {
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   const db = new pg.Pool({ connectionString: store.url, max: 1 });
   const completed = async (queue: string): Promise<number> => {
     const result = await db
@@ -114,7 +108,7 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
   return [
     summarise(
       'jobstate',
-      `relay, job tracking on with the PostgreSQL store, tracker at --nice ${ctx.opts.trackerNice ?? TRACKER_NICE} (stagecoach column) vs off (baseline column); ratio on / off; store current ${Math.round(median)} ms after the last settlement (worst ${Math.round(worst)} ms)`,
+      `relay, job tracking on with the PostgreSQL store (stagecoach column) vs off (baseline column); ratio on / off; store current ${Math.round(median)} ms after the last settlement (worst ${Math.round(worst)} ms)`,
       [...asSide(off, 'baseline'), ...asSide(on, 'stagecoach')],
     ),
   ];

@@ -322,9 +322,8 @@ export function buildProgram(): Command {
   program
     .command('tracker')
     .description('fold settlement reports into batch state; announce batch.completed (docs/batches.md)')
-    .option('--nice <n>', 'lower its CPU priority by n, 0..19, so that stages on the same host come first (default 10; 0 keeps it)')
     .addOption(configOption())
-    .action(async (opts: { config?: string; nice?: string }) => {
+    .action(async (opts: { config?: string }) => {
       process.exitCode = await tracker(opts);
     });
   const batch = program.command('batch').description('batches of jobs: their state, read from the tracking stream');

@@ -130,9 +130,7 @@ export function foldJob(existing: JobRow | undefined, record: JobRecord, retenti
     addError(row, { attempt: record.attempt, type: record.error.type, message: record.error.message, at: record.at });
   }
   if (record.emitted !== undefined && record.emitted.length > 0) row.children = union(row.children, record.emitted);
-  // A start held back is carried by its settlement, or flushed with its own time (held-starts.ts).
-  const startedAt = record.started_at ?? (record.outcome === 'started' ? record.at : undefined);
-  if (startedAt !== undefined) row.started_at = maxTime(row.started_at, startedAt);
+  if (record.outcome === 'started') row.started_at = maxTime(row.started_at, record.at);
   if (compareKeys(key, row.key) > 0) {
     setState(row, key, state, record.outcome);
     row.attempt = attempt;

@@ -17,7 +17,6 @@ import type { ChannelSupervisor } from './channel-supervisor.js';
 import type { Publish } from './confirm-loop.js';
 import type { Delivery, Outcome } from './delivery.js';
 import type { RouteEvent } from './settlement-route.js';
-import { HeldStarts } from './held-starts.js';
 
 export interface BatchReportsOptions {
   publishers: ChannelSupervisor<ConfirmPublisher>;
@@ -43,14 +42,8 @@ export interface BatchReportsOptions {
 export class BatchReports {
   /** The completed reports of this turn, waiting to go out together (see completed()). */
   private pending: { group: ReportGroup; sent: Promise<void> } | undefined;
-  private readonly starts: HeldStarts;
 
-  constructor(private readonly options: BatchReportsOptions) {
-    this.starts = new HeldStarts((held) => {
-      const { group } = this.group();
-      for (const start of held) group.add(start.job, batchOf(start.job), options.place, 'started', { started_at: start.at });
-    });
-  }
+  constructor(private readonly options: BatchReportsOptions) {}
 
   /**
    * Adds a `completed` report to the group of this turn and returns the group's confirm. The
@@ -76,26 +69,18 @@ export class BatchReports {
       };
     }
     const pending = this.group();
-    return { report: pending.group.add(job, batch, this.options.place, 'completed', this.withStart(job, details)), sent: pending.sent };
+    return { report: pending.group.add(job, batch, this.options.place, 'completed', details), sent: pending.sent };
   }
 
   /**
-   * A tracked job's handler is about to run (OJS `active`): held back briefly, then carried by
-   * its settlement's report or reported on its own (HeldStarts); never waited for (a `started`
-   * lost with a crash only hides the `active` phase; the settlement that follows is reported
-   * before its ack as always). Not held (`hold` false): in this turn's group.
+   * A tracked job's handler is about to run (OJS `active`): reported in this turn's group, not
+   * waited for (a `started` lost with a crash only hides the `active` phase; the settlement that
+   * follows is reported before its ack as always).
    */
-  started(job: Job, hold = true): void {
+  started(job: Job): void {
     const batch = batchOf(job);
     if (batch === undefined && !this.options.tracked) return;
-    if (hold) this.starts.hold(job);
-    else this.group().group.add(job, batch, this.options.place, 'started');
-  }
-
-  /** The details of a settlement's report, with the job's start when it is still held back. */
-  private withStart(job: Job, details: ReportDetails | undefined): ReportDetails | undefined {
-    const at = this.starts.take(job);
-    return at === undefined ? details : { ...details, started_at: at };
+    this.group().group.add(job, batch, this.options.place, 'started');
   }
 
   /** The group of this turn's reports, published on the next turn (see completed()). */
@@ -121,9 +106,7 @@ export class BatchReports {
   of(job: Job | undefined, outcome: SettlementOutcome, details?: ReportDetails): SettledReport | undefined {
     if (job === undefined) return undefined;
     const batch = batchOf(job);
-    return batch === undefined && !this.options.tracked
-      ? undefined
-      : settledReport(job, batch, this.options.place, outcome, this.withStart(job, details));
+    return batch === undefined && !this.options.tracked ? undefined : settledReport(job, batch, this.options.place, outcome, details);
   }
 
   /**
@@ -217,15 +200,9 @@ export class BatchReports {
     // A job refused for its publisher is not trusted: only this queue's tenant is reported.
     const reported = outcome.job === undefined ? { ...job, tenant: place.tenant } : job;
     const error = toJobError(err);
-    const report = settledReport(
-      reported,
-      batch,
-      place,
-      'dead',
-      this.withStart(job, {
-        error: { type: 'SETTLEMENT_FAILED', message: `settlement failed (${error.message}); rejected to the dead-letter route` },
-      }),
-    );
+    const report = settledReport(reported, batch, place, 'dead', {
+      error: { type: 'SETTLEMENT_FAILED', message: `settlement failed (${error.message}); rejected to the dead-letter route` },
+    });
     await publishRecord(publisher, this.options.tracking, report).catch((failed: unknown) =>
       log.warn('batched job rejected without its dead report: the report failed', {
         job_id: job.id,

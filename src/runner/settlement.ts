@@ -240,9 +240,9 @@ export class Settlement {
     return this.route(delivery, discardRoute(job, error, false), { error });
   }
 
-  /** A tracked job's handler is about to run: reported `started` (OJS `active`), not waited for; held back unless `hold` is false (BatchReports.started). */
-  started(job: Job, hold = true): void {
-    this.reports.started(job, hold);
+  /** A tracked job's handler is about to run: reported `started` (OJS `active`), not waited for. */
+  started(job: Job): void {
+    this.reports.started(job);
   }
 
   /**

@@ -171,13 +171,9 @@ export class StageRunner extends EventEmitter implements Isolatable {
     return this.decision.healthy(() => this.intake.channels);
   }
 
-  /**
-   * A job of a remote stage was claimed by its worker (StageMetadata.remote): its `started`
-   * report, at once rather than held back as a handler's start is: the worker that fetched it
-   * may look it up next (OJS HTTP binding INFO answers `active`).
-   */
+  /** A job of a remote stage was claimed by its worker (StageMetadata.remote): its `started` report, as a handler's start makes it. */
   started(job: Job): void {
-    this.settlement.started(job, false);
+    this.settlement.started(job);
   }
 
   /** Whether a control message addresses this instance. */

@@ -52,11 +52,6 @@ export interface SettledReport {
    */
   retracts?: string;
   unsent?: string[];
-  /**
-   * ISO 8601: when its handler began, carried by the settlement of a job that settled while its
-   * `started` was held back (runner/held-starts.ts), and by a held `started` itself.
-   */
-  started_at?: string;
   /** ISO 8601. */
   at: string;
 }

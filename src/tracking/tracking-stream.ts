@@ -106,10 +106,7 @@ export interface SettlementPlace {
 }
 
 /** What a settlement adds to its report besides the outcome. */
-export type ReportDetails = Pick<
-  SettledReport,
-  'next_attempt' | 'error' | 'emitted' | 'emitted_to' | 'result' | 'retracts' | 'unsent' | 'started_at'
->;
+export type ReportDetails = Pick<SettledReport, 'next_attempt' | 'error' | 'emitted' | 'emitted_to' | 'result' | 'retracts' | 'unsent'>;
 
 /** The job's batch, when it has one: the one test the hot path pays for unbatched jobs. */
 export function batchOf(job: Job | undefined): string | undefined {

@@ -49,16 +49,6 @@ describe('job lifecycle fold (docs/job-state.md)', () => {
     for (const order of orders) expect(fold(order as JobRecord[])).to.deep.equal(expected);
   });
 
-  it('a start carried by the settlement (held back in the stage) gives the same row as one reported on its own', () => {
-    const carried: JobRecord[] = [
-      HISTORY[0] as JobRecord,
-      { ...(HISTORY[2] as JobRecord & { kind: 'settled' }), started_at: at(1) },
-      { ...(HISTORY[4] as JobRecord & { kind: 'settled' }), started_at: at(3) },
-    ];
-    expect(fold(carried)).to.deep.equal(fold(HISTORY));
-    expect(fold([...carried].reverse())).to.deep.equal(fold(carried));
-  });
-
   it('a crash: active, then available again when the redelivery moves it to suspect', () => {
     const crashed: JobRecord[] = [HISTORY[0] as JobRecord, HISTORY[1] as JobRecord];
     expect(fold(crashed).state).to.equal('active');

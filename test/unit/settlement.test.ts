@@ -6,9 +6,7 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
 import { NonRetryableError, PublishError, StagecoachError, TenantMismatchError } from '../../src/errors/errors.js';
-import { parseRecords, type SettledReport } from '../../src/tracking/tracking-report.js';
-import { START_HOLD_MS } from '../../src/runner/held-starts.js';
-import { waitFor } from '../helpers/wait-for.js';
+import { parseRecords } from '../../src/tracking/tracking-report.js';
 import { OJS_HEADERS, toWire } from '../../src/job/amqp-mapping.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
@@ -921,46 +919,13 @@ describe('Settlement', () => {
       const failing = t.newJob();
       await t.settlement.settle(t.deliver(failing), { kind: 'failed', job: failing, error: new Error('no luck'), ctx: t.context(failing) });
       const records = reportsOf(t.publishers.current as FakePublisher).flatMap((p) => parseRecords(p.content));
-      // Settled within the start's hold: one report, carrying the start.
       expect(records.map((r) => (r.kind === 'settled' ? [r.job, r.outcome, r.batch] : r.kind))).to.deep.equal([
+        [done.id, 'started', undefined],
         [done.id, 'completed', undefined],
         [failing.id, 'retrying', undefined],
       ]);
-      expect(records[0]).to.deep.include({ result: { pages: 3 }, emitted: [] });
-      expect((records[0] as SettledReport).started_at).to.be.a('string');
-      expect(records[1]).to.deep.include({ next_attempt: 2, error: { type: 'Error', message: 'no luck' } });
-    });
-
-    it("a remote worker's claim is reported started at once, not held back (the worker may look the job up next)", async () => {
-      const t = setup('tracked');
-      const job = t.newJob();
-      t.settlement.started(job, false);
-      const publisher = (await t.publishers.ready()) as FakePublisher;
-      await nextTurn();
-      await nextTurn();
-      const records = reportsOf(publisher).flatMap((p) => parseRecords(p.content));
-      expect(records.map((r) => (r.kind === 'settled' ? [r.job, r.outcome] : r.kind))).to.deep.equal([[job.id, 'started']]);
-    });
-
-    it('a tracked job still running after its start is held back is reported started on its own, with the time it began', async () => {
-      const t = setup('tracked');
-      const job = t.newJob();
-      const began = new Date().toISOString();
-      t.settlement.started(job);
-      const publisher = (await t.publishers.ready()) as FakePublisher;
-      const records = () => reportsOf(publisher).flatMap((p) => parseRecords(p.content));
-      await waitFor('the held start reported', () => records().length > 0, 2 * START_HOLD_MS + 500, 10);
-      const [started] = records() as SettledReport[];
-      expect(started).to.deep.include({ job: job.id, outcome: 'started' });
-      expect(
-        started.started_at! >= began && started.started_at! <= started.at,
-        `${began} <= ${started.started_at} <= ${started.at}`,
-      ).to.equal(true);
-      const ctx = t.context(job);
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0 })).to.equal('acked');
-      const completed = records()[1] as SettledReport;
-      expect(completed.outcome).to.equal('completed');
-      expect(completed.started_at).to.equal(undefined);
+      expect(records[1]).to.deep.include({ result: { pages: 3 }, emitted: [] });
+      expect(records[2]).to.deep.include({ next_attempt: 2, error: { type: 'Error', message: 'no luck' } });
     });
 
     it('a result JSON cannot write is left out of its report, and the jobs reported in the same message still complete', async () => {

@@ -8,14 +8,11 @@ import { checkBatchId } from '../../util/batch-id.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 import { untilSignal } from '../signals.js';
-import { lowerPriority, parseNice } from '../tracker-priority.js';
 
 /** `stagecoach tracker`: replays the tracking stream, then follows it and announces completed batches until SIGTERM/SIGINT. */
-export async function tracker(opts: { config?: string; nice?: string }): Promise<number> {
-  const nice = parseNice(opts.nice);
+export async function tracker(opts: { config?: string }): Promise<number> {
   const config = await loadConfig(opts.config);
   const log = createLogger({ service: 'stagecoach', command: 'tracker' });
-  lowerPriority(nice, log);
   const signal = untilSignal();
   const running = await Tracker.start(config, { log });
   try {
