@@ -35,11 +35,16 @@ const CLOCK_TICKS = 100;
 let beamPids: string[] | undefined;
 
 function findBeams(): string[] {
+  return pidsNamed('beam.smp');
+}
+
+/** The processes whose command (`/proc/<pid>/comm`) is `command`: `postgres` for the server and its backends. */
+export function pidsNamed(command: string): string[] {
   try {
     return readdirSync('/proc').filter((entry) => {
       if (!/^\d+$/.test(entry)) return false;
       try {
-        return readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'beam.smp';
+        return readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === command;
       } catch {
         return false;
       }

@@ -21,6 +21,7 @@ import {
   type ThroughputResult,
 } from './common.js';
 import { physical, SETTLE_MS, stagecoachRound } from './throughput.js';
+import { pidsNamed, processCpuNow } from './broker-cpu.js';
 
 /**
  * Job tracking on against off (docs/job-state.md): the same relay handler, job size, prefetch and
@@ -60,6 +61,23 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
     return result.rows[0]?.n ?? 0;
   };
   const done = { js_a: 0, js_b: 0 };
+  // CPU (µs) of the tracker and of every PostgreSQL process (the server and its backends), by pid:
+  // what folding the "on" rounds into the store costs beside the relay, on the same cores.
+  const folding = (): Map<string, number> => {
+    const cpu = new Map<string, number>();
+    for (const pid of [...(tracker.pid === undefined ? [] : [String(tracker.pid)]), ...pidsNamed('postgres')]) {
+      const used = processCpuNow([pid]);
+      if (used !== undefined) cpu.set(pid, used);
+    }
+    return cpu;
+  };
+  const spent = (before: Map<string, number>, after: Map<string, number>): { tracker: number; postgres: number } => {
+    const used = { tracker: 0, postgres: 0 };
+    // A backend that started during the round counts whole; one that ended in it is missed.
+    for (const [pid, cpu] of after) used[pid === String(tracker.pid) ? 'tracker' : 'postgres'] += cpu - (before.get(pid) ?? 0);
+    return used;
+  };
+  const folded: Array<{ tracker: number; postgres: number }> = [];
   try {
     await fill(ctx, 'relay_b', n);
     await fill(ctx, 'js_a', n);
@@ -74,6 +92,7 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
       };
       const runOn = async (): Promise<void> => {
         const stage = forwards ? 'js_ab' : 'js_ba';
+        const before = folding();
         const round = await stagecoachRound(ctx, [stage], n, `jobstate round ${r} (on)`);
         const settled = performance.now();
         const input = forwards ? 'js_a' : 'js_b';
@@ -86,6 +105,8 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
           `jobstate round ${r}: the job store showing the round's ${fmt(n)} jobs completed`,
         );
         lags.push(performance.now() - settled);
+        // Until the store holds the round: the fold's work for it is done by then.
+        folded.push(spent(before, folding()));
         await expectCounts(ctx.opts.url, forwards ? { [ja]: 0, [jb]: n } : { [ja]: n, [jb]: 0 }, `jobstate round ${r} (on)`);
         on.push(round);
         await sleep(SETTLE_MS);
@@ -105,10 +126,15 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
   const median = sorted[Math.floor(sorted.length / 2)] ?? 0;
   const worst = sorted.at(-1) ?? 0;
   progress(`  job store current ${fmt(Math.round(median))} ms after the last settlement (median; worst ${fmt(Math.round(worst))} ms)`);
+  const jobsOn = n * folded.length;
+  const perJob = (side: 'tracker' | 'postgres'): number => Math.round(folded.reduce((sum, round) => sum + round[side], 0) / jobsOn);
+  const cost = folded.length === 0 ? '' : `; folding CPU per job: tracker ${perJob('tracker')} µs, PostgreSQL ${perJob('postgres')} µs`;
+  if (folded.length > 0)
+    progress(`  folding into the store, CPU per job: tracker ${perJob('tracker')} µs, PostgreSQL ${perJob('postgres')} µs`);
   return [
     summarise(
       'jobstate',
-      `relay, job tracking on with the PostgreSQL store (stagecoach column) vs off (baseline column); ratio on / off; store current ${Math.round(median)} ms after the last settlement (worst ${Math.round(worst)} ms)`,
+      `relay, job tracking on with the PostgreSQL store (stagecoach column) vs off (baseline column); ratio on / off; store current ${Math.round(median)} ms after the last settlement (worst ${Math.round(worst)} ms)${cost}`,
       [...asSide(off, 'baseline'), ...asSide(on, 'stagecoach')],
     ),
   ];
