@@ -41,8 +41,10 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
     checkVisible(request, id, known);
   }
   // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
+  const since = new Date().toISOString();
   const held = ctx.board.cancel(id);
-  if (held !== undefined) return { status: 200, body: { job: bindingJobView(await waitForSettlement(ctx, id, held.job.attempt), pushed) } };
+  if (held !== undefined)
+    return { status: 200, body: { job: bindingJobView(await waitForSettlement(ctx, id, held.job.attempt, since), pushed) } };
   const store = await ctx.admin.jobs();
   const row = await store.get(id);
   if (row === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);

@@ -10,14 +10,20 @@ const POLL_MS = 20;
  * attempt (a retry), or back to `available` (handed back). The runner settles a delivery after
  * the handler returns, and reports it before the broker ack, so the store has it soon after;
  * bounded, for a queue whose `tracking` is off (the row then never moves).
+ *
+ * Only a state set at `since` or later counts (the request's arrival: the settlement's report is
+ * made after it, on this process's clock). A store that has not yet folded this attempt's start
+ * still shows the previous settlement, `retryable` at this very attempt, which the tests below
+ * alone would take for this one: under load a second nack answered with the first's attempt.
  */
-export async function waitForSettlement(ctx: BindingContext, id: string, attempt: number): Promise<JobRow | undefined> {
+export async function waitForSettlement(ctx: BindingContext, id: string, attempt: number, since: string): Promise<JobRow | undefined> {
   const deadline = Date.now() + SETTLEMENT_WAIT_MS;
   let row: JobRow | undefined;
   for (;;) {
     row = await (await ctx.admin.jobs()).get(id);
     if (
       row !== undefined &&
+      row.key[1] >= since &&
       (ENDED_STATES.has(row.state) || row.attempt > attempt || (row.state !== 'active' && row.outcome !== 'created'))
     )
       return row;

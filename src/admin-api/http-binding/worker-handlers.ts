@@ -78,11 +78,12 @@ async function firstComing(ctx: BindingContext, served: readonly RemoteQueue[]):
 
 /** `POST /ojs/v1/workers/ack` `{ job_id, result?, emit? }`: the job completes, its emits confirmed first; 200 with its state. */
 export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const since = new Date().toISOString();
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const held = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.emit !== undefined && !Array.isArray(body.emit)) throw new ApiError(400, 'INVALID_REQUEST', '"emit" must be an array of jobs');
   await ctx.board.ack(held, body as AckBody);
-  return settled(ctx, held);
+  return settled(ctx, held, since);
 }
 
 /**
@@ -91,13 +92,14 @@ export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<
  * once, same attempt, whatever the error says. 200 with its state.
  */
 export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const since = new Date().toISOString();
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const held = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.requeue !== undefined && typeof body.requeue !== 'boolean')
     throw new ApiError(400, 'INVALID_REQUEST', '"requeue" must be a boolean');
   if (body.requeue === true) ctx.board.requeue(held);
   else ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
-  return settled(ctx, held);
+  return settled(ctx, held, since);
 }
 
 /**
@@ -137,8 +139,9 @@ async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): P
 }
 
 /** The answer to an ack or nack: the job once its settlement is in the store (or as far as it got within the wait). */
-async function settled(ctx: BindingContext, held: Held): Promise<ApiResponse> {
-  const row: JobRow | undefined = await waitForSettlement(ctx, held.job.id, held.job.attempt);
+/** The answer to an ack or nack that arrived at `since`: the job once its settlement is in the store. */
+async function settled(ctx: BindingContext, held: Held, since: string): Promise<ApiResponse> {
+  const row: JobRow | undefined = await waitForSettlement(ctx, held.job.id, held.job.attempt, since);
   const view = bindingJobView(row, ctx.envelopes.get(held.job.id) ?? { job: held.job, extensions: {} });
   // A retry: when it comes back. The runner tells of it right after its ack, which follows the
   // report the store reads: on a loaded machine the store may show it first, so wait (bounded).
