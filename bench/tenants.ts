@@ -18,6 +18,7 @@
  *   tenants, one at a time, timed from the publish to its output's delivery (p50, p95).
  */
 import { randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import amqplib from 'amqplib';
 import { compileConfig, createLogger, Publisher, type CompiledConfig, type RawConfig, type StageMetadata } from '../src/index.js';
@@ -69,17 +70,14 @@ export const TENANTS_TARGETS = { provisionSecondsPerTenant: 0.006, planSeconds: 
 /** Prefixes the baseline declared under and has not deleted yet (cleaned up on failure too). */
 const declared = new Set<string>();
 
-/** The example pipeline's queues (config/pipeline.json) and its converter, for `tenants`. */
+/** The example pipeline's queues, as config/pipeline.json declares them. */
+const PIPELINE_QUEUES = (JSON.parse(readFileSync(path.join(HERE, '../../config/pipeline.json'), 'utf8')) as RawConfig).queues ?? {};
+
+/** The example pipeline's queues and its converter, for `tenants`. */
 function pipelineShape(tenants: string[]): Pick<RawConfig, 'tenants' | 'queues' | 'stages'> {
   return {
     tenants,
-    queues: {
-      _default: { default_retry: { max_attempts: 3, initial_interval: 'PT1S', backoff_coefficient: 2, max_interval: 'PT30S' } },
-      scan_specs: { scope: 'shared' },
-      conversions: { scope: 'tenant', max_size: 100000, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
-      representations: { scope: 'tenant', max_size: 100000 },
-      matches: { scope: 'shared' },
-    },
+    queues: PIPELINE_QUEUES,
     stages: { [STAGE]: { module: path.join(HERE, '../stages/converter.stage.js'), concurrency: 4 } },
   };
 }

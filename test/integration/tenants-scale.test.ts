@@ -21,6 +21,7 @@ import { BrokerNames, parseBrokerName } from '../../src/topology/names.js';
 import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
 import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { pipelineQueues } from '../helpers/example-pipeline.js';
 
 const TENANTS = 2000;
 const SAMPLED = 50;
@@ -45,18 +46,13 @@ function draw(from: readonly string[], count: number): string[] {
  * the converter is the pooled stage. No tenant is configured: they are provisioned, as a SaaS
  * adds its customers (`provision --tenant T`), so that `tenant retire` may remove them.
  */
-function pipelineShape(prefix: string): RawConfig {
+function pipelineShape(prefix: string, queues: NonNullable<RawConfig['queues']>): RawConfig {
   return {
     prefix,
     broker: { url: AMQP_URL, management: MANAGEMENT },
     durable: false,
     tenants: [],
-    queues: {
-      scan_specs: { scope: 'shared' },
-      conversions: { scope: 'tenant', max_size: 100000, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
-      representations: { scope: 'tenant', max_size: 100000 },
-      matches: { scope: 'shared' },
-    },
+    queues,
     stages: { converter: { module: path.join(REPO_ROOT, 'dist/stages/converter.stage.js'), concurrency: 8 } },
   };
 }
@@ -80,6 +76,7 @@ describe(`${TENANTS} tenants of the example pipeline, one pooled --all-tenants p
   this.timeout(600_000);
   const tenants = Array.from({ length: TENANTS }, (_, i) => tenantName(i));
   let dir: string;
+  let pipeline: NonNullable<RawConfig['queues']>;
   let config: CompiledConfig;
   let names: BrokerNames;
   let api: ManagementApi;
@@ -90,7 +87,8 @@ describe(`${TENANTS} tenants of the example pipeline, one pooled --all-tenants p
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-tenants-scale-'));
     const file = path.join(dir, 'stagecoach.json');
-    await writeFile(file, JSON.stringify(pipelineShape(`test-${randomBytes(4).toString('hex')}`)));
+    pipeline = await pipelineQueues();
+    await writeFile(file, JSON.stringify(pipelineShape(`test-${randomBytes(4).toString('hex')}`, pipeline)));
     config = await loadConfig(file, { AMQP_URL });
     names = new BrokerNames(config.prefix);
     api = new ManagementApi(config.broker.management, 120_000);
@@ -125,7 +123,7 @@ describe(`${TENANTS} tenants of the example pipeline, one pooled --all-tenants p
   it('provisions them, serves them all, and keeps serving while 100 are retired', async () => {
     const stages = (await loadAllStages(config)).map((stage) => stage.metadata);
     // What `stagecoach provision` runs, under a configuration that lists every tenant.
-    const listing = compileConfig({ ...pipelineShape(config.prefix), tenants }, config.source);
+    const listing = compileConfig({ ...pipelineShape(config.prefix, pipeline), tenants }, config.source);
     let started = Date.now();
     await provisionBroker(listing, stages, log);
     const provisionSeconds = (Date.now() - started) / 1000;
