@@ -10,13 +10,13 @@
 export type RecordableResult = { result?: unknown; problem?: undefined } | { result?: undefined; problem: string };
 
 export function recordableResult(value: unknown): RecordableResult {
-  if (value === undefined) return {};
-  try {
-    return JSON.stringify(value) === undefined ? { problem: notJson(value) } : { result: value };
-  } catch (err) {
-    return { problem: (err as Error).message };
-  }
+  const { text, problem } = resultText(value);
+  if (problem !== undefined) return { problem };
+  return text === undefined ? {} : { result: value };
 }
+
+/** What a stage logs, with the job and the problem, when it leaves a result out. */
+export const UNRECORDABLE_RESULT = 'the handler returned a result the job store cannot record; the job completes without it';
 
 /**
  * The result of a handler run in a worker thread, as it crosses to the main thread: JSON text,
@@ -27,12 +27,8 @@ export function resultText(value: unknown): { text?: string; problem?: string } 
   if (value === undefined) return {};
   try {
     const text = JSON.stringify(value);
-    return text === undefined ? { problem: notJson(value) } : { text };
+    return text === undefined ? { problem: `a ${typeof value} is not a JSON value` } : { text };
   } catch (err) {
     return { problem: (err as Error).message };
   }
-}
-
-function notJson(value: unknown): string {
-  return `a ${typeof value} is not a JSON value`;
 }

@@ -9,7 +9,7 @@ import { fromWire } from '../job/amqp-mapping.js';
 import type { FlowControl } from '../flow/flow-control.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
-import { recordableResult } from '../job/job-result.js';
+import { recordableResult, UNRECORDABLE_RESULT } from '../job/job-result.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { BrokerNames } from '../topology/names.js';
@@ -262,7 +262,7 @@ export class Settlement {
     const emits = ctx.settle();
     const { result, problem } = recordableResult(ctx.result);
     if (problem !== undefined)
-      this.options.log.warn('the handler returned a result the job store cannot record; the job completes without it', {
+      this.options.log.warn(UNRECORDABLE_RESULT, {
         job_id: job.id,
         err: problem,
       });

@@ -17,6 +17,7 @@ import { canAbort } from '../never-aborted.js';
 import type { StageContext } from '../stage.types.js';
 import { fromTransferable, toTransferable } from './error-transfer.js';
 import type { FromWorker, StageWorkerData, ToWorker } from './protocol.js';
+import { UNRECORDABLE_RESULT } from '../../job/job-result.js';
 
 const WORKER_ENTRY = new URL('./stage-worker.js', import.meta.url);
 
@@ -184,7 +185,7 @@ export class StageThread {
       }
       case 'done':
         if (message.problem !== undefined) {
-          this.options.log.warn('the handler returned a result the job store cannot record; the job completes without it', {
+          this.options.log.warn(UNRECORDABLE_RESULT, {
             thread: this.index,
             err: message.problem,
           });
