@@ -103,6 +103,7 @@ export {
   NonRetryableError,
   PublishError,
   QueueFullError,
+  QueueUnavailableError,
   RateLimitedError,
   type RefusedJob,
   StageNotFoundError,

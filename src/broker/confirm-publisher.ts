@@ -1,4 +1,4 @@
-import type { ConfirmChannel, Options } from 'amqplib';
+import type { Channel, ConfirmChannel, Options } from 'amqplib';
 import { PublishError, QueueFullError } from '../errors/errors.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { publisherUserId, type AmqpConnection } from './amqp-connection.js';
@@ -21,7 +21,17 @@ export interface PublishChannel {
     lost?: AbortSignal,
     sent?: () => void,
   ): Promise<void>;
+  /**
+   * The ready messages of `queue`, read on a channel of its own (a passive declare); undefined
+   * when the broker does not answer within {@link READY_CHECK_MS} or refuses (a queue without a
+   * leader). Asked only after a refusal (broker/refusal-cause.ts); a channel without it keeps
+   * every refusal as QUEUE_FULL.
+   */
+  readyMessages?(queue: string): Promise<number | undefined>;
 }
+
+/** How long a refusal's check waits for the broker to read the queue: a leaderless quorum queue may not answer. */
+export const READY_CHECK_MS = 2_000;
 
 /**
  * One long-lived confirm channel with many confirms outstanding. Each `publish()` resolves
@@ -36,10 +46,11 @@ export interface PublishChannel {
  * may work (the channel was lost) or not (the broker or the encoder refused the message).
  *
  * A nack on a live channel is a {@link QueueFullError}: stagecoach's topology refuses a message
- * in one way only, a main queue at its `max_size` with `reject-publish` (dead-letter queues drop
- * their head instead, `due` and `suspect` are unbounded, unroutable messages go to the alternate
- * exchange). RabbitMQ also nacks when a queue has no leader (a quorum queue without quorum):
- * rare, and then too the job was not taken.
+ * for room in one way only, a main queue at its `max_size` with `reject-publish` (dead-letter
+ * queues drop their head instead, `due` and `suspect` are unbounded, unroutable messages go to
+ * the alternate exchange). RabbitMQ also nacks when a quorum queue has no leader, as during a
+ * failover; the confirm does not say which, so the JobRouter checks a refusal before believing
+ * it (broker/refusal-cause.ts, with {@link readyMessages}).
  */
 export class ConfirmPublisher implements PublishChannel {
   private drained: Promise<void> | undefined;
@@ -48,6 +59,8 @@ export class ConfirmPublisher implements PublishChannel {
 
   private constructor(
     private readonly channel: ConfirmChannel,
+    /** Where a refusal's check opens its channel (readyMessages). */
+    private readonly connection: AmqpConnection,
     onLost?: () => void,
     /** Stamped as `user_id` on every message when set (see `publisherUserId`). */
     private readonly userId?: string,
@@ -71,7 +84,7 @@ export class ConfirmPublisher implements PublishChannel {
    *   and metrics: see events/queue-full-reporter.ts); what it throws is ignored.
    */
   static async open(connection: AmqpConnection, onLost?: () => void, onQueueFull?: QueueFullObserver): Promise<ConfirmPublisher> {
-    return new ConfirmPublisher(await connection.createConfirmChannel(), onLost, publisherUserId(connection), onQueueFull);
+    return new ConfirmPublisher(await connection.createConfirmChannel(), connection, onLost, publisherUserId(connection), onQueueFull);
   }
 
   get isOpen(): boolean {
@@ -157,6 +170,27 @@ export class ConfirmPublisher implements PublishChannel {
       await this.channel.close();
     } catch {
       // Already closed with its connection: the pending publishes were rejected.
+    }
+  }
+
+  async readyMessages(queue: string): Promise<number | undefined> {
+    let channel: Channel | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      // A channel of its own: a passive declare of a missing queue closes its channel.
+      const opened = await this.connection.createChannel();
+      channel = opened;
+      opened.on('error', () => undefined);
+      const ready = opened.checkQueue(queue).then((ok) => ok.messageCount);
+      const late = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), READY_CHECK_MS);
+      });
+      return await Promise.race([ready, late]);
+    } catch {
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+      channel?.close().catch(() => undefined);
     }
   }
 

@@ -1,14 +1,15 @@
-import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
-import { queueFor } from '../config/queue-resolver.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import { queueFor, variantOf } from '../config/queue-resolver.js';
 import { QueueFullError, StagecoachError, TenantMismatchError, TenantRequiredError } from '../errors/errors.js';
 import { toWire, type WireMessage, type WireOptions } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import { identitiesOf } from '../security/broker-users.js';
-import { DELAY_LEVELS, delayRoutingKey, MAX_DELAY_SECONDS } from '../topology/delay-topology.js';
-import { BrokerNames } from '../topology/names.js';
+import { delayRoutingKey, MAX_DELAY_SECONDS } from '../topology/delay-topology.js';
+import { brokerNamesOf, type BrokerNames } from '../topology/names.js';
 import { matchesAny } from '../util/patterns.js';
 import type { PublishChannel } from './confirm-publisher.js';
-import { blockTimeoutOf, waitForRoom, type BlockScope } from './overflow-block.js';
+import { blockTimeoutOf, waitForRoom, type BlockScope, type BlockTimeout } from './overflow-block.js';
+import { unavailableQueue } from './refusal-cause.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 
 export interface Route {
@@ -52,7 +53,7 @@ export interface ScheduleContext {
  * in `unroutable` (a publish to a missing exchange would close the channel instead).
  */
 export function routeFor(config: CompiledConfig, job: Job, schedule?: ScheduleContext, ownTenant?: string): Route {
-  const names = namesOf(config);
+  const names = brokerNamesOf(config);
   const queue = queueFor(config, job.queue);
   if (!typeAllowed(queue.allowed_job_types, job.type)) {
     throw new StagecoachError(
@@ -125,37 +126,6 @@ function delayed(names: BrokerNames, dueQueue: string, seconds: number): Route {
 }
 
 /**
- * The physical queue that refused a job (a {@link QueueFullError}), read back from where it was
- * published as {@link routeFor} and the settlement address it: the shared queue, the tenant's
- * variant or general queue (the broker picks it by the same headers), the queue a delay-ladder
- * key or a dead-letter key names. Undefined when the route names no queue of this prefix.
- */
-export function refusedQueue(config: CompiledConfig, refusal: QueueFullError): string | undefined {
-  const names = namesOf(config);
-  const { exchange, routingKey } = refusal;
-  if (exchange === names.dlx || exchange === '') return routingKey;
-  if (exchange === names.retry) return routingKey.split('.').slice(DELAY_LEVELS).join('.');
-  if (exchange === names.direct) return names.queue(routingKey);
-  const tenant = refusal.tenant;
-  if (tenant === undefined || (exchange !== names.root && exchange !== names.tenantExchange(tenant))) return undefined;
-  return names.queue(routingKey, tenant, variantOf(queueFor(config, routingKey), refusal.headers));
-}
-
-/**
- * The variant whose values hold the job's variant header, as the variant exchange's bindings
- * match it (same name, same value and type), or undefined for the general queue. Variant value
- * lists do not overlap (compile-config.ts), so at most one matches.
- */
-function variantOf(queue: ResolvedQueueConfig, headers: Readonly<Record<string, unknown>>): string | undefined {
-  if (!queue.variants) return undefined;
-  const value = headers[queue.variants.by];
-  for (const [variant, values] of Object.entries(queue.variants.values)) {
-    if ((values as readonly unknown[]).includes(value)) return variant;
-  }
-  return undefined;
-}
-
-/**
  * A tenant user publishes for its own tenant only (a tenantless job included: its tenant would
  * be anyone's). @returns whether the publishing user is trusted (operator or internal).
  */
@@ -170,14 +140,6 @@ function checkOwnTenant(config: CompiledConfig, tenant: string | undefined): boo
     );
   }
   return false;
-}
-
-/** Broker names per configuration, made once: routing runs for every emitted job. */
-const brokerNames = new WeakMap<CompiledConfig, BrokerNames>();
-function namesOf(config: CompiledConfig): BrokerNames {
-  let names = brokerNames.get(config);
-  if (names === undefined) brokerNames.set(config, (names = new BrokerNames(config.prefix)));
-  return names;
 }
 
 /** OJS `allowed_job_types`: exact types, `*`, and `prefix.*` wildcards. */
@@ -253,10 +215,24 @@ export class JobRouter implements JobSink {
     const timeout = route.delaySeconds === undefined ? blockTimeoutOf(this.config, job.queue, job.tenant) : undefined;
     const publish = (): Promise<void> =>
       this.publisher.publish(route.exchange, route.routingKey, message.content, message.options, lost, sent);
-    if (timeout === undefined) return publish();
-    return publish().catch((err: unknown) => {
-      if (!(err instanceof QueueFullError) || lost?.aborted === true) throw err;
-      return waitForRoom(err, publish, timeout, scope);
-    });
+    return publish().catch((err: unknown) => this.refused(err, publish, timeout, scope, lost));
+  }
+
+  /**
+   * A publish that failed: a refusal is checked before it is believed (a queue without a leader
+   * refuses too: broker/refusal-cause.ts), then a full `block` queue is waited for.
+   */
+  private async refused(
+    err: unknown,
+    publish: () => Promise<void>,
+    timeout: BlockTimeout | undefined,
+    scope: BlockScope | undefined,
+    lost: AbortSignal | undefined,
+  ): Promise<void> {
+    if (!(err instanceof QueueFullError) || lost?.aborted === true) throw err;
+    const unavailable = await unavailableQueue(this.config, err, this.publisher.readyMessages?.bind(this.publisher));
+    if (unavailable !== undefined) throw unavailable;
+    if (timeout === undefined) throw err;
+    return waitForRoom(err, publish, timeout, scope);
   }
 }

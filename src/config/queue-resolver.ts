@@ -125,3 +125,17 @@ export function queueFor(config: CompiledConfig, name: string, usedBy = 'a stage
 
 /** Implicit queues resolved once per configuration: routing asks for them on every emit. */
 const implicitQueues = new WeakMap<CompiledConfig, Map<string, ResolvedQueueConfig>>();
+
+/**
+ * The variant whose values hold the job's variant header, as the variant exchange's bindings
+ * match it (same name, same value and type), or undefined for the general queue. Variant value
+ * lists do not overlap (compile-config.ts), so at most one matches.
+ */
+export function variantOf(queue: ResolvedQueueConfig, headers: Readonly<Record<string, unknown>>): string | undefined {
+  if (!queue.variants) return undefined;
+  const value = headers[queue.variants.by];
+  for (const [variant, values] of Object.entries(queue.variants.values)) {
+    if ((values as readonly unknown[]).includes(value)) return variant;
+  }
+  return undefined;
+}

@@ -233,6 +233,32 @@ export class QueueFullError extends PublishError {
   }
 }
 
+/**
+ * The broker refused a publish (nacked it) into a queue that was not full: a quorum queue
+ * without a leader while its cluster fails over, the one other refusal RabbitMQ makes. Transient:
+ * nothing was enqueued, and the same message is taken once the queue has a leader again, so the
+ * emitting job is handed back without spending an attempt (see broker/refusal-cause.ts).
+ */
+export class QueueUnavailableError extends PublishError {
+  constructor(
+    exchange: string,
+    routingKey: string,
+    /** The physical queue that refused the message. */
+    readonly queue: string,
+    /** Why it was not full: "it has no max_size", "it holds 12 of its max_size 100000 ready messages"... */
+    readonly notFull: string,
+    readonly tenant?: string,
+  ) {
+    const whose = tenant === undefined ? '' : ` of tenant "${tenant}"`;
+    super(
+      `queue "${queue}"${whose} refused the job without being full (${notFull}): a quorum queue without a leader, as during a failover; nothing was enqueued, try again`,
+      exchange,
+      routingKey,
+      true,
+    );
+  }
+}
+
 function blockedReason(blocked: BlockedWait): string {
   const waited = `waited ${(blocked.waitedMs / 1000).toFixed(1)} s, ${blocked.tries} ${blocked.tries === 1 ? 'try' : 'tries'}`;
   if (blocked.abandoned === true) return `its sender stopped waiting for room (${waited}; its job's handler had ended)`;

@@ -1,4 +1,4 @@
-import { refusedQueue } from '../broker/job-router.js';
+import { refusedQueue } from '../broker/refusal-cause.js';
 import { blockTimeoutOf } from '../broker/overflow-block.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { QueueFullError } from '../errors/errors.js';

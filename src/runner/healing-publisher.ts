@@ -28,5 +28,6 @@ export function healingPublisher(publishers: ChannelSupervisor<ConfirmPublisher>
         (err: Error) => Promise.reject(new PublishError(`cannot publish to "${exchange}": ${err.message}`, exchange, routingKey, true)),
       );
     },
+    readyMessages: (queue: string): Promise<number | undefined> => publishers.current?.readyMessages(queue) ?? Promise.resolve(undefined),
   };
 }

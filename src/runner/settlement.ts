@@ -3,7 +3,7 @@ import type { SettledReport } from '../tracking/tracking-report.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';
-import { PublishError, StagecoachError } from '../errors/errors.js';
+import { PublishError, QueueUnavailableError, StagecoachError } from '../errors/errors.js';
 import { toJobError } from '../job/job-error.js';
 import { fromWire } from '../job/amqp-mapping.js';
 import type { FlowControl } from '../flow/flow-control.js';
@@ -143,9 +143,9 @@ export class Settlement {
         try {
           emitted = await outcome.ctx.settle();
         } catch (err) {
-          // The publisher channel was lost under an emit: not the job's fault, so no attempt is
-          // counted; it runs again from `due` (its confirmed emits are repeated: at-least-once).
-          if (err instanceof PublishError && err.transient) return await this.giveBack(delivery);
+          // A lost channel or a queue without a leader: not the job's fault (handBackWait).
+          const wait = handBackWait(err);
+          if (wait !== undefined) return await this.giveBack(delivery, undefined, wait);
           // The broker refused an emit (a full output queue): the job failed like a throw.
           return await this.fail(delivery, outcome.job, err, outcome.seconds);
         }
@@ -213,9 +213,10 @@ export class Settlement {
   /**
    * Hands a delivery that was prefetched but never started back to the broker, unflagged (see
    * handBackRoute). `report`: the `retrying` report of a batched completion it undoes.
+   * `waitMs`: how long it stays on the delay ladder first.
    */
-  async giveBack(delivery: Delivery, report?: SettledReport): Promise<Settled> {
-    return this.take(delivery, handBackRoute(this.routes, delivery), report);
+  async giveBack(delivery: Delivery, report?: SettledReport, waitMs = 0): Promise<Settled> {
+    return this.take(delivery, handBackRoute(this.routes, delivery, waitMs), report);
   }
 
   /**
@@ -292,9 +293,10 @@ export class Settlement {
       ...(reported ? { retracts: (report as SettledReport).id } : {}),
       ...(ctx.unsent !== undefined && ctx.unsent.length > 0 ? { unsent: [...ctx.unsent] } : {}),
     };
-    // As on the hot path: a lost channel is not the job's fault; a refused emit is a failure.
-    if (err instanceof PublishError && err.transient) {
-      return await this.giveBack(delivery, this.reports.of(job, 'retrying', { ...details, next_attempt: job.attempt }));
+    // As on the hot path: a lost channel or a leaderless queue is not the job's fault; a refused emit is a failure.
+    const wait = handBackWait(err);
+    if (wait !== undefined) {
+      return await this.giveBack(delivery, this.reports.of(job, 'retrying', { ...details, next_attempt: job.attempt }), wait);
     }
     if (failure.emitted) throw err;
     return await this.fail(delivery, job, err, outcome.seconds, details);
@@ -329,4 +331,19 @@ export class Settlement {
     }
     return this.after.settled(delivery, route, await this.loop.run(delivery, route, report), failed);
   }
+}
+
+/** How long a job whose emit met a queue without a leader waits before it runs again: elections take seconds. */
+export const UNAVAILABLE_QUEUE_WAIT_MS = 1_000;
+
+/**
+ * An emit that failed through no fault of its job (a lost channel, a queue without a leader:
+ * PublishError.transient) hands the job back unflagged, no attempt spent, its confirmed emits
+ * repeated when it runs again (at-least-once). @returns how long it waits first, or undefined
+ * when the failure is the job's (a full queue refused an emit: it fails like a throw).
+ */
+function handBackWait(err: unknown): number | undefined {
+  if (!(err instanceof PublishError) || !err.transient) return undefined;
+  // A lost channel is healed by the time the job is back; a leader is elected in seconds.
+  return err instanceof QueueUnavailableError ? UNAVAILABLE_QUEUE_WAIT_MS : 0;
 }

@@ -135,6 +135,15 @@ export class BrokerNames {
 }
 
 /** The park exchange's routing key for a job's tenant: tenants are slugs, so `_` names none. */
+/** The names of a configuration's prefix, made once per configuration: routing asks for every job. */
+export function brokerNamesOf(config: { readonly prefix: string }): BrokerNames {
+  let names = namesByConfig.get(config);
+  if (names === undefined) namesByConfig.set(config, (names = new BrokerNames(config.prefix)));
+  return names;
+}
+
+const namesByConfig = new WeakMap<object, BrokerNames>();
+
 export function parkKey(tenant: string | undefined): string {
   return tenant ?? '_';
 }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { refusedQueue } from '../../src/broker/job-router.js';
+import { refusedQueue } from '../../src/broker/refusal-cause.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { QueueFullError } from '../../src/errors/errors.js';
 import type { EventPublisher } from '../../src/events/event-publisher.js';
