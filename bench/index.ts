@@ -64,11 +64,19 @@ async function main(): Promise<number> {
     log,
   };
   let cleaning: Promise<void> | undefined;
+  /**
+   * The policy puts, which go on after their wait timed out on a busy broker: the teardown waits
+   * for them, or it would delete the policies before the last were put and leave those behind.
+   */
+  let policiesPut: Promise<unknown> | undefined;
   // One teardown, awaited by whoever asks (the normal end, a failure, a signal).
   cleanup = () =>
     (cleaning ??= (async () => {
       for (const child of children) child.kill('SIGKILL');
       await cleanupPeers().catch((err: Error) => progress(`bench: stopping the peers' redis-server failed (${err.message})`));
+      await withTimeout(policiesPut?.catch(() => undefined) ?? Promise.resolve(), 120_000, 'the policy puts').catch((err: Error) =>
+        progress(`bench: ${err.message}; its policies may be left behind`),
+      );
       progress(`cleaning up: deleting every queue and exchange under prefix ${config.prefix}`);
       await withTimeout(teardown(config, metas), 60_000, 'teardown').catch((err: Error) =>
         progress(`bench: cleanup failed (${err.message}); delete what starts with "${config.prefix}." by hand`),
@@ -96,11 +104,10 @@ async function main(): Promise<number> {
   try {
     await withTimeout(declareTopologyOnce(config, provisionTopology(config, metas), log), 60_000, 'declaring the topology');
     // The policies too, as `provision` puts them: queue settings and the classic queue version.
-    await withTimeout(
-      syncQueueSettings(config, metas, managementApiOf(config), { removeStale: false }),
-      60_000,
-      'putting the policies',
-    ).catch((err: Error) => progress(`bench: queue policies not put (${err.message}): classic queues run on the broker's default version`));
+    policiesPut = syncQueueSettings(config, metas, managementApiOf(config), { removeStale: false });
+    await withTimeout(policiesPut, 60_000, 'putting the policies').catch((err: Error) =>
+      progress(`bench: queue policies not put (${err.message}): classic queues run on the broker's default version`),
+    );
     if (opts.only.has('publish')) results.throughput.push(await benchPublish(ctx));
     if (opts.only.has('relay')) results.throughput.push(await benchRelay(ctx));
     if (opts.only.has('pipeline')) results.throughput.push(await benchPipeline(ctx));
