@@ -34,39 +34,54 @@ export async function unavailableQueue(
   refusal: QueueFullError,
   readyMessages: ReadyMessages | undefined,
 ): Promise<QueueUnavailableError | undefined> {
-  const names = brokerNamesOf(config);
-  let queue: string | undefined;
-  try {
-    queue = refusedQueue(config, refusal);
-  } catch {
-    // A queue the configuration refuses to name (strict_queues): nothing to read.
-    return undefined;
-  }
-  if (queue === undefined) return undefined;
+  const judged = judgeByConfig(config, refusal);
+  if (judged === undefined) return undefined;
+  const { queue, maxSize } = judged;
   const unavailable = (notFull: string): QueueUnavailableError =>
     new QueueUnavailableError(refusal.exchange, refusal.routingKey, queue, notFull, refusal.tenant);
+  if (judged.notFull !== undefined) return unavailable(judged.notFull);
+  if (maxSize === undefined || readyMessages === undefined) return undefined;
+  const ready = await readyMessages(queue);
+  if (ready === undefined) return unavailable('its depth could not be read');
+  return ready < maxSize ? unavailable(`it holds ${ready} of its max_size ${maxSize} ready messages`) : undefined;
+}
+
+/**
+ * Whether a refusal is known, by the configuration alone, not to be for room: a quorum queue (or
+ * its `due` or dead-letter queue) that never refuses for room. What QueueFullReporter leaves out
+ * of `queue.full` and the capacity metrics, with no broker call.
+ */
+export function refusedWithoutBound(config: CompiledConfig, refusal: QueueFullError): boolean {
+  return judgeByConfig(config, refusal)?.notFull !== undefined;
+}
+
+/**
+ * The refused physical queue of a quorum queue and what its configuration says: `notFull` when it
+ * never refuses for room, else its `max_size` to read it against (none: bounded in bytes, not
+ * readable). Undefined when the refusal stands unread: a classic queue, a route naming no queue.
+ */
+function judgeByConfig(config: CompiledConfig, refusal: QueueFullError): { queue: string; notFull?: string; maxSize?: number } | undefined {
+  const names = brokerNamesOf(config);
   if (refusal.queue === undefined) return undefined;
-  let settings;
   try {
+    const queue = refusedQueue(config, refusal);
+    if (queue === undefined) return undefined;
     const logical = queueFor(config, refusal.queue);
     // Only a quorum queue has a leader to lose (its companions take its type): a classic
     // queue's refusal is for room, as it always was.
     if (logical.type !== 'quorum') return undefined;
     if (refusal.exchange === names.retry || refusal.exchange === names.dlx)
-      return unavailable('a due or dead-letter queue has no max_size');
+      return { queue, notFull: 'a due or dead-letter queue has no max_size' };
     // A shared queue's settings are the queue's: tenants may not change them (compile-config.ts).
-    settings = settingsFor(config, refusal.queue, logical.scope === 'shared' ? undefined : refusal.tenant);
+    const settings = settingsFor(config, refusal.queue, logical.scope === 'shared' ? undefined : refusal.tenant);
+    if (settings.overflow_policy === 'drop_oldest') return { queue, notFull: 'overflow_policy drop_oldest never refuses for room' };
+    if (settings.max_size_bytes !== undefined) return { queue };
+    if (settings.max_size === undefined) return { queue, notFull: 'it has no max_size' };
+    return { queue, maxSize: settings.max_size };
   } catch {
     // A queue the configuration refuses to name (strict_queues): its refusal stands.
     return undefined;
   }
-  if (settings.overflow_policy === 'drop_oldest') return unavailable('overflow_policy drop_oldest never refuses for room');
-  if (settings.max_size_bytes !== undefined) return undefined;
-  if (settings.max_size === undefined) return unavailable('it has no max_size');
-  if (readyMessages === undefined) return undefined;
-  const ready = await readyMessages(queue);
-  if (ready === undefined) return unavailable('its depth could not be read');
-  return ready < settings.max_size ? unavailable(`it holds ${ready} of its max_size ${settings.max_size} ready messages`) : undefined;
 }
 
 /**

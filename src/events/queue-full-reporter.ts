@@ -1,4 +1,4 @@
-import { refusedQueue } from '../broker/refusal-cause.js';
+import { refusedQueue, refusedWithoutBound } from '../broker/refusal-cause.js';
 import { blockTimeoutOf } from '../broker/overflow-block.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { QueueFullError } from '../errors/errors.js';
@@ -75,6 +75,8 @@ export class QueueFullReporter {
 
   /** Never throws: a refusal is reported by its publish already, this only informs. */
   readonly observe = (refusal: QueueFullError): void => {
+    // A quorum queue that cannot be full refused for want of a leader (broker/refusal-cause.ts).
+    if (refusedWithoutBound(this.config, refusal)) return;
     const physicalQueue = queueOf(this.config, refusal);
     const policy = policyOf(this.config, refusal);
     this.options.onRefused?.({ queue: refusal.queue, tenant: refusal.tenant, physicalQueue, policy });

@@ -7,6 +7,7 @@ import { QueueFullError, QueueUnavailableError } from '../../src/errors/errors.j
 import { createJob } from '../../src/job/envelope.js';
 import { JobContext } from '../../src/stage/job-context.js';
 import { createLogger } from '../../src/logging/logger.js';
+import { QueueFullReporter, type QueueFullSighting } from '../../src/events/queue-full-reporter.js';
 
 /**
  * A confirm channel whose broker nacks every publish, as RabbitMQ does for a full
@@ -123,5 +124,14 @@ describe("a quorum queue's refused publish is checked before it is believed (a q
     await ctx.emit('bounded', { type: 'doc', args: [] }).catch(() => undefined);
     const err = await ctx.settle().catch((e: unknown) => e);
     expect(err).to.be.instanceOf(QueueUnavailableError).and.to.have.property('transient', true);
+  });
+
+  it('queue.full and the capacity metrics leave out a refusal that cannot be for room, and keep the others', () => {
+    const sightings: QueueFullSighting[] = [];
+    const reporter = new QueueFullReporter(config, undefined, { onRefused: (sighting) => sightings.push(sighting) });
+    for (const queue of ['open', 'dropping', 'bounded', 'classic_open']) {
+      reporter.observe(new QueueFullError('p.root', queue, { queue, tenant: 'acme' }));
+    }
+    expect(sightings.map((sighting) => sighting.queue)).to.deep.equal(['bounded', 'classic_open']);
   });
 });
