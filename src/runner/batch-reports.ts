@@ -157,7 +157,7 @@ export class BatchReports {
    * When the replacement is refused after its report was confirmed and the route then rejects
    * the delivery (`deadOnRefusal`), a `dead` report retracts it: the broker dead-letters the job.
    */
-  withReport(publish: Publish, report: SettledReport, deadOnRefusal: boolean): Publish {
+  withReport(publish: Publish, report: SettledReport, deadOnRefusal: () => boolean): Publish {
     const { tracking } = this.options;
     let sent = false;
     let reported = false;
@@ -169,7 +169,7 @@ export class BatchReports {
       sent ||= main.status === 'fulfilled';
       reported ||= side.status === 'fulfilled';
       if (main.status === 'rejected') {
-        if (reported && deadOnRefusal && !(main.reason instanceof PublishError && main.reason.transient)) {
+        if (reported && !(main.reason instanceof PublishError && main.reason.transient) && deadOnRefusal()) {
           const dead = { ...report, outcome: 'dead' as const, retracts: report.id, id: `${report.id}.refused` };
           await publishRecord(publisher, tracking, dead).catch(() => undefined);
         }

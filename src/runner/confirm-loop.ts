@@ -12,16 +12,17 @@ export type Publish = (publisher: ConfirmPublisher) => Promise<void>;
 export interface ConfirmLoopOptions {
   publishers: ChannelSupervisor<ConfirmPublisher>;
   log: Logger;
-  /** The waits before a route whose refusal policy is `wait` publishes again (SettlementOptions.suspectRefusalWaitsMs). */
+  /** The waits before a route whose refusal policy is `wait` publishes again (SettlementOptions.refusalWaitsMs). */
   refusalWaitsMs: readonly number[];
   /** Acknowledges the delivery (and counts the ack). */
   ack(delivery: Delivery): void;
   /**
    * Wraps a route's publish with the batched job's report, in the same confirm wait.
-   * `deadOnRefusal`: the route rejects the delivery when refused, so a report already confirmed
-   * must be followed by a `dead` one.
+   * `deadOnRefusal`, asked at a refusal: whether the route now rejects the delivery (its refusal
+   * is `reject`, or its waits are spent), so a report already confirmed must be followed by a
+   * `dead` one.
    */
-  withReport(publish: Publish, report: SettledReport, deadOnRefusal: boolean): Publish;
+  withReport(publish: Publish, report: SettledReport, deadOnRefusal: () => boolean): Publish;
 }
 
 const NOTHING: Publish = () => Promise.resolve();
@@ -44,10 +45,13 @@ export class ConfirmLoop {
       return 'acked';
     }
     const send = route.message === undefined ? NOTHING : sender(route.message);
-    const publish = report === undefined ? send : this.options.withReport(send, report, route.refusal.kind === 'reject');
-    const { what } = route;
+    const { what, refusal } = route;
+    const waits = this.options.refusalWaitsMs;
     let stale: ConfirmPublisher | undefined;
     let refusals = 0;
+    // Asked while a publish is refused, before this loop counts it: final once no wait is left.
+    const final = (): boolean => refusal.kind === 'reject' || (refusal.kind === 'wait' && refusals >= waits.length);
+    const publish = report === undefined ? send : this.options.withReport(send, report, final);
     for (;;) {
       if (delivery.source.closed) return this.abandoned(delivery, what);
       let publisher: ConfirmPublisher;
@@ -74,8 +78,6 @@ export class ConfirmLoop {
           stale = publisher;
           continue;
         }
-        const { refusal } = route;
-        const waits = this.options.refusalWaitsMs;
         if (refusal.kind === 'wait' && refusals < waits.length) {
           this.options.log.warn(`${what} copy refused by the broker (its queue unavailable for now); trying again`, {
             queue: delivery.queue,

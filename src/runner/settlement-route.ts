@@ -22,8 +22,9 @@ export interface RouteMessage {
  *   reason from `x-death`); a batched job's report, if already confirmed, is followed by `dead`;
  * - `fallback`: the other route, built when needed, is taken instead (a full `dead_letter_queue`: the dead letters of
  *   the job's own queue);
- * - `wait`: published again after each of the settlement's waits (a suspect queue is unbounded,
- *   so a refusal means it is unavailable for a moment), then `reject`, with no `dead` report.
+ * - `wait`: published again after each of the settlement's waits (a queue that cannot be full,
+ *   such as `due` or `suspect`, refuses only while it has no leader), then `reject`, a confirmed
+ *   report followed by `dead` as for `reject`.
  */
 export type Refusal = { kind: 'reject' } | { kind: 'fallback'; route: () => Route } | { kind: 'wait' };
 

@@ -20,9 +20,17 @@ import type { Route, RouteContext } from './settlement-route.js';
  * Retries and hand-backs go to the instance's `due` queue (or back to `suspect`), never to the
  * main queue: a job admitted once is never refused for `max_size`, and the broker never
  * dead-letters into a full queue (where `reject-publish` drops it silently).
+ *
+ * So every queue a settlement publishes to cannot refuse for room (`due` and `suspect` are
+ * unbounded, dead letters drop their head, parked jobs are unbounded), but for a configured
+ * `dead_letter_queue`. A refusal there means the queue has no leader for a moment (a quorum queue
+ * electing one after its node went down): it is waited out (SettlementOptions.refusalWaitsMs),
+ * and only past every wait is the delivery rejected to its dead-letter route. Rejected at once, a
+ * failover turned retries into dead letters (cluster.test.ts).
  */
 
 const REJECT = { kind: 'reject' } as const;
+const WAIT = { kind: 'wait' } as const;
 
 /** Error types of jobs refused before their handler ran: their content is not to be trusted. */
 const REFUSED_AT_ADMISSION = new Set(['INVALID_PAYLOAD', 'TENANT_MISMATCH']);
@@ -39,7 +47,7 @@ export function retryRoute(ctx: RouteContext, delivery: Delivery, job: Job, next
   return {
     what: 'retry',
     message: { exchange: ctx.names.retry, routingKey, content: wire.content, options: wire.options },
-    refusal: REJECT,
+    refusal: WAIT,
     event: { kind: 'retried', job, nextAttempt, delayMs, error },
   };
 }
@@ -47,7 +55,7 @@ export function retryRoute(ctx: RouteContext, delivery: Delivery, job: Job, next
 /**
  * A job redelivered from `main` or `due`, moved to the suspect queue, its crashed attempt
  * counted, without judging it: the process that died may only have prefetched it. A refusal is
- * waited out (see SettlementOptions.suspectRefusalWaitsMs).
+ * waited out (see SettlementOptions.refusalWaitsMs).
  */
 export function suspectRoute(ctx: RouteContext, delivery: Delivery, job: Job): Route {
   const error = { type: 'REDELIVERED', message: `attempt ${job.attempt} came back after the process or channel handling it died` };
@@ -60,7 +68,7 @@ export function suspectRoute(ctx: RouteContext, delivery: Delivery, job: Job): R
       content: wire.content,
       options: wire.options,
     },
-    refusal: { kind: 'wait' },
+    refusal: WAIT,
     event: { kind: 'suspected', job, nextAttempt: job.attempt + 1, error },
   };
 }
@@ -81,7 +89,7 @@ export function handBackRoute(ctx: RouteContext, delivery: Delivery, delayMs = 0
       content: message.content,
       options: { ...message.properties, headers: withoutBrokerHeaders(message.properties.headers) },
     },
-    refusal: REJECT,
+    refusal: WAIT,
     event: { kind: 'given-back' },
   };
 }
@@ -104,7 +112,7 @@ export function parkRoute(ctx: RouteContext, delivery: Delivery, job: Job, by: '
       content: message.content,
       options: { ...message.properties, headers },
     },
-    refusal: REJECT,
+    refusal: WAIT,
     event: { kind: 'parked', job, by, returnQueue: back },
   };
 }
@@ -122,7 +130,7 @@ export function cancelRoute(job: Job, by: 'batch' | 'job'): Route {
 /**
  * A dead letter to the queue's own dead letters, through the dead-letter exchange: a job keeps
  * its envelope and gains the error; a body that is not a job goes byte for byte, the reason in
- * headers (see deadLetterMessage). A refusal here rejects the delivery to the broker's route.
+ * headers (see deadLetterMessage). A refusal is waited out, then rejects the delivery to the broker's route.
  */
 export function deadLetterHereRoute(
   ctx: RouteContext,
@@ -135,7 +143,7 @@ export function deadLetterHereRoute(
   return {
     what: 'dead letter',
     message: { exchange: ctx.names.dlx, routingKey: ctx.queues.dead, content: wire.content, options: wire.options },
-    refusal: REJECT,
+    refusal: WAIT,
     event: { kind: 'dead-lettered', job, error, exhausted },
   };
 }

@@ -51,13 +51,14 @@ export interface SettlementOptions {
   /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
   onSuspected(): void;
   /**
-   * Waits before trying again a suspect copy the broker refused. The suspect queue is unbounded,
-   * so a refusal there means the queue is unavailable for a moment (a quorum queue electing a new
-   * leader after its node went down), not full: the copy is published again after each wait, and
-   * only when every wait is spent is the delivery rejected to its dead-letter route.
-   * @defaultValue SUSPECT_REFUSAL_WAITS_MS (about 12 s in all)
+   * Waits before trying again a copy the broker refused into a queue that cannot be full (a
+   * retry or hand-back to `due`, a suspect copy, a dead letter, a parked job: settlement-routes.ts).
+   * A refusal there means the queue is unavailable for a moment (a quorum queue electing a new
+   * leader after its node went down): the copy is published again after each wait, and only when
+   * every wait is spent is the delivery rejected to its dead-letter route.
+   * @defaultValue REFUSAL_WAITS_MS (about 12 s in all)
    */
-  suspectRefusalWaitsMs?: readonly number[];
+  refusalWaitsMs?: readonly number[];
   /** Deletes the payload of a job sent by reference once it completed, was discarded or cancelled. */
   payloads?: PayloadOffloader;
   /** The input queue's `job.*` events, published by the after-settle hook; absent when its `events` is off. */
@@ -66,8 +67,8 @@ export interface SettlementOptions {
   onRetryScheduled?: RetryObserver | undefined;
 }
 
-/** See SettlementOptions.suspectRefusalWaitsMs: longer than a quorum queue's leader election. */
-export const SUSPECT_REFUSAL_WAITS_MS: readonly number[] = [250, 500, 1000, 2000, 2000, 2000, 2000, 2000];
+/** See SettlementOptions.refusalWaitsMs: longer than a quorum queue's leader election. */
+export const REFUSAL_WAITS_MS: readonly number[] = [250, 500, 1000, 2000, 2000, 2000, 2000, 2000];
 
 /**
  * The one place that acknowledges, refuses and republishes deliveries. Every outcome closes the
@@ -120,7 +121,7 @@ export class Settlement {
     this.loop = new ConfirmLoop({
       publishers,
       log,
-      refusalWaitsMs: options.suspectRefusalWaitsMs ?? SUSPECT_REFUSAL_WAITS_MS,
+      refusalWaitsMs: options.refusalWaitsMs ?? REFUSAL_WAITS_MS,
       ack: (delivery) => this.after.ack(delivery),
       withReport: (publish, report, deadOnRefusal) => this.reports.withReport(publish, report, deadOnRefusal),
     });

@@ -249,12 +249,13 @@ describe('ConfirmLoop', () => {
     });
 
     it('no "dead" report when the refusal is waited out or falls back: the job is not dead yet', async () => {
-      const waited = new StubPublisher('refuse');
-      const w = setup(waited, []);
+      const waited = new StubPublisher();
+      waited.plan = ['refuse', 'ok', 'ok'];
+      const w = setup(waited, [1]);
       const one = deliveryOn();
       const r = report();
-      expect(await w.loop.run(one.delivery, routeTo('retry', 'suspect', { kind: 'wait' }, 'suspect'), r)).to.equal('rejected');
-      expect(waited.published.map((x) => x.id)).to.not.include(`${r.id}.refused`);
+      expect(await w.loop.run(one.delivery, routeTo('retry', 'suspect', { kind: 'wait' }, 'suspect'), r)).to.equal('acked');
+      expect(waited.published.map((x) => x.id)).to.deep.equal(['retry/suspect', r.id, 'retry/suspect']);
 
       const falling = new StubPublisher();
       falling.plan = ['refuse', 'ok', 'ok', 'ok'];
@@ -264,6 +265,17 @@ describe('ConfirmLoop', () => {
       expect(await f.loop.run(two.delivery, route, r)).to.equal('acked');
       expect(falling.published.map((x) => x.id)).to.not.include(`${r.id}.refused`);
       expect(falling.to('dlx')).to.deep.equal(['own-dead']);
+    });
+
+    it('report confirmed, then a waited refusal past its last wait: a "dead" report retracts it before the reject', async () => {
+      const p = new StubPublisher();
+      p.plan = ['refuse', 'ok', 'refuse', 'ok'];
+      const { loop } = setup(p, [1]);
+      const { delivery, ops } = deliveryOn();
+      const r = report();
+      expect(await loop.run(delivery, routeTo('retry', 'k', { kind: 'wait' }), r)).to.equal('rejected');
+      expect(p.published.map((x) => x.id)).to.deep.equal(['retry/k', r.id, 'retry/k', `${r.id}.refused`]);
+      expect(ops).to.deep.equal(['reject']);
     });
   });
 });

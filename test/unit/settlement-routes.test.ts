@@ -75,7 +75,7 @@ const error = { type: 'HANDLER_ERROR', message: 'boom' };
 describe('settlement routes (pure builders)', () => {
   const ctx = contextOf('incoming');
 
-  it('retry: the job at the next attempt, its last error in meta, through the retry exchange delayed to due; a refusal rejects', () => {
+  it('retry: the job at the next attempt, its last error in meta, through the retry exchange delayed to due; a refusal is waited out', () => {
     const job = newJob('incoming', { attempt: 1 });
     const delivery = deliveryOf(job);
     const route = retryRoute(ctx, delivery, job, 2, 4000, error);
@@ -90,7 +90,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(headersOf(route)[OJS_HEADERS.traceparent]).to.equal(TRACEPARENT);
     expect(route.message?.options.expiration).to.equal(undefined);
-    expect(route.refusal).to.deep.equal({ kind: 'reject' });
+    expect(route.refusal).to.deep.equal({ kind: 'wait' });
     expect(route.event).to.deep.equal({ kind: 'retried', job, nextAttempt: 2, delayMs: 4000, error });
   });
 
@@ -112,7 +112,7 @@ describe('settlement routes (pure builders)', () => {
     expect(route.event).to.include({ kind: 'suspected', nextAttempt: 3 });
   });
 
-  it('hand-back: the message byte for byte, without broker headers, without delay to due; a refusal rejects', () => {
+  it('hand-back: the message byte for byte, without broker headers, without delay to due; a refusal is waited out', () => {
     const job = newJob('incoming');
     const delivery = deliveryOf(job);
     const route = handBackRoute(ctx, delivery);
@@ -122,11 +122,11 @@ describe('settlement routes (pure builders)', () => {
     expect(route.message?.content).to.equal(delivery.message.content);
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(route.message?.options.messageId).to.equal(job.id);
-    expect(route.refusal).to.deep.equal({ kind: 'reject' });
+    expect(route.refusal).to.deep.equal({ kind: 'wait' });
     expect(route.event).to.deep.equal({ kind: 'given-back' });
   });
 
-  it('park: byte for byte through the park exchange, keyed by tenant, with who paused it and where it returns; same attempt', () => {
+  it('park: byte for byte through the park exchange, keyed by tenant, with who paused it and where it returns; same attempt; a refusal is waited out', () => {
     const job = newJob('incoming', { tenant: 'acme', attempt: 2 });
     const delivery = deliveryOf(job, 'suspect');
     const route = parkRoute(ctx, delivery, job, 'batch');
@@ -136,7 +136,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)[OJS_HEADERS.parkedBy]).to.equal('batch');
     expect(headersOf(route)[OJS_HEADERS.parkedReturn]).to.equal(ctx.queues.suspect);
     expect(headersOf(route)).to.not.have.property('x-death');
-    expect(route.refusal).to.deep.equal({ kind: 'reject' });
+    expect(route.refusal).to.deep.equal({ kind: 'wait' });
     expect(route.event).to.deep.equal({ kind: 'parked', job, by: 'batch', returnQueue: ctx.queues.suspect });
     expect(parkRoute(ctx, deliveryOf(newJob('incoming')), newJob('incoming'), 'tenant').message?.routingKey).to.equal('_');
   });
@@ -148,7 +148,7 @@ describe('settlement routes (pure builders)', () => {
     expect(cancelRoute(job, 'batch')).to.deep.include({ message: undefined, event: { kind: 'cancelled', job, by: 'batch' } });
   });
 
-  it('dead letter here: to the dead-letter exchange, routed to the own dead queue, error and origin aboard; a refusal rejects', () => {
+  it('dead letter here: to the dead-letter exchange, routed to the own dead queue, error and origin aboard; a refusal is waited out', () => {
     const job = newJob('incoming', { tenant: 'acme' });
     const route = deadLetterHereRoute(contextOf('incoming', 'acme'), deliveryOf(job), job, error, true);
     expect(route.message?.exchange).to.equal(names.dlx);
@@ -159,7 +159,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)[OJS_HEADERS.originTenant]).to.equal('acme');
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(route.message?.options.expiration).to.equal(undefined);
-    expect(route.refusal).to.deep.equal({ kind: 'reject' });
+    expect(route.refusal).to.deep.equal({ kind: 'wait' });
     expect(route.event).to.deep.equal({ kind: 'dead-lettered', job, error, exhausted: true });
   });
 
@@ -185,7 +185,7 @@ describe('settlement routes (pure builders)', () => {
     const fallback = (route.refusal as { route: () => Route }).route();
     expect(fallback.message?.exchange).to.equal(names.dlx);
     expect(fallback.message?.routingKey).to.equal(names.deadQueue('guarded'));
-    expect(fallback.refusal).to.deep.equal({ kind: 'reject' });
+    expect(fallback.refusal).to.deep.equal({ kind: 'wait' });
     expect(route.event).to.deep.equal(fallback.event);
   });
 
@@ -201,7 +201,7 @@ describe('settlement routes (pure builders)', () => {
       false,
     );
     expect(refused.message?.exchange).to.equal(names.dlx);
-    expect(refused.refusal).to.deep.equal({ kind: 'reject' });
+    expect(refused.refusal).to.deep.equal({ kind: 'wait' });
     const plain = deadLetterRoute(ctx, queueFor(config, 'incoming'), deliveryOf(newJob('incoming')), newJob('incoming'), error, true);
     expect(plain.message?.routingKey).to.equal(names.deadQueue('incoming'));
   });

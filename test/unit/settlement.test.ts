@@ -204,7 +204,7 @@ function setup(
   input = 'incoming',
   publisher: FakePublisher = new FakePublisher('p1'),
   tenant?: string,
-  suspectRefusalWaitsMs: number[] = [],
+  refusalWaitsMs: number[] = [],
 ) {
   const channel = new RecordingChannel();
   const source = new ConsumerSource(channel as unknown as Channel);
@@ -225,7 +225,7 @@ function setup(
     metrics,
     onSuspected: () => suspected++,
     // Refused suspect copies are tried again after waits in production; here not, unless asked.
-    suspectRefusalWaitsMs,
+    refusalWaitsMs,
   });
   let tag = 0;
   const deliver = (job: Job, kind: InputKind = 'main'): Delivery => {
