@@ -200,12 +200,7 @@ const TRACEPARENT = '00-0af7651916cd43dd8445eb211c80319c-b7ad6b7169203331-01';
  * counters. `deliver()` makes a delivery of a job (as the broker would hand it over, with an
  * `x-death` header from the delay ladder) on that channel.
  */
-function setup(
-  input = 'incoming',
-  publisher: FakePublisher = new FakePublisher('p1'),
-  tenant?: string,
-  refusalWaitsMs: number[] = [],
-) {
+function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher('p1'), tenant?: string, refusalWaitsMs: number[] = []) {
   const channel = new RecordingChannel();
   const source = new ConsumerSource(channel as unknown as Channel);
   const publishers = new FakePublishers(publisher);
