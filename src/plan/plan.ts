@@ -96,11 +96,26 @@ export function planChanges(desired: DesiredState, inventory: BrokerInventory): 
     return tenant !== undefined && extra.has(tenant);
   };
 
+  // Counted in one pass over the inventory: a pass per extra tenant was quadratic when thousands
+  // of tenants left the configuration at once.
+  const held = new Map<string, { queues: number; exchanges: number; users: number }>(
+    extraTenants.map((tenant) => [tenant, { queues: 0, exchanges: 0, users: 0 }]),
+  );
+  for (const q of inventory.queues) {
+    const tenant = tenantOf(q.name);
+    if (tenant !== undefined) (held.get(tenant) ?? { queues: 0 }).queues += 1;
+  }
+  for (const e of inventory.exchanges) {
+    const tenant = tenantOf(e.name);
+    if (tenant !== undefined) (held.get(tenant) ?? { exchanges: 0 }).exchanges += 1;
+  }
+  for (const u of inventory.users) {
+    const tenant = userTenant(u);
+    if (tenant !== undefined) (held.get(tenant) ?? { users: 0 }).users += 1;
+  }
   const changes: PlanChange[] = [];
   for (const tenant of extraTenants) {
-    const queues = inventory.queues.filter((q) => tenantOf(q.name) === tenant).length;
-    const exchanges = inventory.exchanges.filter((e) => tenantOf(e.name) === tenant).length;
-    const users = inventory.users.filter((u) => userTenant(u) === tenant).length;
+    const { queues, exchanges, users } = held.get(tenant) ?? { queues: 0, exchanges: 0, users: 0 };
     changes.push({
       kind: 'tenant',
       action: 'retire',
@@ -348,10 +363,11 @@ function policyTenant(name: string): string | undefined {
 
 export function bindingKey(binding: BindingSpec): string {
   const args = binding.arguments ?? {};
-  const sorted = Object.keys(args)
-    .sort()
-    .map((key) => [key, String(args[key])]);
-  return JSON.stringify([binding.source, binding.destinationType, binding.destination, binding.routingKey, sorted]);
+  const keys = Object.keys(args);
+  // Plain concatenation with NUL (never in stagecoach's names) where it can: JSON of every part
+  // of some 100,000 bindings was a good part of `plan` at 10,000 tenants.
+  const match = keys.length === 0 ? '' : JSON.stringify(keys.sort().map((key) => [key, String(args[key])]));
+  return `${binding.source}\u0000${binding.destinationType}\u0000${binding.destination}\u0000${binding.routingKey}\u0000${match}`;
 }
 
 /** A binding as the management API lists it, in the form the topology uses (arguments as strings). */
