@@ -230,26 +230,22 @@ describe('plan', () => {
 describe('planChanges at thousands of tenants', () => {
   const many = (n: number): string[] => Array.from({ length: n }, (_, i) => `t${String(i).padStart(5, '0')}`);
 
-  it('reports 3,000 tenants dropped from the configuration, each with what it holds, in one pass over the inventory', () => {
+  // Speed is the bench's (`--only tenants` times plan); these show the behaviour at that size. A
+  // pass over the inventory per dropped tenant (3,000 x 24,000 names parsed) ran past the unit
+  // tests' 30 s bound before it was made one pass.
+  it('reports 3,000 tenants dropped from the configuration, each with what it holds', () => {
     const onBroker = inventoryOf(desiredState(compileConfig({ ...raw, tenants: many(3000) }), stages));
-    const started = performance.now();
     const plan = planChanges(desiredState(compileConfig({ ...raw, tenants: [] }), stages), onBroker);
-    const seconds = (performance.now() - started) / 1000;
     expect(plan.tenants.extra).to.have.length(3000);
     const retire = plan.changes.filter((c) => c.kind === 'tenant');
     expect(retire).to.have.length(3000);
-    expect(retire[2999]?.detail).to.match(/^not configured; on the broker: 7 queues, 3 exchanges \(/);
-    // A pass over the inventory per tenant took minutes here: 3,000 x 24,000 names parsed.
-    expect(seconds, 'seconds').to.be.below(10);
+    for (const change of [retire[0], retire[2999]])
+      expect(change?.detail).to.match(/^not configured; on the broker: 7 queues, 3 exchanges \(/);
   });
 
-  it('compiles a configuration of 30,000 tenants without comparing each with every other', () => {
-    const started = performance.now();
-    const config = compileConfig({ ...raw, tenants: many(30_000) });
-    const seconds = (performance.now() - started) / 1000;
-    expect(config.tenants).to.have.length(30_000);
-    // A search of the list so far per tenant: 450 million comparisons, several seconds.
-    expect(seconds, 'seconds').to.be.below(3);
+  it('compiles 30,000 tenants, and still refuses a tenant listed twice (the schema no longer compares every pair)', () => {
+    expect(compileConfig({ ...raw, tenants: many(30_000) }).tenants).to.have.length(30_000);
     expect(() => compileConfig({ ...raw, tenants: ['a', 'b', 'a'] })).to.throw(/tenants\.2.*a tenant listed once \("a" is listed before\)/);
+    expect(() => compileConfig({ ...raw, tenants: ['a', { name: 'a', weight: 2 }] })).to.throw(/tenants\.1.*"a" is listed before/);
   });
 });
