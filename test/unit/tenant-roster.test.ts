@@ -11,6 +11,9 @@ import { TenantRoster, type TenantRosterOptions } from '../../src/runner/process
 import type { AttachHints, PooledResources, StageRunner, StageRunnerOptions } from '../../src/runner/stage-runner.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { withTestConfig } from '../../src/testing/test-config.js';
+import { coreTopology, mergeTopologies } from '../../src/topology/build-topology.js';
+import { BrokerNames } from '../../src/topology/names.js';
+import type { Topology } from '../../src/topology/topology.types.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 // The refusals these tests provoke are logged as errors: not printed among the results.
@@ -26,8 +29,8 @@ class FakeRunner extends EventEmitter {
   readonly attachHints: AttachHints[] = [];
   stopping = false;
   healthy = true;
-  /** The topology it would declare: its name, to recognise it in a declaration. */
-  readonly topology: unknown;
+  /** The topology it would declare: its name, to recognise it in a declaration (a test may give it a real one). */
+  topology: unknown;
   constructor(readonly options: StageRunnerOptions) {
     super();
     this.topology = { of: this.name };
@@ -246,6 +249,72 @@ describe('TenantRoster and PooledRoster (who the runners of a process serve)', (
       expect(roster.tenants).to.deep.equal(['globex']);
       expect(released).to.deep.equal(['acme']);
       await roster.freeze();
+    });
+
+    it('following the broker, an attach declares of a tenant found there only its suspect companions beside the core, and all of a configured one', async () => {
+      const { roster, built, declared } = pooled({ follow: true });
+      for (const tenant of ['acme', 'initech']) roster.admit({ stage, tenant });
+      const names = new BrokerNames(config.prefix);
+      // A tenant's topology as a stage builds it: the core, and its queue with its companions.
+      const topologyOf = (tenant: string): Topology =>
+        mergeTopologies(coreTopology(config), {
+          exchanges: [{ name: names.tenantExchange(tenant), type: 'direct', durable: true }],
+          queues: [names.queue('work', tenant), names.dueQueue('work', tenant), names.suspectQueue('work', tenant)].map((name) => ({
+            name,
+            durable: true,
+            arguments: {},
+          })),
+          bindings: [
+            {
+              source: names.tenantExchange(tenant),
+              destination: names.queue('work', tenant),
+              destinationType: 'queue',
+              routingKey: 'work',
+            },
+            {
+              source: names.delayDeliver,
+              destination: names.suspectQueue('work', tenant),
+              destinationType: 'queue',
+              routingKey: 'suspect',
+            },
+          ],
+        });
+      built[0].topology = topologyOf('acme');
+      built[1].topology = topologyOf('initech');
+      roster.pool.attach = () => Promise.resolve();
+      roster.pool.statesOf = (targets) => Promise.resolve(targets.map(() => 'active' as const));
+      await roster.attach(open());
+      const topology = declared[0] as Topology;
+      const queues = topology.queues.map((queue) => queue.name);
+      // acme is configured (config.tenants): it may have no `provision` behind it.
+      expect(queues).to.include.members([names.queue('work', 'acme'), names.dueQueue('work', 'acme'), names.suspectQueue('work', 'acme')]);
+      // initech was provisioned: its queue, `due` and tenant exchange are provision's, not declared again.
+      expect(queues).to.include(names.suspectQueue('work', 'initech'));
+      expect(queues).not.to.include.members([names.queue('work', 'initech'), names.dueQueue('work', 'initech')]);
+      expect(topology.exchanges.map((exchange) => exchange.name)).not.to.include(names.tenantExchange('initech'));
+      expect(topology.bindings.map((binding) => binding.destination)).to.include(names.suspectQueue('work', 'initech'));
+      expect(topology.bindings.map((binding) => binding.destination)).not.to.include(names.queue('work', 'initech'));
+      expect(queues).to.include.members(coreTopology(config).queues.map((queue) => queue.name));
+      expect(built.map((runner) => runner.attachHints)).to.deep.equal([
+        [{ declared: true, state: 'active' }],
+        [{ declared: true, state: 'active' }],
+      ]);
+      await roster.freeze();
+    });
+
+    it('admits a tenant without a minimum without going over the tenants served (10,000 admits were 10^8 steps)', () => {
+      const { roster } = pooled();
+      let reads = 0;
+      const served = Object.getOwnPropertyDescriptor(TenantRoster.prototype, 'tenants')?.get as () => string[];
+      Object.defineProperty(roster, 'tenants', {
+        get: () => {
+          reads += 1;
+          return served.call(roster);
+        },
+      });
+      for (let i = 0; i < 100; i++) roster.admit({ stage, tenant: `t${i}` });
+      expect(reads).to.equal(0);
+      expect(roster.runners).to.have.length(100);
     });
 
     it('without following, a runner that cannot recover fails the process', () => {

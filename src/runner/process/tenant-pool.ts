@@ -10,6 +10,7 @@ import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler
 import { stateFlag, type QueueState } from '../../state/queue-state.js';
 import { flagName } from '../../flags/flag.js';
 import type { FlagReader } from '../../flags/flag-reader.js';
+import { FlagChannel } from '../../flags/flag-channel.js';
 import { ListedFlags } from '../../flags/listed-flags.js';
 import { ChannelSupervisor } from '../channel-supervisor.js';
 import { FairShare } from '../fair-share.js';
@@ -162,20 +163,25 @@ export class TenantPool {
 
   /**
    * Where a declaration of every tenant's topology reads the drain markers: one listing through
-   * the management API, when it answers, instead of two passive declares per tenant (each missing
-   * marker costing a channel). Empty (the default, probing) when it does not.
+   * the management API per look instead of two passive declares per tenant (each missing marker
+   * costing a channel), or those passive declares on `connection` when the API does not answer.
+   * Not listed beforehand to learn whether it answers: that was a listing of every exchange more
+   * at each start, for nothing (a declaration that binds no entry asks nothing).
    */
-  async drainMarkers(): Promise<{ drainMarkers?: FlagReader }> {
+  drainMarkers(connection: AmqpConnection): { drainMarkers: FlagReader } {
     const { config, log } = this.options;
-    const api = managementApiOf(config);
-    const vhost = vhostOfAmqpUrl(config.broker.url);
-    try {
-      await api.listExchangeNames(vhost);
-      return { drainMarkers: new ListedFlags(api, vhost) };
-    } catch (err) {
-      log.debug('drain markers probed one by one (management API)', { err: (err as Error).message });
-      return {};
-    }
+    const listed = new ListedFlags(managementApiOf(config), vhostOfAmqpUrl(config.broker.url));
+    const probed = new FlagChannel(connection);
+    return {
+      drainMarkers: {
+        present: (names) =>
+          listed.present(names).catch((err: unknown) => {
+            log.debug('drain markers probed one by one (management API)', { err: (err as Error).message });
+            return probed.present(names);
+          }),
+        close: () => probed.close(),
+      },
+    };
   }
 
   private workChannel(): SharedChannel {
