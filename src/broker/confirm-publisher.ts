@@ -181,7 +181,11 @@ export class ConfirmPublisher implements PublishChannel {
       const opened = await this.connection.createChannel();
       channel = opened;
       opened.on('error', () => undefined);
-      const ready = opened.checkQueue(queue).then((ok) => ok.messageCount);
+      // Rejected by the close below when the broker does not answer in time: that is undefined too.
+      const ready = opened.checkQueue(queue).then(
+        (ok) => ok.messageCount,
+        () => undefined,
+      );
       const late = new Promise<undefined>((resolve) => {
         timer = setTimeout(() => resolve(undefined), READY_CHECK_MS);
       });

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { expect } from 'chai';
 import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
-import { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
+import { ConfirmPublisher, READY_CHECK_MS } from '../../src/broker/confirm-publisher.js';
 import { PublishError, QueueFullError } from '../../src/errors/errors.js';
 
 /** amqplib's own error class for operations on a closing or closed channel or connection. */
@@ -201,5 +201,45 @@ describe('ConfirmPublisher', () => {
     other.channel.emit('close');
     expect(lost).to.equal(1);
     expect((await rejection(publish(publisher))).transient).to.equal(true);
+  });
+
+  describe('readyMessages (a refusal checked before it is believed: broker/refusal-cause.ts)', () => {
+    /** A channel whose passive declare answers `answer`, or never (undefined) until the channel closes. */
+    const probing = (answer: number | undefined) => {
+      const probe = new EventEmitter() as EventEmitter & {
+        checkQueue(q: string): Promise<{ messageCount: number }>;
+        close(): Promise<void>;
+      };
+      let fail: (err: Error) => void = () => undefined;
+      probe.checkQueue = () =>
+        answer === undefined ? new Promise((_resolve, reject) => (fail = reject)) : Promise.resolve({ messageCount: answer });
+      probe.close = () => {
+        fail(new Error('channel closed'));
+        return Promise.resolve();
+      };
+      const connection = {
+        createConfirmChannel: () => Promise.resolve(new FakeConfirmChannel()),
+        createChannel: () => Promise.resolve(probe),
+      } as unknown as AmqpConnection;
+      return ConfirmPublisher.open(connection);
+    };
+
+    it("reads the queue's ready messages on a channel of its own", async () => {
+      expect(await (await probing(12)).readyMessages('q')).to.equal(12);
+    });
+
+    it('a broker that does not answer in time gives undefined, and closing the check leaves no unhandled rejection', async function () {
+      this.timeout(READY_CHECK_MS + 3000);
+      const unhandled: unknown[] = [];
+      const listener = (reason: unknown): void => void unhandled.push(reason);
+      process.on('unhandledRejection', listener);
+      try {
+        expect(await (await probing(undefined)).readyMessages('q')).to.equal(undefined);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(unhandled).to.deep.equal([]);
+      } finally {
+        process.off('unhandledRejection', listener);
+      }
+    });
   });
 });
