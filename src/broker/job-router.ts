@@ -215,6 +215,9 @@ export class JobRouter implements JobSink {
     const timeout = route.delaySeconds === undefined ? blockTimeoutOf(this.config, job.queue, job.tenant) : undefined;
     const publish = (): Promise<void> =>
       this.publisher.publish(route.exchange, route.routingKey, message.content, message.options, lost, sent);
+    // A classic queue's refusal stands as it is (only a quorum queue has a leader to lose), so
+    // only a `block` or a quorum queue pays for a handler of it.
+    if (timeout === undefined && queueFor(this.config, job.queue).type !== 'quorum') return publish();
     return publish().catch((err: unknown) => this.refused(err, publish, timeout, scope, lost));
   }
 
