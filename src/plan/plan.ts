@@ -101,17 +101,19 @@ export function planChanges(desired: DesiredState, inventory: BrokerInventory): 
   const held = new Map<string, { queues: number; exchanges: number; users: number }>(
     extraTenants.map((tenant) => [tenant, { queues: 0, exchanges: 0, users: 0 }]),
   );
+  // Only the dropped tenants are counted: a configured tenant's objects find no entry.
+  const countOf = (tenant: string | undefined) => (tenant === undefined ? undefined : held.get(tenant));
   for (const q of inventory.queues) {
-    const tenant = tenantOf(q.name);
-    if (tenant !== undefined) (held.get(tenant) ?? { queues: 0 }).queues += 1;
+    const counts = countOf(tenantOf(q.name));
+    if (counts !== undefined) counts.queues++;
   }
   for (const e of inventory.exchanges) {
-    const tenant = tenantOf(e.name);
-    if (tenant !== undefined) (held.get(tenant) ?? { exchanges: 0 }).exchanges += 1;
+    const counts = countOf(tenantOf(e.name));
+    if (counts !== undefined) counts.exchanges++;
   }
   for (const u of inventory.users) {
-    const tenant = userTenant(u);
-    if (tenant !== undefined) (held.get(tenant) ?? { users: 0 }).users += 1;
+    const counts = countOf(userTenant(u));
+    if (counts !== undefined) counts.users++;
   }
   const changes: PlanChange[] = [];
   for (const tenant of extraTenants) {
