@@ -23,7 +23,17 @@ function created(job: string, at: Date): JobRecord {
 }
 
 function completed(job: string, at: Date): JobRecord {
-  return { kind: 'settled', id: `s-${job}`, job, stage: 'worker', queue: 'work', tenant: 'acme', outcome: 'completed', attempt: 1, at: at.toISOString() };
+  return {
+    kind: 'settled',
+    id: `s-${job}`,
+    job,
+    stage: 'worker',
+    queue: 'work',
+    tenant: 'acme',
+    outcome: 'completed',
+    attempt: 1,
+    at: at.toISOString(),
+  };
 }
 
 describe('PostgreSQL job store: the time columns indexed as BRIN (docs/job-state.md "Stores")', function () {
@@ -52,11 +62,12 @@ describe('PostgreSQL job store: the time columns indexed as BRIN (docs/job-state
     const indexes = await indexesOf(db, name);
     expect(indexes.get(`${name}_created_brin`)).to.equal('brin');
     expect(indexes.get(`${name}_expires_brin`)).to.equal('brin');
-    for (const lookup of ['pkey', 'tenant_state', 'queue_state', 'type']) expect(indexes.get(`${name}_${lookup}`), lookup).to.equal('btree');
+    for (const lookup of ['pkey', 'tenant_state', 'queue_state', 'type'])
+      expect(indexes.get(`${name}_${lookup}`), lookup).to.equal('btree');
     expect(indexes.has(`${name}_created_at`)).to.equal(false);
   });
 
-  it("migrates an older table: its B-trees on the time columns are replaced, its rows kept, and `--since` and pruning still answer", async () => {
+  it('migrates an older table: its B-trees on the time columns are replaced, its rows kept, and `--since` and pruning still answer', async () => {
     const name = table();
     // The shape an older version made: its rows stay, its two time B-trees go.
     await db.query(`CREATE TABLE "${name}" (id text PRIMARY KEY, tenant text, queue text, state text, type text, batch text,
