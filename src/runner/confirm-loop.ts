@@ -44,7 +44,7 @@ export class ConfirmLoop {
       this.options.ack(delivery);
       return 'acked';
     }
-    const send = route.message === undefined ? NOTHING : sender(route.message);
+    const send = route.message === undefined ? NOTHING : sender(route.message, route.prepare);
     const { what, refusal } = route;
     const waits = this.options.refusalWaitsMs;
     let stale: ConfirmPublisher | undefined;
@@ -106,6 +106,13 @@ export class ConfirmLoop {
   }
 }
 
-function sender(message: RouteMessage): Publish {
-  return (publisher) => publisher.publish(message.exchange, message.routingKey, message.content, message.options);
+function sender(message: RouteMessage, prepare: (() => Promise<void>) | undefined): Publish {
+  const publish: Publish = (publisher) => publisher.publish(message.exchange, message.routingKey, message.content, message.options);
+  if (prepare === undefined) return publish;
+  // Its queue first (a suspect queue declared on first use): published to a queue not there yet,
+  // the job would be confirmed and lost. A failure is no PublishError: a refusal, waited out.
+  return async (publisher) => {
+    await prepare();
+    await publish(publisher);
+  };
 }

@@ -111,6 +111,12 @@ export interface PooledResources {
    * (`--all-tenants`: a queue gone with its retired tenant must not come back). @defaultValue true
    */
   redeclare?: boolean;
+  /**
+   * true: its suspect part was not declared at attach, and is declared before the first job moved
+   * there on each connection (SuspectDeclaration); its suspect watch expects the queue may be
+   * missing (`--all-tenants`, a tenant found provisioned). @defaultValue false
+   */
+  suspectOnFirstUse?: boolean;
 }
 
 /** What a pooled runner is told at attach instead of finding out itself (the pool asked the broker for every tenant at once). */

@@ -6,6 +6,7 @@ import { StagecoachError } from '../errors/errors.js';
 import { createStageInstance } from '../stage/stage-container.js';
 import type { StageHandler } from '../stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/threaded-handler.js';
+import { suspectPart } from '../topology/build-topology.js';
 import type { Topology } from '../topology/topology.types.js';
 import { ChannelSupervisor } from './channel-supervisor.js';
 import { JobCancels } from './job-cancels.js';
@@ -14,6 +15,7 @@ import type { DispatcherOptions } from './dispatcher.js';
 import { EventLoopWatch } from './event-loop-watch.js';
 import { IsolationGate } from './isolation-gate.js';
 import { LossLedger } from './loss-ledger.js';
+import { SuspectDeclaration } from './suspect-declaration.js';
 import type { StageRunnerOptions } from './runner-options.js';
 import type { SuspectWatchOptions } from './suspect-watch.js';
 import type { WorkConsumersOptions } from './work-consumers.js';
@@ -23,6 +25,8 @@ export interface RunnerContext {
   settings: CompiledStageConfig;
   /** The runner's physical input queue. */
   queue: string;
+  /** Its suspect companion. */
+  suspectQueue: string;
   /** What it declares (or checks) at start and when healing. */
   topology: Topology;
   /** A channel of its own that cannot be healed fails the runner. */
@@ -60,7 +64,9 @@ export class RunnerResources {
   readonly publishers: ChannelSupervisor<ConfirmPublisher>;
   /** WorkConsumers' options that depend on it: its prefetch, and pooled, the shared channel. */
   readonly work: Pick<WorkConsumersOptions, 'prefetch' | 'shared'>;
-  readonly suspects: Pick<SuspectWatchOptions, 'shared' | 'checkMs'>;
+  readonly suspects: Pick<SuspectWatchOptions, 'shared' | 'checkMs' | 'mayBeMissing'>;
+  /** Pooled with `suspectOnFirstUse`: its suspect part, declared before the first move there on each connection. */
+  readonly suspectDeclaration: SuspectDeclaration | undefined;
   /** The dispatcher's slots: `concurrency` of its own, or a seat in the pool's share. */
   readonly slots: Pick<DispatcherOptions, 'concurrency' | 'share'>;
   /** Lines a pooled process of a thousand tenants would say a thousand times are debug there. */
@@ -106,7 +112,12 @@ export class RunnerResources {
     this.suspects = {
       ...(options.suspectCheckMs === undefined ? {} : { checkMs: options.suspectCheckMs }),
       ...(pooled === undefined ? {} : { shared: { channel: pooled.suspects, probe: pooled.probe } }),
+      ...(pooled?.suspectOnFirstUse === true ? { mayBeMissing: true } : {}),
     };
+    this.suspectDeclaration =
+      pooled?.suspectOnFirstUse === true
+        ? new SuspectDeclaration({ topology: suspectPart(config, context.topology), queue: context.suspectQueue, log })
+        : undefined;
     this.slots = {
       concurrency: settings.concurrency,
       ...(pooled === undefined
@@ -158,8 +169,9 @@ export class RunnerResources {
     await ensureTopology(connection, this.options.config, this.context.topology, this.options.log);
   }
 
-  /** First at every attach: its own directive gate follows the new connection. */
+  /** First at every attach: its own directive gate follows the new connection, and what it declares on first use. */
   attachDirectives(connection: AmqpConnection): void {
+    this.suspectDeclaration?.attach(connection);
     if (this.owned.directives) this.directives.attach(connection, new JobCancels(connection, this.options.config, this.options.log));
   }
 
@@ -170,6 +182,7 @@ export class RunnerResources {
 
   /** The connection is gone: its own publisher channel is forgotten (the pool forgets a shared one). */
   detach(): void {
+    this.suspectDeclaration?.detach();
     if (this.owned.publishers) this.publishers.detach();
   }
 

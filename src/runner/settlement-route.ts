@@ -51,6 +51,11 @@ export interface Route {
   event: RouteEvent;
   /** Why the route is not the one asked for (a `dead_letter_queue` that cannot take the job): logged. */
   detour?: { reason: string; target: string };
+  /**
+   * Made sure of before each publish of `message`: its queue exists (a suspect queue declared on
+   * first use, SuspectDeclaration). A failure is handled as a refusal of the message.
+   */
+  prepare?: () => Promise<void>;
 }
 
 /** What the route builders read: the stage, its queues and names, fixed for the settlement's life. */
@@ -61,4 +66,6 @@ export interface RouteContext {
   /** The instance's own queues: retries and hand-backs return there, crashes go to `suspect`. */
   queues: { due: string; suspect: string; dead: string };
   origin: DeadLetterOrigin;
+  /** Declares the suspect queue before a job is moved there, when it is declared on first use (SuspectDeclaration). */
+  ensureSuspect?: () => Promise<void>;
 }

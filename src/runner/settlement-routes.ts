@@ -55,7 +55,8 @@ export function retryRoute(ctx: RouteContext, delivery: Delivery, job: Job, next
 /**
  * A job redelivered from `main` or `due`, moved to the suspect queue, its crashed attempt
  * counted, without judging it: the process that died may only have prefetched it. A refusal is
- * waited out (see SettlementOptions.refusalWaitsMs).
+ * waited out (see SettlementOptions.refusalWaitsMs), as is a suspect queue declared on first use
+ * that could not be declared (`prepare`).
  */
 export function suspectRoute(ctx: RouteContext, delivery: Delivery, job: Job): Route {
   const error = { type: 'REDELIVERED', message: `attempt ${job.attempt} came back after the process or channel handling it died` };
@@ -70,6 +71,8 @@ export function suspectRoute(ctx: RouteContext, delivery: Delivery, job: Job): R
     },
     refusal: WAIT,
     event: { kind: 'suspected', job, nextAttempt: job.attempt + 1, error },
+    // Its only writer is this runner: a queue declared on first use is declared now (SuspectDeclaration).
+    ...(ctx.ensureSuspect === undefined ? {} : { prepare: ctx.ensureSuspect }),
   };
 }
 

@@ -50,6 +50,8 @@ export interface SettlementOptions {
   metrics: InstanceMetrics;
   /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
   onSuspected(): void;
+  /** Declares the suspect queue before a job is moved there, when it is declared on first use (SuspectDeclaration). */
+  ensureSuspect?: (() => Promise<void>) | undefined;
   /**
    * Waits before trying again a copy the broker refused into a queue that cannot be full (a
    * retry or hand-back to `due`, a suspect copy, a dead letter, a parked job: settlement-routes.ts).
@@ -107,8 +109,8 @@ export class Settlement {
 
   constructor(private readonly options: SettlementOptions) {
     const names = new BrokerNames(options.config.prefix);
-    const { config, stage, queues, origin, publishers, log } = options;
-    this.routes = { config, names, stage, queues, origin };
+    const { config, stage, queues, origin, publishers, log, ensureSuspect } = options;
+    this.routes = { config, names, stage, queues, origin, ...(ensureSuspect === undefined ? {} : { ensureSuspect }) };
     this.after = new AfterSettle({ ...options, counts: new RunnerCounts(options.stats, options.metrics) });
     this.tracked = settingsFor(config, options.input.name, origin.tenant).tracking !== false;
     this.reports = new BatchReports({

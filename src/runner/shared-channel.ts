@@ -148,27 +148,74 @@ export class SharedChannel {
 export const PROBE_LANES = 8;
 
 /**
+ * Channels a {@link QueueProbe} asks about queues that may well be missing on (`mayBeMissing`:
+ * the suspect queues a pooled process following the broker declares on first use, most of which
+ * never exist). Each asks one question at a time, so that a 404, which closes its channel, fails
+ * no other question.
+ */
+export const UNCERTAIN_LANES = 4;
+
+/** How a question is asked. */
+export interface ProbeQuestion {
+  /**
+   * The queue is not known to exist: asked on a lane of its own (UNCERTAIN_LANES), so that its
+   * 404 never fails a question about a queue that exists. @defaultValue false
+   */
+  mayBeMissing?: boolean;
+}
+
+/**
  * Passive declares of queues on channels of their own, for the members of shared channels: the
  * broker's 404 for a missing queue closes that probe channel (the next question on its lane
  * opens another), not the channel every tenant consumes on. Questions go to PROBE_LANES channels
- * in turn: their answers are independent of one another.
+ * in turn: their answers are independent of one another. amqplib sends the questions of one
+ * channel one after another, and a 404 fails every question still waiting on that channel: so
+ * questions about queues that may be missing go to UNCERTAIN_LANES channels of their own, one
+ * at a time on each, and the lanes for queues expected to exist do not churn.
  */
 export class QueueProbe {
+  /** PROBE_LANES lanes, then the uncertain ones. */
   private readonly lanes: Array<Promise<Channel> | undefined> = [];
+  /** Per uncertain lane, the question last asked: the next waits for it. */
+  private readonly turns: Array<Promise<unknown>> = [];
   private next = 0;
+  private nextUncertain = 0;
   private connection: AmqpConnection | undefined;
 
-  constructor(private readonly width = PROBE_LANES) {}
+  constructor(
+    private readonly width = PROBE_LANES,
+    private readonly uncertainWidth = UNCERTAIN_LANES,
+  ) {}
 
   attach(connection: AmqpConnection): void {
     this.connection = connection;
     this.lanes.length = 0;
+    this.turns.length = 0;
   }
 
   /** Ready messages in `queue`; undefined when the queue does not exist. Throws when the connection is gone. */
-  async messageCount(queue: string): Promise<number | undefined> {
+  messageCount(queue: string, question: ProbeQuestion = {}): Promise<number | undefined> {
+    if (question.mayBeMissing === true) {
+      const turn = this.nextUncertain;
+      this.nextUncertain = (this.nextUncertain + 1) % this.uncertainWidth;
+      const asked = (this.turns[turn] ?? Promise.resolve()).then(() => this.ask(this.width + turn, queue));
+      this.turns[turn] = asked.catch(() => undefined);
+      return asked;
+    }
     const lane = this.next;
     this.next = (this.next + 1) % this.width;
+    return this.ask(lane, queue);
+  }
+
+  async close(): Promise<void> {
+    const lanes = [...this.lanes];
+    this.lanes.length = 0;
+    this.turns.length = 0;
+    this.connection = undefined;
+    await Promise.all(lanes.map((channel) => channel?.then((open) => open.close()).catch(() => undefined)));
+  }
+
+  private async ask(lane: number, queue: string): Promise<number | undefined> {
     const channel = await this.open(lane);
     try {
       return (await channel.checkQueue(queue)).messageCount;
@@ -179,13 +226,6 @@ export class QueueProbe {
       }
       throw err;
     }
-  }
-
-  async close(): Promise<void> {
-    const lanes = [...this.lanes];
-    this.lanes.length = 0;
-    this.connection = undefined;
-    await Promise.all(lanes.map((channel) => channel?.then((open) => open.close()).catch(() => undefined)));
   }
 
   private open(lane: number): Promise<Channel> {

@@ -90,7 +90,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.topology = topology;
     this.metrics = options.metrics ?? NO_METRICS;
     const fatal = (err: Error): void => void this.emit('fatal', err);
-    this.resources = new RunnerResources(options, { settings, queue: this.queue, topology, onFatal: fatal });
+    this.resources = new RunnerResources(options, { settings, queue: this.queue, suspectQueue: queues.suspect, topology, onFatal: fatal });
     this.publishers = this.resources.publishers;
     this.lifecycle = new Lifecycle((state) => {
       log[this.resources.notice]('stage state', { queue: this.queue, state });
@@ -108,6 +108,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.settlement),
     });
     this.suspects = this.intake.suspects;
+    const declaration = this.resources.suspectDeclaration;
     this.settlement = new Settlement({
       config,
       input,
@@ -119,6 +120,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       stats: this.stats,
       metrics: this.metrics,
       onSuspected: () => this.suspects.moved(),
+      ...(declaration === undefined ? {} : { ensureSuspect: () => declaration.ensure() }),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
       events: JobEvents.of(config, { queue: meta.input, tenant, stage: meta.name }, options.events),
       onRetryScheduled: options.onRetryScheduled,

@@ -27,6 +27,21 @@ const SUSPECT_BREAK_MS = 500;
 export const SUSPECT_GATHER_MS = 1000;
 /** How often a running instance looks for suspects it was not told about. */
 export const DEFAULT_SUSPECT_CHECK_MS = 5000;
+/**
+ * The longest wait between two looks at a suspect queue declared on first use that was missing
+ * at the last look (SuspectWatchOptions.mayBeMissing): the wait doubles from `checkMs` at each
+ * look that finds it still missing, up to this (or `checkMs`, when longer). Such a queue is
+ * created by the runner that moves a job there, whose own watch looks a moment later (`moved()`),
+ * and a process that starts looks at once: only a suspect moved there by another process that
+ * died before running it, while this one runs on, waits for this watch's next look: at most
+ * 10 minutes later (docs/failures.md).
+ */
+export const MISSING_SUSPECT_CHECK_MAX_MS = 600_000;
+
+/** The wait before the next look at a suspect queue found missing `misses` times in a row (see MISSING_SUSPECT_CHECK_MAX_MS). */
+export function missingSuspectCheckMs(checkMs: number, misses: number): number {
+  return Math.max(checkMs, Math.min(MISSING_SUSPECT_CHECK_MAX_MS, checkMs * 2 ** misses));
+}
 
 export interface SuspectWatchOptions {
   /** The instance's suspect queue. */
@@ -54,6 +69,13 @@ export interface SuspectWatchOptions {
    * queue through the probe (a passive declare of a missing queue would close the shared channel).
    */
   shared?: { channel: SharedChannel; probe: QueueProbe };
+  /**
+   * Pooled: the queue is declared on first use (SuspectDeclaration), so most likely missing: it is
+   * asked about on the probe's lanes for such queues, and once found missing looked at again
+   * only after a wait that grows (MISSING_SUSPECT_CHECK_MAX_MS), or a moment after `moved()`.
+   * @defaultValue false
+   */
+  mayBeMissing?: boolean;
 }
 
 /** Passive checks and `basic.get` of suspects, on a channel of their own (a 404 closes only it). */
@@ -67,7 +89,9 @@ interface SuspectChannel {
  * a job there (`moved()`, a moment later), and every `checkMs` (suspects come back from the delay ladder after
  * a retry, or were moved by an instance that died before running them). With suspects waiting, it
  * asks the process-wide gate to isolate, then takes them one by one with `basic.get`, so that no
- * suspect is ever in hand while other jobs run, nor another job while a suspect runs.
+ * suspect is ever in hand while other jobs run, nor another job while a suspect runs. A queue
+ * declared on first use (`mayBeMissing`) and found missing is looked at less and less often
+ * (MISSING_SUSPECT_CHECK_MAX_MS) until its runner moves a job there.
  */
 export class SuspectWatch implements LinkMember {
   readonly supervisor: ChannelSupervisor<SuspectChannel>;
@@ -82,8 +106,17 @@ export class SuspectWatch implements LinkMember {
   private closed = false;
   /** A `basic.get` is on its way: its answer, a suspect, may be lost with the channel. */
   private getting = false;
+  /** Whether its queue is known to exist (else asked about as `mayBeMissing`): found there at the last look, or a job moved there. */
+  private known: boolean;
+  /** Looks in a row that found its queue missing (`mayBeMissing` only). */
+  private misses = 0;
+  /** Found missing: no look before this time but after `moved()` (see MISSING_SUSPECT_CHECK_MAX_MS). */
+  private missingUntil = 0;
+  /** `moved()` calls so far: a look asked before the last of them says nothing of the queue now. */
+  private moves = 0;
 
   constructor(private readonly options: SuspectWatchOptions) {
+    this.known = options.mayBeMissing !== true;
     this.supervisor = new ChannelSupervisor<SuspectChannel>({
       name: 'suspect',
       log: options.log,
@@ -136,21 +169,26 @@ export class SuspectWatch implements LinkMember {
     else this.options.shared.channel.leave(this);
   }
 
-  /** Suspects may be waiting: look in `delayMs`, or sooner when a look is due sooner already. */
+  /**
+   * Suspects may be waiting: look in `delayMs`, or sooner when a look is due sooner already. A
+   * queue found missing is not looked at before its wait is over: a reconnection, a resume or an
+   * isolation window of 10,000 tenants would otherwise ask about 10,000 missing queues at once.
+   */
   mayWait(delayMs: number): void {
     if (this.closed) return;
     if (this.checking) {
       this.pending = true;
       return;
     }
-    const at = Date.now() + delayMs;
+    const now = Date.now();
+    const at = Math.max(now + delayMs, this.missingUntil);
     if (this.timer !== undefined && this.dueAt <= at) return;
     clearTimeout(this.timer);
     this.dueAt = at;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.check();
-    }, delayMs);
+    }, at - now);
     this.timer.unref();
   }
 
@@ -160,6 +198,11 @@ export class SuspectWatch implements LinkMember {
    * take a turn in it.
    */
   moved(): void {
+    // Its runner declared the queue before moving the job there.
+    this.moves += 1;
+    this.known = true;
+    this.misses = 0;
+    this.missingUntil = 0;
     this.mayWait(this.options.gate.isolating ? 0 : SUSPECT_GATHER_MS);
   }
 
@@ -175,6 +218,7 @@ export class SuspectWatch implements LinkMember {
       this.options.log.debug('could not look for suspects', { queue: this.options.queue, err: (err as Error).message });
     } finally {
       this.checking = false;
+      if (this.misses > 0) this.missingUntil = Date.now() + missingSuspectCheckMs(this.checkMs(), this.misses);
       this.mayWait(this.unfinished ? SUSPECT_BREAK_MS : this.pending ? SUSPECT_GATHER_MS : this.checkMs());
     }
   }
@@ -222,7 +266,15 @@ export class SuspectWatch implements LinkMember {
     const shared = this.options.shared;
     if (shared !== undefined) {
       if (shared.channel.current === undefined) return 0;
-      return (await shared.probe.messageCount(this.options.queue)) ?? 0;
+      const moves = this.moves;
+      const count = await shared.probe.messageCount(this.options.queue, { mayBeMissing: !this.known });
+      // A job moved there meanwhile: the queue exists now, whatever this answer says.
+      if (this.options.mayBeMissing === true && moves === this.moves) {
+        this.known = count !== undefined;
+        this.misses = count === undefined ? this.misses + 1 : 0;
+        if (count !== undefined) this.missingUntil = 0;
+      }
+      return count ?? 0;
     }
     const suspects = this.supervisor.current;
     return suspects === undefined ? 0 : (await suspects.channel.checkQueue(this.options.queue)).messageCount;

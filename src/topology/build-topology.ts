@@ -25,7 +25,9 @@ import type { BindingSpec, ExchangeSpec, QueueSpec, StageEndpoints, Topology } f
  * letters (the broker dead-letters expired jobs with no stage running). The `suspect` companion
  * is only ever written by the stage that reads the queue, after a crash, so that stage declares it
  * at start-up (stageTopology) and `provision` leaves it out, a quarter of its queues: queue
- * creation is what bounds `provision` of many tenants (docs/performance.md). With
+ * creation is what bounds `provision` of many tenants (docs/performance.md). A pooled process
+ * following the broker (`run --all-tenants`) declares a provisioned tenant's suspect part only
+ * before it first moves a job there (SuspectDeclaration): most tenants never have one. With
  * `security.tenantUsers` stages cannot declare, so `provision` declares the suspects too.
  *
  * The alternate exchange of the variant router makes "the matching variant queue, or else the
@@ -305,14 +307,33 @@ export function stageDeclaredTopology(config: CompiledConfig, stages: readonly S
  * companions and their bindings from the delay ladder.
  */
 export function suspectPart(config: Pick<CompiledConfig, 'prefix'>, topology: Topology): Topology {
-  // A cheap look first: parsing every name of every tenant's topology was a pooled start's cost.
-  const start = `${config.prefix}.suspect.`;
-  const suspect = (name: string): boolean => name.startsWith(start) && parseBrokerName(config.prefix, name)?.kind === 'suspect';
+  const suspect = suspectNames(config);
   return {
     exchanges: [],
     queues: topology.queues.filter((queue) => suspect(queue.name)),
     bindings: topology.bindings.filter((binding) => suspect(binding.destination)),
   };
+}
+
+/**
+ * Of a topology, all but its {@link suspectPart}: what a pooled runner following the broker
+ * declares for a tenant it learns of while it runs, its suspect part being declared on first use
+ * (SuspectDeclaration).
+ */
+export function withoutSuspectPart(config: Pick<CompiledConfig, 'prefix'>, topology: Topology): Topology {
+  const suspect = suspectNames(config);
+  return {
+    exchanges: topology.exchanges,
+    queues: topology.queues.filter((queue) => !suspect(queue.name)),
+    bindings: topology.bindings.filter((binding) => !suspect(binding.destination)),
+  };
+}
+
+/** Whether a broker name is a `suspect` companion's. */
+function suspectNames(config: Pick<CompiledConfig, 'prefix'>): (name: string) => boolean {
+  // A cheap look first: parsing every name of every tenant's topology was a pooled start's cost.
+  const start = `${config.prefix}.suspect.`;
+  return (name) => name.startsWith(start) && parseBrokerName(config.prefix, name)?.kind === 'suspect';
 }
 
 /** The logical queues `provision` declares, by name: every configured queue and every queue the stages read or write. */

@@ -23,6 +23,51 @@ class FakeChannel extends EventEmitter {
   }
 }
 
+/**
+ * A channel as amqplib and the broker make it: one question answered at a time, the others
+ * waiting; a 404 closes it, and every question still waiting on it fails ("Channel ended").
+ */
+class BrokerLikeChannel extends EventEmitter {
+  closed = false;
+  asked = 0;
+  private turn: Promise<unknown> = Promise.resolve();
+  constructor(private readonly missing: ReadonlySet<string>) {
+    super();
+  }
+  checkQueue(queue: string): Promise<{ messageCount: number }> {
+    if (this.closed) return Promise.reject(new Error('Channel closed'));
+    this.asked += 1;
+    const answer = this.turn.then(async () => {
+      if (this.closed) throw new Error('Channel ended, no reply will be forthcoming');
+      await new Promise((resolve) => setImmediate(resolve));
+      if (this.missing.has(queue)) {
+        this.closed = true;
+        setImmediate(() => this.emit('close'));
+        throw Object.assign(new Error(`NOT_FOUND - no queue '${queue}'`), { code: 404 });
+      }
+      return { messageCount: queue.length };
+    });
+    this.turn = answer.catch(() => undefined);
+    return answer;
+  }
+  close(): Promise<void> {
+    this.closed = true;
+    return Promise.resolve();
+  }
+}
+
+function brokerLike(missing: ReadonlySet<string>): { connection: AmqpConnection; channels: BrokerLikeChannel[] } {
+  const channels: BrokerLikeChannel[] = [];
+  const fake = {
+    createChannel: () => {
+      const channel = new BrokerLikeChannel(missing);
+      channels.push(channel);
+      return Promise.resolve(channel);
+    },
+  };
+  return { connection: fake as unknown as AmqpConnection, channels };
+}
+
 function connection(missing: ReadonlySet<string> = new Set()): { connection: AmqpConnection; channels: FakeChannel[] } {
   const channels: FakeChannel[] = [];
   const fake = {
@@ -56,6 +101,27 @@ describe('QueueProbe (passive declares for the members of shared channels)', () 
     expect(await probe.messageCount('gone')).to.equal(undefined);
     expect(await probe.messageCount('here')).to.equal(4);
     expect(channels).to.have.length(2);
+    await probe.close();
+  });
+
+  it('asks about queues that may be missing on lanes of their own, one question at a time: their 404s fail no other question', async () => {
+    const missing = new Set(['suspect.a', 'suspect.c']);
+    const { connection: conn, channels } = brokerLike(missing);
+    const probe = new QueueProbe(1, 2);
+    probe.attach(conn);
+    // Questions about queues that exist, on the one lane for them, beside suspects that mostly do not.
+    const known = ['work.a', 'work.b', 'work.c', 'due.a'];
+    const uncertain = ['suspect.a', 'suspect.b', 'suspect.c', 'suspect.d', 'suspect.a'];
+    const [counts, suspects] = await Promise.all([
+      Promise.all(known.map((queue) => probe.messageCount(queue))),
+      Promise.all(uncertain.map((queue) => probe.messageCount(queue, { mayBeMissing: true }))),
+    ]);
+    expect(counts).to.deep.equal(known.map((queue) => queue.length));
+    expect(suspects).to.deep.equal([undefined, 9, undefined, 9, undefined]);
+    // The lane for existing queues kept its one channel; each 404 closed a channel of the uncertain lanes.
+    expect(channels[0].asked).to.equal(known.length);
+    expect(channels[0].closed).to.equal(false);
+    expect(channels.filter((channel) => channel.closed)).to.have.length(3);
     await probe.close();
   });
 });

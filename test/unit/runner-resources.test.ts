@@ -84,7 +84,7 @@ describe('RunnerResources (what is own, what is shared)', () => {
   function build(options: Partial<StageRunnerOptions>): RunnerResources {
     const full: StageRunnerOptions = { config, stage, tenant: 'acme', log, ...options };
     const { settings, queues, topology } = resolveStageInput(config, stage, 'acme');
-    return new RunnerResources(full, { settings, queue: queues.main, topology, onFatal: () => undefined });
+    return new RunnerResources(full, { settings, queue: queues.main, suspectQueue: queues.suspect, topology, onFatal: () => undefined });
   }
 
   /** Records the own resources' attach, detach and close on the instance itself. */

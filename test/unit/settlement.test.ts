@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { Channel, Message, Options } from 'amqplib';
+import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
 import type { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
 import type { JobSink } from '../../src/broker/job-router.js';
 import { compileConfig } from '../../src/config/compile-config.js';
@@ -18,6 +19,7 @@ import { ConsumerSource } from '../../src/runner/consumer-source.js';
 import type { Delivery, InputKind, Outcome } from '../../src/runner/delivery.js';
 import { emptyStats, type StageRunnerStats } from '../../src/runner/runner-stats.js';
 import { Settlement, type Settled } from '../../src/runner/settlement.js';
+import { SuspectDeclaration } from '../../src/runner/suspect-declaration.js';
 import { JobContext } from '../../src/stage/job-context.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
@@ -200,7 +202,13 @@ const TRACEPARENT = '00-0af7651916cd43dd8445eb211c80319c-b7ad6b7169203331-01';
  * counters. `deliver()` makes a delivery of a job (as the broker would hand it over, with an
  * `x-death` header from the delay ladder) on that channel.
  */
-function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher('p1'), tenant?: string, refusalWaitsMs: number[] = []) {
+function setup(
+  input = 'incoming',
+  publisher: FakePublisher = new FakePublisher('p1'),
+  tenant?: string,
+  refusalWaitsMs: number[] = [],
+  ensureSuspect?: () => Promise<void>,
+) {
   const channel = new RecordingChannel();
   const source = new ConsumerSource(channel as unknown as Channel);
   const publishers = new FakePublishers(publisher);
@@ -221,6 +229,7 @@ function setup(input = 'incoming', publisher: FakePublisher = new FakePublisher(
     onSuspected: () => suspected++,
     // Refused suspect copies are tried again after waits in production; here not, unless asked.
     refusalWaitsMs,
+    ensureSuspect,
   });
   let tag = 0;
   const deliver = (job: Job, kind: InputKind = 'main'): Delivery => {
@@ -501,6 +510,68 @@ describe('Settlement', () => {
       expect(t.suspected()).to.equal(1);
       expect(t.stats).to.include({ poisonRedeliveries: 1, retried: 0, deadLettered: 0, givenBack: 0 });
       expect(t.counts).to.deep.equal({ acked: 1 });
+    });
+  });
+
+  describe('crashed, the suspect queue declared on first use (pooled, following the broker)', () => {
+    /** A SuspectDeclaration whose declarations are recorded in `log` beside the publishes, answering by `plan`. */
+    function declaring(log: string[], plan: Array<'ok' | 'fail'> = []) {
+      const declaration = new SuspectDeclaration({
+        topology: { exchanges: [], queues: [], bindings: [] },
+        queue: 'suspect',
+        log: silent,
+        declare: () => {
+          log.push('declare');
+          return plan.shift() === 'fail' ? Promise.reject(new Error('ACCESS_REFUSED')) : Promise.resolve();
+        },
+      });
+      declaration.attach({} as AmqpConnection);
+      return declaration;
+    }
+
+    it('declares the suspect queue before the first move there, once per connection', async () => {
+      const log: string[] = [];
+      const declaration = declaring(log);
+      const publisher = new FakePublisher('p1');
+      const publish = publisher.publish.bind(publisher);
+      publisher.publish = (...args) => {
+        log.push(`publish ${args[1]}`);
+        return publish(...args);
+      };
+      const t = setup('incoming', publisher, undefined, [], () => declaration.ensure());
+      const suspect = `publish ${delayRoutingKey(0, t.queues.suspect)}`;
+      for (const job of [t.newJob(), t.newJob()]) expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      expect(log).to.deep.equal(['declare', suspect, suspect]);
+      // Anything else goes where it always did, declaring nothing.
+      const failed = t.newJob();
+      expect(await t.settlement.settle(t.deliver(failed), { kind: 'failed', job: failed, error: new Error('boom') })).to.equal('acked');
+      expect(log.filter((entry) => entry === 'declare')).to.have.length(1);
+      // A new connection: declared again (the queue may have been deleted meanwhile).
+      declaration.attach({} as AmqpConnection);
+      const job = t.newJob();
+      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      expect(log.slice(-2)).to.deep.equal(['declare', suspect]);
+      expect(await settledOps(t.channel)).to.deep.equal([ack(4)]);
+    });
+
+    it('a declaration that fails moves nothing and acks nothing: declared again after each wait, rejected only when every wait is spent', async () => {
+      const log: string[] = [];
+      const declaration = declaring(log, ['fail', 'ok']);
+      const t = setup('incoming', new FakePublisher('p1'), undefined, [1, 1], () => declaration.ensure());
+      const job = t.newJob();
+      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      const publisher = t.publishers.current as FakePublisher;
+      expect(log).to.deep.equal(['declare', 'declare']);
+      expect(publisher.published).to.have.length(1);
+      expect(t.suspected()).to.equal(1);
+
+      const failing = declaring([], ['fail', 'fail', 'fail']);
+      const spent = setup('incoming', new FakePublisher('p1'), undefined, [1, 1], () => failing.ensure());
+      const again = spent.newJob();
+      expect(await spent.settlement.settle(spent.deliver(again), { kind: 'crashed', job: again })).to.equal('rejected');
+      expect((spent.publishers.current as FakePublisher).published, 'never published to a queue that may not exist').to.deep.equal([]);
+      expect(await settledOps(spent.channel)).to.deep.equal([reject(1)]);
+      expect(spent.suspected()).to.equal(0);
     });
   });
 

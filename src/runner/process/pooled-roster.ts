@@ -5,7 +5,7 @@ import { isOpen } from '../../broker/connection-state.js';
 import type { QueueFullObserver } from '../../broker/confirm-publisher.js';
 import type { LoadedStage } from '../../stage/stage-loader.js';
 import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
-import { coreTopology, mergeTopologies, suspectPart } from '../../topology/build-topology.js';
+import { coreTopology, mergeTopologies, withoutSuspectPart } from '../../topology/build-topology.js';
 import type { Topology } from '../../topology/topology.types.js';
 import { inParallel } from '../../util/in-parallel.js';
 import type { LossLedger } from '../loss-ledger.js';
@@ -63,6 +63,8 @@ export class PooledRoster extends TenantRoster {
   /** The channels and slots its runners share. */
   readonly pool: TenantPool;
   private readonly membership: TenantMembership | undefined;
+  /** The configured tenants, as a set (suspectOnFirstUse asks for every tenant). */
+  private configured: Set<string> | undefined;
 
   constructor(protected override readonly options: PooledRosterOptions) {
     super(options);
@@ -145,21 +147,32 @@ export class PooledRoster extends TenantRoster {
 
   /**
    * What an attach declares: every tenant's topology; following the broker, of a tenant found
-   * there rather than configured, only what its stage declares and `provision` leaves (its
-   * `suspect` companions), beside the core. `provision` made the rest, and declaring it again
-   * was most of a start (16 declarations of 20 per tenant of the example pipeline, 160,000
-   * round trips for 10,000 tenants); a queue of it gone missing is what a runner following the broker already handles
-   * (released, taken again once provisioned again: TenantMembership). A configured tenant may
-   * have no `provision` behind it: all of its topology is declared, as without `follow`.
+   * there rather than configured, nothing beside the core. `provision` made its queues, and
+   * declaring them again was most of a start (16 declarations of 20 per tenant of the example
+   * pipeline, 160,000 round trips for 10,000 tenants); a queue of it gone missing is what a
+   * runner following the broker already handles (released, taken again once provisioned again:
+   * TenantMembership). What `provision` leaves to the stages, the `suspect` companions, is
+   * declared on first use ({@link suspectOnFirstUse}): 20,000 declarations at 10,000 tenants
+   * were most of the rest. A configured tenant may have no `provision` behind it: all of its
+   * topology is declared, as without `follow`.
    */
   private attachTopology(runners: readonly StageRunner[]): Topology {
     const { config, pooled } = this.options;
     if (pooled.follow !== true) return mergeTopologies(...runners.map((runner) => runner.topology));
-    const configured = new Set(config.tenants);
-    const parts = runners.map((runner) =>
-      runner.tenant === undefined || configured.has(runner.tenant) ? runner.topology : suspectPart(config, runner.topology),
-    );
+    const parts = runners.filter((runner) => !this.suspectOnFirstUse(runner.tenant)).map((runner) => runner.topology);
     return mergeTopologies(coreTopology(config), ...parts);
+  }
+
+  /**
+   * Whether a tenant's runner declares its `suspect` part on first use (SuspectDeclaration)
+   * rather than at attach: following the broker, a tenant found provisioned there, not
+   * configured; never with `security.tenantUsers`, where `provision` declared the suspects.
+   */
+  private suspectOnFirstUse(tenant: string | undefined): boolean {
+    const { config, pooled } = this.options;
+    if (pooled.follow !== true || tenant === undefined || config.security.tenantUsers) return false;
+    this.configured ??= new Set(config.tenants);
+    return !this.configured.has(tenant);
   }
 
   override follow(connection: AmqpConnection): Promise<void> {
@@ -184,9 +197,10 @@ export class PooledRoster extends TenantRoster {
     const connection = this.options.connection();
     if (connection !== undefined && isOpen(connection)) {
       try {
-        // Declared here even when following the broker: `provision` may leave the companions
-        // (`due`, `suspect`) to the stages.
-        if (!config.security.tenantUsers) await (this.options.declare ?? declareTopology)(connection, runner.topology, log);
+        // Declared here even when following the broker (the exchange it was found by may be a
+        // stage's of another queue, not `provision`'s), but for a suspect part declared on first use.
+        const topology = this.suspectOnFirstUse(tenant) ? withoutSuspectPart(config, runner.topology) : runner.topology;
+        if (!config.security.tenantUsers) await (this.options.declare ?? declareTopology)(connection, topology, log);
         await runner.attach(connection, { declared: !config.security.tenantUsers });
       } catch (err) {
         if (isOpen(connection)) {
@@ -227,7 +241,10 @@ export class PooledRoster extends TenantRoster {
     if (instance.tenant === undefined) return options;
     return {
       ...options,
-      pooled: this.pool.resourcesFor(instance.tenant),
+      pooled: {
+        ...this.pool.resourcesFor(instance.tenant),
+        ...(this.suspectOnFirstUse(instance.tenant) ? { suspectOnFirstUse: true } : {}),
+      },
       // Looking for suspects nobody announced is one passive declare per tenant: spread
       // thinner with more tenants, as many as the process serves at each look (1,000 tenants:
       // every 15 s), so that the process makes at most about 67 checks a second however many it serves.
