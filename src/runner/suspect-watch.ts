@@ -132,6 +132,11 @@ export class SuspectWatch implements LinkMember {
     return this.current !== undefined;
   }
 
+  /** When the next look is due (ms since the epoch); undefined when none is planned (closed, or waiting to run again). */
+  get nextLook(): number | undefined {
+    return this.timer === undefined ? undefined : this.dueAt;
+  }
+
   private get current(): SuspectChannel | undefined {
     return this.options.shared === undefined ? this.supervisor.current : this.options.shared.channel.current;
   }
