@@ -540,7 +540,8 @@ describe('Settlement', () => {
       };
       const t = setup('incoming', publisher, undefined, [], () => declaration.ensure());
       const suspect = `publish ${delayRoutingKey(0, t.queues.suspect)}`;
-      for (const job of [t.newJob(), t.newJob()]) expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      for (const job of [t.newJob(), t.newJob()])
+        expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
       expect(log).to.deep.equal(['declare', suspect, suspect]);
       // Anything else goes where it always did, declaring nothing.
       const failed = t.newJob();
