@@ -83,6 +83,24 @@ class FakeRunner extends EventEmitter {
 
 const open = (): AmqpConnection => new EventEmitter() as unknown as AmqpConnection;
 
+/** A tenant's part of a `work` stage's topology: its exchange, its queue with both companions, their bindings. */
+function workTopology(tenant: string): Topology {
+  const names = new BrokerNames(config.prefix);
+  return {
+    exchanges: [{ name: names.tenantExchange(tenant), type: 'direct', durable: true }],
+    queues: [names.queue('work', tenant), names.dueQueue('work', tenant), names.suspectQueue('work', tenant)].map((name) => ({
+      name,
+      durable: true,
+      arguments: {},
+    })),
+    bindings: [
+      { source: names.tenantExchange(tenant), destination: names.queue('work', tenant), destinationType: 'queue', routingKey: 'work' },
+      { source: names.delayDeliver, destination: names.dueQueue('work', tenant), destinationType: 'queue', routingKey: 'due' },
+      { source: names.delayDeliver, destination: names.suspectQueue('work', tenant), destinationType: 'queue', routingKey: 'suspect' },
+    ],
+  };
+}
+
 describe('TenantRoster and PooledRoster (who the runners of a process serve)', () => {
   let stage: LoadedStage;
   before(async () => {
@@ -258,29 +276,7 @@ describe('TenantRoster and PooledRoster (who the runners of a process serve)', (
       for (const tenant of ['acme', 'initech']) roster.admit({ stage, tenant });
       const names = new BrokerNames(config.prefix);
       // A tenant's topology as a stage builds it: the core, and its queue with its companions.
-      const topologyOf = (tenant: string): Topology =>
-        mergeTopologies(coreTopology(config), {
-          exchanges: [{ name: names.tenantExchange(tenant), type: 'direct', durable: true }],
-          queues: [names.queue('work', tenant), names.dueQueue('work', tenant), names.suspectQueue('work', tenant)].map((name) => ({
-            name,
-            durable: true,
-            arguments: {},
-          })),
-          bindings: [
-            {
-              source: names.tenantExchange(tenant),
-              destination: names.queue('work', tenant),
-              destinationType: 'queue',
-              routingKey: 'work',
-            },
-            {
-              source: names.delayDeliver,
-              destination: names.suspectQueue('work', tenant),
-              destinationType: 'queue',
-              routingKey: 'suspect',
-            },
-          ],
-        });
+      const topologyOf = (tenant: string): Topology => mergeTopologies(coreTopology(config), workTopology(tenant));
       built[0].topology = topologyOf('acme');
       built[1].topology = topologyOf('initech');
       roster.pool.attach = () => Promise.resolve();
@@ -307,19 +303,7 @@ describe('TenantRoster and PooledRoster (who the runners of a process serve)', (
     it('following the broker, a tenant learnt while attached declares its topology but its suspect part; a configured one all of it', async () => {
       const { roster, built, declared } = pooled({ follow: true, connection: open() });
       const names = new BrokerNames(config.prefix);
-      const topologyOf = (tenant: string): Topology => ({
-        exchanges: [{ name: names.tenantExchange(tenant), type: 'direct', durable: true }],
-        queues: [names.queue('work', tenant), names.dueQueue('work', tenant), names.suspectQueue('work', tenant)].map((name) => ({
-          name,
-          durable: true,
-          arguments: {},
-        })),
-        bindings: [
-          { source: names.delayDeliver, destination: names.dueQueue('work', tenant), destinationType: 'queue', routingKey: 'due' },
-          { source: names.delayDeliver, destination: names.suspectQueue('work', tenant), destinationType: 'queue', routingKey: 'suspect' },
-        ],
-      });
-      FakeRunner.topologyOf = (tenant) => topologyOf(tenant as string);
+      FakeRunner.topologyOf = (tenant) => workTopology(tenant as string);
       try {
         expect(await roster.addTenant('initech')).to.equal(true);
         expect(await roster.addTenant('acme')).to.equal(true);
@@ -328,9 +312,12 @@ describe('TenantRoster and PooledRoster (who the runners of a process serve)', (
       }
       const [initech, acme] = declared as Topology[];
       expect(initech.queues.map((queue) => queue.name)).to.deep.equal([names.queue('work', 'initech'), names.dueQueue('work', 'initech')]);
-      expect(initech.bindings.map((binding) => binding.destination)).to.deep.equal([names.dueQueue('work', 'initech')]);
-      expect(initech.exchanges).to.deep.equal(topologyOf('initech').exchanges);
-      expect(acme).to.deep.equal(topologyOf('acme'));
+      expect(initech.bindings.map((binding) => binding.destination)).to.deep.equal([
+        names.queue('work', 'initech'),
+        names.dueQueue('work', 'initech'),
+      ]);
+      expect(initech.exchanges).to.deep.equal(workTopology('initech').exchanges);
+      expect(acme).to.deep.equal(workTopology('acme'));
       expect(built.map((runner) => runner.options.pooled?.suspectOnFirstUse)).to.deep.equal([true, undefined]);
       await roster.freeze();
     });
