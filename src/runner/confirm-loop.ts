@@ -109,8 +109,9 @@ export class ConfirmLoop {
 function sender(message: RouteMessage, prepare: (() => Promise<void>) | undefined): Publish {
   const publish: Publish = (publisher) => publisher.publish(message.exchange, message.routingKey, message.content, message.options);
   if (prepare === undefined) return publish;
-  // Its queue first (a suspect queue declared on first use): published to a queue not there yet,
-  // the job would be confirmed and lost. A failure is no PublishError: a refusal, waited out.
+  // Its queue first (a suspect queue declared on first use): published before the queue is there,
+  // the job would be confirmed, acked and left in `unroutable` by the delay ladder. A failure is
+  // no PublishError: a refusal, waited out (the delivery stays unacked meanwhile).
   return async (publisher) => {
     await prepare();
     await publish(publisher);
