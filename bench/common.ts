@@ -275,13 +275,13 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
           }
         : { kind: 'fs', dir: path.join(os.tmpdir(), `bench-${id}-payloads`) },
   };
-  // Scenario `peers` (bench/peers.ts): per side, a relay pair and a pipeline ring; `xa` is the
-  // hand-written side's (declared here, written by the default exchange).
+  // Scenario `peers` (bench/peers.ts): per side, a relay pair and a pipeline ring; `xa`, `xb` and
+  // `xo` are the hand-written sides' (declared here; `xa` and `xb` written by the default exchange).
   const peerQueues: Record<string, object> = {};
-  for (const side of ['xa', 'xb', 'xs', 'xt', 'xv']) {
+  for (const side of ['xa', 'xb', 'xo', 'xs', 'xt', 'xv']) {
     for (const q of side === 'xv' ? ['r0', 'r1'] : ['r0', 'r1', 'p0', 'p1', 'p2', 'p3']) {
       peerQueues[`${side}_${q}`] =
-        side === 'xa' || side === 'xb' || side === 'xs'
+        side === 'xa' || side === 'xb' || side === 'xo' || side === 'xs'
           ? { scope: 'shared' }
           : { scope: 'tenant', ...(side === 'xv' ? { variants: { by: 'kind', values: { special: ['special'] } } } : {}) };
     }
@@ -326,7 +326,8 @@ export interface RawEnvelope {
   meta: Record<string, unknown>;
   attempt: number;
   created_at: string;
-  tenant: string;
+  /** Undefined on a shared queue's job (JSON.stringify leaves it out). */
+  tenant: string | undefined;
 }
 
 export function rawJob(queue: string, type: string, args: unknown[], parentId?: string): RawEnvelope {
@@ -356,7 +357,12 @@ export function rawOptions(job: RawEnvelope, traceparent: string): Options.Publi
     contentType: CONTENT_TYPE,
     persistent: true,
     timestamp: Math.floor(Date.now() / 1000),
-    headers: { 'x-ojs-queue': job.queue, 'x-ojs-attempt': 1, 'x-ojs-tenant': TENANT, 'x-ojs-traceparent': traceparent },
+    headers: {
+      'x-ojs-queue': job.queue,
+      'x-ojs-attempt': 1,
+      ...(job.tenant === undefined ? {} : { 'x-ojs-tenant': job.tenant }),
+      'x-ojs-traceparent': traceparent,
+    },
   };
 }
 

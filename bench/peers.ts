@@ -13,6 +13,9 @@ import {
   median,
   progress,
   purgeQueues,
+  rawJob,
+  rawOptions,
+  rawTraceparent,
   sleep,
   TENANT,
   withTimeout,
@@ -34,6 +37,10 @@ import { optionsOf, publishBytes } from './wire-bytes.js';
  *   `allUpTo` batching (bench/raw-relay.ts): the practical floor of client work on RabbitMQ;
  * - `amqplib-c`: the same with prefetch = `--peer-concurrency`: as many jobs in flight as the
  *   stagecoach and BullMQ handlers, whose slot holds a job until its output is confirmed;
+ * - `amqplib-ojs`: the same hand-written relay (prefetch `--peer-prefetch`) writing the message
+ *   the OJS AMQP binding asks for (the envelope, its properties and `x-ojs-*` headers, as
+ *   stagecoach writes it on a shared queue) through `ojs.direct`: what the binding's wire costs,
+ *   apart from what stagecoach's client code costs;
  * - `shared`: stagecoach stages on shared queues (`ojs.direct`);
  * - `tenant`: stagecoach stages on one tenant's queues (the tenant-scoped path);
  * - `variant`: relay only, on a tenant's queue with variants (jobs matching no variant);
@@ -42,12 +49,22 @@ import { optionsOf, publishBytes } from './wire-bytes.js';
  * backlog (relay: r0 <-> r1 alternately; pipeline: a ring of 4 queues, 3 hops a round), so no
  * round refills; the sides take turns within each round, in an order rotated every round.
  */
-export const PEER_SIDES = ['amqplib', 'amqplib-c', 'shared', 'tenant', 'variant', 'bullmq'] as const;
+export const PEER_SIDES = ['amqplib', 'amqplib-c', 'amqplib-ojs', 'shared', 'tenant', 'variant', 'bullmq'] as const;
 export type PeerSide = (typeof PEER_SIDES)[number];
 
 /** Each side's logical queue prefix (bench/peer-stages.ts; `xa` queues are only declared). */
-const PREFIX: Record<Exclude<PeerSide, 'bullmq'>, string> = { amqplib: 'xa', 'amqplib-c': 'xb', shared: 'xs', tenant: 'xt', variant: 'xv' };
-const handWritten = (side: PeerSide): side is 'amqplib' | 'amqplib-c' => side === 'amqplib' || side === 'amqplib-c';
+const PREFIX: Record<Exclude<PeerSide, 'bullmq'>, string> = {
+  amqplib: 'xa',
+  'amqplib-c': 'xb',
+  'amqplib-ojs': 'xo',
+  shared: 'xs',
+  tenant: 'xt',
+  variant: 'xv',
+};
+/** The hand-written relays writing the smallest message, by the default exchange. */
+const minimal = (side: PeerSide): side is 'amqplib' | 'amqplib-c' => side === 'amqplib' || side === 'amqplib-c';
+/** The hand-written relays: plain amqplib, no stage. */
+const handWritten = (side: PeerSide): side is 'amqplib' | 'amqplib-c' | 'amqplib-ojs' => minimal(side) || side === 'amqplib-ojs';
 
 export interface PeerRow {
   side: PeerSide;
@@ -128,11 +145,15 @@ async function measure(
   const local = queueNames(kind);
   const physical = (side: Exclude<PeerSide, 'bullmq'>, q: string): string =>
     side === 'shared' || handWritten(side) ? ctx.names.queue(`${PREFIX[side]}_${q}`) : ctx.names.queue(`${PREFIX[side]}_${q}`, TENANT);
+  // What a hand-written relay publishes: the smallest message to the next queue by the default
+  // exchange, or (amqplib-ojs) the binding's message to the logical queue through `ojs.direct`.
+  const output = (side: 'amqplib' | 'amqplib-c' | 'amqplib-ojs', q: string): ((message: ConsumeMessage) => Outgoing) =>
+    minimal(side) ? minimalOutput(physical(side, q)) : bindingOutput(ctx.names.direct, `${PREFIX[side]}_${q}`);
   try {
     for (const side of sides) {
       if (side === 'bullmq') await peer.fill(`${kind}-${local[0]}`, n, args);
-      else if (handWritten(side)) await fillRaw(ctx, physical(side, local[0] as string), n, args);
-      else await fillStagecoach(ctx, `${PREFIX[side]}_${local[0]}`, side === 'shared' ? undefined : TENANT, n, args);
+      else if (minimal(side)) await fillRaw(ctx, physical(side, local[0] as string), n, args);
+      else await fillStagecoach(ctx, `${PREFIX[side]}_${local[0]}`, side === 'tenant' || side === 'variant' ? TENANT : undefined, n, args);
     }
     progress(`  ${kind}: filled ${sides.length} backlogs of ${fmt(n)}`);
     for (let r = 1; r <= ctx.opts.rounds; r++) {
@@ -158,8 +179,8 @@ async function measure(
           if (r === ctx.opts.rounds) bytes.set(side, await peer.messageBytes(`${kind}-${local[to]}`));
         } else {
           if (handWritten(side)) {
-            const relays = hops.map(([i, o]) => ({ input: physical(side, i), output: minimalOutput(physical(side, o)) }));
-            const prefetch = side === 'amqplib' ? ctx.opts.peerPrefetch : ctx.opts.peerConcurrency;
+            const relays = hops.map(([i, o]) => ({ input: physical(side, i), output: output(side, o) }));
+            const prefetch = side === 'amqplib-c' ? ctx.opts.peerConcurrency : ctx.opts.peerPrefetch;
             rounds.get(side)?.push(await relaysRound(ctx, relays, prefetch, n, what, side));
           } else {
             const stages = hops.map(([i]) =>
@@ -206,6 +227,20 @@ async function measure(
 /** The smallest correct job: its id, type and args, persistent, by the default exchange to the queue. */
 function minimalJob(type: string, args: unknown): Buffer {
   return Buffer.from(JSON.stringify({ id: uuidv7(), type, args }));
+}
+
+/**
+ * The binding's message for the next queue, written by hand: the envelope (`meta.parent_id` the
+ * input's id, as `ctx.emit` sets it), its properties and the `x-ojs-*` headers stagecoach writes
+ * for a shared queue (queue, attempt, a traceparent continuing the input's trace).
+ */
+function bindingOutput(exchange: string, queue: string): (message: ConsumeMessage) => Outgoing {
+  return (message) => {
+    const input = JSON.parse(message.content.toString('utf8')) as { id: string; type: string; args: unknown[] };
+    const job = { ...rawJob(queue, input.type, input.args, input.id), tenant: undefined };
+    const options = rawOptions(job, rawTraceparent(message.properties.headers?.['x-ojs-traceparent']));
+    return { exchange, routingKey: queue, content: Buffer.from(JSON.stringify(job)), options };
+  };
 }
 
 function minimalOutput(queue: string): (message: ConsumeMessage) => Outgoing {
@@ -266,7 +301,7 @@ async function peekBytes(ctx: BenchContext, side: Exclude<PeerSide, 'bullmq'>, q
     if (message === false) return undefined;
     channel.nack(message, false, true);
     const options = optionsOf(message.properties);
-    if (handWritten(side)) return publishBytes('', queue, message.content, options);
+    if (minimal(side)) return publishBytes('', queue, message.content, options);
     const { job, headers } = fromWire(message, ctx.config.tenantHeader);
     const route = routeFor(ctx.config, job, { now: Date.now(), headers });
     return publishBytes(route.exchange, route.routingKey, message.content, options);
@@ -309,8 +344,15 @@ export function renderPeers(result: PeersResult): string[] {
   lines.push('');
   for (const [what, value, target] of targets)
     lines.push(`${value >= target ? 'target met    ' : 'target MISSED '} ${what}: ${value.toFixed(2)} (>= ${target})`);
+  // Not targets: what the binding's message costs a hand-written relay, and stagecoach beside that.
+  const ratio = (rows: PeerRow[], side: PeerSide, base: PeerSide): string => (rate(rows, side) / rate(rows, base)).toFixed(2);
   lines.push(
-    `(concurrency ${result.concurrency} for stagecoach and BullMQ, prefetch ${result.prefetch} for amqplib and stagecoach, ${result.concurrency} for amqplib-c, args of ${result.argsBytes} B; ` +
+    `the binding's message: amqplib-ojs / amqplib ${ratio(result.relay, 'amqplib-ojs', 'amqplib')} (relay), ` +
+      `${ratio(result.pipeline, 'amqplib-ojs', 'amqplib')} (pipeline); stagecoach shared / amqplib-ojs ` +
+      `${ratio(result.relay, 'shared', 'amqplib-ojs')} (relay), ${ratio(result.pipeline, 'shared', 'amqplib-ojs')} (pipeline)`,
+  );
+  lines.push(
+    `(concurrency ${result.concurrency} for stagecoach and BullMQ, prefetch ${result.prefetch} for amqplib, amqplib-ojs and stagecoach, ${result.concurrency} for amqplib-c, args of ${result.argsBytes} B; ` +
       'broker CPU: RabbitMQ beam.smp, redis-server for bullmq; message bytes: AMQP publish frames, or the job hash in Redis)',
   );
   return lines;
