@@ -7,9 +7,8 @@ import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
 import { deleteQueueSettings } from '../plan/queue-settings.js';
 import { managementApiOf } from '../security/management-api.js';
-import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { possibleStateMarkers } from '../state/queue-state.js';
-import { escape } from '../topology/queue-policies.js';
+import { deletePrefix } from './delete-prefix.js';
 
 /**
  * Test preset (after rascal's `withTestConfig`): the configuration with a unique prefix, so
@@ -28,8 +27,7 @@ export function withTestConfig(raw: RawConfig, source?: string): CompiledConfig 
  * Deletes every exchange and queue of the given topologies (by default: what `provision`
  * would declare for the configured tenants, and what their stages declare themselves), their
  * queue states, and the prefix's queue settings (policies). Missing names are skipped. Then,
- * where the management API answers, whatever else the run left under its prefix (see
- * `deleteLeftovers`).
+ * where the management API answers, whatever else the run left under its prefix (`deletePrefix`).
  */
 export async function teardown(config: CompiledConfig, stages: readonly StageMetadata[] = [], ...extra: Topology[]): Promise<void> {
   const topology = mergeTopologies(provisionTopology(config, stages), stageDeclaredTopology(config, stages), ...extra);
@@ -46,39 +44,13 @@ export async function teardown(config: CompiledConfig, stages: readonly StageMet
   } catch {
     // No management API: then nothing could have put a policy either.
   }
-  await deleteLeftovers(config);
-}
-
-/**
- * Every queue and exchange still named under the prefix: what no topology of the configuration
- * names, because the run made it up as it went (the flow limits' token queues, per partition;
- * the `suspect` queues of tenants added while running, declared on first use; the batch and
- * tenant directive flags, per batch). The prefix is the run's own (`withTestConfig`), so all of
- * it is the run's. Without the management API they stay (non-durable under this preset: gone at
- * the broker's next restart).
- */
-async function deleteLeftovers(config: CompiledConfig): Promise<void> {
-  const api = managementApiOf(config);
-  const vhost = vhostOfAmqpUrl(config.broker.url);
-  const named = `^${escape(config.prefix)}\\.`;
-  let queues: string[];
-  let exchanges: string[];
-  try {
-    [queues, exchanges] = await Promise.all([
-      api.listQueues(vhost, named).then((rows) => rows.map((queue) => queue.name)),
-      api.listExchangeNames(vhost, named),
-    ]);
-  } catch {
-    return;
-  }
-  if (queues.length === 0 && exchanges.length === 0) return;
-  const connection = await amqplib.connect(config.broker.url);
-  try {
-    for (const name of queues) await withChannel(connection, (ch) => ch.deleteQueue(name));
-    for (const name of exchanges) await withChannel(connection, (ch) => ch.deleteExchange(name));
-  } finally {
-    await connection.close();
-  }
+  // Then what no topology of the configuration names, because the run made it up as it went: the
+  // flow limits' token queues (per partition), the `suspect` queues of tenants added while running
+  // (declared on first use), the batch and tenant directive flags (per batch). The prefix is the
+  // run's own, so all of it is the run's. Without the management API they stay (non-durable under
+  // this preset: gone at the broker's next restart).
+  const managementUrl = config.broker.managementUrls[0];
+  if (managementUrl !== undefined) await deletePrefix(config.broker.url, managementUrl, config.prefix).catch(() => undefined);
 }
 
 /**
