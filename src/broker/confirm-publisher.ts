@@ -56,6 +56,14 @@ export class ConfirmPublisher implements PublishChannel {
   private drained: Promise<void> | undefined;
   private closed: Error | undefined;
   private releaseDrain: (() => void) | undefined;
+  /**
+   * Each publish sent and not yet confirmed: what fails it as lost with the channel. amqplib is
+   * meant to fail them when the channel closes, but (0.10.9, amqplib issue 191) it stops at the
+   * first slot already confirmed out of order (confirms from several queues come in any order),
+   * and every publish behind it would wait for ever: its job never settles, and whatever waits
+   * for the process's jobs in flight (an isolation window, a stop) with it. Failed here instead.
+   */
+  private readonly unconfirmed = new Set<() => void>();
 
   private constructor(
     private readonly channel: ConfirmChannel,
@@ -73,6 +81,9 @@ export class ConfirmPublisher implements PublishChannel {
     channel.on('close', () => {
       const expected = this.closed !== undefined && this.closed.message === 'publisher closed';
       this.closed ??= new Error('publish channel closed');
+      // After amqplib's own listener (registered first): what it failed is settled already.
+      for (const lose of this.unconfirmed) lose();
+      this.unconfirmed.clear();
       this.onDrain();
       if (!expected) onLost?.();
     });
@@ -110,14 +121,18 @@ export class ConfirmPublisher implements PublishChannel {
     }
     const stamped = this.userId === undefined ? options : { ...options, userId: this.userId };
     return new Promise<void>((resolve, reject) => {
+      const channelLost = (reason: string): void =>
+        reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, true));
+      const lose = (): void => channelLost('channel closed');
       let ok: boolean;
       try {
         ok = this.channel.publish(exchange, routingKey, content, stamped, (err: unknown) => {
+          this.unconfirmed.delete(lose);
           if (err) {
             const reason = err instanceof Error ? err.message : String(err);
             // amqplib fails pending confirms with 'channel closed' when the channel goes away.
             if (reason.includes('closed')) {
-              reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, true));
+              channelLost(reason);
               return;
             }
             const full = queueFull(exchange, routingKey, stamped.headers);
@@ -133,6 +148,7 @@ export class ConfirmPublisher implements PublishChannel {
         reject(this.unsent(err, exchange, routingKey));
         return;
       }
+      this.unconfirmed.add(lose);
       sent?.();
       if (!ok && !this.drained) {
         this.drained = new Promise<void>((release) => {

@@ -10,6 +10,11 @@ const { IllegalOperationError } = createRequire(import.meta.url)('amqplib/lib/er
   IllegalOperationError: new (message: string, stack?: string) => Error;
 };
 
+/** amqplib's real confirm channel: its bookkeeping of confirms is what is under test, not a stand-in's. */
+const { ConfirmChannel } = createRequire(import.meta.url)('amqplib/lib/channel_model.js') as {
+  ConfirmChannel: new (connection: unknown) => EventEmitter & { ch: number };
+};
+
 type Confirm = (err: unknown) => void;
 
 /** A ConfirmChannel as far as ConfirmPublisher uses it: publish with a confirm callback, events. */
@@ -201,6 +206,24 @@ describe('ConfirmPublisher', () => {
     other.channel.emit('close');
     expect(lost).to.equal(1);
     expect((await rejection(publish(publisher))).transient).to.equal(true);
+  });
+
+  it("fails every unconfirmed publish when amqplib's channel closes, after confirms that came out of order", async () => {
+    // amqplib's channel over a connection that takes every frame: the broker's confirms and the
+    // channel's close are driven by hand.
+    const channel = new ConfirmChannel({ sendMessage: () => true, sendMethod: () => true, releaseChannel: () => undefined });
+    channel.ch = 1;
+    const connection = { createConfirmChannel: () => Promise.resolve(channel) } as unknown as AmqpConnection;
+    const publisher = await ConfirmPublisher.open(connection);
+    const [first, second, third] = ['a', 'b', 'c'].map((key) => publish(publisher, key));
+    // Two queues confirm at their own pace: the second message before the first.
+    channel.emit('ack', { deliveryTag: 2, multiple: false });
+    channel.emit('close');
+    expect(await state(second)).to.equal('fulfilled');
+    expect((await rejection(first)).transient, 'the first, failed by amqplib').to.equal(true);
+    // amqplib stops failing at the slot the out-of-order confirm left: this one would wait for ever.
+    expect(await state(third), 'the third, behind it').to.not.equal('pending');
+    expect((await rejection(third)).transient).to.equal(true);
   });
 
   describe('readyMessages (a refusal checked before it is believed: broker/refusal-cause.ts)', () => {
