@@ -94,6 +94,16 @@ export class ConnectionManager extends EventEmitter {
     if (connection !== undefined) cutConnection(connection);
   }
 
+  /**
+   * Destroys the connection's socket at once and reconnects, as after any loss: for a connection
+   * that looks alive but is of no use (a re-attach on it that never finished). What is
+   * unacknowledged on it goes back to its queues. Unlike `cut()`, reconnecting goes on.
+   */
+  drop(): void {
+    const connection = this.current;
+    if (connection !== undefined && !this.closing) cutConnection(connection);
+  }
+
   private async connect(): Promise<AmqpConnection> {
     const connection = await openConnection(this.config, this.log, this.name, this.firstNode);
     if (this.closing) {

@@ -15,7 +15,7 @@ import type { StageEndpoints, Topology } from '../topology/topology.types.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
 import { limitsControl } from './process/limits-control.js';
-import { GroupConnection } from './process/group-connection.js';
+import { GroupConnection, reattachTimeoutMs } from './process/group-connection.js';
 import { groupDepths } from './process/group-depths.js';
 import { GroupLifecycle, type GroupState } from './process/group-lifecycle.js';
 import { readinessOf, type Readiness } from './process/group-readiness.js';
@@ -177,13 +177,15 @@ export class StageGroup {
     this.connection = new GroupConnection(manager, {
       log,
       metrics: this.metrics,
-      attach: (connection) => this.services.gate.whileAttaching(() => this.attachAll(connection)),
+      attach: (connection, step) => this.services.gate.whileAttaching(() => this.attachAll(connection, step)),
       onLost: () => {
         services.detach();
         this.roster.detach();
       },
       onFatal: (err) => this.fail(err),
       stallMs: config.broker.stallTimeout * 1000,
+      // Read at each attach: a pooled process's runners come and go.
+      reattachTimeoutMs: () => reattachTimeoutMs(this.roster.runners.length),
     });
     this.control = new ControlRouter({
       config,
@@ -323,12 +325,17 @@ export class StageGroup {
     return drained.every(Boolean);
   }
 
-  /** Everything of the process on `connection`: at start, and again after every reconnection. */
-  private async attachAll(connection: AmqpConnection): Promise<void> {
+  /** Everything of the process on `connection`: at start, and again after every reconnection. `step`: see GroupConnectionOptions.attach. */
+  private async attachAll(connection: AmqpConnection, step: (where: string) => void): Promise<void> {
+    step('process services (flow control, directives)');
     await this.services.attach(connection);
+    step('provisioned topology');
     if (this.topology !== undefined) await declareTopology(connection, this.topology, this.log, { lanes: PROVISION_DECLARE_LANES });
+    step('runners');
     await this.roster.attach(connection);
+    step('control listener');
     await this.control.attach(connection);
+    step("following the broker's tenants");
     await this.roster.follow(connection);
   }
 }

@@ -59,21 +59,41 @@ class FakeManager extends EventEmitter {
     this.refuse?.(new Error('connection manager closed before it connected'));
     return Promise.resolve();
   }
+
+  /** Connections dropped (their socket destroyed, reconnecting goes on). */
+  readonly dropped: AmqpConnection[] = [];
+
+  drop(): void {
+    if (this.connection !== undefined) this.dropped.push(this.connection);
+    this.lose();
+  }
 }
 
-function setup(
-  over: { failures?: (connection: AmqpConnection, call: number, manager: FakeManager) => Error | undefined; attempts?: number } = {},
-) {
+interface Over {
+  failures?: (connection: AmqpConnection, call: number, manager: FakeManager) => Error | undefined;
+  attempts?: number;
+  /** An attach of its own instead of the default (which attaches at once, or fails as `failures` says). */
+  attach?: (connection: AmqpConnection, step: (where: string) => void) => Promise<void>;
+  timeoutMs?: number;
+}
+
+function setup(over: Over = {}) {
   const manager = new FakeManager();
   const attached: AmqpConnection[] = [];
   const fatal: Error[] = [];
+  const errors: Array<{ message: string; meta: unknown }> = [];
   const metrics = { up: [] as boolean[], reconnects: 0 };
   let lost = 0;
+  // The test's logger, its error lines recorded.
+  const recording = Object.assign(Object.create(log) as typeof log, {
+    error: (message: string, meta: unknown) => void errors.push({ message, meta }),
+  });
   const connection = new GroupConnection(manager as unknown as ManagedConnection, {
-    log,
+    log: recording,
     metrics: { setConnected: (up) => void metrics.up.push(up), setBlocked: () => undefined, reconnected: () => void metrics.reconnects++ },
-    attach: (c) => {
+    attach: (c, step) => {
       attached.push(c);
+      if (over.attach !== undefined) return over.attach(c, step);
       const err = over.failures?.(c, attached.filter((a) => a === c).length, manager);
       return err === undefined ? Promise.resolve() : Promise.reject(err);
     },
@@ -82,8 +102,9 @@ function setup(
     reattachRetryMs: RETRY_MS,
     stallMs: 15_000,
     ...(over.attempts === undefined ? {} : { reattachAttempts: over.attempts }),
+    ...(over.timeoutMs === undefined ? {} : { reattachTimeoutMs: over.timeoutMs }),
   });
-  return { manager, connection, attached, fatal, metrics, lost: () => lost };
+  return { manager, connection, attached, fatal, errors, metrics, lost: () => lost };
 }
 
 describe('GroupConnection (the process re-attaching on every new connection)', () => {
@@ -198,6 +219,65 @@ describe('GroupConnection (the process re-attaching on every new connection)', (
     manager.connect(first);
     const err = await connection.attachFirst(await starting).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(Error).with.property('message', 'ACCESS_REFUSED');
+  });
+
+  describe('an attach bounded in time (amqplib RPCs have no timeout; heartbeats keep a stuck connection looking alive)', () => {
+    const TIMEOUT_MS = 30;
+
+    it('drops a connection whose re-attach never finishes, naming where it was stuck; the next connection attaches everything', async () => {
+      const first = fakeConnection();
+      const second = fakeConnection();
+      const third = fakeConnection();
+      const set = setup({
+        timeoutMs: TIMEOUT_MS,
+        attach: (c, step) => {
+          step('runners');
+          // An RPC the broker never answers: the attach on the second connection never settles.
+          return c === second ? new Promise<void>(() => undefined) : Promise.resolve();
+        },
+      });
+      const { manager, connection } = set;
+      const starting = connection.start();
+      manager.connect(first);
+      await connection.attachFirst(await starting);
+      manager.lose();
+      manager.connect(second);
+      await waitFor('the stuck connection dropped', () => manager.dropped.length === 1);
+      expect(manager.dropped).to.deep.equal([second]);
+      expect(connection.connected, 'the manager reconnects').to.equal(false);
+      expect(set.errors).to.have.length(1);
+      expect(set.errors[0].meta).to.deep.equal({ stuck_at: 'runners', timeout_ms: TIMEOUT_MS });
+
+      manager.connect(third);
+      await waitFor('attached again on the third connection', () => set.attached.includes(third));
+      expect(set.fatal).to.deep.equal([]);
+      // Nothing is dropped twice: the bound of the lost second connection has nothing left to cut.
+      await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 2));
+      expect(manager.dropped).to.deep.equal([second]);
+      expect(connection.connected).to.equal(true);
+    });
+
+    it('leaves a re-attach that finishes within the bound alone', async () => {
+      const first = fakeConnection();
+      const second = fakeConnection();
+      // The second attach takes a while, less than the bound.
+      const set = setup({
+        timeoutMs: TIMEOUT_MS,
+        attach: (c) => (c === second ? new Promise<void>((resolve) => setTimeout(resolve, TIMEOUT_MS / 3)) : Promise.resolve()),
+      });
+      const { manager, connection } = set;
+      const starting = connection.start();
+      manager.connect(first);
+      await connection.attachFirst(await starting);
+      manager.lose();
+      manager.connect(second);
+      // Timers of a duration no longer, set earlier, fire first: past this one, the group's bound
+      // (set when the attach began) has run out, had the attach not finished in time.
+      await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 2));
+      expect(manager.dropped).to.deep.equal([]);
+      expect(set.errors).to.deep.equal([]);
+      expect(connection.connected).to.equal(true);
+    });
   });
 
   it('next() waits for the connection after the lost one; halt() ends the wait and any re-attach', async () => {

@@ -5,23 +5,43 @@ import { isOpen } from '../../broker/connection-state.js';
 import { StallWatch } from '../../broker/stall-watch.js';
 import type { Logger } from '../../logging/logger.js';
 import type { StageMetrics } from '../../observability/stage-metrics.js';
+import { settleWithin } from '../../util/settle-within.js';
 
 /** Tries of a re-attach refused on a live connection, a second apart, before the group fails. */
 export const REATTACH_ATTEMPTS = 5;
 export const REATTACH_RETRY_MS = 1000;
 
+/**
+ * How long an attach may take before its connection is cut and everything attaches again on the
+ * next one, in ms: this much, plus REATTACH_TIMEOUT_PER_RUNNER_MS per runner of the process
+ * ({@link reattachTimeoutMs}). A pooled process of 10,000 tenants takes about 40 s to attach
+ * (docs/performance.md): its bound, 160 s, is four times that; a process of a few runners gets a
+ * minute.
+ */
+export const REATTACH_TIMEOUT_MS = 60_000;
+export const REATTACH_TIMEOUT_PER_RUNNER_MS = 10;
+
+/** The attach bound of a process of `runners` runners (see REATTACH_TIMEOUT_MS). */
+export function reattachTimeoutMs(runners: number): number {
+  return REATTACH_TIMEOUT_MS + runners * REATTACH_TIMEOUT_PER_RUNNER_MS;
+}
+
 /** What the group uses of its {@link ConnectionManager} (a unit test passes a stub). */
 export type ManagedConnection = Pick<
   ConnectionManager,
-  'connection' | 'connected' | 'node' | 'connections' | 'start' | 'close' | 'cut' | 'on' | 'once' | 'off'
+  'connection' | 'connected' | 'node' | 'connections' | 'start' | 'close' | 'cut' | 'drop' | 'on' | 'once' | 'off'
 >;
 
 export interface GroupConnectionOptions {
   log: Logger;
   /** `stagecoach_connection_up`, `stagecoach_connection_blocked` and `stagecoach_reconnects_total`. */
   metrics: Pick<StageMetrics, 'setConnected' | 'setBlocked' | 'reconnected'>;
-  /** Attaches everything of the process on a connection: the first one, and each one after a loss. */
-  attach(connection: AmqpConnection): Promise<void>;
+  /**
+   * Attaches everything of the process on a connection: the first one, and each one after a loss.
+   * `step` is told where it is (`runners`, `control listener`...): an attach out of time is
+   * logged with the step it was stuck at.
+   */
+  attach(connection: AmqpConnection, step: (where: string) => void): Promise<void>;
   /** The connection is gone, and every channel on it: what was opened there is to be forgotten. */
   onLost(): void;
   /** A re-attach a live broker refused `reattachAttempts` times: the process cannot recover by itself. */
@@ -32,6 +52,8 @@ export interface GroupConnectionOptions {
   reattachAttempts?: number;
   /** @defaultValue REATTACH_RETRY_MS */
   reattachRetryMs?: number;
+  /** The attach bound, ms, read at each attach (a pooled process grows). @defaultValue REATTACH_TIMEOUT_MS */
+  reattachTimeoutMs?: number | (() => number);
 }
 
 /**
@@ -46,6 +68,14 @@ export interface GroupConnectionOptions {
  * restarted may refuse for a moment what it holds) before `onFatal`; one cut short by another
  * loss waits for the next connection. `halt()` (the group stopping) ends the re-attaching and a
  * pending `next()`; `close()` closes the connection, last.
+ *
+ * Every attach is bounded (`reattachTimeoutMs`): amqplib's RPCs have no timeout, and a broker
+ * that never answers one, or a promise of a lost connection that never settles, would leave the
+ * process attached to nothing for ever, while the broker's heartbeats keep the connection looking
+ * alive (the stall watch hears them). Past the bound the connection is dropped (its socket
+ * destroyed): the manager reconnects and everything attaches again from scratch on the next one;
+ * what was unacknowledged on it goes back to its queues. Not while the broker blocks the
+ * connection (a resource alarm): it then answers nothing by design, and would block the next one.
  */
 export class GroupConnection {
   private following = false;
@@ -117,7 +147,7 @@ export class GroupConnection {
   async attachFirst(connection: AmqpConnection): Promise<void> {
     this.following = true;
     try {
-      await this.options.attach(connection);
+      await this.attachWithin(connection);
     } catch (err) {
       if (isOpen(connection)) throw err;
       this.options.log.warn('connection lost while starting; attaching on the next connection', { err: (err as Error).message });
@@ -176,7 +206,7 @@ export class GroupConnection {
     if (this.halted) return;
     const { log } = this.options;
     try {
-      await this.options.attach(connection);
+      await this.attachWithin(connection);
     } catch (err) {
       if (!isOpen(connection)) {
         // The connection dropped again mid-way: the next 'connected' starts over.
@@ -196,6 +226,32 @@ export class GroupConnection {
       // heal by itself, and a stage that silently stops consuming is the worst outcome.
       log.error('re-attaching after reconnect failed on a live connection; giving up', { err: (err as Error).message });
       this.options.onFatal(err as Error);
+    }
+  }
+
+  /**
+   * `options.attach` on `connection`, within the bound (see the class): past it, the connection
+   * is dropped and this resolves, the attach left to fail with its connection; the manager's next
+   * 'connected' attaches everything again. Throws what the attach threw in time.
+   */
+  private async attachWithin(connection: AmqpConnection): Promise<void> {
+    let step = 'starting';
+    const attaching = this.options.attach(connection, (where) => (step = where)).then(() => true);
+    const bound = this.options.reattachTimeoutMs;
+    for (;;) {
+      const timeoutMs = (typeof bound === 'function' ? bound() : bound) ?? REATTACH_TIMEOUT_MS;
+      if ((await settleWithin(attaching, timeoutMs)) !== undefined) return;
+      // Lost meanwhile (the next connection starts over), or stopping (the stop cuts what is left).
+      if (this.halted || this.manager.connection !== connection) return;
+      if (this.blocking.state === undefined) {
+        this.options.log.error('attaching to the broker did not finish in time; dropping the connection to attach everything again', {
+          stuck_at: step,
+          timeout_ms: timeoutMs,
+        });
+        this.manager.drop();
+        return;
+      }
+      this.options.log.warn('attaching to the broker waits while the broker blocks the connection', { stuck_at: step });
     }
   }
 }
