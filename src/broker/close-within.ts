@@ -34,8 +34,8 @@ export async function closeWithin(connection: AmqpConnection, timeoutMs = CLOSE_
  * it goes back to its queues. With an error, so that amqplib closes its side too (its channels
  * emit 'close', its heartbeat timer stops) instead of waiting for missed heartbeats.
  */
-export function cutConnection(connection: AmqpConnection): void {
+export function cutConnection(connection: AmqpConnection, reason = 'connection cut: the broker did not answer in time'): void {
   // The socket under amqplib's connection: not in its types, present in every version we use.
   const socket = (connection as unknown as { connection?: { stream?: { destroy(err?: Error): void } } }).connection?.stream;
-  socket?.destroy(new Error('connection cut: the broker did not answer in time'));
+  socket?.destroy(new Error(reason));
 }

@@ -98,10 +98,11 @@ export class ConnectionManager extends EventEmitter {
    * Destroys the connection's socket at once and reconnects, as after any loss: for a connection
    * that looks alive but is of no use (a re-attach on it that never finished). What is
    * unacknowledged on it goes back to its queues. Unlike `cut()`, reconnecting goes on.
+   * @param reason why, for the log line of the loss
    */
-  drop(): void {
+  drop(reason: string): void {
     const connection = this.current;
-    if (connection !== undefined && !this.closing) cutConnection(connection);
+    if (connection !== undefined && !this.closing) cutConnection(connection, `connection dropped: ${reason}`);
   }
 
   private async connect(): Promise<AmqpConnection> {

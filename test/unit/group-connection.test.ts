@@ -63,7 +63,7 @@ class FakeManager extends EventEmitter {
   /** Connections dropped (their socket destroyed, reconnecting goes on). */
   readonly dropped: AmqpConnection[] = [];
 
-  drop(): void {
+  drop(_reason: string): void {
     if (this.connection !== undefined) this.dropped.push(this.connection);
     this.lose();
   }

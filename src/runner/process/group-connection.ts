@@ -248,7 +248,7 @@ export class GroupConnection {
           stuck_at: step,
           timeout_ms: timeoutMs,
         });
-        this.manager.drop();
+        this.manager.drop('attaching on it did not finish in time');
         return;
       }
       this.options.log.warn('attaching to the broker waits while the broker blocks the connection', { stuck_at: step });
