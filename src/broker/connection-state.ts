@@ -11,3 +11,16 @@ export function isOpen(connection: AmqpConnection): boolean {
   }
   return !closedConnections.has(connection);
 }
+
+/**
+ * Rejects when `connection` closes (at once if it has): raced against work on it, that work ends
+ * with its connection even when something of it would never settle (an attach waiting on a
+ * promise of the lost connection), so that nothing waiting for that work waits for ever.
+ */
+export function whenClosed(connection: AmqpConnection): Promise<never> {
+  return new Promise<never>((_resolve, reject) => {
+    const closed = (): void => reject(new Error('connection closed'));
+    if (!isOpen(connection)) closed();
+    else connection.once('close', closed);
+  });
+}

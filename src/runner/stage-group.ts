@@ -1,5 +1,6 @@
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { ConnectionManager } from '../broker/connection-manager.js';
+import { whenClosed } from '../broker/connection-state.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { AdminEventSink } from '../events/admin-events.js';
@@ -177,7 +178,10 @@ export class StageGroup {
     this.connection = new GroupConnection(manager, {
       log,
       metrics: this.metrics,
-      attach: (connection, step) => this.services.gate.whileAttaching(() => this.attachAll(connection, step)),
+      // Ended by its connection's close too: an attach stuck there (dropped past its bound) must
+      // not keep the isolation gate shut (no suspect would run again in this process).
+      attach: (connection, step) =>
+        this.services.gate.whileAttaching(() => Promise.race([this.attachAll(connection, step), whenClosed(connection)])),
       onLost: () => {
         services.detach();
         this.roster.detach();
