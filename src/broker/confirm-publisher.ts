@@ -64,6 +64,8 @@ export class ConfirmPublisher implements PublishChannel {
    * for the process's jobs in flight (an isolation window, a stop) with it. Failed here instead.
    */
   private readonly unconfirmed = new Set<() => void>();
+  /** Resolves when the channel has closed, however: what `close()` waits for at most. */
+  private readonly channelClosed: Promise<void>;
 
   private constructor(
     private readonly channel: ConfirmChannel,
@@ -74,6 +76,7 @@ export class ConfirmPublisher implements PublishChannel {
     private readonly userId?: string,
     private readonly onQueueFull?: QueueFullObserver,
   ) {
+    this.channelClosed = new Promise<void>((resolve) => channel.once('close', () => resolve()));
     channel.on('drain', () => this.onDrain());
     channel.on('error', (err: Error) => {
       this.closed = err;
@@ -181,9 +184,11 @@ export class ConfirmPublisher implements PublishChannel {
     if (this.closed) return;
     this.closed = new Error('publisher closed');
     try {
-      // Waits for outstanding confirms, then closes.
-      await this.channel.waitForConfirms();
-      await this.channel.close();
+      // Waits for outstanding confirms, then closes; each wait ends with the channel at the latest:
+      // amqplib's channel close in progress when its connection goes never answers (a stop would
+      // wait until its grace period).
+      await Promise.race([this.channel.waitForConfirms(), this.channelClosed]);
+      await Promise.race([this.channel.close(), this.channelClosed]);
     } catch {
       // Already closed with its connection: the pending publishes were rejected.
     }

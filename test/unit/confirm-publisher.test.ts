@@ -226,6 +226,22 @@ describe('ConfirmPublisher', () => {
     expect((await rejection(third)).transient).to.equal(true);
   });
 
+  it('close() ends when the connection goes while the channel closes', async () => {
+    const channel = new ConfirmChannel({
+      sendMessage: () => true,
+      sendMethod: () => true,
+      releaseChannel: () => undefined,
+    }) as InstanceType<typeof ConfirmChannel> & { toClosed(stack: string): void };
+    channel.ch = 1;
+    const connection = { createConfirmChannel: () => Promise.resolve(channel) } as unknown as AmqpConnection;
+    const publisher = await ConfirmPublisher.open(connection);
+    const closing = publisher.close();
+    await new Promise((resolve) => setImmediate(resolve));
+    // Its channel.close is sent, unanswered: the connection goes, closing every channel it had.
+    channel.toClosed('connection closed');
+    expect(await state(closing)).to.equal('fulfilled');
+  });
+
   describe('readyMessages (a refusal checked before it is believed: broker/refusal-cause.ts)', () => {
     /** A channel whose passive declare answers `answer`, or never (undefined) until the channel closes. */
     const probing = (answer: number | undefined) => {
