@@ -224,30 +224,33 @@ describe('GroupConnection (the process re-attaching on every new connection)', (
   describe('an attach bounded in time (amqplib RPCs have no timeout; heartbeats keep a stuck connection looking alive)', () => {
     const TIMEOUT_MS = 30;
 
-    it('drops a connection whose re-attach never finishes, naming where it was stuck; the next connection attaches everything', async () => {
+    /** Attached on a first connection, then reconnected to a second one, attached by `attachSecond`. */
+    async function reconnected(attachSecond: (step: (where: string) => void) => Promise<void>) {
       const first = fakeConnection();
       const second = fakeConnection();
-      const third = fakeConnection();
-      const set = setup({
-        timeoutMs: TIMEOUT_MS,
-        attach: (c, step) => {
-          step('runners');
-          // An RPC the broker never answers: the attach on the second connection never settles.
-          return c === second ? new Promise<void>(() => undefined) : Promise.resolve();
-        },
+      const set = setup({ timeoutMs: TIMEOUT_MS, attach: (c, step) => (c === second ? attachSecond(step) : Promise.resolve()) });
+      const starting = set.connection.start();
+      set.manager.connect(first);
+      await set.connection.attachFirst(await starting);
+      set.manager.lose();
+      set.manager.connect(second);
+      return { ...set, second };
+    }
+
+    it('drops a connection whose re-attach never finishes, naming where it was stuck; the next connection attaches everything', async () => {
+      const set = await reconnected((step) => {
+        step('runners');
+        // An RPC the broker never answers: the attach on the second connection never settles.
+        return new Promise<void>(() => undefined);
       });
-      const { manager, connection } = set;
-      const starting = connection.start();
-      manager.connect(first);
-      await connection.attachFirst(await starting);
-      manager.lose();
-      manager.connect(second);
+      const { manager, connection, second } = set;
       await waitFor('the stuck connection dropped', () => manager.dropped.length === 1);
       expect(manager.dropped).to.deep.equal([second]);
       expect(connection.connected, 'the manager reconnects').to.equal(false);
       expect(set.errors).to.have.length(1);
       expect(set.errors[0].meta).to.deep.equal({ stuck_at: 'runners', timeout_ms: TIMEOUT_MS });
 
+      const third = fakeConnection();
       manager.connect(third);
       await waitFor('attached again on the third connection', () => set.attached.includes(third));
       expect(set.fatal).to.deep.equal([]);
@@ -258,25 +261,14 @@ describe('GroupConnection (the process re-attaching on every new connection)', (
     });
 
     it('leaves a re-attach that finishes within the bound alone', async () => {
-      const first = fakeConnection();
-      const second = fakeConnection();
       // The second attach takes a while, less than the bound.
-      const set = setup({
-        timeoutMs: TIMEOUT_MS,
-        attach: (c) => (c === second ? new Promise<void>((resolve) => setTimeout(resolve, TIMEOUT_MS / 3)) : Promise.resolve()),
-      });
-      const { manager, connection } = set;
-      const starting = connection.start();
-      manager.connect(first);
-      await connection.attachFirst(await starting);
-      manager.lose();
-      manager.connect(second);
+      const set = await reconnected(() => new Promise<void>((resolve) => setTimeout(resolve, TIMEOUT_MS / 3)));
       // Timers of a duration no longer, set earlier, fire first: past this one, the group's bound
       // (set when the attach began) has run out, had the attach not finished in time.
       await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 2));
-      expect(manager.dropped).to.deep.equal([]);
+      expect(set.manager.dropped).to.deep.equal([]);
       expect(set.errors).to.deep.equal([]);
-      expect(connection.connected).to.equal(true);
+      expect(set.connection.connected).to.equal(true);
     });
   });
 
