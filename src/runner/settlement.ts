@@ -131,7 +131,8 @@ export class Settlement {
 
   /**
    * Settles one delivery by its outcome. Never rejects: a fault in the settlement itself (a bug)
-   * refuses the delivery to its queue's dead-letter route rather than leaving it in limbo.
+   * refuses the delivery to its queue's dead-letter route rather than leaving it in limbo, unless
+   * the delivery's channel went meanwhile (then the broker has it again: `abandoned`).
    */
   async settle(delivery: Delivery, outcome: Outcome): Promise<Settled> {
     // Lost with its channel (its handler aborted, or done too late): the broker delivers it
@@ -192,6 +193,9 @@ export class Settlement {
           return await this.take(delivery, handBackRoute(this.routes, delivery, outcome.waitMs));
       }
     } catch (err) {
+      // Failed because its connection went meanwhile (no publisher to be had for its report):
+      // the broker has taken the delivery back, there is nothing to reject and nothing went wrong.
+      if (delivery.source.closed) return this.lost(delivery, outcome);
       this.options.log.error('settlement failed; rejecting the delivery to its dead-letter route', {
         queue: delivery.queue,
         job_id: delivery.message.properties.messageId,

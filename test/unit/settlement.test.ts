@@ -900,6 +900,19 @@ describe('Settlement', () => {
       expect(t.stats).to.include({ givenBack: 2, completed: 0 });
     });
 
+    it("completed: a report lost with the connection, the delivery's channel gone with it: abandoned, not rejected", async () => {
+      const t = setup();
+      const job = t.newJob({ meta: { batch: BATCH } });
+      const settled = t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: t.context(job), seconds: 0 });
+      // The connection goes before the turn's report group is sent: no publisher is to be had,
+      // and the broker takes the delivery back (it comes again, redelivered).
+      t.publishers.lose();
+      t.source.abandon();
+      expect(await settled).to.equal('abandoned');
+      expect(await settledOps(t.channel)).to.deep.equal([]);
+      expect(t.stats).to.include({ completed: 0, givenBack: 0 });
+    });
+
     it('completed: a confirmed report does not ack while an emit is unconfirmed', async () => {
       const t = setup();
       const job = t.newJob({ meta: { batch: BATCH } });
