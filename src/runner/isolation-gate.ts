@@ -1,3 +1,27 @@
+import type { Logger } from '../logging/logger.js';
+
+/**
+ * How long a window waits for its members to hold nothing (their jobs in flight to end), in ms,
+ * before it gives up: its calls are refused (a suspect stays in its queue, looked at again
+ * later) and every member runs again. A handler that never returns (no `default_timeout`) would
+ * otherwise keep every runner of the process suspended for good: one tenant's stuck job would
+ * stop every tenant of a pooled process.
+ */
+export const ISOLATION_IDLE_MS = 60_000;
+/** Added to ISOLATION_IDLE_MS per member: suspending 10,000 runners of a pooled process (their consumers cancelled) takes a while of its own. */
+export const ISOLATION_IDLE_PER_MEMBER_MS = 10;
+/** After a window gave up, how long every call is refused at once, in ms: a stuck job is not waited for again and again. */
+export const ISOLATION_RETRY_MS = 600_000;
+
+export interface IsolationGateOptions {
+  /** @defaultValue ISOLATION_IDLE_MS plus ISOLATION_IDLE_PER_MEMBER_MS per member */
+  idleWithinMs?: number;
+  /** @defaultValue ISOLATION_RETRY_MS */
+  retryAfterMs?: number;
+  /** Told of a window that gave up (warn). */
+  log?: Logger;
+}
+
 /** A runner as the gate sees it: something that can hold nothing in hand for a while. */
 export interface Isolatable {
   /** Stops taking work, hands back what waits, resolves once nothing is in flight. */
@@ -27,7 +51,9 @@ export interface Isolatable {
  * Lifecycle of a window: requested (waiting while the process attaches, `whileAttaching`),
  * `suspending` (its members, then the calls, in order), closed (every
  * member unsuspended) once the last call ended, then every caller answered; a call that rejects
- * does not end the window, the next one runs.
+ * does not end the window, the next one runs. A window whose members are not all idle within
+ * `idleWithinMs` gives up: its calls are refused, its members run again, and for
+ * `retryAfterMs` no window opens (every call refused at once).
  */
 export class IsolationGate {
   private readonly members = new Set<Isolatable>();
@@ -40,6 +66,10 @@ export class IsolationGate {
   private attaching = 0;
   private attached: Promise<void> = Promise.resolve();
   private endAttach: () => void = () => undefined;
+  /** Until when (Date.now()) every call is refused, after a window gave up. */
+  private refusingUntil = 0;
+
+  constructor(private readonly options: IsolationGateOptions = {}) {}
 
   join(member: Isolatable): void {
     this.members.add(member);
@@ -72,6 +102,12 @@ export class IsolationGate {
   }
 
   runAlone<T>(fn: () => Promise<T>): Promise<T> {
+    // A window gave up lately: no member is suspended for a job in flight that may still not end.
+    if (Date.now() < this.refusingUntil) {
+      return Promise.reject(
+        new Error(`isolation refused until ${new Date(this.refusingUntil).toISOString()}: a job in flight did not end`),
+      );
+    }
     return new Promise<T>((resolve, reject) => {
       // Each caller is answered when the window has closed: its members run again by then.
       const run = (): Promise<() => void> =>
@@ -88,7 +124,7 @@ export class IsolationGate {
     while (this.attaching > 0) await this.attached;
     this.suspending = true;
     try {
-      await Promise.all([...this.members].map((member) => this.suspendMember(member)));
+      await this.idle([...this.members].map((member) => this.suspendMember(member)));
     } catch (err) {
       // A member could not be isolated: no call may run in this window.
       for (const call of this.calls.splice(0)) call.refuse(err);
@@ -103,6 +139,31 @@ export class IsolationGate {
     this.suspended.clear();
     for (const member of members) member.unsuspend();
     for (const answer of answers) answer();
+  }
+
+  /**
+   * Resolves once every suspension has (the members hold nothing); rejects when one rejects, or
+   * when `idleWithinMs` passes first (a job in flight that does not end), then refusing calls
+   * for `retryAfterMs`.
+   */
+  private async idle(suspensions: Array<Promise<void>>): Promise<void> {
+    const idleWithinMs = this.options.idleWithinMs ?? ISOLATION_IDLE_MS + ISOLATION_IDLE_PER_MEMBER_MS * this.members.size;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), idleWithinMs)));
+    try {
+      const all = Promise.all(suspensions);
+      all.catch(() => undefined);
+      if ((await Promise.race([all, late])) !== 'late') return;
+    } finally {
+      clearTimeout(timer);
+    }
+    const retryAfterMs = this.options.retryAfterMs ?? ISOLATION_RETRY_MS;
+    this.refusingUntil = Date.now() + retryAfterMs;
+    this.options.log?.warn('suspects not run: a job in flight did not end in time for them to run alone; every runner goes on', {
+      waited_ms: idleWithinMs,
+      retry_in_ms: retryAfterMs,
+    });
+    throw new Error(`isolation gave up: the process's jobs in flight did not end within ${idleWithinMs} ms`);
   }
 
   private suspendMember(member: Isolatable): Promise<void> {

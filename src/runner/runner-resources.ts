@@ -88,7 +88,7 @@ export class RunnerResources {
       handler: pooled?.handler === undefined,
     };
     this.notice = pooled === undefined ? 'info' : 'debug';
-    this.gate = options.gate ?? new IsolationGate();
+    this.gate = options.gate ?? new IsolationGate({ log });
     this.directives = options.directives ?? new DirectiveGate(config.prefix, log);
     if (options.ledger === undefined) this.watch = new EventLoopWatch();
     this.ledger = options.ledger ?? new LossLedger(this.watch as EventLoopWatch, stallWindowMs(config));

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import type { Logger } from '../../src/logging/logger.js';
 import { IsolationGate, type Isolatable } from '../../src/runner/isolation-gate.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /** Lets promise callbacks run. */
 const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -17,7 +19,7 @@ class Member implements Isolatable {
   constructor(
     readonly name: string,
     private readonly log: string[],
-    private readonly instant = true,
+    private instant = true,
   ) {}
 
   get suspended(): boolean {
@@ -46,6 +48,12 @@ class Member implements Isolatable {
   /** Lets the pending suspend() calls resolve (its jobs in flight finished). */
   drain(): void {
     for (const release of this.pending.splice(0)) release();
+  }
+
+  /** Its stuck job ended: the pending suspend() calls resolve, and later ones at once. */
+  unstick(): void {
+    this.instant = true;
+    this.drain();
   }
 
   unsuspend(): void {
@@ -273,6 +281,58 @@ describe('IsolationGate', () => {
     gate.join(a);
     gate.leave(a);
     expect(log).to.deep.equal([]);
+  });
+});
+
+describe('IsolationGate with a job in flight that does not end', () => {
+  it('gives up past idleWithinMs: the calls are refused, every member runs again, and no window opens until retryAfterMs has passed', async function () {
+    this.timeout(10_000);
+    const log: string[] = [];
+    const warnings: string[] = [];
+    const logger = { warn: (message: string) => warnings.push(message) } as unknown as Logger;
+    const gate = new IsolationGate({ idleWithinMs: 30, retryAfterMs: 300, log: logger });
+    const a = new Member('a', log);
+    const stuck = new Member('stuck', log, false);
+    gate.join(a);
+    gate.join(stuck);
+    let ran = 0;
+    const fn = async (): Promise<string> => {
+      ran++;
+      return 'ran';
+    };
+    const refused = await gate.runAlone(fn).then(
+      () => undefined,
+      (err: unknown) => err as Error,
+    );
+    expect(refused?.message).to.match(/gave up: the process's jobs in flight did not end within 30 ms/);
+    expect(ran, 'no suspect runs beside a job in flight').to.equal(0);
+    expect(a.suspended || stuck.suspended, 'every member runs again').to.equal(false);
+    expect(gate.isolating).to.equal(false);
+    expect(warnings).to.have.length(1);
+
+    // Refused at once meanwhile: nobody is suspended again for the job that may still not end.
+    const suspensions = log.filter((entry) => entry.endsWith('suspend')).length;
+    const again = await gate.runAlone(fn).then(
+      () => undefined,
+      (err: unknown) => err as Error,
+    );
+    expect(again?.message).to.match(/isolation refused until/);
+    expect(log.filter((entry) => entry.endsWith('suspend')).length).to.equal(suspensions);
+
+    // The job ends; once retryAfterMs has passed, a window opens and runs its call.
+    stuck.unstick();
+    const later = await waitFor(
+      'a window after retryAfterMs',
+      () =>
+        gate.runAlone(fn).then(
+          (value) => value,
+          () => false as const,
+        ),
+      5_000,
+      50,
+    );
+    expect(later).to.equal('ran');
+    expect(ran).to.equal(1);
   });
 });
 

@@ -51,7 +51,7 @@ export interface ProcessServicesOptions {
  */
 export class ProcessServices {
   readonly metrics: StageMetrics;
-  readonly gate = new IsolationGate();
+  readonly gate: IsolationGate;
   readonly watch = new EventLoopWatch();
   readonly ledger: LossLedger;
   readonly directives: DirectiveGate;
@@ -67,6 +67,7 @@ export class ProcessServices {
 
   constructor(private readonly options: ProcessServicesOptions) {
     const { config, log } = options;
+    this.gate = new IsolationGate({ log });
     this.metrics = options.metrics ?? new StageMetrics({ log, maxTenantSeries: config.metricsTenants });
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
     this.directives = new DirectiveGate(config.prefix, log);
