@@ -1,4 +1,5 @@
 import type { Logger } from '../logging/logger.js';
+import { settleWithin } from '../util/settle-within.js';
 
 /**
  * How long a window waits for its members to hold nothing (their jobs in flight to end), in ms,
@@ -148,15 +149,8 @@ export class IsolationGate {
    */
   private async idle(suspensions: Array<Promise<void>>): Promise<void> {
     const idleWithinMs = this.options.idleWithinMs ?? ISOLATION_IDLE_MS + ISOLATION_IDLE_PER_MEMBER_MS * this.members.size;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), idleWithinMs)));
-    try {
-      const all = Promise.all(suspensions);
-      all.catch(() => undefined);
-      if ((await Promise.race([all, late])) !== 'late') return;
-    } finally {
-      clearTimeout(timer);
-    }
+    const allIdle = Promise.all(suspensions).then(() => true);
+    if ((await settleWithin(allIdle, idleWithinMs)) !== undefined) return;
     const retryAfterMs = this.options.retryAfterMs ?? ISOLATION_RETRY_MS;
     this.refusingUntil = Date.now() + retryAfterMs;
     this.options.log?.warn('suspects not run: a job in flight did not end in time for them to run alone; every runner goes on', {
