@@ -1,6 +1,7 @@
 import type { PublishChannel } from '../broker/confirm-publisher.js';
 import type { Job } from '../job/job.types.js';
 import { uuidv7 } from '../job/uuid-v7.js';
+import { isoNow } from '../util/timestamp.js';
 import {
   groupReportId,
   TRACKING_CONTENT_TYPE,
@@ -27,17 +28,23 @@ export function publishRecord(publisher: PublishChannel, stream: string, record:
 
 /**
  * Settlement reports made together (a stage's event-loop turn), to be published in one stream
- * message: `id` and `at` are the group's, and each report's own are derived from them
- * (`groupReportId(id, index)`, `at`) as it joins, so that they are known before the publish.
+ * message: `id` is the group's, and each report's own is derived from it as it joins
+ * (`groupReportId(id, index)`), so that it is known before the publish.
+ *
+ * Each report keeps its own time, taken as it joins: a turn can last milliseconds on a busy
+ * process, and the job store orders a job's records by their times (a hand-back, then the next
+ * start) and answers an HTTP worker's ack only with a settlement made after the ack arrived
+ * (settlement-wait.ts). The group's `at` (its first report's) is what a compact message leaves
+ * out of each report that has the same.
  */
 export class ReportGroup {
   readonly id = uuidv7();
-  readonly at = new Date().toISOString();
+  readonly at = isoNow();
   readonly reports: SettledReport[] = [];
 
   /** The settlement report of a tracked job (see settledReport), added to the group. */
   add(job: Job, batch: string | undefined, place: SettlementPlace, outcome: SettlementOutcome, details?: ReportDetails): SettledReport {
-    const report = settledReport(job, batch, place, outcome, details, groupReportId(this.id, this.reports.length), this.at);
+    const report = settledReport(job, batch, place, outcome, details, groupReportId(this.id, this.reports.length), isoNow());
     this.reports.push(report);
     return report;
   }

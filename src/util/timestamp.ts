@@ -61,3 +61,19 @@ function isUtcMillis(text: string): boolean {
 function twoDigits(text: string, at: number): number {
   return (text.charCodeAt(at) - 48) * 10 + text.charCodeAt(at + 1) - 48;
 }
+
+let lastMs = Number.NaN;
+let lastIso = '';
+
+/**
+ * `new Date().toISOString()`, formatted once per millisecond: settlement reports take their time
+ * on the hot path, many in the same millisecond, and formatting is most of what that costs.
+ */
+export function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}

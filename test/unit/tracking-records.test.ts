@@ -36,12 +36,13 @@ describe('tracking records (the stream format)', () => {
     const jobs = Array.from({ length: 10 }, () => job());
     const reports = jobs.map((j, i) => group.add(j, 'b1', place, 'completed', { emitted: [`child-${i}`, `child-${i}b`] }));
     expect(reports.map((r) => r.id)).to.deep.equal(jobs.map((_, i) => `${group.id}:${i}`));
-    expect(reports.every((r) => r.at === group.at)).to.equal(true);
+    expect(reports.every((r) => r.at >= group.at)).to.equal(true);
     const message = published(group);
     expect(message.type).to.equal('tracking.settled-group');
     expect(message.messageId).to.equal(group.id);
     expect(parseRecords(message.content)).to.deep.equal(reports);
-    // Shared fields are written once; each report carries its job and its children only.
+    // Shared fields are written once; each report carries its job and its children only (and its
+    // time when the clock moved on since the group's first report).
     const body = JSON.parse(message.content.toString('utf8')) as { common: object; reports: object[] };
     expect(body.common).to.deep.equal({
       batch: 'b1',
@@ -52,9 +53,24 @@ describe('tracking records (the stream format)', () => {
       outcome: 'completed',
       attempt: 1,
     });
-    expect(body.reports[1]).to.deep.equal({ job: jobs[1]!.id, emitted: ['child-1', 'child-1b'] });
+    const { at, ...own } = body.reports[1] as { at?: string };
+    expect(own).to.deep.equal({ job: jobs[1]!.id, emitted: ['child-1', 'child-1b'] });
+    expect(at ?? group.at).to.equal(reports[1]!.at);
     const oneByOne = reports.reduce((bytes, report) => bytes + JSON.stringify(report).length, 0);
     expect(message.content.length, 'well under the reports one by one').to.be.below(oneByOne / 2);
+  });
+
+  it('a report that joins a group later has its own later time, and keeps it on the stream', () => {
+    const group = new ReportGroup();
+    const first = group.add(job(), 'b1', place, 'completed', { emitted: [] });
+    // A turn that lasts: the clock moves on before the next report joins (bounded wait).
+    const moved = Date.now() + 2;
+    while (Date.now() < moved);
+    const later = group.add(job(), 'b1', place, 'completed', { emitted: [] });
+    expect(first.at).to.equal(group.at);
+    expect(later.at > group.at, `${later.at} after ${group.at}`).to.equal(true);
+    expect(Date.parse(later.at)).to.be.at.least(moved);
+    expect(parseRecords(published(group).content)).to.deep.equal([first, later]);
   });
 
   it('fields that differ between the reports of a group stay with each report', () => {
