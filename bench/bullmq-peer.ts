@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { processCpuNow } from './broker-cpu.js';
-import { cpuNow, poll, round, withTimeout, waitDone, type BenchContext, type Mark, type Round } from './common.js';
+import { cpuNow, poll, round, stopProcess, waitDone, type BenchContext, type Mark, type Round } from './common.js';
 
 /**
  * BullMQ, the peers scenario's other side (bench/peers.ts), on a private `redis-server` the bench
@@ -137,11 +137,7 @@ export class BullmqPeer {
     this.queues.clear();
     const server = this.server;
     this.server = undefined;
-    if (server !== undefined && server.exitCode === null) {
-      const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
-      server.kill('SIGTERM');
-      await withTimeout(exited, 10_000, 'stopping redis-server').catch(() => server.kill('SIGKILL'));
-    }
+    if (server !== undefined) await stopProcess(server, 'redis-server');
     if (this.dir !== undefined) rmSync(this.dir, { recursive: true, force: true });
     this.dir = undefined;
   }

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -505,6 +506,20 @@ export async function withTimeout<T>(promise: Promise<T>, ms: number, what: stri
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Stops a child process and waits for it to exit: SIGTERM, then SIGKILL after `graceMs`. A child
+ * still shutting down when the bench deletes its prefix would declare what it lost again.
+ */
+export async function stopProcess(child: ChildProcess, what: string, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  await withTimeout(exited, graceMs, `stopping ${what}`).catch(async () => {
+    child.kill('SIGKILL');
+    await exited;
+  });
 }
 
 /** Process CPU time, user + system, µs. */

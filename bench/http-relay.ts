@@ -12,6 +12,7 @@ import {
   progress,
   purgeQueues,
   sleep,
+  stopProcess,
   summarise,
   TENANT,
   withTimeout,
@@ -82,7 +83,7 @@ export async function benchHttpRelay(ctx: BenchContext): Promise<ThroughputResul
       await sleep(SETTLE_MS);
     }
   } finally {
-    server.kill('SIGTERM');
+    await stopProcess(server, 'the admin server');
     await purgeQueues(ctx.opts.url, [ha, hb, ja, jb]).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   }

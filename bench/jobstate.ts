@@ -14,6 +14,7 @@ import {
   progress,
   purgeQueues,
   sleep,
+  stopProcess,
   summarise,
   withTimeout,
   type BenchContext,
@@ -114,7 +115,7 @@ export async function benchJobState(ctx: BenchContext): Promise<ThroughputResult
       return [runOff, runOn];
     });
   } finally {
-    tracker.kill('SIGTERM');
+    await stopProcess(tracker, 'the tracker');
     await db.end().catch(() => undefined);
     await purgeQueues(ctx.opts.url, [a, b, ja, jb]).catch(() => undefined);
     const jobs = new PostgresJobStore(store.url, store.table, () => undefined);
