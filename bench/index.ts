@@ -11,6 +11,7 @@
 import os from 'node:os';
 import { createLogger, loadAllStages, type CompiledConfig, type StageMetadata } from '../src/index.js';
 import { BrokerNames, declareTopologyOnce, provisionTopology } from '../src/wire.js';
+import { PROVISION_LANES } from '../src/broker/declare-topology.js';
 import { teardown } from '../src/testing/index.js';
 import { syncQueueSettings } from '../src/plan/queue-settings.js';
 import { managementApiOf } from '../src/security/management-api.js';
@@ -218,7 +219,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
   if (results.tenants) {
     const t = results.tenants;
     const rows = [
-      ['tenants (example pipeline)', 'tenants', 'exchanges', 'queues', 'bindings', 'baseline s', 'provision s', 'plan s'],
+      ['tenants (example pipeline)', 'tenants', 'exchanges', 'queues', 'bindings', 'baseline s', 'queues alone s', 'provision s', 'plan s'],
       [
         'provision, then plan',
         fmt(t.tenants),
@@ -226,12 +227,13 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         fmt(t.queues),
         fmt(t.bindings),
         t.baselineSeconds === undefined ? '-' : t.baselineSeconds.toFixed(1),
+        t.queuesAloneSeconds.toFixed(1),
         t.provisionSeconds.toFixed(1),
         `${t.planSeconds.toFixed(1)} (${t.planChanges} changes)`,
       ],
     ];
     lines.push('');
-    lines.push(...grid(rows, [false, true, true, true, true, true, true, true]));
+    lines.push(...grid(rows, [false, true, true, true, true, true, true, true, true]));
     const pooledRows = [
       [
         'converter process',
@@ -258,7 +260,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     lines.push('');
     lines.push(...grid(pooledRows, [false, true, true, true, true, true, true, true]));
     lines.push(
-      `(baseline: the same declarations one at a time on one channel, up to ${fmt(BASELINE_MAX_TENANTS)} tenants; serving all: from the process's start, and from start(); ` +
+      `(baseline: the same declarations one at a time on one channel, up to ${fmt(BASELINE_MAX_TENANTS)} tenants; queues alone: the same queues and nothing else, ${PROVISION_LANES} channels, the broker's floor for provision; serving all: from the process's start, and from start(); ` +
         `idle CPU over ${opts.idleSeconds} s after a 2 s settle; latency: ${t.latencyJobs} jobs, each for a random tenant, publish to the output's delivery)`,
     );
   }

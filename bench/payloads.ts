@@ -279,13 +279,20 @@ async function fillLarge(ctx: BenchContext, queue: string, n: number): Promise<v
   try {
     const args = ['x'.repeat(ctx.opts.payloadSize)];
     let next = 0;
+    let done = 0;
     const worker = async (): Promise<void> => {
       while (next < n) {
         next++;
         await publisher.publish(queue, { type: JOB_TYPE, args, tenant: TENANT });
+        done++;
       }
     };
-    await withTimeout(Promise.all(Array.from({ length: Math.min(FILL_WINDOW, n) }, worker)), 60_000 + n * 100, `filling ${queue}`);
+    // How far it got, when it stalls: each offloaded job's payload is written and fsynced first.
+    await withTimeout(Promise.all(Array.from({ length: Math.min(FILL_WINDOW, n) }, worker)), 60_000 + n * 100, `filling ${queue}`).catch(
+      (err: Error) => {
+        throw new Error(`${err.message} (${fmt(done)} of ${fmt(n)} published, ${fmt(next - done)} under way)`);
+      },
+    );
   } finally {
     await publisher.close().catch(() => undefined);
   }

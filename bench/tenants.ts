@@ -8,6 +8,8 @@
  *   one channel with plain amqplib (what `provision` once did), on a prefix of its own deleted
  *   before stagecoach runs. Above that the baseline would load the broker for many minutes and is
  *   left out. Each side is checked to have declared exactly the topology's queues and exchanges.
+ * - the queues alone: the same queues (under a prefix of their own, deleted at once) declared on
+ *   PROVISION_LANES channels and nothing else, the broker's floor for what provision creates.
  * - plan: what `stagecoach plan` computes (desired state, the broker's inventory, the changes)
  *   right after the provision; nothing should differ.
  * - pooled: a child process runs what `stagecoach run converter --all-tenants` runs, under a
@@ -20,7 +22,7 @@
 import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import amqplib from 'amqplib';
+import amqplib, { type Channel } from 'amqplib';
 import { compileConfig, createLogger, Publisher, type CompiledConfig, type RawConfig, type StageMetadata } from '../src/index.js';
 import { provisionBroker } from '../src/admin.js';
 import { provisionTopology, type Topology } from '../src/wire.js';
@@ -34,6 +36,8 @@ import { fmt, HERE, progress, withTimeout, type BenchContext } from './common.js
 import { measureChild, type PooledRss } from './pooled.js';
 import { dropSubConfig, subConfig, type SubConfig } from './sub-prefix.js';
 import { deletePrefix } from '../src/testing/index.js';
+import { PROVISION_LANES } from '../src/broker/declare-topology.js';
+import { inParallel } from '../src/util/in-parallel.js';
 
 /** The baseline declares one object at a time: above this it would hold the broker for many minutes. */
 export const BASELINE_MAX_TENANTS = 2000;
@@ -47,6 +51,12 @@ export interface TenantsResult {
   bindings: number;
   /** Seconds: the same declarations one at a time on one channel, plain amqplib; undefined above BASELINE_MAX_TENANTS. */
   baselineSeconds: number | undefined;
+  /**
+   * Seconds: the topology's queues alone (same names under a prefix of their own, same arguments,
+   * no exchange, binding or policy) declared on PROVISION_LANES channels at once: the broker's
+   * floor for what `provision` must create, measured in the same run.
+   */
+  queuesAloneSeconds: number;
   /** Seconds: `provisionBroker`, what `stagecoach provision` runs. */
   provisionSeconds: number;
   /** Seconds: what `stagecoach plan` computes, right after the provision. */
@@ -107,6 +117,14 @@ export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
     progress(`tenants: no baseline above ${fmt(BASELINE_MAX_TENANTS)} tenants (one declaration at a time would take many minutes)`);
   }
 
+  const alone = `${ctx.config.prefix}-floor`;
+  declared.add(alone);
+  const queuesAloneSeconds = await timed(() =>
+    withTimeout(declareQueuesAlone(ctx.opts.url, topology, sub.config.prefix, alone), timeoutMs, 'tenants: the queues alone'),
+  );
+  progress(`tenants: the ${fmt(topology.queues.length)} queues alone ${queuesAloneSeconds.toFixed(1)} s (${PROVISION_LANES} channels)`);
+  await removePrefix(compileConfig({ ...sub.raw, prefix: alone }, ctx.source));
+
   try {
     const log = createLogger({ component: 'bench' }, 'warn');
     let announced = 0;
@@ -159,6 +177,7 @@ export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
       queues: topology.queues.length,
       bindings: topology.bindings.length,
       baselineSeconds,
+      queuesAloneSeconds,
       provisionSeconds,
       planSeconds,
       planChanges: changes,
@@ -248,6 +267,22 @@ async function declareOneByOne(url: string, topology: Topology): Promise<void> {
       if (b.destinationType === 'queue') await channel.bindQueue(b.destination, b.source, b.routingKey, args);
       else await channel.bindExchange(b.destination, b.source, b.routingKey, args);
     }
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+/** The floor: the topology's queues renamed from `prefix` to `alone`, declared PROVISION_LANES at a time, and nothing else. */
+async function declareQueuesAlone(url: string, topology: Topology, prefix: string, alone: string): Promise<void> {
+  const connection = await amqplib.connect(url);
+  try {
+    const channels = await Promise.all(Array.from({ length: PROVISION_LANES }, () => connection.createChannel()));
+    await inParallel(topology.queues, PROVISION_LANES, async (q, lane) => {
+      await (channels[lane] as Channel).assertQueue(`${alone}${q.name.slice(prefix.length)}`, {
+        durable: q.durable,
+        arguments: q.arguments,
+      });
+    });
   } finally {
     await connection.close().catch(() => undefined);
   }
