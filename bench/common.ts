@@ -518,7 +518,8 @@ export async function stopProcess(child: ChildProcess, what: string, graceMs = 1
   child.kill('SIGTERM');
   await withTimeout(exited, graceMs, `stopping ${what}`).catch(async () => {
     child.kill('SIGKILL');
-    await exited;
+    // A child that never started (spawn failed) never exits: bounded too.
+    await withTimeout(exited, 5_000, `killing ${what}`).catch(() => undefined);
   });
 }
 

@@ -67,7 +67,7 @@ describe('tracking records (the stream format)', () => {
     const moved = Date.now() + 2;
     while (Date.now() < moved);
     const later = group.add(job(), 'b1', place, 'completed', { emitted: [] });
-    expect(first.at).to.equal(group.at);
+    expect(first.at >= group.at).to.equal(true);
     expect(later.at > group.at, `${later.at} after ${group.at}`).to.equal(true);
     expect(Date.parse(later.at)).to.be.at.least(moved);
     expect(parseRecords(published(group).content)).to.deep.equal([first, later]);
