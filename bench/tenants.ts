@@ -22,10 +22,10 @@
 import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import amqplib, { type Channel } from 'amqplib';
+import amqplib from 'amqplib';
 import { compileConfig, createLogger, Publisher, type CompiledConfig, type RawConfig, type StageMetadata } from '../src/index.js';
 import { provisionBroker } from '../src/admin.js';
-import { provisionTopology, type Topology } from '../src/wire.js';
+import { declareTopologyOnce, provisionTopology, type Topology } from '../src/wire.js';
 import { readInventory } from '../src/plan/broker-inventory.js';
 import { desiredState } from '../src/plan/desired-state.js';
 import { planChanges } from '../src/plan/plan.js';
@@ -37,7 +37,6 @@ import { measureChild, type PooledRss } from './pooled.js';
 import { dropSubConfig, subConfig, type SubConfig } from './sub-prefix.js';
 import { deletePrefix } from '../src/testing/index.js';
 import { PROVISION_LANES } from '../src/broker/declare-topology.js';
-import { inParallel } from '../src/util/in-parallel.js';
 
 /** The baseline declares one object at a time: above this it would hold the broker for many minutes. */
 export const BASELINE_MAX_TENANTS = 2000;
@@ -117,13 +116,20 @@ export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
     progress(`tenants: no baseline above ${fmt(BASELINE_MAX_TENANTS)} tenants (one declaration at a time would take many minutes)`);
   }
 
-  const alone = `${ctx.config.prefix}-floor`;
-  declared.add(alone);
+  // The floor: the same queues under a prefix of their own, declared as `provision` declares
+  // (declareTopologyOnce, PROVISION_LANES channels), and nothing else.
+  const floor = compileConfig({ ...sub.raw, prefix: `${ctx.config.prefix}-floor` }, ctx.source);
+  declared.add(floor.prefix);
+  const queuesAlone = topology.queues.map((queue) => ({ ...queue, name: `${floor.prefix}${queue.name.slice(sub.config.prefix.length)}` }));
   const queuesAloneSeconds = await timed(() =>
-    withTimeout(declareQueuesAlone(ctx.opts.url, topology, sub.config.prefix, alone), timeoutMs, 'tenants: the queues alone'),
+    withTimeout(
+      declareTopologyOnce(floor, { exchanges: [], queues: queuesAlone, bindings: [] }, createLogger({ component: 'bench' }, 'warn')),
+      timeoutMs,
+      'tenants: the queues alone',
+    ),
   );
   progress(`tenants: the ${fmt(topology.queues.length)} queues alone ${queuesAloneSeconds.toFixed(1)} s (${PROVISION_LANES} channels)`);
-  await removePrefix(compileConfig({ ...sub.raw, prefix: alone }, ctx.source));
+  await removePrefix(floor);
 
   try {
     const log = createLogger({ component: 'bench' }, 'warn');
@@ -267,22 +273,6 @@ async function declareOneByOne(url: string, topology: Topology): Promise<void> {
       if (b.destinationType === 'queue') await channel.bindQueue(b.destination, b.source, b.routingKey, args);
       else await channel.bindExchange(b.destination, b.source, b.routingKey, args);
     }
-  } finally {
-    await connection.close().catch(() => undefined);
-  }
-}
-
-/** The floor: the topology's queues renamed from `prefix` to `alone`, declared PROVISION_LANES at a time, and nothing else. */
-async function declareQueuesAlone(url: string, topology: Topology, prefix: string, alone: string): Promise<void> {
-  const connection = await amqplib.connect(url);
-  try {
-    const channels = await Promise.all(Array.from({ length: PROVISION_LANES }, () => connection.createChannel()));
-    await inParallel(topology.queues, PROVISION_LANES, async (q, lane) => {
-      await (channels[lane] as Channel).assertQueue(`${alone}${q.name.slice(prefix.length)}`, {
-        durable: q.durable,
-        arguments: q.arguments,
-      });
-    });
   } finally {
     await connection.close().catch(() => undefined);
   }
