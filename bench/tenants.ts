@@ -116,23 +116,19 @@ export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
     progress(`tenants: no baseline above ${fmt(BASELINE_MAX_TENANTS)} tenants (one declaration at a time would take many minutes)`);
   }
 
+  const log = createLogger({ component: 'bench' }, 'warn');
   // The floor: the same queues under a prefix of their own, declared as `provision` declares
   // (declareTopologyOnce, PROVISION_LANES channels), and nothing else.
   const floor = compileConfig({ ...sub.raw, prefix: `${ctx.config.prefix}-floor` }, ctx.source);
   declared.add(floor.prefix);
-  const queuesAlone = topology.queues.map((queue) => ({ ...queue, name: `${floor.prefix}${queue.name.slice(sub.config.prefix.length)}` }));
+  const { queues } = provisionTopology(floor, stages);
   const queuesAloneSeconds = await timed(() =>
-    withTimeout(
-      declareTopologyOnce(floor, { exchanges: [], queues: queuesAlone, bindings: [] }, createLogger({ component: 'bench' }, 'warn')),
-      timeoutMs,
-      'tenants: the queues alone',
-    ),
+    withTimeout(declareTopologyOnce(floor, { exchanges: [], queues, bindings: [] }, log), timeoutMs, 'tenants: the queues alone'),
   );
   progress(`tenants: the ${fmt(topology.queues.length)} queues alone ${queuesAloneSeconds.toFixed(1)} s (${PROVISION_LANES} channels)`);
   await removePrefix(floor);
 
   try {
-    const log = createLogger({ component: 'bench' }, 'warn');
     let announced = 0;
     const provisionSeconds = await timed(() =>
       withTimeout(
