@@ -190,6 +190,7 @@ export function buildProgram(): Command {
     .option('--on-success <json>', 'with --batch: a job the tracker publishes when the batch completes with no failed job')
     .option('--on-failure <json>', 'with --batch: a job the tracker publishes when the batch completes with a failed job')
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
+    .option('--tag <tag>', 'a tag kept on the job and in the job store, for `job list --tag` (repeatable)', collect, [])
     .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
     .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')
     .option('--retry <json>', 'the job\'s own OJS retry policy, a JSON object, e.g. {"max_attempts":5}')
@@ -379,6 +380,7 @@ export function buildProgram(): Command {
       'only jobs in this state (scheduled, available, pending, active, completed, retryable, cancelled, discarded)',
     )
     .option('--type <type>', 'only jobs of this type')
+    .option('--tag <tag>', 'only jobs carrying this tag')
     .option('--since <iso>', 'only jobs created at or after this time')
     .option('--limit <n>', 'jobs per page, 1 to 1000 (default 100)')
     .option('--cursor <id>', 'the page after this id (printed by the previous page)')

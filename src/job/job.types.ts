@@ -34,6 +34,8 @@ export interface Job {
   tenant?: string;
   /** Set on dead letters. */
   error?: JobError;
+  /** Labels for filtering and observability (`job list --tag`, `?tag=`); they do not change how it runs. */
+  tags?: string[];
   /** Its own limit (OJS rate-limiting extension), carried in header `x-ojs-rate-limit` too. */
   rate_limit?: RateLimitPolicy;
   /** Its uniqueness policy (OJS unique-jobs extension; docs/unique-jobs.md), checked at enqueue. */
@@ -73,6 +75,11 @@ export interface UniquePolicy {
   keys?: UniqueDimension[];
   /** With `args` in `keys`: the keys of the job's first argument (an object) that count. @defaultValue all of `args` */
   args_keys?: string[];
+  /**
+   * ojs-core's and the official SDKs' spelling, instead of `keys` and `args_keys`: dimension
+   * names count those dimensions, any other name is a key of the first argument (docs/unique-jobs.md).
+   */
+  key?: string[];
   /** With `meta` in `keys` (required then): the keys of `meta` that count. */
   meta_keys?: string[];
   /** ISO 8601 duration (days to seconds) from the first job's enqueue. @defaultValue none: no expiry */
@@ -105,6 +112,8 @@ export interface JobSpec {
   enqueue_ttl?: string;
   /** Extra AMQP headers, e.g. the variant header (`mime`). */
   headers?: Record<string, HeaderValue>;
+  /** Labels kept on the job and in the job store (`job list --tag`): at most 32, each 1 to 128 characters. @defaultValue none */
+  tags?: string[];
   /** Its own limit, shared with every job of the same key (docs/flow-control.md). @defaultValue none */
   rate_limit?: RateLimitPolicy;
   /**

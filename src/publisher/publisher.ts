@@ -44,7 +44,7 @@ import type { DirectiveRecord } from '../tracking/tracking-report.js';
  *
  * ```ts
  * const publisher = await Publisher.connect(await loadConfig('config/pipeline.json'));
- * const id = await publisher.publish('scan_specs', { type: 'scan.folder', args: ['docs'], tenant: 'acme' });
+ * const id = await publisher.publish('scan-specs', { type: 'scan.folder', args: ['docs'], tenant: 'acme' });
  * await publisher.close();
  * ```
  */
@@ -174,6 +174,9 @@ export class Publisher {
         type: job.type,
         ...(job.scheduled_at === undefined ? {} : { scheduled_at: job.scheduled_at }),
         ...(callbacks === undefined ? {} : { callbacks }),
+        ...(job.tags === undefined ? {} : { tags: job.tags }),
+        // A producer that names the job it works for (an HTTP worker pushing its outputs).
+        ...(typeof job.meta.parent_id === 'string' ? { parent: job.meta.parent_id } : {}),
       });
       reported = publishRecord(this.publisher, stream, created);
       // A batch's root is reported before it is sent (no tracker may see the batch end before its

@@ -74,6 +74,8 @@ export interface CreatedReport {
   type?: string;
   /** The batch's callbacks, when this root declares them (checked by the publisher; see batch-callbacks.ts). */
   callbacks?: BatchCallbacks;
+  /** The job's `tags`, kept by the job store. */
+  tags?: string[];
   at: string;
 }
 
