@@ -1,4 +1,4 @@
-import { Command, CommanderError, Option } from 'commander';
+import { Argument, Command, CommanderError, Option } from 'commander';
 import { runDev, runPooled, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
 import { queueStateCommand, workerControl } from './commands/control.js';
@@ -17,10 +17,18 @@ import { jobCancel, jobList, jobStatus, type JobListOptions } from './commands/j
 import { batchDirective, tenantDirective } from './commands/directives.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { packageVersion } from '../util/package-version.js';
+import { checkQueueName } from '../util/queue-name.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
+
+/** A queue name given on the command line, checked by the one rule (exit 2 naming it otherwise). */
+const queueName =
+  (where: string) =>
+  (value: string): string =>
+    checkQueueName(value, where);
+const queueArgument = (): Argument => new Argument('<queue>', 'a logical queue').argParser(queueName('<queue>'));
 
 /** Builds the `stagecoach` program. Every action resolves with its exit code. */
 export function buildProgram(): Command {
@@ -176,7 +184,8 @@ export function buildProgram(): Command {
     });
 
   program
-    .command('publish <queue>')
+    .command('publish')
+    .addArgument(queueArgument())
     .description('enqueue one job (OJS PUSH) and print its id')
     .requiredOption('--type <type>', 'job type')
     .option('--args <json>', 'job arguments, a JSON array', '[]')
@@ -209,7 +218,8 @@ export function buildProgram(): Command {
     });
 
   program
-    .command('dead <action> <queue>')
+    .command('dead <action>')
+    .addArgument(queueArgument())
     .description('dead letters of a queue: list (look), retry (send back with a fresh attempt count), purge (drop)')
     .addOption(tenantOption())
     .option('--limit <n>', 'most messages to list', '100')
@@ -225,7 +235,8 @@ export function buildProgram(): Command {
     ['drain', 'the queue takes no new jobs (they are kept in unroutable) while stages empty it. Kept on the broker until resumed'],
   ] as const) {
     program
-      .command(`${command} <queue>`)
+      .command(command)
+      .addArgument(queueArgument())
       .description(description)
       .addOption(tenantOption())
       .option('--variant <variant>', 'only this variant queue (pause and resume; a drain is the whole queue)')
@@ -274,7 +285,7 @@ export function buildProgram(): Command {
     .command('retire <tenant>')
     .description('remove a tenant and everything of it on the broker: queues, exchanges, bindings, policies, broker users')
     .addOption(strategyOption())
-    .option('--target <queue>', 'with --strategy move: the shared queue its jobs go to')
+    .option('--target <queue>', 'with --strategy move: the shared queue its jobs go to', queueName('--target'))
     .option('--json', 'machine-readable output')
     .addOption(configOption())
     .action(async (name: string, opts: { strategy: string; target?: string; json?: boolean; config?: string }) => {
@@ -295,11 +306,12 @@ export function buildProgram(): Command {
   }
   const queue = program.command('queue').description('logical queues on the broker');
   queue
-    .command('delete <queue>')
+    .command('delete')
+    .addArgument(queueArgument())
     .description('remove a logical queue (for one tenant, or all): its queues, variant routers, bindings and policies')
     .addOption(tenantOption())
     .addOption(strategyOption())
-    .option('--target <queue>', "with --strategy move: the queue its jobs go to (each tenant's own)")
+    .option('--target <queue>', "with --strategy move: the queue its jobs go to (each tenant's own)", queueName('--target'))
     .option('--json', 'machine-readable output')
     .addOption(configOption())
     .action(async (name: string, opts: { tenant?: string; strategy: string; target?: string; json?: boolean; config?: string }) => {
@@ -374,7 +386,7 @@ export function buildProgram(): Command {
     .command('list')
     .description('tracked jobs by id (creation order), a page at a time')
     .addOption(tenantOption())
-    .option('--queue <queue>', 'only jobs of this logical queue')
+    .option('--queue <queue>', 'only jobs of this logical queue', queueName('--queue'))
     .option(
       '--state <state>',
       'only jobs in this state (scheduled, available, pending, active, completed, retryable, cancelled, discarded)',

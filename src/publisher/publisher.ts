@@ -16,6 +16,7 @@ import { coreTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { checkBatchId } from '../util/batch-id.js';
+import { checkQueueName } from '../util/queue-name.js';
 import { stamp, type CreatedReport, type SettledReport } from '../tracking/tracking-report.js';
 import { batchOf, publishRecord } from '../tracking/tracking-stream.js';
 import { checkCallbacks } from '../batch/batch-callbacks.js';
@@ -119,6 +120,7 @@ export class Publisher {
    * tenant that is not a slug (`createJob` checks it): `publish()` then sends nothing.
    */
   build(queue: string, spec: PublishSpec): Job {
+    checkQueueName(queue, 'queue');
     if (queueFor(this.config, queue).scope === 'tenant' && spec.tenant === undefined) throw new TenantRequiredError(queue);
     return createJob(spec, {
       queue,

@@ -1,5 +1,5 @@
 import { InvalidPayloadError, StagecoachError } from '../../errors/errors.js';
-import { isJobQueueName, JOB_QUEUE_NAME } from '../../util/queue-name.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../../util/queue-name.js';
 import { checkTags, READ_SPEC_VERSIONS } from '../../job/envelope.js';
 import { childJobId } from '../../job/child-id.js';
 import { isTenantSlug, notATenantSlug } from '../../util/tenant-slug.js';
@@ -70,8 +70,8 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   const tagProblem = tags === undefined ? undefined : checkTags(tags);
   if (tagProblem !== undefined) throw new InvalidPayloadError(`"options.tags" ${tagProblem}`);
   const queue = options.queue ?? job.queue ?? DEFAULT_QUEUE;
-  if (!isJobQueueName(queue)) {
-    throw new InvalidPayloadError(`"options.queue" must be a queue name (${JOB_QUEUE_NAME.source}), got ${JSON.stringify(queue)}`);
+  if (!isQueueName(queue)) {
+    throw new InvalidPayloadError(`"options.queue" must be a queue name (${QUEUE_NAME_RULE}), got ${JSON.stringify(queue)?.slice(0, 120)}`);
   }
   const priority = options.priority ?? job.priority;
   if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority as number) > PRIORITY_RANGE)) {
