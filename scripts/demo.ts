@@ -57,7 +57,7 @@ async function main(): Promise<number> {
     try {
       for (const tenant of config.tenants) {
         const batch = nextScanBatch(tracker, tenant);
-        scans.set(tenant, { batch, job: await publisher.publish('scan_specs', { type: 'scan.folder', args: [tenant], tenant, batch }) });
+        scans.set(tenant, { batch, job: await publisher.publish('scan-specs', { type: 'scan.folder', args: [tenant], tenant, batch }) });
       }
     } finally {
       await publisher.close();
