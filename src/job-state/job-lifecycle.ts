@@ -124,7 +124,8 @@ export function foldJob(existing: JobRow | undefined, record: JobRecord, retenti
     if (record.parent !== undefined) row.parent_id ??= record.parent;
     if (record.tags !== undefined && record.tags.length > 0) row.tags ??= record.tags;
     const key: StateKey = [0, record.at, 0];
-    if (compareKeys(key, row.key) > 0) setState(row, key, record.scheduled_at === undefined ? 'available' : 'scheduled', 'created');
+    const waiting = record.pending === true ? 'pending' : record.scheduled_at === undefined ? 'available' : 'scheduled';
+    if (compareKeys(key, row.key) > 0) setState(row, key, waiting, 'created');
     return row;
   }
   const { state, attempt, rank } = settledState(record);

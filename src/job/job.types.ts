@@ -146,6 +146,12 @@ export interface PublishSpec extends JobSpec {
    */
   batch?: string;
   /**
+   * Held, not enqueued (OJS `pending`): the job waits on the broker, in the parked queue, until
+   * it is activated (`POST /ojs/v1/jobs/{id}/activate`; docs/http-binding.md), then goes to its
+   * queue as any job. @defaultValue false
+   */
+  pending?: boolean;
+  /**
    * Jobs the batch tracker publishes when the batch completes (OJS batch workflow callbacks);
    * only with `batch`. Recorded in the root's `created` report (docs/batches.md, Callbacks).
    */

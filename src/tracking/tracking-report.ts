@@ -76,6 +76,8 @@ export interface CreatedReport {
   callbacks?: BatchCallbacks;
   /** The job's `tags`, kept by the job store. */
   tags?: string[];
+  /** Held until activated (OJS `pending`); a later `created` report without it says it was activated. */
+  pending?: boolean;
   at: string;
 }
 

@@ -249,6 +249,62 @@ describe('the official OJS SDKs: their requests, as their READMEs make them', fu
     });
   });
 
+  describe('pending jobs and ACTIVATE (binding 7.8, 9.5)', () => {
+    const fetchNow = async (queue: string, waitMs: number): Promise<Json[]> =>
+      (await sdk(base, 'POST', '/ojs/v1/workers/fetch', { queues: [queue], count: 5, wait_ms: waitMs })).body.jobs as Json[];
+
+    it('a job pushed pending waits, unfetched, until activated; then it runs; a second ACTIVATE is 409', async () => {
+      const pushed = await push({ type: 'approval.send', args: [7], options: { queue: 'relay', pending: true } });
+      expect(pushed.status, JSON.stringify(pushed.body)).to.equal(201);
+      expect(pushed.body.job.state).to.equal('pending');
+      expect(await fetchNow('relay', 1500)).to.deep.equal([]);
+      expect((await sdk(base, 'GET', `/ojs/v1/jobs/${pushed.body.job.id as string}`)).body.job.state).to.equal('pending');
+      const other = tenantToken(TOKEN, project.config.prefix, 'acme');
+      expect(
+        (await sdk(base, 'POST', `/ojs/v1/jobs/${pushed.body.job.id as string}/activate`, undefined, { token: other })).status,
+      ).to.equal(404);
+      const activated = await sdk(base, 'POST', `/ojs/v1/jobs/${pushed.body.job.id as string}/activate`);
+      expect(activated.status, JSON.stringify(activated.body)).to.equal(200);
+      expect(activated.body.job).to.include({ id: pushed.body.job.id, state: 'available', previous_state: 'pending' });
+      expect(activated.body.job.activated_at).to.be.a('string');
+      const again = await sdk(base, 'POST', `/ojs/v1/jobs/${pushed.body.job.id as string}/activate`);
+      expect(again.status).to.equal(409);
+      expect(again.body.error.details.current_state).to.not.equal('pending');
+      const ran = await drain('relay', 2000);
+      expect(ran.map((job) => job.id)).to.deep.equal([pushed.body.job.id]);
+      expect((await sdk(base, 'POST', '/ojs/v1/jobs/019414d4-0000-7000-8000-000000000000/activate')).status).to.equal(404);
+    });
+
+    it('a pending job outlives the server that held it: another server activates it', async () => {
+      const pushed = await push({ type: 'approval.send', args: [8], options: { queue: 'relay', pending: true } });
+      expect(pushed.status).to.equal(201);
+      await server.close();
+      server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL }, stages: [] });
+      base = `http://127.0.0.1:${server.port}`;
+      const id = pushed.body.job.id as string;
+      // The new server knows it from the tracking stream alone.
+      await waitFor(
+        'the job known pending by the new server',
+        async () => (await sdk(base, 'GET', `/ojs/v1/jobs/${id}`)).body.job?.state === 'pending',
+      );
+      expect(await fetchNow('relay', 1000)).to.deep.equal([]);
+      const activated = await sdk(base, 'POST', `/ojs/v1/jobs/${id}/activate`);
+      expect(activated.status, JSON.stringify(activated.body)).to.equal(200);
+      expect((await drain('relay', 2000)).map((job) => job.id)).to.deep.equal([id]);
+    });
+
+    it('a cancelled pending job is cancelled and leaves the parked queue: it never runs', async () => {
+      const pushed = await push({ type: 'approval.send', args: [9], options: { queue: 'relay', pending: true } });
+      const id = pushed.body.job.id as string;
+      await waitFor('the pending job in the store', async () => (await sdk(base, 'GET', `/ojs/v1/jobs/${id}/status`)).status === 200);
+      const cancelled = await sdk(base, 'DELETE', `/ojs/v1/jobs/${id}`);
+      expect(cancelled.status, JSON.stringify(cancelled.body)).to.equal(200);
+      expect(cancelled.body.job.state).to.equal('cancelled');
+      expect(await project.raw.count(project.names.parked)).to.equal(0);
+      expect((await sdk(base, 'POST', `/ojs/v1/jobs/${id}/activate`)).status).to.equal(409);
+    });
+  });
+
   describe('a foreign worker inside a pipeline', () => {
     it('a run pushed again after a crash (same parent, same key) makes no second job', async () => {
       const parent = await push({ type: 'doc.convert', args: ['a.pdf'], options: { queue: 'relay' } });

@@ -22,7 +22,7 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('priority', pushed?.priority);
   set('tags', row?.tags ?? job?.tags);
   set('tenant', row?.tenant ?? job?.tenant);
-  const state = row === undefined ? waitingState(job?.scheduled_at, now) : shownState(row, now);
+  const state = row === undefined ? (pushed?.pending === true ? 'pending' : waitingState(job?.scheduled_at, now)) : shownState(row, now);
   set('state', state);
   // OJS counts attempts made; the row counts the attempt it is at (the next one, while it waits).
   // A job that ended without starting this attempt (cancelled while it waited) made one fewer.

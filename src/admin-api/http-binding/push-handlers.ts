@@ -112,6 +112,7 @@ async function push(
     maxAttempts,
     ...(input.priority === undefined ? {} : { priority: input.priority }),
     ...(input.visibilityMs === undefined ? {} : { visibilityMs: input.visibilityMs }),
+    ...(input.spec.pending === true ? { pending: true } : {}),
   };
   ctx.envelopes.add(pushed);
   const directive = ctx.testReset ? testDirectiveOf(raw) : undefined;

@@ -86,6 +86,9 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   const scheduledAt = options.delay_until ?? options.scheduled_at;
   if (scheduledAt !== undefined && typeof scheduledAt !== 'string')
     throw new InvalidPayloadError('"options.delay_until" must be an ISO 8601 timestamp');
+  if (options.pending !== undefined && typeof options.pending !== 'boolean') {
+    throw new InvalidPayloadError(`"options.pending" must be a boolean, got ${JSON.stringify(options.pending)?.slice(0, 100)}`);
+  }
   const visibilityMs = options.visibility_timeout_ms;
   if (visibilityMs !== undefined && (!Number.isInteger(visibilityMs) || (visibilityMs as number) < 1000)) {
     throw new InvalidPayloadError(
@@ -108,6 +111,7 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     // OJS unique jobs: `options.unique` (or a top-level `unique`), checked by createJob.
     ...((options.unique ?? job.unique) === undefined ? {} : { unique: (options.unique ?? job.unique) as UniquePolicy }),
     ...(tags === undefined ? {} : { tags: tags as string[] }),
+    ...(options.pending === true ? { pending: true } : {}),
     ...(jobTenant === undefined ? {} : { tenant: jobTenant }),
   };
   const extensions: Record<string, unknown> = {};
