@@ -19,7 +19,6 @@ export type StageOptions = Omit<StageMetadata, 'outputs'> & {
 
 const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$/;
 
-
 /**
  * Marks a class as a stage: it reads `input` and may emit to `outputs`. The decorator only
  * records metadata; `exploreStages()` reads it when a module is loaded. In plain JavaScript,

@@ -113,20 +113,13 @@ function policiesOf(config: CompiledConfig, queue: ResolvedQueueConfig): PolicyS
     if (!sameDefinition(ownWork, work.base)) {
       work.own.push(t);
       policies.push(
-        policy(
-          `${config.prefix}.queue.${word}.${tenant}`,
-          `^${p}\\.queue\\.${q}\\.${t}(?:\\.[^.]+)?$`,
-          TENANT_POLICY_PRIORITY,
-          ownWork,
-        ),
+        policy(`${config.prefix}.queue.${word}.${tenant}`, `^${p}\\.queue\\.${q}\\.${t}(?:\\.[^.]+)?$`, TENANT_POLICY_PRIORITY, ownWork),
       );
     }
     const ownDead = deadDefinition(settings);
     if (!sameDefinition(ownDead, dead.base)) {
       dead.own.push(t);
-      policies.push(
-        policy(`${config.prefix}.dead.${word}.${tenant}`, `^${p}\\.dead\\.${q}\\.${t}$`, TENANT_POLICY_PRIORITY, ownDead),
-      );
+      policies.push(policy(`${config.prefix}.dead.${word}.${tenant}`, `^${p}\\.dead\\.${q}\\.${t}$`, TENANT_POLICY_PRIORITY, ownDead));
     }
   }
   // Any tenant (configured or provisioned later) but those with their own: the tenant, then an optional variant.
