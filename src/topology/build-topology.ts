@@ -343,6 +343,11 @@ export function provisionQueues(config: CompiledConfig, stages: readonly StageEn
     queueNames.add(stage.input);
     for (const output of stage.outputs) queueNames.add(output);
   }
+  // A queue's dead_letter_queue is written to as an output is, by whichever stage dead-letters.
+  for (const name of [...queueNames]) {
+    const target = queueFor(config, name).dead_letter_queue;
+    if (target !== undefined) queueNames.add(target);
+  }
   return [...queueNames].sort().map((name) => queueFor(config, name));
 }
 

@@ -214,6 +214,12 @@ describe('topology', () => {
       'x-max-priority': 9,
     });
   });
+
+  it("provisions a queue's dead_letter_queue, which no stage reads or writes, with it", () => {
+    const c = compileConfig({ tenants: ['acme'], queues: { exports: { dead_letter_queue: 'exports-failed' } } });
+    const queues = provisionTopology(c, []).queues.map((q) => q.name);
+    expect(queues).to.include('ojs.queue.exports-failed.acme');
+  });
 });
 
 describe('delay ladder', () => {
