@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { latestBetween, parseCron } from '../../src/schedule/cron-expression.js';
-import { checkTimeZone, clockOf } from '../../src/schedule/time-zone.js';
+import { latestBetween, parseCron } from '../../src/cron/cron-expression.js';
+import { checkTimeZone, clockOf } from '../../src/cron/time-zone.js';
 
 const at = (iso: string): number => Date.parse(iso);
 const iso = (ms: number | undefined): string | undefined => (ms === undefined ? undefined : new Date(ms).toISOString());
