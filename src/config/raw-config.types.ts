@@ -1,3 +1,5 @@
+import type { ScheduleConfig } from './schedule-config.types.js';
+
 /**
  * The configuration file as written: {@link RawConfig} and its parts, every field as the JSON
  * Schema (`schema/stagecoach.schema.json`) allows it. Field names inside `queues.*` follow the
@@ -212,6 +214,8 @@ export interface TenantConfig {
   min_concurrency?: number;
   /** Queue name (or `_default`) -> the tenant's own settings. @defaultValue {} */
   queues?: Record<string, QueueSettings>;
+  /** IANA time zone of the tenant: its jobs of per-tenant schedules fire on its wall clock (docs/schedules.md). @defaultValue the schedule's */
+  timezone?: string;
 }
 
 /** One stage deployment: where its class lives and how hard it works. */
@@ -402,4 +406,6 @@ export interface RawConfig {
   limits?: Record<string, LimitConfig>;
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
+  /** Recurring jobs by name (OJS cron; docs/schedules.md), fired by the scheduler's leader. @defaultValue {} */
+  schedules?: Record<string, ScheduleConfig>;
 }
