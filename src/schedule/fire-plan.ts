@@ -12,7 +12,7 @@ export interface Pending {
   tenant: string | undefined;
   /** The occurrence, epoch ms: what its job id is derived from. */
   occurrence: number;
-  /** The entry's definition it was planned from (BookEntry.updated_at): a change makes it stale. */
+  /** The entry's state it was planned from (versionOf): a change makes it stale. */
   version: string;
 }
 
@@ -22,6 +22,11 @@ export interface PlanContext {
   joinedAt(tenant: string): number | undefined;
   /** The last occurrence handled for (key, tenant) by the book or by this leader, whichever is later. */
   handled(entry: BookEntry, tenant: string | undefined): number | undefined;
+}
+
+/** The state of an entry a plan was made from: a change to it makes older plans stale. */
+export function versionOf(entry: BookEntry): string {
+  return `${entry.updated_at}|${entry.enabled}|${entry.enabledAt}`;
 }
 
 const rules = new Map<string, CronRule>();
@@ -54,14 +59,20 @@ export function spreadMsOf(entry: BookEntry): number {
  * not caught up), due at once; else the next one. At most one catch-up however long the pause
  * (OJS cron 7.3). `gaps` receives the wall times a spring-forward skipped on the way.
  */
-export function planOccurrence(entry: BookEntry, tenant: string | undefined, now: number, ctx: PlanContext, gaps?: number[]): Pending | undefined {
+export function planOccurrence(
+  entry: BookEntry,
+  tenant: string | undefined,
+  now: number,
+  ctx: PlanContext,
+  gaps?: number[],
+): Pending | undefined {
   const rule = ruleOf(entry.schedule.cron);
   const clock = clockOf(rule.interval ? 'UTC' : ctx.zoneOf(tenant, entry.schedule));
   const created = Date.parse(entry.created_at);
   const offset = spreadOffset(entry.key, tenant, spreadMsOf(entry));
   const joined = tenant === undefined ? undefined : ctx.joinedAt(tenant);
   const since = Math.max(ctx.handled(entry, tenant) ?? -Infinity, created, entry.enabledAt, joined ?? -Infinity);
-  const version = entry.updated_at;
+  const version = versionOf(entry);
   const missed = latestBetween(rule, since, now - offset, clock, created);
   if (missed !== undefined) return { due: missed + offset, key: entry.key, tenant, occurrence: missed, version };
   const next = rule.next(Math.max(since, now - offset), clock, created, gaps);
@@ -69,13 +80,20 @@ export function planOccurrence(entry: BookEntry, tenant: string | undefined, now
 }
 
 /** The occurrence after `occurrence` (fired or skipped), for the same tenant; undefined when there is none. */
-export function planAfter(entry: BookEntry, tenant: string | undefined, occurrence: number, now: number, ctx: PlanContext, gaps?: number[]): Pending | undefined {
+export function planAfter(
+  entry: BookEntry,
+  tenant: string | undefined,
+  occurrence: number,
+  now: number,
+  ctx: PlanContext,
+  gaps?: number[],
+): Pending | undefined {
   const rule = ruleOf(entry.schedule.cron);
   const clock = clockOf(rule.interval ? 'UTC' : ctx.zoneOf(tenant, entry.schedule));
   const offset = spreadOffset(entry.key, tenant, spreadMsOf(entry));
   // Never one already behind: a fire that took long does not make the next one a catch-up burst.
   const next = rule.next(Math.max(occurrence, now - offset), clock, Date.parse(entry.created_at), gaps);
-  return next === undefined ? undefined : { due: next + offset, key: entry.key, tenant, occurrence: next, version: entry.updated_at };
+  return next === undefined ? undefined : { due: next + offset, key: entry.key, tenant, occurrence: next, version: versionOf(entry) };
 }
 
 /** A min-heap of pending occurrences by `due`. */

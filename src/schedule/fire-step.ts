@@ -3,7 +3,7 @@ import type { EventPublisher } from '../events/event-publisher.js';
 import { cancelJob } from '../batch/job-cancel.js';
 import { cancelBatch } from '../batch/batch-directives.js';
 import type { Logger } from '../logging/logger.js';
-import { planAfter, type Pending, type PlanContext } from './fire-plan.js';
+import { planAfter, versionOf, type Pending, type PlanContext } from './fire-plan.js';
 import type { OccurrenceFirer } from './occurrence-firer.js';
 import { occurrenceId } from './occurrence-id.js';
 import { occurrenceJob } from './occurrence-job.js';
@@ -30,11 +30,6 @@ export interface FireStepDeps {
   isMember(tenant: string): boolean;
   /** Whether the leader's connection is still open: a failure without it ends the term. */
   leading(): boolean;
-}
-
-/** The state of an entry a plan was made from: a change to it makes older plans stale. */
-export function versionOf(entry: BookEntry): string {
-  return `${entry.updated_at}|${entry.enabled}|${entry.enabledAt}`;
 }
 
 /**
@@ -128,7 +123,11 @@ export class FireStep {
       if (verdict.kind === 'skip') return this.skip(entry, tenant, occurrence, 'overlap_skip', verdict.job);
       if (verdict.kind === 'cancel') await this.cancel(verdict.job, verdict.batch);
       if (verdict.kind === 'enqueue' && verdict.waiting) {
-        this.deps.log.warn('schedule: the previous occurrence has not started yet; this one waits behind it', { schedule: key, tenant, job: verdict.job });
+        this.deps.log.warn('schedule: the previous occurrence has not started yet; this one waits behind it', {
+          schedule: key,
+          tenant,
+          job: verdict.job,
+        });
       }
     }
     const record = scheduleRecord({
@@ -144,12 +143,21 @@ export class FireStep {
       outcome = await this.deps.firer.fire(occurrenceJob(entry, tenant, occurrence, id), record);
     } catch (err) {
       if (!this.deps.leading()) throw err;
-      this.deps.log.error('schedule: occurrence not enqueued', { schedule: key, tenant, occurrence: record.occurrence, err: (err as Error).message });
+      this.deps.log.error('schedule: occurrence not enqueued', {
+        schedule: key,
+        tenant,
+        occurrence: record.occurrence,
+        err: (err as Error).message,
+      });
       return this.skip(entry, tenant, occurrence, 'refused');
     }
     if (trigger === undefined) this.remember(entry, tenant, occurrence, outcome === 'fired' ? id : undefined);
     if (outcome === 'refused') {
-      this.deps.log.error('schedule: a full queue refused the occurrence\'s job (queue.full)', { schedule: key, tenant, queue: schedule.queue });
+      this.deps.log.error("schedule: a full queue refused the occurrence's job (queue.full)", {
+        schedule: key,
+        tenant,
+        queue: schedule.queue,
+      });
       return this.skip(entry, tenant, occurrence, 'queue_full', undefined, false);
     }
     void this.deps.events.publish('cron.triggered', schedule.name, {
@@ -166,7 +174,14 @@ export class FireStep {
     });
   }
 
-  private async skip(entry: BookEntry, tenant: FireTarget, occurrence: number, reason: SkipReason, job?: string, record = true): Promise<void> {
+  private async skip(
+    entry: BookEntry,
+    tenant: FireTarget,
+    occurrence: number,
+    reason: SkipReason,
+    job?: string,
+    record = true,
+  ): Promise<void> {
     this.remember(entry, tenant, occurrence, undefined);
     if (record) {
       await this.deps.follower.append(
@@ -201,7 +216,10 @@ export class FireStep {
     let tenants = this.here.get(entry.key);
     if (tenants === undefined) this.here.set(entry.key, (tenants = new Map()));
     const previous = tenants.get(tenant ?? '');
-    tenants.set(tenant ?? '', { occurrence, ...(job === undefined ? (previous?.job === undefined ? {} : { job: previous.job }) : { job }) });
+    tenants.set(tenant ?? '', {
+      occurrence,
+      ...(job === undefined ? (previous?.job === undefined ? {} : { job: previous.job }) : { job }),
+    });
   }
 
   private lastJob(entry: BookEntry, tenant: FireTarget): string | undefined {

@@ -87,7 +87,9 @@ export class Leadership {
         if (this.state !== 'running') return;
         const outcome = await flags.hold({ kind: 'scheduler-leader' });
         if (outcome === 'refused') {
-          throw new Error(`this broker user may not declare ${flags.name({ kind: 'scheduler-leader' })}: the scheduler needs configure permission on it`);
+          throw new Error(
+            `this broker user may not declare ${flags.name({ kind: 'scheduler-leader' })}: the scheduler needs configure permission on it`,
+          );
         }
         if (outcome === 'held') break;
         if (await Promise.race([this.pause().then(() => false), lost.then(() => true)])) return;

@@ -13,7 +13,9 @@ import { createHash } from 'node:crypto';
  *   `salt` the trigger's id.
  */
 export function occurrenceId(key: string, registration: string, tenant: string | undefined, occurrence: number, salt = ''): string {
-  const hash = createHash('sha256').update(`${key}\u0000${registration}\u0000${tenant ?? ''}\u0000${occurrence}\u0000${salt}`).digest();
+  const hash = createHash('sha256')
+    .update(`${key}\u0000${registration}\u0000${tenant ?? ''}\u0000${occurrence}\u0000${salt}`)
+    .digest();
   const bytes = Buffer.alloc(16);
   bytes.writeUIntBE(Math.max(0, Math.floor(occurrence)) % 2 ** 48, 0, 6);
   hash.copy(bytes, 6, 0, 10);

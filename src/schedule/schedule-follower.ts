@@ -31,7 +31,9 @@ export class ScheduleFollower {
 
   /** Starts the replay in the background (a failure is logged; the next request tries again). */
   start(): void {
-    this.synced().catch((err: unknown) => this.log.warn('schedules stream not read (tried again at the next request)', { err: (err as Error).message }));
+    this.synced().catch((err: unknown) =>
+      this.log.warn('schedules stream not read (tried again at the next request)', { err: (err as Error).message }),
+    );
   }
 
   /** Told of each new book, once replayed up to date. */
@@ -79,7 +81,10 @@ export class ScheduleFollower {
       timer = setTimeout(
         () =>
           reject(
-            new StagecoachError('CONNECTION_FAILED', `the schedules stream was not read up to date within ${this.waitMs / 1000} s (broker slow or away): ask again`),
+            new StagecoachError(
+              'CONNECTION_FAILED',
+              `the schedules stream was not read up to date within ${this.waitMs / 1000} s (broker slow or away): ask again`,
+            ),
           ),
         this.waitMs,
       );

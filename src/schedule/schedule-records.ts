@@ -105,7 +105,9 @@ export function scheduleKey(schedule: Pick<ScheduleDefinition, 'name' | 'owner'>
 export function parseScheduleRecord(content: Buffer): ScheduleRecord | undefined {
   try {
     const value = JSON.parse(content.toString('utf8')) as ScheduleRecord;
-    return typeof value === 'object' && value !== null && typeof value.kind === 'string' && typeof value.id === 'string' ? value : undefined;
+    return typeof value === 'object' && value !== null && typeof value.kind === 'string' && typeof value.id === 'string'
+      ? value
+      : undefined;
   } catch {
     return undefined;
   }

@@ -93,11 +93,17 @@ export class SchedulerTerm {
     const unsubscribe = [this.watch(this.book), deps.follower.onBook((book) => this.watch(book))];
     try {
       this.planAll();
+      deps.log.info('scheduler: leading', {
+        schedules: this.book.entries.size,
+        tenants: this.tenants.tenants.length,
+        planned: this.heap.size,
+      });
       while (!ended) {
         await this.sleep(lost);
         if (ended) break;
         await this.pass();
-        if (this.book.sinceSnapshot >= SNAPSHOT_EVERY) this.book = await deps.follower.append(scheduleRecord({ kind: 'snapshot', state: this.book.snapshot() }));
+        if (this.book.sinceSnapshot >= SNAPSHOT_EVERY)
+          this.book = await deps.follower.append(scheduleRecord({ kind: 'snapshot', state: this.book.snapshot() }));
       }
     } finally {
       for (const off of unsubscribe) off();
@@ -179,10 +185,15 @@ export class SchedulerTerm {
 
   /** Fires every occurrence due now and every trigger, FIRES_AT_ONCE at a time, planning each one's next. */
   private async pass(): Promise<void> {
+    this.deps.log.debug('scheduler: pass', { planned: this.heap.size });
     this.lastPass = this.now();
     const due: Pending[] = [];
-    for (let top = this.heap.peek(); top !== undefined && top.due <= this.lastPass; top = this.heap.peek()) due.push(this.heap.pop() as Pending);
-    const work: Array<() => Promise<Pending | undefined>> = [...due.map((pending) => () => this.step.occurrence(pending)), ...this.step.triggers()];
+    for (let top = this.heap.peek(); top !== undefined && top.due <= this.lastPass; top = this.heap.peek())
+      due.push(this.heap.pop() as Pending);
+    const work: Array<() => Promise<Pending | undefined>> = [
+      ...due.map((pending) => () => this.step.occurrence(pending)),
+      ...this.step.triggers(),
+    ];
     for (let index = 0; index < work.length; index += FIRES_AT_ONCE) {
       const nexts = await Promise.all(work.slice(index, index + FIRES_AT_ONCE).map((run) => run()));
       for (const next of nexts) this.push(next);
