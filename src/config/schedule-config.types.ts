@@ -1,4 +1,4 @@
-import type { RetryPolicy } from './raw-config.types.js';
+import type { RetryPolicy } from './retry-policy.types.js';
 
 /**
  * What a schedule does when an occurrence comes while the previous one's job is still going

@@ -39,6 +39,8 @@ export class ScheduleBook {
   readonly joined = new Map<string, number>();
   /** Triggers not yet fired, in order. */
   readonly triggers: TriggerRecord[] = [];
+  /** The last process that became the leader (it may have gone since: see leader-probe.ts). */
+  leader: { process: string; at: string } | undefined;
   /** Records folded since the last snapshot: the leader writes one past a bound. */
   sinceSnapshot = 0;
   private readonly listeners = new Set<(change: BookChange, record: ScheduleRecord) => void>();
@@ -118,8 +120,10 @@ export class ScheduleBook {
         this.joined.clear();
         this.triggers.length = 0;
         return 'schedules';
-      case 'mark':
       case 'leader':
+        this.leader = { process: record.process, at: record.at };
+        return undefined;
+      case 'mark':
         return undefined;
     }
   }

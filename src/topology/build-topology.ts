@@ -144,7 +144,11 @@ export function schedulesStream(config: CompiledConfig): QueueSpec {
   return {
     name: new BrokerNames(config.prefix).schedules,
     durable: true,
-    arguments: { 'x-queue-type': 'stream', 'x-max-length-bytes': SCHEDULES_STREAM_BYTES, 'x-stream-max-segment-size-bytes': 16 * 1024 * 1024 },
+    arguments: {
+      'x-queue-type': 'stream',
+      'x-max-length-bytes': SCHEDULES_STREAM_BYTES,
+      'x-stream-max-segment-size-bytes': 16 * 1024 * 1024,
+    },
   };
 }
 
