@@ -19,17 +19,18 @@ export class ApiError extends Error {
   }
 }
 
-async function request(method, path, { query = {}, auth = false } = {}) {
+async function request(method, path, { query = {}, auth = false, json, tenant } = {}) {
   const url = new URL(path, location.origin);
   for (const [key, value] of Object.entries(query)) {
     if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, String(value));
   }
-  const headers = { Accept: 'application/json' };
+  const headers = { Accept: 'application/json', ...(tenant ? { 'X-OJS-Tenant': tenant } : {}) };
   const token = auth ? adminToken.get() : '';
   if (token !== '') headers.Authorization = `Bearer ${token}`;
   let response;
   try {
-    response = await fetch(url, { method, headers, cache: 'no-store' });
+    if (json !== undefined) headers['Content-Type'] = 'application/json';
+    response = await fetch(url, { method, headers, cache: 'no-store', ...(json === undefined ? {} : { body: JSON.stringify(json) }) });
   } catch (err) {
     throw new ApiError(0, 'UNREACHABLE', `the admin server does not answer (${err.message})`);
   }
@@ -76,4 +77,11 @@ export const api = {
   cancelBatch: (id) => request('POST', `${batchPath(id)}/cancel`, { auth: true }),
   pauseBatch: (id) => request('POST', `${batchPath(id)}/pause`, { auth: true }),
   resumeBatch: (id) => request('POST', `${batchPath(id)}/resume`, { auth: true }),
+  /** Schedules (`cron list`): `{ crons, count }`, each with its next and last run, run count and latest occurrences. */
+  crons: () => request('GET', '/ojs/v1/cron'),
+  triggerCron: (name, tenant) => request('POST', `${cronPath(name)}/trigger`, { auth: true, tenant }),
+  toggleCron: (name, tenant, enabled) => request('PATCH', cronPath(name), { auth: true, json: { enabled }, tenant }),
 };
+
+/** A tenant's schedule is addressed with its tenant header (the admin acting for it). */
+const cronPath = (name) => `/ojs/v1/cron/${encodeURIComponent(name)}`;
