@@ -15,7 +15,7 @@ import type { ScheduleRecord } from './schedule-records.js';
 import { publishScheduleRecord } from './schedule-stream.js';
 
 /** Transactions in flight at once on the leader's connection (each a job, its report, its record). */
-export const FIRE_LANES = 8;
+export const FIRE_LANES = 32;
 
 /** What became of a fire: committed, or refused by the broker (a full queue: the transaction was only partly carried out). */
 export type FireOutcome = 'fired' | 'refused';

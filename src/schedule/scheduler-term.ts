@@ -19,7 +19,7 @@ const MAX_SLEEP_MS = 60_000;
 /** The shortest time between two evaluations (OJS cron 7.3: at most once a second). */
 const MIN_PASS_MS = 1000;
 /** Occurrences fired at once in a pass. */
-const FIRES_AT_ONCE = 32;
+const FIRES_AT_ONCE = 128;
 /** Records after which the leader writes a snapshot (far fewer than the stream keeps). */
 export const SNAPSHOT_EVERY = 10_000;
 
