@@ -49,6 +49,12 @@ export class FireStep {
     this.now = deps.now ?? Date.now;
   }
 
+  /** Forgets what it handled of a schedule (all schedules without `key`): removed, or registered anew. */
+  forget(key?: string): void {
+    if (key === undefined) this.here.clear();
+    else this.here.delete(key);
+  }
+
   /** The last occurrence handled for (entry, tenant): by the stream or by this leader. */
   handled(entry: BookEntry, tenant: FireTarget): number | undefined {
     const mine = this.here.get(entry.key)?.get(tenant ?? '')?.occurrence;

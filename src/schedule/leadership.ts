@@ -68,7 +68,9 @@ export class Leadership {
       try {
         await this.candidate();
       } catch (err) {
-        if (this.state === 'running') this.log.warn('scheduler: leadership not asked for (broker away?)', { err: (err as Error).message });
+        if (this.state === 'running') {
+          this.log.warn('scheduler: not leading (the broker away, or the term failed); asking again', { err: (err as Error).message });
+        }
       }
       if (this.state === 'running') await this.pause();
     }

@@ -121,9 +121,17 @@ export class SchedulerTerm {
     return book.onChange((change, record) => {
       if (book !== this.book) return;
       if (change === 'schedules') {
-        if (record.kind === 'put') this.planEntry(book.entries.get(scheduleKey(record.schedule)));
-        else if (record.kind === 'toggle') this.planEntry(book.entries.get(record.key));
-        else if (record.kind === 'snapshot' || record.kind === 'clear') this.planAll();
+        if (record.kind === 'put') {
+          const entry = book.entries.get(scheduleKey(record.schedule));
+          // Registered anew (not an update): nothing this leader fired of an older one is its.
+          if (entry?.created_at === record.at) this.step.forget(entry.key);
+          this.planEntry(entry);
+        } else if (record.kind === 'toggle') this.planEntry(book.entries.get(record.key));
+        else if (record.kind === 'remove') this.step.forget(record.key);
+        else if (record.kind === 'clear') {
+          this.step.forget();
+          this.planAll();
+        } else if (record.kind === 'snapshot') this.planAll();
       }
       if (change === 'schedules' || change === 'trigger') this.wake?.();
     });
