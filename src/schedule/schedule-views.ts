@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { clockOf } from '../cron/time-zone.js';
 import { ruleOf } from './fire-plan.js';
-import type { BookEntry } from './schedule-book.js';
+import type { BookEntry, ScheduleBook } from './schedule-book.js';
 import type { OccurrenceSummary, ScheduleOrigin } from './schedule-records.js';
 
 /**
@@ -93,4 +93,30 @@ export function nextRunOf(entry: BookEntry, config: CompiledConfig, now: number 
     if (at !== undefined && (next === undefined || at < next)) next = at;
   }
   return next === undefined ? null : new Date(next).toISOString();
+}
+
+/**
+ * The schedules to show: the book's, and the configuration file's that no leader has registered
+ * yet (none ran since the file named them), as they will be once one does.
+ */
+export function listedEntries(book: ScheduleBook, config: CompiledConfig, now: number = Date.now()): BookEntry[] {
+  const entries = [...book.entries.values()];
+  for (const schedule of config.schedules.values()) {
+    if (book.entries.has(schedule.name)) continue;
+    const at = new Date(now).toISOString();
+    entries.push({
+      key: schedule.name,
+      schedule,
+      origin: 'config',
+      created_at: at,
+      updated_at: at,
+      enabled: schedule.enabled,
+      enabledAt: now,
+      run_count: 0,
+      handled: new Map(),
+      lastJobs: new Map(),
+      recent: [],
+    });
+  }
+  return entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }

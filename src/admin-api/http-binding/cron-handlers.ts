@@ -6,7 +6,7 @@ import { queueFor } from '../../config/queue-resolver.js';
 import { validateRetryPolicy } from '../../retry/retry-policy.js';
 import type { BookEntry } from '../../schedule/schedule-book.js';
 import { scheduleKey, scheduleRecord } from '../../schedule/schedule-records.js';
-import { scheduleView } from '../../schedule/schedule-views.js';
+import { listedEntries, scheduleView } from '../../schedule/schedule-views.js';
 import type { BindingContext } from './binding-context.js';
 import { readCronInput } from './cron-input.js';
 import { tenantOf } from './request-tenant.js';
@@ -28,10 +28,9 @@ export async function listCrons(ctx: BindingContext, request: ApiRequest): Promi
   if (enabled !== null && enabled !== 'true' && enabled !== 'false')
     throw new ApiError(400, 'INVALID_REQUEST', '"enabled" must be true or false');
   const [book, config] = await Promise.all([ctx.admin.schedules.book(), ctx.admin.configFile.load()]);
-  const crons = [...book.entries.values()]
+  const crons = listedEntries(book, config)
     .filter((entry) => tenant === undefined || entry.schedule.owner === tenant)
     .filter((entry) => enabled === null || String(entry.enabled) === enabled)
-    .sort((a, b) => (a.key < b.key ? -1 : 1))
     .map((entry) => scheduleView(entry, config));
   return { status: 200, body: { crons, count: crons.length } };
 }

@@ -7,7 +7,7 @@ import { validateRetryPolicy } from '../../retry/retry-policy.js';
 import type { BookEntry, ScheduleBook } from '../../schedule/schedule-book.js';
 import { ScheduleFollower } from '../../schedule/schedule-follower.js';
 import { scheduleRecord, type ScheduleRecord } from '../../schedule/schedule-records.js';
-import { scheduleView, type ScheduleView } from '../../schedule/schedule-views.js';
+import { listedEntries, scheduleView, type ScheduleView } from '../../schedule/schedule-views.js';
 import { leaderAlive } from '../../schedule/leader-probe.js';
 import { EXIT_OK } from '../exit-codes.js';
 
@@ -48,7 +48,7 @@ async function withBook<T>(
 /** `stagecoach cron list [--json]`: every schedule, its next and last run and run count, and who leads. */
 export async function cronList(opts: { json?: boolean; config?: string }): Promise<number> {
   return withBook(opts.config, async (config, _follower, book) => {
-    const views = [...book.entries.values()].sort((a, b) => (a.key < b.key ? -1 : 1)).map((entry) => scheduleView(entry, config));
+    const views = listedEntries(book, config).map((entry) => scheduleView(entry, config));
     const leader = await leaderAlive(config);
     if (opts.json) {
       process.stdout.write(`${JSON.stringify({ crons: views, count: views.length, leader: leader ? (book.leader ?? null) : null })}\n`);
@@ -122,6 +122,9 @@ export async function cronAdd(name: string, opts: CronAddOptions): Promise<numbe
 /** `stagecoach cron remove|enable|disable <name>` (a tenant's schedule as `<tenant>/<name>`). */
 export async function cronChange(action: 'remove' | 'enable' | 'disable', key: string, opts: { config?: string }): Promise<number> {
   return withBook(opts.config, async (config, follower, book) => {
+    if (action === 'remove' && config.schedules.has(key)) {
+      throw new StagecoachError('CONFLICT', `schedule "${key}" is defined in ${config.source}: remove it there`);
+    }
     const entry = entryOf(book, key);
     if (action === 'remove' && entry.origin === 'config') {
       throw new StagecoachError('CONFLICT', `schedule "${key}" is defined in ${config.source}: remove it there`);
