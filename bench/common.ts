@@ -31,6 +31,7 @@ export const SCENARIOS = [
   'events',
   'peers',
   'http',
+  'schedules',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -74,6 +75,8 @@ export interface BenchOptions {
   peerConcurrency: number;
   peerPrefetch: number;
   peerArgs: number;
+  /** `schedules`: tenants of the per-tenant schedule. */
+  scheduleTenants: number;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -84,7 +87,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http,schedules (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants of the example pipeline are provisioned and served
@@ -104,6 +107,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --peer-concurrency <n>  peers: handlers at once of stagecoach and BullMQ (default 16)
   --peer-prefetch <n>  peers: prefetch of the hand-written relay and the stagecoach stages (default 64)
   --peer-args <bytes>  peers: size of a job's one string argument (default 32)
+  --schedule-tenants <n>  schedules: tenants of the per-tenant schedule fired (default 10000)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 
@@ -135,6 +139,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       'peer-concurrency': { type: 'string' },
       'peer-prefetch': { type: 'string' },
       'peer-args': { type: 'string' },
+      'schedule-tenants': { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -194,6 +199,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     peerConcurrency: int('peer-concurrency', values['peer-concurrency'], 16),
     peerPrefetch: int('peer-prefetch', values['peer-prefetch'], 64),
     peerArgs: int('peer-args', values['peer-args'], 32, 0),
+    scheduleTenants: int('schedule-tenants', values['schedule-tenants'], 10_000),
   };
 }
 

@@ -27,6 +27,9 @@ export const EVENT_TYPES = [
   'job.failed',
   'job.discarded',
   'job.cancelled',
+  // Schedules (OJS cron 9; docs/schedules.md), from the scheduler's leader.
+  'cron.triggered',
+  'cron.skipped',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -15,7 +15,7 @@ describe('docs/security.md, "The admin port"', () => {
   it('lists every route of the admin port with who may call it, as the routes declare it', async () => {
     const text = await readFile(path.join(REPO_ROOT, 'docs/security.md'), 'utf8');
     const documented = new Map<string, string>();
-    for (const [, route, who] of text.matchAll(/^\| `((?:GET|POST|PUT|DELETE) [^`]+)` +\| (anyone|tenant|operator) +\|/gm))
+    for (const [, route, who] of text.matchAll(/^\| `((?:GET|POST|PUT|DELETE|PATCH) [^`]+)` +\| (anyone|tenant|operator) +\|/gm))
       documented.set(route, who);
     const routes = [
       ...bindingRoutes({ testReset: true } as BindingContext),
