@@ -53,6 +53,10 @@ check('enqueueBatch', batch.length === 2, batch);
 // A timeout: the SDK's worker reads `timeout` as milliseconds (docs/http-binding.md); the job
 // carries timeout_ms beside it, and a handler that keeps to ctx.job.timeout_ms is not cut short.
 const timed = await client.enqueue('slow.job', [1], { timeout: 5000 });
+const expiring = await client.enqueue('email.send', { to: 'late@example.com' }, { expiresAt: new Date(Date.now() + 1000).toISOString() });
+const relative = await client.enqueue('email.send', { to: 'later@example.com' }, { delay: 'PT2S' });
+check('a delay given as an ISO 8601 duration', relative.state === 'scheduled', relative);
+await sleep(1500); // past its expires_at before the worker runs
 const flaky = await client.enqueue('flaky.job', [1], { retry: { maxAttempts: 3, initialInterval: 'PT1S' } });
 const seen = { email: 0, slow: undefined, flaky: 0 };
 const worker = new OJSWorker({ url, auth, queues: ['default'], concurrency: 4, pollInterval: 200 });
@@ -73,12 +77,14 @@ worker.register('flaky.job', async (ctx) => {
 await worker.start();
 const deadline = Date.now() + 30_000;
 while (Date.now() < deadline) {
-  const [a, b] = await Promise.all([client.getJob(timed.id), client.getJob(flaky.id)]);
-  if (a.state === 'completed' && b.state === 'completed' && seen.email >= 3) break;
+  const [a, b, c, d] = await Promise.all([timed, flaky, expiring, relative].map((job) => client.getJob(job.id)));
+  if (a.state === 'completed' && b.state === 'completed' && c.state === 'discarded' && d.state === 'completed' && seen.email >= 4) break;
   await sleep(500);
 }
 await worker.stop();
-check('a worker acks', seen.email >= 3, seen);
+check('a worker acks', seen.email >= 4, seen);
+check('a job past its expires_at is discarded unrun', (await client.getJob(expiring.id)).state === 'discarded');
+check('a delayed job runs when due', (await client.getJob(relative.id)).state === 'completed');
 check('a fetched job has timeout (s) and timeout_ms', seen.slow?.timeout === 5 && seen.slow?.timeout_ms === 5000, seen.slow);
 console.log(`js: note the SDK aborted ctx.signal after ${seen.slow?.timeout} ms: ${seen.slow?.aborted} (its defect; the handler ran on)`);
 const retried = await client.getJob(flaky.id);

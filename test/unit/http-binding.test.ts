@@ -141,6 +141,14 @@ describe('OJS HTTP binding', () => {
       ).to.throw(InvalidPayloadError, /one or the other/);
     });
 
+    it('reads a relative time as "+" and a duration, or a bare duration as the JS SDK passes its delay on', () => {
+      for (const given of ['+PT5M', 'PT5M']) {
+        const at = Date.parse(readPushInput({ type: 'a.b', args: [], options: { delay_until: given } }, undefined).spec.scheduled_at ?? '');
+        expect(at, given).to.be.closeTo(Date.now() + 300_000, 5000);
+      }
+      expect(() => readPushInput({ type: 'a.b', args: [], options: { delay_until: 'P5X' } }, undefined)).to.throw(InvalidPayloadError);
+    });
+
     it('takes hyphenated job types and the default queue', () => {
       expect(readPushInput({ type: 'retry.test.max-attempts', args: [] }, undefined).queue).to.equal('default');
     });

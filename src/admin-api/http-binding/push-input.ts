@@ -193,8 +193,10 @@ function timeOf(value: unknown, name: string, now: number): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string')
     throw new InvalidPayloadError(`"${name}" must be an ISO 8601 timestamp, or "+" and a duration such as "+PT30S"`);
-  if (!value.startsWith('+')) return value;
-  const ms = parseDuration(value.slice(1));
+  // A bare ISO 8601 duration (`PT5M`: no timestamp starts with `P`) is relative too: the JS SDK
+  // passes a `delay` it does not recognise on as it is.
+  if (!value.startsWith('+') && !value.startsWith('P')) return value;
+  const ms = parseDuration(value.startsWith('+') ? value.slice(1) : value);
   if (ms === undefined) throw new InvalidPayloadError(`"${name}": "${value}" is not "+" and an ISO 8601 duration such as "+PT30S"`);
   return new Date(now + ms).toISOString();
 }
