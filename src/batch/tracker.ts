@@ -242,10 +242,13 @@ export function trustedRecord(config: CompiledConfig, record: TrackingRecord, us
     log.warn('batch directive record ignored: not written by the operator or the internal user', { ...record, user_id: userId });
     return { kind: 'mark', id: record.id, at: record.at };
   }
-  if ((record.kind === 'settled' || record.kind === 'created') && !identities.mayActFor(record.tenant, userId)) {
+  if (
+    (record.kind === 'settled' || record.kind === 'created' || record.kind === 'workflow') &&
+    !identities.mayActFor(record.tenant, userId)
+  ) {
     log.warn('tracking record ignored: its broker user may not act for the tenant it names', {
-      batch: record.batch,
-      job_id: record.job,
+      batch: record.kind === 'workflow' ? record.workflow : record.batch,
+      ...(record.kind === 'workflow' ? {} : { job_id: record.job }),
       tenant: record.tenant,
       user_id: userId,
     });
