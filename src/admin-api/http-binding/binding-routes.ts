@@ -8,6 +8,7 @@ import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter
 import { listEvents } from './event-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
+import { cancelWorkflow, createWorkflow, getWorkflow, listWorkflows } from './workflow-handlers.js';
 
 /**
  * The OJS HTTP binding's endpoints (spec/ojs-http-binding.md; docs/http-binding.md), served by
@@ -33,6 +34,10 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, tenantRoute: true, handle: bind(retryDeadLetter) },
     { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, tenantRoute: true, handle: bind(deleteDeadLetter) },
     { method: 'GET', path: '/ojs/v1/events', mutating: false, tenantRoute: true, handle: bind(listEvents) },
+    { method: 'POST', path: '/ojs/v1/workflows', mutating: true, tenantRoute: true, handle: bind(createWorkflow) },
+    { method: 'GET', path: '/ojs/v1/workflows', mutating: false, tenantRoute: true, handle: bind(listWorkflows) },
+    { method: 'GET', path: '/ojs/v1/workflows/{id}', mutating: false, tenantRoute: true, handle: bind(getWorkflow) },
+    { method: 'DELETE', path: '/ojs/v1/workflows/{id}', mutating: true, tenantRoute: true, handle: bind(cancelWorkflow) },
     // An operator's: the admin token only.
     { method: 'GET', path: '/ojs/v1/admin/workers', mutating: false, handle: bind(listWorkers) },
     { method: 'POST', path: '/ojs/v1/admin/workers/{id}/quiet', mutating: true, handle: bind(orderWorker('quiet')) },
