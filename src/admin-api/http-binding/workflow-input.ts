@@ -58,7 +58,9 @@ function readNode(value: unknown, where: string, tenant: string | undefined, top
 
 function readJob(node: Record<string, unknown>, where: string, tenant: string | undefined): WorkflowJobSpec {
   if (typeof node !== 'object' || node === null || Array.isArray(node)) invalid(`${where} must be a job object`);
-  const { name: _name, ...job } = node;
+  // A job's `name` (openapi.yaml WorkflowJobRequest) is taken and not kept.
+  const job = { ...node };
+  delete job.name;
   let input;
   try {
     input = readPushInput({ args: [], ...job }, tenant);
