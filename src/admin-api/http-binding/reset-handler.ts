@@ -17,7 +17,8 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     // Held jobs first: handed back to their queues, then purged with them.
     await ctx.remote.stopAll();
     const queues = (await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
-      (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream',
+      // Exclusive queues are locks (the workflow lock, the read lock): no jobs, and another connection's to touch.
+      (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream' && queue.exclusive !== true,
     );
     let purged = 0;
     const connection = await openConnection(config, ctx.admin.log, 'stagecoach-test-reset');
