@@ -1,14 +1,23 @@
-// The admin API as the page calls it. Reads need no token; every change sends the admin token
-// (kept in sessionStorage: gone when the tab closes) as `Authorization: Bearer`, and the server
-// decides. A change without a token is still sent, so the operator reads the server's own reason.
+// The admin API as the page calls it. The page keeps two tokens in sessionStorage (gone when the
+// tab closes), sent as `Authorization: Bearer`: the one it signed in with (the admin's, or a
+// viewer's from `stagecoach credentials <name> --role viewer`), sent with reads, and the admin
+// token a confirmation asked for, sent with changes. The server decides: once it has an admin
+// token, reads need a token and changes the admin's. A request without one is still sent, so the
+// operator reads the server's own reason.
 
 const TOKEN_KEY = 'stagecoach.admin-token';
+const READ_TOKEN_KEY = 'stagecoach.read-token';
 
-export const adminToken = {
-  get: () => sessionStorage.getItem(TOKEN_KEY) ?? '',
-  set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
-  clear: () => sessionStorage.removeItem(TOKEN_KEY),
-};
+const kept = (key) => ({
+  get: () => sessionStorage.getItem(key) ?? '',
+  set: (value) => sessionStorage.setItem(key, value),
+  clear: () => sessionStorage.removeItem(key),
+});
+
+/** The admin token, for changes (asked for by the confirmation of the first change). */
+export const adminToken = kept(TOKEN_KEY);
+/** The token the page signed in with, for reads. */
+export const readToken = kept(READ_TOKEN_KEY);
 
 /** A refused or failed request, with the OJS error object's code and message. */
 export class ApiError extends Error {
@@ -19,13 +28,13 @@ export class ApiError extends Error {
   }
 }
 
-async function request(method, path, { query = {}, auth = false } = {}) {
+async function request(method, path, { query = {} } = {}) {
   const url = new URL(path, location.origin);
   for (const [key, value] of Object.entries(query)) {
     if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, String(value));
   }
   const headers = { Accept: 'application/json' };
-  const token = auth ? adminToken.get() : '';
+  const token = method === 'GET' ? readToken.get() || adminToken.get() : adminToken.get() || readToken.get();
   if (token !== '') headers.Authorization = `Bearer ${token}`;
   let response;
   try {
@@ -58,22 +67,22 @@ export const api = {
   matrix: (query) => request('GET', '/ojs/v1/dashboard/matrix', { query }),
   deadLetters: (queue, tenant) => request('GET', `${queuePath(queue)}/dead-letters`, { query: { tenant, limit: 100 } }),
   deadLetter: (queue, tenant, ref) => request('GET', `${queuePath(queue)}/dead-letters/${encodeURIComponent(ref)}`, { query: { tenant } }),
-  retryDeadLetters: (queue, tenant) => request('POST', `${queuePath(queue)}/dead-letters/retry`, { query: { tenant }, auth: true }),
-  purgeDeadLetters: (queue, tenant) => request('DELETE', `${queuePath(queue)}/dead-letters`, { query: { tenant }, auth: true }),
+  retryDeadLetters: (queue, tenant) => request('POST', `${queuePath(queue)}/dead-letters/retry`, { query: { tenant } }),
+  purgeDeadLetters: (queue, tenant) => request('DELETE', `${queuePath(queue)}/dead-letters`, { query: { tenant } }),
   unroutable: (query = {}) => request('GET', '/ojs/v1/unroutable', { query: { limit: 100, ...query } }),
   unroutableMessage: (ref) => request('GET', `/ojs/v1/unroutable/${encodeURIComponent(ref)}`),
-  replayUnroutable: () => request('POST', '/ojs/v1/unroutable/replay', { auth: true }),
+  replayUnroutable: () => request('POST', '/ojs/v1/unroutable/replay'),
   /** `pause`, `resume` or `drain` a queue of a tenant (or a shared queue), through the admin API. */
-  setState: (queue, tenant, action) => request('POST', `${queuePath(queue)}/${action}`, { query: { tenant }, auth: true }),
+  setState: (queue, tenant, action) => request('POST', `${queuePath(queue)}/${action}`, { query: { tenant } }),
   /** Batch status, as `stagecoach batch status|list --json` and `job status --json` print it. */
   batches: (query = {}) => request('GET', '/ojs/v1/batches', { query }),
   batch: (id) => request('GET', batchPath(id)),
   batchJobs: (id, query = {}) => request('GET', `${batchPath(id)}/jobs`, { query }),
-  job: (id) => request('GET', `/ojs/v1/jobs/${encodeURIComponent(id)}`),
+  job: (id) => request('GET', `/ojs/v1/jobs/${encodeURIComponent(id)}/status`),
   /** `job list`: `{ jobs, next_cursor }`, by tenant, queue, state, type, a page at a time. */
   jobs: (query = {}) => request('GET', '/ojs/v1/jobs', { query }),
   /** `batch cancel|pause|resume`: `{ action, batch, moved, kept }`. */
-  cancelBatch: (id) => request('POST', `${batchPath(id)}/cancel`, { auth: true }),
-  pauseBatch: (id) => request('POST', `${batchPath(id)}/pause`, { auth: true }),
-  resumeBatch: (id) => request('POST', `${batchPath(id)}/resume`, { auth: true }),
+  cancelBatch: (id) => request('POST', `${batchPath(id)}/cancel`),
+  pauseBatch: (id) => request('POST', `${batchPath(id)}/pause`),
+  resumeBatch: (id) => request('POST', `${batchPath(id)}/resume`),
 };

@@ -31,10 +31,11 @@ function useMatrix(query, version) {
       const asked = latest.current;
       try {
         const matrix = await api.matrix(asked);
-        if (!stopped && asked === latest.current) setState({ matrix, error: null, at: Date.now() });
+        if (!stopped && asked === latest.current) setState({ matrix, error: null, at: Date.now(), signIn: false });
       } catch (err) {
-        // The last good numbers stay on screen, marked stale by the error beside them.
-        if (!stopped) setState((previous) => ({ ...previous, error: err.message }));
+        // The last good numbers stay on screen, marked stale by the error beside them; a refusal
+        // (no token, or one this server does not know) asks for a token instead.
+        if (!stopped) setState((previous) => ({ ...previous, error: err.message, signIn: err.status === 401 }));
       }
       if (!stopped) timer = setTimeout(poll, POLL_MS);
     };
@@ -111,7 +112,7 @@ function App() {
   const [selected, setSelected] = useState(null);
   const [pending, setPending] = useState(null);
   const [notice, setNotice] = useState(null);
-  const { matrix, error, at } = useMatrix(query, version);
+  const { matrix, error, at, signIn } = useMatrix(query, version);
 
   const run = useCallback(async (action) => {
     setPending(null);
@@ -125,10 +126,16 @@ function App() {
     setVersion((v) => v + 1);
   }, []);
 
-  if (matrix === null) {
+  if (matrix === null || signIn) {
     return html`<main>
       <h1>stagecoach</h1>
       <p class=${error ? 'error' : 'muted'}>${error ?? 'Reading the broker…'}</p>
+      ${
+        signIn
+          ? html`<p>Sign in with the admin token or a viewer token (<code>stagecoach credentials &lt;name&gt; --role viewer</code>).</p>
+              <${TokenBar} onChange=${() => setVersion((v) => v + 1)} />`
+          : null
+      }
     </main>`;
   }
   return html`<main>

@@ -17,6 +17,10 @@ MIN_LEVEL0=${MIN_LEVEL0:-65}
 MIN_LEVEL1=${MIN_LEVEL1:-23}
 MIN_LEVEL3=${MIN_LEVEL3:-14}
 URL="http://127.0.0.1:$PORT"
+# The broker prefix of the run (the configuration's, unless STAGECOACH_PREFIX overrides it, as it
+# does for `stagecoach admin`): two runs on one broker need two prefixes and two ports.
+PREFIX=${STAGECOACH_PREFIX:-ojs-conformance}
+export STAGECOACH_PREFIX=$PREFIX
 
 if [ ! -x "$SUITE/bin/ojs-conformance" ]; then
   echo "conformance: no runner at $SUITE/bin/ojs-conformance; skipped"
@@ -30,8 +34,8 @@ SERVER=$!
 cleanup() {
   kill "$SERVER" 2>/dev/null
   wait "$SERVER" 2>/dev/null
-  node --input-type=module -e "import { deletePrefix } from './dist/src/testing/delete-prefix.js'; await deletePrefix('amqp://guest:guest@127.0.0.1:5672/', 'http://guest:guest@127.0.0.1:15672/', 'ojs-conformance');" ||
-    echo "conformance: could not delete the queues of prefix ojs-conformance" >&2
+  node --input-type=module -e "import { deletePrefix } from './dist/src/testing/delete-prefix.js'; await deletePrefix('amqp://guest:guest@127.0.0.1:5672/', 'http://guest:guest@127.0.0.1:15672/', '$PREFIX');" ||
+    echo "conformance: could not delete the queues of prefix $PREFIX" >&2
 }
 trap cleanup EXIT
 for _ in $(seq 1 60); do

@@ -25,6 +25,7 @@ import { Router } from './router.js';
 import { createBindingContext } from './http-binding/binding-context.js';
 import { toBindingError } from './http-binding/binding-error.js';
 import { bindingRoutes } from './http-binding/binding-routes.js';
+import { checkTenantHeader } from './http-binding/request-tenant.js';
 import { isBindingRequest, OJS_MEDIA_TYPE, OJS_VERSION } from './http-binding/ojs-media.js';
 
 /** Where the admin API listens unless told otherwise: this machine only. */
@@ -61,7 +62,27 @@ export interface AdminServerOptions {
    * none). Refused unless `host` is a loopback address. @defaultValue false
    */
   noAuth?: boolean;
+  /** What one caller can make the server hold, and how long a request may take to arrive. */
+  limits?: AdminServerLimits;
 }
+
+/** The admin port's bounds (docs/security.md, "The admin port"). */
+export interface AdminServerLimits {
+  /**
+   * Queues that no configuration names which one tenant's token may have this server create
+   * (OJS implicit creation, by pushing to them) and serve to its workers; past it a push to yet
+   * another is 429 `tenant_limit_exceeded`. The admin token is not bounded. @defaultValue 64
+   */
+  queuesPerTenant?: number;
+  /** Milliseconds a client has to send a whole request, headers and body: a slow client cannot stretch it. @defaultValue 30000 */
+  requestTimeoutMs?: number;
+  /** Milliseconds a client has to send a request's headers. @defaultValue 10000 */
+  headersTimeoutMs?: number;
+}
+
+export const DEFAULT_QUEUES_PER_TENANT = 64;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
 
 export interface AdminServer {
   readonly port: number;
@@ -76,9 +97,9 @@ export interface AdminServer {
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 /**
- * The OJS queue admin HTTP API (docs/admin-api.md) on plain `node:http`. Reads are open to anyone
- * who can reach the port (hence 127.0.0.1 by default); every change needs the bearer token,
- * checked before the request body is read. Answers are JSON; errors are OJS error objects.
+ * The OJS queue admin HTTP API (docs/admin-api.md) and the OJS HTTP binding on plain `node:http`.
+ * Who may call what is decided once per request, before its body is read (bearer-auth.ts
+ * callerOf; docs/security.md, "The admin port"). Answers are JSON; errors are OJS error objects.
  */
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
   const { log } = options;
@@ -127,12 +148,24 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
-  const binding = createBindingContext(ctx, { testReset: options.testReset === true });
+  const binding = createBindingContext(ctx, {
+    testReset: options.testReset === true,
+    queuesPerTenant: options.limits?.queuesPerTenant ?? DEFAULT_QUEUES_PER_TENANT,
+  });
   const router = new Router([...adminRoutes(ctx), ...bindingRoutes(binding), ...dashboard.routes]);
 
-  const server = http.createServer((req, res) => {
-    void answer(req, res);
-  });
+  const requestTimeout = options.limits?.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const server = http.createServer(
+    {
+      requestTimeout,
+      headersTimeout: Math.min(options.limits?.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS, requestTimeout),
+      // Node checks the timeouts above this often (30 s by default, which would stretch them).
+      connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(requestTimeout / 4))),
+    },
+    (req, res) => {
+      void answer(req, res);
+    },
+  );
   const answer = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     if (!hostAllowed(host, req.headers.host)) {
       const text = `${JSON.stringify(
@@ -153,14 +186,16 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       // Inside the try: a request target URL cannot parse is answered, never an unhandled rejection.
       const url = new URL(req.url ?? '/', 'http://admin.invalid');
       path = url.pathname;
-      ojs = isBindingRequest(req.method ?? 'GET', path, req.headers.accept);
+      ojs = isBindingRequest(path);
       const { route, params } = router.match(req.method ?? 'GET', url.pathname);
       const caller = callerOf(
         req.headers.authorization,
         { token: options.token, prefix: config.prefix, noAuth: options.noAuth === true },
         route,
       );
-      ({ status, body } = await route.handle({ params, query: url.searchParams, req, caller }));
+      const request = { params, query: url.searchParams, req, caller };
+      checkTenantHeader(request);
+      ({ status, body } = await route.handle(request));
     } catch (err) {
       ({ status, body } = ojs ? toBindingError(err) : toOjsError(err));
       const fields = { method: req.method, path, status, error: (err as Error).message };

@@ -41,6 +41,7 @@ const STATUS_OF: Partial<Record<ErrorCode, number>> = {
   DUPLICATE: 409,
   TOPOLOGY_CONFLICT: 409,
   INVALID_CONFIG: 422,
+  TENANT_LIMIT_EXCEEDED: 429,
 };
 
 /** Failures of the broker or its management API: asking again later may work. */

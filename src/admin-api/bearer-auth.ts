@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from './api-error.js';
-import { tenantOfToken } from './tenant-tokens.js';
+import { holderOfToken } from './tenant-tokens.js';
 
 /** The environment variable holding the admin API's bearer token. */
 export const ADMIN_TOKEN_ENV = 'STAGECOACH_ADMIN_TOKEN';
@@ -30,41 +30,65 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
 }
 
-/** Who sent a request: the admin (its token, or `--no-auth` without one), a tenant (its HTTP token), or no one. */
-export type Caller = { kind: 'admin' } | { kind: 'tenant'; tenant: string } | { kind: 'anonymous' };
+/**
+ * Who may call a route beside the admin token: `open`, anyone, without a token (health, the
+ * manifest); `tenant`, also a tenant's token, whose handler confines it to its tenant
+ * (request-tenant.ts); `operator`, the admin token only, and a viewer's token on a route that
+ * changes nothing.
+ */
+export type RouteAccess = 'open' | 'tenant' | 'operator';
 
 /**
- * The caller of a request to a route. A tenant token (tenant-tokens.ts) is taken on the routes
- * that confine to a tenant (`tenantRoute`) and refused (403) elsewhere; any other token must be
- * the admin token on a route that changes state (checkBearer), and on a read only identifies the
- * admin when it is (reads are open, as they always were). `--no-auth` makes a request without
- * an `Authorization` header the admin's.
+ * Who sent a request: the admin (its token, or `--no-auth` without one), a viewer (reads
+ * everything, changes nothing), a tenant (confined to it), or no one (only where no admin token
+ * is configured: reads then stay open, as on a loopback-only development server).
+ */
+export type Caller = { kind: 'admin' } | { kind: 'viewer'; name: string } | { kind: 'tenant'; tenant: string } | { kind: 'anonymous' };
+
+/**
+ * The caller of a request to a route, or a refusal: the one place that decides who may call what
+ * (docs/security.md, "The admin port").
+ * - `open` routes take anyone.
+ * - Without a token: the admin under `--no-auth`; refused (401) once an admin token is configured;
+ *   otherwise anonymous, for reads only (changes need the token, which is not configured).
+ * - A tenant token: `tenant` routes only (403 elsewhere); the handler confines it to its tenant.
+ * - A viewer token: any route that changes nothing (403 on changes).
+ * - Any other token must be the admin token (401 otherwise).
  */
 export function callerOf(
   authorization: string | undefined,
   options: { token: string | undefined; prefix: string; noAuth: boolean },
-  route: { mutating: boolean; tenantRoute?: boolean },
+  route: { mutating: boolean; access?: RouteAccess },
 ): Caller {
+  const access = route.access ?? 'operator';
+  const configured = options.token !== undefined && options.token !== '';
   if (authorization === undefined) {
     if (options.noAuth) return { kind: 'admin' };
+    if (access === 'open') return { kind: 'anonymous' };
     if (route.mutating) checkBearer(authorization, options.token);
+    if (configured) throw new ApiError(401, 'UNAUTHORIZED', 'this endpoint serves tenants\' data: send "Authorization: Bearer <token>"');
     return { kind: 'anonymous' };
   }
   const given = /^Bearer[ ]+(\S+)[ ]*$/i.exec(authorization)?.[1];
-  const tenant = given === undefined ? undefined : tenantOfToken(options.token, options.prefix, given);
-  if (tenant !== undefined) {
-    if (route.tenantRoute !== true)
-      throw new ApiError(403, 'UNAUTHORIZED', 'a tenant token serves the OJS HTTP binding only; this endpoint needs the admin token');
-    return { kind: 'tenant', tenant };
+  const holder = given === undefined ? undefined : holderOfToken(options.token, options.prefix, given);
+  if (holder?.kind === 'tenant') {
+    if (access === 'operator')
+      throw new ApiError(403, 'UNAUTHORIZED', "a tenant's token serves its own tenant's jobs only; this endpoint needs the admin token");
+    return holder;
   }
-  if (route.mutating) {
-    checkBearer(authorization, options.token);
-    return { kind: 'admin' };
+  if (holder?.kind === 'viewer') {
+    if (route.mutating)
+      throw new ApiError(403, 'UNAUTHORIZED', 'a viewer token reads only; this request changes state and needs the admin token');
+    return holder;
   }
-  try {
-    checkBearer(authorization, options.token);
-    return { kind: 'admin' };
-  } catch {
-    return { kind: 'anonymous' };
+  if (access === 'open') {
+    try {
+      checkBearer(authorization, options.token);
+      return { kind: 'admin' };
+    } catch {
+      return { kind: 'anonymous' };
+    }
   }
+  checkBearer(authorization, options.token);
+  return { kind: 'admin' };
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from './api-error.js';
-import type { Caller } from './bearer-auth.js';
+import type { Caller, RouteAccess } from './bearer-auth.js';
 
 /** What a handler answers: a status and a JSON body. */
 export interface ApiResponse {
@@ -21,10 +21,10 @@ export interface Route {
   method: 'GET' | 'PUT' | 'POST' | 'DELETE';
   /** Path with `{name}` placeholders, e.g. `/ojs/v1/queues/{name}/config`. A literal segment wins over a placeholder. */
   path: string;
-  /** Changes state: needs the bearer token (checked before anything else is read). */
+  /** Changes state: never a viewer's (checked before anything else is read). */
   mutating: boolean;
-  /** A tenant's HTTP token may call it, confined to its tenant (the OJS HTTP binding's routes). */
-  tenantRoute?: boolean;
+  /** Who may call it beside the admin (bearer-auth.ts; docs/security.md). @defaultValue 'operator' */
+  access?: RouteAccess;
   handle(request: ApiRequest): Promise<ApiResponse>;
 }
 

@@ -14,7 +14,8 @@ const BATCHES = '/ojs/v1/batches';
 /**
  * Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1,
  * batch and job status, and the rate-limiting extension's section 10). `GET` and `DELETE
- * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/), negotiated by `Accept`.
+ * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/). Every route is
+ * the operator's (the admin token; a viewer's on reads) unless its `access` says otherwise.
  */
 export function adminRoutes(ctx: AdminContext): Route[] {
   const bind =
@@ -41,7 +42,7 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: `${BATCHES}/{id}/resume`, mutating: true, handle: bind(batchDirective('resume')) },
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/pause', mutating: true, handle: bind(tenantDirective('pause')) },
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/resume', mutating: true, handle: bind(tenantDirective('resume')) },
-    { method: 'GET', path: '/ojs/v1/jobs', mutating: false, handle: bind(listJobs) },
+    { method: 'GET', path: '/ojs/v1/jobs', mutating: false, access: 'tenant', handle: bind(listJobs) },
     { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
     { method: 'GET', path: '/ojs/v1/rate-limits/{key}', mutating: false, handle: bind(getRateLimit) },
     { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },

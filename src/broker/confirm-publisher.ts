@@ -2,6 +2,7 @@ import type { Channel, ConfirmChannel, Options } from 'amqplib';
 import { PublishError, QueueFullError } from '../errors/errors.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { publisherUserId, type AmqpConnection } from './amqp-connection.js';
+import { unencodable } from './encodable.js';
 
 /** Something that publishes with confirms: a {@link ConfirmPublisher}, or a runner's healing one. */
 export interface PublishChannel {
@@ -123,6 +124,10 @@ export class ConfirmPublisher implements PublishChannel {
       return Promise.reject(new PublishError(`cannot publish to "${exchange}": ${this.closed.message}`, exchange, routingKey, true));
     }
     const stamped = this.userId === undefined ? options : { ...options, userId: this.userId };
+    const refused = unencodable(exchange, routingKey, stamped);
+    if (refused !== undefined) {
+      return Promise.reject(new PublishError(`cannot publish to "${exchange}" (${routingKey}): ${refused}`, exchange, routingKey, false));
+    }
     return new Promise<void>((resolve, reject) => {
       const channelLost = (reason: string): void =>
         reject(new PublishError(`broker refused job for "${exchange}" (${routingKey}): ${reason}`, exchange, routingKey, true));
@@ -163,8 +168,8 @@ export class ConfirmPublisher implements PublishChannel {
 
   /**
    * amqplib's `publish()` threw: nothing was sent. An IllegalOperationError means the channel
-   * (or its connection) is closing or closed, which is transient. Anything else (a body or
-   * header it cannot encode) is the message's fault, but amqplib had already queued the confirm
+   * (or its connection) is closing or closed, which is transient. Anything else (a message it
+   * cannot encode that `unencodable` did not foresee) is the message's fault, but amqplib had already queued the confirm
    * callback, so its confirms are now one slot off the broker's delivery tags: a later nack
    * would be taken for an ack. The channel is retired either way, its owner told by `onLost`,
    * and publishes waiting for a drain are released to fail fast.

@@ -251,7 +251,11 @@ export function buildProgram(): Command {
   program
     .command('credentials [tenant]')
     .description("with security.tenantUsers: set a fresh password for a tenant's broker user (or the internal user) and print its AMQP URL")
-    .option('--role <role>', 'producer, stage, internal (no tenant), or http (a bearer token for the OJS HTTP binding)', 'producer')
+    .option(
+      '--role <role>',
+      "producer, stage, internal (no tenant), http (a tenant's bearer token for the admin port) or viewer (a read-only token; the argument names its holder)",
+      'producer',
+    )
     .addOption(configOption())
     .action(async (tenant: string | undefined, opts: { role: string; config?: string }) => {
       process.exitCode = await credentials(tenant, opts);

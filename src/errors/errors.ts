@@ -48,7 +48,9 @@ export type ErrorCode =
   | 'DELIVERY_LOST'
   // A job pushed with the id of a job that exists, or refused by its `unique` policy because a
   // job with the same uniqueness key is held (OJS HTTP binding and unique jobs: 409 `duplicate`).
-  | 'DUPLICATE';
+  | 'DUPLICATE'
+  // A tenant asked for more than the server holds for one tenant (OJS multi-tenancy: 429).
+  | 'TENANT_LIMIT_EXCEEDED';
 
 export class StagecoachError extends Error {
   constructor(

@@ -7,7 +7,7 @@ import { checkTenantSlug, isTenantSlug, notATenantSlug } from '../util/tenant-sl
 import { isTimestamp } from '../util/timestamp.js';
 import { BATCH_ID_RULE, isBatchId } from '../util/batch-id.js';
 import { uuidv7 } from './uuid-v7.js';
-import { MAX_JSON_DEPTH, nestedDeeperThan } from './wire-limits.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan, SHORTSTR_BYTES } from './wire-limits.js';
 import type { Job, JobSpec } from './job.types.js';
 
 export const SPEC_VERSION = '1.0.0-rc.1';
@@ -33,6 +33,12 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   }
   if (spec.args !== undefined && !Array.isArray(spec.args)) {
     throw new InvalidPayloadError(`job "${spec.type}": "args" must be a JSON array`, origin.queue);
+  }
+  const unsendable = unsendableType(spec.type);
+  if (unsendable !== undefined) throw new InvalidPayloadError(unsendable, origin.queue);
+  // As on receipt (parseEnvelope): a job this deep could be sent but never retried or dead-lettered.
+  if (nestedDeeperThan(spec.args, MAX_JSON_DEPTH - 1) || nestedDeeperThan(spec.meta, MAX_JSON_DEPTH - 1)) {
+    throw new InvalidPayloadError(`job "${spec.type}": "args" or "meta" is nested deeper than ${MAX_JSON_DEPTH} levels`, origin.queue);
   }
   validateRetryPolicy(spec.retry, `job "${spec.type}": retry`);
   validateRateLimitPolicy(spec.rate_limit, `job "${spec.type}": rate_limit`);
@@ -72,6 +78,14 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   return job;
 }
 
+/** Why a job type cannot travel as the AMQP `type` property (a short string), or undefined. */
+function unsendableType(type: string): string | undefined {
+  const bytes = Buffer.byteLength(type);
+  return bytes > SHORTSTR_BYTES
+    ? `"type" is ${bytes} bytes long; a job type travels as the AMQP "type" property, at most ${SHORTSTR_BYTES} bytes`
+    : undefined;
+}
+
 /**
  * Checks that a parsed body is an OJS envelope and returns it typed. Only what stagecoach
  * relies on is checked; unknown fields are kept. Everything the stage later acts on is checked
@@ -90,6 +104,8 @@ export function parseEnvelope(body: unknown): Job {
   };
   expect(typeof job.id === 'string' && job.id.length > 0, '"id" must be a non-empty string');
   expect(typeof job.type === 'string' && job.type.length > 0, '"type" must be a non-empty string');
+  const unsendable = unsendableType(job.type as string);
+  if (unsendable !== undefined) throw new InvalidPayloadError(`the envelope's ${unsendable}`);
   expect(typeof job.queue === 'string' && job.queue.length > 0, '"queue" must be a non-empty string');
   expect(Array.isArray(job.args), '"args" must be a JSON array');
   expect(

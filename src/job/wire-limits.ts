@@ -9,6 +9,8 @@ import type { HeaderValue } from './job.types.js';
  * (INVALID_PAYLOAD), and its dead letter keeps only the headers that fit.
  */
 export const AMQPLIB_HEADER_BYTES = 64 * 1024;
+/** An AMQP short string (a property such as `type`, a header name, a routing key): at most this many bytes. */
+export const SHORTSTR_BYTES = 255;
 /** Room kept for the headers a route adds (the error, the origin, the stage, the time). */
 export const REPUBLISH_HEADROOM = 4 * 1024;
 /** The largest headers a delivery may carry in: bytes, as amqplib encodes them (an upper bound). */

@@ -1,5 +1,5 @@
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
-import { ConfirmPublisher } from '../broker/confirm-publisher.js';
+import { ReopeningPublisher } from '../broker/reopening-publisher.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import { JobRouter, typeAllowed } from '../broker/job-router.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../payload/payload-offloader.js';
@@ -56,7 +56,7 @@ export class Publisher {
   private constructor(
     private readonly config: CompiledConfig,
     private readonly connection: AmqpConnection,
-    private readonly publisher: ConfirmPublisher,
+    private readonly publisher: ReopeningPublisher,
     private readonly ownsConnection: boolean,
     private readonly events: EventPublisher,
     private readonly payloads: PayloadOffloader,
@@ -93,7 +93,7 @@ export class Publisher {
     const connection = options.connection ?? (await openConnection(config, log, 'stagecoach-publisher'));
     if (!config.security.tenantUsers) await declareTopology(connection, coreTopology(config), log);
     const events = new EventPublisher(config, { source: options.source ?? 'stagecoach/publisher', log, connection: () => connection });
-    const publisher = await ConfirmPublisher.open(connection, undefined, new QueueFullReporter(config, events).observe);
+    const publisher = await ReopeningPublisher.open(connection, new QueueFullReporter(config, events).observe);
     const payloads = options.payloads ?? payloadOffloaderFor(config, log);
     return new Publisher(
       config,

@@ -88,7 +88,9 @@ describe('the admin HTTP API, end to end', function () {
 
   it('lists the queues and details one, as the broker has them', async () => {
     const { names } = project;
-    const list = await call('GET', '/ojs/v1/queues', { token: null });
+    // With an admin token set, reads need a token too (docs/security.md, "The admin port").
+    expect((await call('GET', '/ojs/v1/queues', { token: null })).status).to.equal(401);
+    const list = await call('GET', '/ojs/v1/queues');
     expect(list.status).to.equal(200);
     const queues = list.body.queues as Json[];
     expect(queues.map((q) => q.name)).to.deep.equal(['archive', 'done', 'work']);
@@ -101,7 +103,7 @@ describe('the admin HTTP API, end to end', function () {
     const details = await waitFor(
       'the stage consuming, as sampled',
       async () => {
-        const answer = await call('GET', '/ojs/v1/queues/work?tenant=acme', { token: null });
+        const answer = await call('GET', '/ojs/v1/queues/work?tenant=acme');
         return (answer.body.stats as Json | undefined)?.consumers === 1 ? answer : undefined;
       },
       30_000,
@@ -279,7 +281,7 @@ describe('the admin HTTP API, end to end', function () {
       });
       expect(response.status).to.equal(401);
       expect(((await response.json()) as Answer['body']).error?.message).to.contain('STAGECOACH_ADMIN_TOKEN');
-      expect((await fetch(`http://127.0.0.1:${open.port}/ojs/v1/queues`)).status, 'reads stay open').to.equal(200);
+      expect((await fetch(`http://127.0.0.1:${open.port}/ojs/v1/queues`)).status, 'without an admin token reads stay open').to.equal(200);
     } finally {
       await open.close();
     }
@@ -320,7 +322,7 @@ describe('the admin HTTP API, end to end', function () {
         () => /on (http:\/\/127\.0\.0\.1:\d+)\//.exec(child.out)?.[1] ?? child.exitCode !== null,
       );
       expect(child.exitCode, child.err).to.equal(null);
-      const response = await fetch(`${String(url)}/ojs/v1/queues`);
+      const response = await fetch(`${String(url)}/ojs/v1/queues`, { headers: { authorization: `Bearer ${TOKEN}` } });
       expect(response.status).to.equal(200);
     } finally {
       child.kill('SIGTERM');

@@ -6,6 +6,7 @@ import amqplib from 'amqplib';
 import { expect } from 'chai';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { viewerToken } from '../../src/admin-api/tenant-tokens.js';
 import { stamp, type CreatedReport } from '../../src/tracking/tracking-report.js';
 import { uuidv7 } from '../../src/job/uuid-v7.js';
 import { createLogger } from '../../src/logging/logger.js';
@@ -36,7 +37,7 @@ interface Answer {
 
 // The page's globals, as the callbacks evaluated in the browser use them (tests compile without the DOM library).
 declare const document: { querySelector(selector: string): { textContent: string | null } | null };
-declare const sessionStorage: { clear(): void };
+declare const sessionStorage: { removeItem(key: string): void; setItem(key: string, value: string): void };
 
 describe('batch status in the admin API and the dashboard', function () {
   this.timeout(120_000);
@@ -44,10 +45,12 @@ describe('batch status in the admin API and the dashboard', function () {
   let running: RunningGroup;
   let server: AdminServer;
   let root: string;
+  const TOKEN = 'batch-status-token';
+  const viewer = (): string => viewerToken(TOKEN, project.config.prefix, 'ops');
 
   const get = async (url: string): Promise<Answer> => {
-    // Reads need no token.
-    const response = await fetch(`http://127.0.0.1:${server.port}${url}`);
+    // A viewer's token reads (docs/security.md, "The admin port").
+    const response = await fetch(`http://127.0.0.1:${server.port}${url}`, { headers: { authorization: `Bearer ${viewer()}` } });
     return { status: response.status, body: (await response.json()) as Answer['body'] };
   };
   /** What `stagecoach <args> --json` prints, parsed. */
@@ -76,7 +79,7 @@ describe('batch status in the admin API and the dashboard', function () {
       [{ stage: 'scanner' }, { stage: 'reader', tenant: 'acme' }, { stage: 'sink', tenant: 'acme' }],
       log,
     );
-    server = await startAdminServer({ configFile: project.file, port: 0, token: 'batch-status-token', log, env });
+    server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env });
     // 3 files, file 1 dead: 1 scan + 3 files + 4 parts, one of them failed.
     root = await running.publisher.publish('scans', { type: 'scan', args: [3, 1], tenant: 'acme', batch: 'scan-api' });
   });
@@ -126,12 +129,12 @@ describe('batch status in the admin API and the dashboard', function () {
     expect(((await get('/ojs/v1/batches/scan-api/jobs?state=completed&limit=2')).body.jobs as Json[]).length).to.equal(2);
 
     // A job, as `job status --json` prints it: the root and the dead one.
-    const job = await get(`/ojs/v1/jobs/${root}`);
+    const job = await get(`/ojs/v1/jobs/${root}/status`);
     expect(job.status).to.equal(200);
     expect(job.body).to.deep.include({ id: root, batch: 'scan-api', type: 'scan', state: 'completed', stage: 'scanner', parent_id: null });
     expect((job.body.children as string[]).length).to.equal(3);
     expect(await cliJson('job', 'status', root)).to.deep.equal(job.body);
-    expect(await cliJson('job', 'status', dead.id as string)).to.deep.equal((await get(`/ojs/v1/jobs/${dead.id as string}`)).body);
+    expect(await cliJson('job', 'status', dead.id as string)).to.deep.equal((await get(`/ojs/v1/jobs/${dead.id as string}/status`)).body);
 
     // The list, all tenants or one.
     const list = await get('/ojs/v1/batches');
@@ -147,11 +150,12 @@ describe('batch status in the admin API and the dashboard', function () {
     for (const url of [
       '/ojs/v1/batches/never-seen',
       '/ojs/v1/batches/never-seen/jobs',
-      '/ojs/v1/jobs/0190a0a0-0000-7000-8000-000000000000',
+      '/ojs/v1/jobs/0190a0a0-0000-7000-8000-000000000000/status',
     ]) {
       const answer = await get(url);
       expect(answer.status, url).to.equal(404);
-      expect(answer.body.error, url).to.include({ code: 'NOT_FOUND', retryable: false });
+      // The binding's paths (/ojs/v1/jobs...) write its codes in lowercase (its error objects).
+      expect(answer.body.error, url).to.include({ code: url.startsWith('/ojs/v1/jobs') ? 'not_found' : 'NOT_FOUND', retryable: false });
     }
     for (const url of [
       '/ojs/v1/batches/bad%20id',
@@ -254,6 +258,8 @@ describe('batch status in the admin API and the dashboard', function () {
       });
       page = await browser.newPage();
       await page.setViewport({ width: 1500, height: 1000 });
+      // Signed in with a viewer's token for reads (the dashboard's sign-in is shown in dashboard.test.ts).
+      await page.evaluateOnNewDocument((token: string) => sessionStorage.setItem('stagecoach.read-token', token), viewer());
       page.on('pageerror', (err) => problems.push(String(err)));
       page.on('console', (message) => {
         // The browser logs the refusal a wrong token earns (a 401): the page shows it, it is not a fault.
@@ -372,7 +378,7 @@ describe('batch status in the admin API and the dashboard', function () {
       );
 
       // A wrong token: the confirmation names the batch, the server refuses, the page says so, nothing changes.
-      await page.evaluate(() => sessionStorage.clear());
+      await page.evaluate(() => sessionStorage.removeItem('stagecoach.admin-token'));
       await page.click(`${details} button[data-action="cancel"]`);
       await page.waitForSelector('.dialog input[name="token"]');
       expect(await text('#confirm-title')).to.equal('Cancel batch scan-dash?');

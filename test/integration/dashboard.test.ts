@@ -6,6 +6,7 @@ import amqplib from 'amqplib';
 import { expect } from 'chai';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { viewerToken } from '../../src/admin-api/tenant-tokens.js';
 import { createLogger } from '../../src/logging/logger.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';
 import { held } from '../fixtures/test-stages.js';
@@ -23,12 +24,13 @@ const STAGES = [
   { name: 'relay', input: 'in', outputs: ['out'] },
 ] as unknown as StageMetadata[];
 const TOKEN = 'dashboard-test-token-5f1e';
+const authed = { authorization: `Bearer ${TOKEN}` };
 /** The management plugin samples every 5 s, and answers slowly when the broker is busy: what the page shows lags. */
 const SAMPLED_MS = 40_000;
 
 // The page's globals, as the callbacks evaluated in the browser use them (tests compile without the DOM library).
 declare const document: { querySelector(selector: string): { textContent: string | null } | null };
-declare const sessionStorage: { clear(): void; getItem(key: string): string | null; readonly length: number };
+declare const sessionStorage: { removeItem(key: string): void; getItem(key: string): string | null };
 declare const location: { hash: string };
 
 const log = createLogger({ test: 'dashboard' }, 'error');
@@ -134,7 +136,12 @@ describe('the web dashboard, in a headless browser', function () {
     page.on('console', (message) => {
       if (message.type() === 'error' && !message.text().includes('401')) problems.push(message.text());
     });
+    // The server has an admin token, so the page asks for a token before it shows anything: a viewer's.
     await page.goto(`http://127.0.0.1:${server.port}/`, { waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('input[name="read-token"]', { timeout: SAMPLED_MS });
+    expect(await page.$('#matrix')).to.equal(null);
+    await page.type('input[name="read-token"]', viewerToken(TOKEN, project.config.prefix, 'ops'));
+    await page.click('button[name="sign-in"]');
     await page.waitForSelector('#matrix', { timeout: SAMPLED_MS });
     expect(problems, 'errors in the page').to.deep.equal([]);
   });
@@ -187,7 +194,9 @@ describe('the web dashboard, in a headless browser', function () {
 
   it('searches jobs by tenant, state, type and id from the job store, as GET /ojs/v1/jobs lists them, each opening its job page', async () => {
     const listed = async (query: string): Promise<string[]> => {
-      const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/jobs?${query}`, { headers: { accept: 'application/json' } });
+      const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/jobs?${query}`, {
+        headers: { accept: 'application/json', authorization: `Bearer ${TOKEN}` },
+      });
       return ((await response.json()) as { jobs: Array<{ id: string }> }).jobs.map((job) => job.id);
     };
     // The store (the admin server's stream follower) knows globex's two waiting jobs and acme's dead one.
@@ -284,7 +293,7 @@ describe('the web dashboard, in a headless browser', function () {
 
   it('refuses an action without the token, and says so', async () => {
     const { names, raw } = project;
-    await page.evaluate(() => sessionStorage.clear());
+    await page.evaluate(() => sessionStorage.removeItem('stagecoach.admin-token'));
     await page.click(`${cell('acme', 'in')} button`);
     await page.waitForSelector('#dead-letters li', { timeout: SAMPLED_MS });
     await page.click('.details [data-action="retry"]');
@@ -304,7 +313,7 @@ describe('the web dashboard, in a headless browser', function () {
     expect(await waitForText(page, '[data-field="notice"]', /^Refused.*not valid/)).to.contain('not valid');
     expect(await raw.count(names.deadQueue('in', 'acme'))).to.equal(1);
     await page.click('button[name="forget-token"]');
-    expect(await page.evaluate(() => sessionStorage.length)).to.equal(0);
+    expect(await page.evaluate(() => sessionStorage.getItem('stagecoach.admin-token'))).to.equal(null);
   });
 
   it('shows a dead letter with its error and attempt, and retrying it from the page moves it back to its queue', async () => {
@@ -349,23 +358,25 @@ describe('the web dashboard, in a headless browser', function () {
     // A dead letter that is not a job: no id, so the page names it by its position.
     const deadQueue = names.deadQueue('in', 'globex');
     await raw.publish('', deadQueue, 'not a job at all');
-    const listed = (await (await fetch(`${base}/ojs/v1/queues/in/dead-letters?tenant=globex`)).json()) as {
+    const listed = (await (await fetch(`${base}/ojs/v1/queues/in/dead-letters?tenant=globex`, { headers: authed })).json()) as {
       dead_letters: Array<{ ref: string; is_job: boolean }>;
     };
     expect(listed.dead_letters).to.deep.equal([{ ...listed.dead_letters[0], ref: '~0', is_job: false }]);
-    const letter = (await (await fetch(`${base}/ojs/v1/queues/in/dead-letters/~0?tenant=globex`)).json()) as { body: string };
+    const letter = (await (await fetch(`${base}/ojs/v1/queues/in/dead-letters/~0?tenant=globex`, { headers: authed })).json()) as {
+      body: string;
+    };
     expect(letter.body).to.equal('not a job at all');
     // Unroutable by tenant, and one of them in full by its id.
-    const unroutable = (await (await fetch(`${base}/ojs/v1/unroutable?tenant=initech`)).json()) as {
+    const unroutable = (await (await fetch(`${base}/ojs/v1/unroutable?tenant=initech`, { headers: authed })).json()) as {
       unroutable: Array<{ ref: string; queue: string; tenant: string }>;
     };
     expect(unroutable.unroutable.map(({ queue, tenant }) => ({ queue, tenant }))).to.deep.equal([{ queue: 'in', tenant: 'initech' }]);
-    const lost = (await (await fetch(`${base}/ojs/v1/unroutable/${unroutable.unroutable[0].ref}`)).json()) as {
+    const lost = (await (await fetch(`${base}/ojs/v1/unroutable/${unroutable.unroutable[0].ref}`, { headers: authed })).json()) as {
       body_json: { args: unknown[] };
     };
     expect(lost.body_json.args).to.deep.equal(['lost']);
     // A missing queue is an OJS 404, not an internal error.
-    const missing = await fetch(`${base}/ojs/v1/queues/in/dead-letters?tenant=initech`);
+    const missing = await fetch(`${base}/ojs/v1/queues/in/dead-letters?tenant=initech`, { headers: authed });
     expect(missing.status).to.equal(404);
     expect(((await missing.json()) as { error: { code: string } }).error.code).to.equal('NOT_FOUND');
 

@@ -334,7 +334,9 @@ describe('flow control: limits held across processes (docs/flow-control.md)', fu
     await runReady('limited', ['--tenant', 'acme']);
     const server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL } });
     const get = async (key: string): Promise<{ status: number; body: Record<string, unknown> }> => {
-      const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/rate-limits/${encodeURIComponent(key)}`);
+      const response = await fetch(`http://127.0.0.1:${server.port}/ojs/v1/rate-limits/${encodeURIComponent(key)}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
       return { status: response.status, body: (await response.json()) as Record<string, unknown> };
     };
     try {

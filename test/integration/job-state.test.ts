@@ -136,7 +136,7 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
         return { status: response.status, body: (await response.json()) as Record<string, unknown> };
       };
       const completed = seen.completed as string;
-      const one = await call('GET', `/ojs/v1/jobs/${completed}`);
+      const one = await call('GET', `/ojs/v1/jobs/${completed}/status`);
       expect(one.status).to.equal(200);
       expect(one.body).to.deep.equal(await statusJson(completed));
       const list = await call('GET', '/ojs/v1/jobs?queue=work&state=discarded&limit=10');
@@ -144,7 +144,7 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
       expect((await call('GET', '/ojs/v1/jobs?state=nonsense')).status).to.equal(400);
       const conflict = await call('DELETE', `/ojs/v1/jobs/${completed}`);
       expect(conflict.status).to.equal(409);
-      expect((conflict.body.error as { code: string }).code).to.equal('CONFLICT');
+      expect((conflict.body.error as { code: string }).code).to.equal('conflict');
       expect((await call('DELETE', '/ojs/v1/jobs/0190a0a0-0000-7000-8000-000000000000')).status).to.equal(404);
     } finally {
       await server.close();

@@ -25,6 +25,7 @@ const HOUR = 3600;
 
 // The page's globals, as the callbacks evaluated in the browser use them (tests compile without the DOM library).
 declare const document: { querySelectorAll(selector: string): { length: number } };
+declare const sessionStorage: { setItem(key: string, value: string): void };
 const DAY = 24 * HOUR;
 
 interface PayloadView {
@@ -187,7 +188,7 @@ describe('payload administration: sweep, dead letters and the admin API', functi
       await waitFor('the sweep at start', () => !existsSync(fileOf(orphan, true)));
       const base = `http://127.0.0.1:${server.port}/ojs/v1/queues/in/dead-letters`;
 
-      const list = (await (await fetch(`${base}?tenant=acme`)).json()) as {
+      const list = (await (await fetch(`${base}?tenant=acme`, { headers: { authorization: 'Bearer payload-admin-token' } })).json()) as {
         dead_letters: Array<{ id: string; payload: PayloadView | null }>;
       };
       expect(list.dead_letters.map((d) => [d.id, d.payload?.stored])).to.deep.equal([
@@ -196,7 +197,9 @@ describe('payload administration: sweep, dead letters and the admin API', functi
         [jobs.gone, false],
       ]);
 
-      const small = (await (await fetch(`${base}/${jobs.small}?tenant=acme`)).json()) as {
+      const small = (await (
+        await fetch(`${base}/${jobs.small}?tenant=acme`, { headers: { authorization: 'Bearer payload-admin-token' } })
+      ).json()) as {
         body_json: { args: unknown[] };
         payload: PayloadView;
       };
@@ -204,12 +207,16 @@ describe('payload administration: sweep, dead letters and the admin API', functi
       expect(small.payload).to.include({ stored: true });
       expect(small.payload.args).to.deep.equal(['doomed', 'fatal', 'x'.repeat(2000)]);
 
-      const large = (await (await fetch(`${base}/${jobs.large}?tenant=acme`)).json()) as { payload: PayloadView };
+      const large = (await (
+        await fetch(`${base}/${jobs.large}?tenant=acme`, { headers: { authorization: 'Bearer payload-admin-token' } })
+      ).json()) as { payload: PayloadView };
       expect(large.payload).to.include({ stored: true, truncated: true });
       expect(large.payload.size).to.be.above(MAX_BODY_BYTES);
       expect(large.payload).not.to.have.property('args');
 
-      const gone = (await (await fetch(`${base}/${jobs.gone}?tenant=acme`)).json()) as { payload: PayloadView };
+      const gone = (await (
+        await fetch(`${base}/${jobs.gone}?tenant=acme`, { headers: { authorization: 'Bearer payload-admin-token' } })
+      ).json()) as { payload: PayloadView };
       expect(gone.payload).to.deep.include({ stored: false });
       expect(gone.payload).not.to.have.property('args');
     });
@@ -225,6 +232,7 @@ describe('payload administration: sweep, dead letters and the admin API', functi
       });
       try {
         const page = await browser.newPage();
+        await page.evaluateOnNewDocument(() => sessionStorage.setItem('stagecoach.read-token', 'payload-admin-token'));
         await page.goto(`http://127.0.0.1:${server!.port}/`, { waitUntil: 'domcontentloaded' });
         await page.waitForSelector('td[data-tenant="acme"][data-queue="in"] button', { timeout: 40_000 });
         await page.click('td[data-tenant="acme"][data-queue="in"] button');

@@ -754,6 +754,6 @@ describe('stagecoach provision and credentials (security.tenantUsers)', function
     expect(await api.userExists(`${file.config.prefix}.producer.initech`)).to.equal(false);
     const role = await runCli(['credentials', 'acme', '--role', 'admin', '--config', file.file]);
     expect(role.code).to.equal(2);
-    expect(role.stderr).to.contain('--role must be producer, stage, internal or http');
+    expect(role.stderr).to.contain('--role must be producer, stage, internal, http or viewer');
   });
 });

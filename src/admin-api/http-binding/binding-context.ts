@@ -33,7 +33,7 @@ export interface BindingContext {
   close(): Promise<void>;
 }
 
-export function createBindingContext(admin: AdminContext, options: { testReset: boolean }): BindingContext {
+export function createBindingContext(admin: AdminContext, options: { testReset: boolean; queuesPerTenant?: number }): BindingContext {
   let opened: Promise<Publisher> | undefined;
   const board = new ClaimBoard();
   const retries = new RetryTimes();
@@ -52,6 +52,7 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
     admin.log,
     ({ job, nextAttempt, delayMs, at }) => retries.add(job.id, { nextAttempt, delayMs, at }),
     publishEvent,
+    options.queuesPerTenant,
   );
   return {
     admin,

@@ -1,7 +1,7 @@
 import type { ApiRequest, ApiResponse, Route } from '../router.js';
 import type { BindingContext } from './binding-context.js';
 import { health, manifest } from './discovery-handlers.js';
-import { jobCancel, jobInfo } from './job-handlers.js';
+import { jobCancel, jobInfo, jobStatus } from './job-handlers.js';
 import { pushBatch, pushJob } from './push-handlers.js';
 import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
@@ -13,6 +13,7 @@ import { cancelWorkflow, createWorkflow, getWorkflow, listWorkflows } from './wo
 /**
  * The OJS HTTP binding's endpoints (spec/ojs-http-binding.md; docs/http-binding.md), served by
  * `stagecoach admin` beside the queue admin API. `GET /ojs/v1/jobs` (list) stays the admin API's.
+ * Who may call each: `access` (bearer-auth.ts callerOf).
  */
 export function bindingRoutes(ctx: BindingContext): Route[] {
   const bind =
@@ -20,24 +21,26 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     (request: ApiRequest): Promise<ApiResponse> =>
       handler(ctx, request);
   return [
-    { method: 'GET', path: '/ojs/manifest', mutating: false, tenantRoute: true, handle: () => manifest() },
-    { method: 'GET', path: '/ojs/v1/health', mutating: false, tenantRoute: true, handle: bind(health) },
-    { method: 'POST', path: '/ojs/v1/jobs', mutating: true, tenantRoute: true, handle: bind(pushJob) },
-    { method: 'POST', path: '/ojs/v1/jobs/batch', mutating: true, tenantRoute: true, handle: bind(pushBatch) },
-    { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, tenantRoute: true, handle: bind(jobInfo) },
-    { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, tenantRoute: true, handle: bind(jobCancel) },
-    { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, tenantRoute: true, handle: bind(fetchJobs) },
-    { method: 'POST', path: '/ojs/v1/workers/ack', mutating: true, tenantRoute: true, handle: bind(ackJob) },
-    { method: 'POST', path: '/ojs/v1/workers/nack', mutating: true, tenantRoute: true, handle: bind(nackJob) },
-    { method: 'POST', path: '/ojs/v1/workers/heartbeat', mutating: true, tenantRoute: true, handle: bind(heartbeat) },
-    { method: 'GET', path: '/ojs/v1/dead-letter', mutating: false, tenantRoute: true, handle: bind(listDeadLetter) },
-    { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, tenantRoute: true, handle: bind(retryDeadLetter) },
-    { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, tenantRoute: true, handle: bind(deleteDeadLetter) },
-    { method: 'GET', path: '/ojs/v1/events', mutating: false, tenantRoute: true, handle: bind(listEvents) },
-    { method: 'POST', path: '/ojs/v1/workflows', mutating: true, tenantRoute: true, handle: bind(createWorkflow) },
-    { method: 'GET', path: '/ojs/v1/workflows', mutating: false, tenantRoute: true, handle: bind(listWorkflows) },
-    { method: 'GET', path: '/ojs/v1/workflows/{id}', mutating: false, tenantRoute: true, handle: bind(getWorkflow) },
-    { method: 'DELETE', path: '/ojs/v1/workflows/{id}', mutating: true, tenantRoute: true, handle: bind(cancelWorkflow) },
+    { method: 'GET', path: '/ojs/manifest', mutating: false, access: 'open', handle: () => manifest() },
+    { method: 'GET', path: '/ojs/v1/health', mutating: false, access: 'open', handle: bind(health) },
+    { method: 'POST', path: '/ojs/v1/jobs', mutating: true, access: 'tenant', handle: bind(pushJob) },
+    { method: 'POST', path: '/ojs/v1/jobs/batch', mutating: true, access: 'tenant', handle: bind(pushBatch) },
+    { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, access: 'tenant', handle: bind(jobInfo) },
+    { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, access: 'tenant', handle: bind(jobCancel) },
+    // `job status --json`'s view of a job (the dashboard's), beside the binding's INFO.
+    { method: 'GET', path: '/ojs/v1/jobs/{id}/status', mutating: false, access: 'tenant', handle: bind(jobStatus) },
+    { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, access: 'tenant', handle: bind(fetchJobs) },
+    { method: 'POST', path: '/ojs/v1/workers/ack', mutating: true, access: 'tenant', handle: bind(ackJob) },
+    { method: 'POST', path: '/ojs/v1/workers/nack', mutating: true, access: 'tenant', handle: bind(nackJob) },
+    { method: 'POST', path: '/ojs/v1/workers/heartbeat', mutating: true, access: 'tenant', handle: bind(heartbeat) },
+    { method: 'GET', path: '/ojs/v1/dead-letter', mutating: false, access: 'tenant', handle: bind(listDeadLetter) },
+    { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, access: 'tenant', handle: bind(retryDeadLetter) },
+    { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, access: 'tenant', handle: bind(deleteDeadLetter) },
+    { method: 'GET', path: '/ojs/v1/events', mutating: false, access: 'tenant', handle: bind(listEvents) },
+    { method: 'POST', path: '/ojs/v1/workflows', mutating: true, access: 'tenant', handle: bind(createWorkflow) },
+    { method: 'GET', path: '/ojs/v1/workflows', mutating: false, access: 'tenant', handle: bind(listWorkflows) },
+    { method: 'GET', path: '/ojs/v1/workflows/{id}', mutating: false, access: 'tenant', handle: bind(getWorkflow) },
+    { method: 'DELETE', path: '/ojs/v1/workflows/{id}', mutating: true, access: 'tenant', handle: bind(cancelWorkflow) },
     // An operator's: the admin token only.
     { method: 'GET', path: '/ojs/v1/admin/workers', mutating: false, handle: bind(listWorkers) },
     { method: 'POST', path: '/ojs/v1/admin/workers/{id}/quiet', mutating: true, handle: bind(orderWorker('quiet')) },

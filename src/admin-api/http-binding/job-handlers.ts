@@ -1,17 +1,15 @@
-import { deleteJob as adminCancel, jobDetails as adminInfo } from '../job-handlers.js';
 import { ApiError } from '../api-error.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
 import { cancelJob } from '../../batch/job-cancel.js';
+import { jobStateView } from '../../job-state/job-views.js';
 import { waitForSettlement } from './settlement-wait.js';
 import { claimedView } from './worker-handlers.js';
-import { checkVisible, confinedTo } from './request-tenant.js';
+import { checkVisible, visibleJobs } from './request-tenant.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
-import { acceptsOjs } from './ojs-media.js';
 
-/** `GET /ojs/v1/jobs/{id}` (INFO): `{ job }` for an OJS client, `job status --json`'s shape otherwise (see isBindingRequest). */
+/** `GET /ojs/v1/jobs/{id}` (INFO): `{ job }`, whatever `Accept` says (binding 4.3). */
 export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  if (!acceptsOjs(request.req.headers.accept)) return adminInfo(ctx.admin, request);
   const id = request.params.id ?? '';
   // Claimed here: active now, whether or not its `started` report has reached the store.
   const held = ctx.board.claimOf(id);
@@ -19,12 +17,19 @@ export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise
     checkVisible(request, id, held.job.tenant);
     return { status: 200, body: { job: claimedView(ctx, held) } };
   }
-  const row = await (await ctx.admin.jobs()).get(id);
+  const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
   const pushed = ctx.envelopes.get(id);
-  if (row === undefined && pushed === undefined)
-    throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
+  if (row === undefined && pushed === undefined) throw unknownJob(id);
   checkVisible(request, id, row?.tenant ?? pushed?.job.tenant);
   return { status: 200, body: { job: bindingJobView(row, pushed) } };
+}
+
+/** `GET /ojs/v1/jobs/{id}/status`: the job as `job status <id> --json` prints it (docs/job-state.md), the dashboard's view. */
+export async function jobStatus(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const id = request.params.id ?? '';
+  const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
+  if (row === undefined) throw unknownJob(id);
+  return { status: 200, body: jobStateView(row) };
 }
 
 /**
@@ -33,21 +38,17 @@ export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise
  * `job cancel`; one active elsewhere, ended or already cancelled is a 409 `conflict`.
  */
 export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  if (!acceptsOjs(request.req.headers.accept)) return adminCancel(ctx.admin, request);
   const id = request.params.id ?? '';
   const pushed = ctx.envelopes.get(id);
-  if (confinedTo(request) !== undefined) {
-    const known = ctx.board.claimOf(id)?.job.tenant ?? pushed?.job.tenant ?? (await (await ctx.admin.jobs()).get(id))?.tenant;
-    checkVisible(request, id, known);
-  }
+  const store = await ctx.admin.jobs();
+  const row = await visibleJobs(store, request).get(id);
+  checkVisible(request, id, ctx.board.claimOf(id)?.job.tenant ?? row?.tenant ?? pushed?.job.tenant);
   // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
   const since = new Date().toISOString();
   const held = ctx.board.cancel(id);
   if (held !== undefined)
     return { status: 200, body: { job: bindingJobView(await waitForSettlement(ctx, id, held.job.attempt, since), pushed) } };
-  const store = await ctx.admin.jobs();
-  const row = await store.get(id);
-  if (row === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
+  if (row === undefined) throw unknownJob(id);
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();
     const view = await cancelJob(config, id, ctx.admin.log, store);
@@ -56,4 +57,8 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
       body: { job: bindingJobView({ ...row, cancel_requested: view.cancelled_at ?? new Date().toISOString() }, pushed) },
     };
   });
+}
+
+function unknownJob(id: string): ApiError {
+  return new ApiError(404, 'NOT_FOUND', `no job "${id}" is known (is its queue's tracking on?)`);
 }

@@ -7,7 +7,7 @@ import type { Job } from '../../job/job.types.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { readPushInput, type PushInput } from './push-input.js';
-import { tenantOf } from './request-tenant.js';
+import { confinedTo, tenantOf } from './request-tenant.js';
 import { testDirectiveOf } from './worker-directory.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
 
@@ -25,7 +25,7 @@ export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise
   const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
   const input = readPushInput(body, tenantOf(request));
-  const { view, deduplicated } = await push(ctx, input, body);
+  const { view, deduplicated } = await push(ctx, input, body, confinedTo(request));
   return deduplicated ? { status: 200, body: { job: view, deduplicated } } : { status: 201, body: { job: view } };
 }
 
@@ -50,17 +50,21 @@ export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promi
   });
   const views: unknown[] = [];
   for (const [index, input] of inputs.entries()) {
-    const { view, deduplicated } = await push(ctx, input, jobs[index]);
+    const { view, deduplicated } = await push(ctx, input, jobs[index], confinedTo(request));
     views.push(deduplicated ? { ...view, deduplicated } : view);
   }
   return { status: 201, body: { jobs: views, count: views.length } };
 }
 
-/** Publishes one job as any producer's (tenant routing, variants, limits, payload offloading, tracking). */
+/**
+ * Publishes one job as any producer's (tenant routing, variants, limits, payload offloading,
+ * tracking). `bounded`: the tenant whose token pushes, bounded in the queues it can create.
+ */
 async function push(
   ctx: BindingContext,
   input: PushInput,
   raw: unknown,
+  bounded: string | undefined,
 ): Promise<{ view: Record<string, unknown>; deduplicated: boolean }> {
   const store = await ctx.admin.jobs();
   if (input.id !== undefined && (ctx.envelopes.has(input.id) || (await store.get(input.id)) !== undefined)) {
@@ -69,7 +73,7 @@ async function push(
   const publisher = await ctx.publisher();
   const built = publisher.build(input.queue, input.spec);
   // Its queue must exist before it is sent, or it would be unroutable until a worker fetched.
-  await ctx.remote.declare(built.queue, built.tenant);
+  await ctx.remote.declare(built.queue, built.tenant, bounded);
   // Extensions ride on the envelope (OJS core: unknown fields are preserved end to end).
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
   // Listening before the push: its `job.enqueued` is in GET /ojs/v1/events.

@@ -1,4 +1,5 @@
 import { InvalidPayloadError } from '../../errors/errors.js';
+import { isJobQueueName, JOB_QUEUE_NAME } from '../../util/queue-name.js';
 import type { RetryPolicy } from '../../config/config.types.js';
 import type { PublishSpec, UniquePolicy } from '../../job/job.types.js';
 
@@ -7,8 +8,6 @@ export const DEFAULT_QUEUE = 'default';
 
 /** OJS job types: dot-separated lowercase segments; hyphens accepted after the first character (the suite's `retry.test.max-attempts`). */
 const JOB_TYPE = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
-/** OJS queue names as stagecoach's broker names take them: lowercase letters, digits, `_`, `-`; not starting with a separator. */
-const QUEUE_NAME = /^[a-z0-9][a-z0-9_-]{0,99}$/;
 /** A lowercase UUIDv7 (OJS job ids). */
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 /** OJS priorities (spec/ojs-core.md): -100 (lowest) to 100; the AMQP mapping clamps them to 0-9. */
@@ -52,8 +51,8 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     throw new InvalidPayloadError(`"id" must be a lowercase UUIDv7, got ${JSON.stringify(job.id)}`);
   }
   const queue = options.queue ?? job.queue ?? DEFAULT_QUEUE;
-  if (typeof queue !== 'string' || !QUEUE_NAME.test(queue)) {
-    throw new InvalidPayloadError(`"options.queue" must be a queue name (${QUEUE_NAME.source}), got ${JSON.stringify(queue)}`);
+  if (!isJobQueueName(queue)) {
+    throw new InvalidPayloadError(`"options.queue" must be a queue name (${JOB_QUEUE_NAME.source}), got ${JSON.stringify(queue)}`);
   }
   const priority = options.priority ?? job.priority;
   if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority as number) > PRIORITY_RANGE)) {

@@ -47,6 +47,8 @@ export class RemoteStages {
   private connection: Promise<Opened> | undefined;
   private readonly running = new Map<string, Promise<RemoteQueue>>();
   private readonly declared = new Map<string, Promise<void>>();
+  /** Per tenant, the unconfigured queues its token made this server declare or serve (bounded by queuesPerTenant). */
+  private readonly implicit = new Map<string, Set<string>>();
 
   constructor(
     private readonly loadConfig: () => Promise<CompiledConfig>,
@@ -55,7 +57,29 @@ export class RemoteStages {
     private readonly onRetryScheduled?: RetryObserver,
     /** Where the runners publish the `job.*` events of queues with `events: true`. */
     private readonly events?: EventSink,
+    /** Unconfigured queues one tenant's token may make this server hold (AdminServerLimits.queuesPerTenant). */
+    private readonly queuesPerTenant = Number.POSITIVE_INFINITY,
   ) {}
+
+  /**
+   * Counts an unconfigured queue against the bound of the tenant whose token asks for it
+   * (`bounded`; undefined for the admin, who is not bounded). A configured queue is free.
+   * @throws ApiError 429 `TENANT_LIMIT_EXCEEDED` past the bound: nothing is declared or started.
+   */
+  private admit(config: CompiledConfig, queue: string, bounded: string | undefined): void {
+    if (bounded === undefined || config.queues.has(queue)) return;
+    let queues = this.implicit.get(bounded);
+    if (queues?.has(queue) === true) return;
+    if ((queues?.size ?? 0) >= this.queuesPerTenant) {
+      throw new ApiError(
+        429,
+        'TENANT_LIMIT_EXCEEDED',
+        `tenant "${bounded}" has ${this.queuesPerTenant} queues here that no configuration names; configure "${queue}" (queues.${queue}) or use one of them`,
+      );
+    }
+    if (queues === undefined) this.implicit.set(bounded, (queues = new Set()));
+    queues.add(queue);
+  }
 
   /** The tenant a queue is served for: a tenant-scoped queue needs one, a shared queue takes none. */
   tenantFor(config: CompiledConfig, queue: string, tenant: string | undefined, confined = false): string | undefined {
@@ -68,13 +92,18 @@ export class RemoteStages {
     return scope === 'tenant' ? tenant : undefined;
   }
 
-  /** Declares what a queue needs to take pushed jobs, once per server. */
-  async declare(queue: string, tenant: string | undefined): Promise<void> {
+  /**
+   * Declares what a queue needs to take pushed jobs, once per server.
+   * @param bounded the tenant whose token pushes (admit): undefined for the admin.
+   */
+  async declare(queue: string, tenant: string | undefined, bounded?: string): Promise<void> {
     const key = keyOf(queue, tenant);
     let declared = this.declared.get(key);
     if (declared === undefined) {
+      const { config } = await this.open();
+      this.admit(config, queue, bounded);
       declared = (async () => {
-        const { connection, config } = await this.open();
+        const { connection } = await this.open();
         await declareTopology(connection, stageTopology(config, metadataOf(config, queue), tenant), this.log);
       })();
       this.declared.set(key, declared);
@@ -83,11 +112,25 @@ export class RemoteStages {
     return declared;
   }
 
-  /** The runner of a queue (and tenant), started on first use. */
-  async serve(queue: string, tenant: string | undefined): Promise<RemoteQueue> {
+  /**
+   * The runner of a queue (and tenant), started on first use; undefined, with nothing declared,
+   * for a queue that no configuration names and that does not exist on the broker (a fetch
+   * creates no queue: a push does).
+   * @param bounded the tenant whose token fetches (admit): undefined for the admin.
+   */
+  async serve(queue: string, tenant: string | undefined, bounded?: string): Promise<RemoteQueue | undefined> {
     const key = keyOf(queue, tenant);
     let running = this.running.get(key);
     if (running === undefined) {
+      const { config } = await this.open();
+      if (
+        !config.queues.has(queue) &&
+        !this.declared.has(key) &&
+        !(await this.exists(new BrokerNames(config.prefix).queue(queue, tenant)))
+      ) {
+        return undefined;
+      }
+      this.admit(config, queue, bounded);
       running = this.start(key, queue, tenant);
       this.running.set(key, running);
       running.catch(() => this.running.delete(key));
@@ -130,11 +173,27 @@ export class RemoteStages {
     void this.connection?.then((opened) => opened.directives.forget({ batch })).catch(() => undefined);
   }
 
+  /** Whether a queue exists on the broker (a passive declare, on a channel of its own: a miss closes it). */
+  private async exists(physical: string): Promise<boolean> {
+    const { connection } = await this.open();
+    const channel = await connection.createChannel();
+    channel.on('error', () => undefined);
+    try {
+      await channel.checkQueue(physical);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
+  }
+
   /** Hands every held job back and stops every runner (test reset, shutdown). */
   async stopAll(): Promise<void> {
     const runners = await Promise.allSettled([...this.running.values()]);
     this.running.clear();
     this.declared.clear();
+    this.implicit.clear();
     this.board.releaseAll();
     for (const result of runners) if (result.status === 'fulfilled') await result.value.runner.stop(5000);
   }

@@ -1,3 +1,4 @@
+import type { JobStore } from '../../job-state/job-store.js';
 import { ApiError } from '../api-error.js';
 import type { ApiRequest } from '../router.js';
 
@@ -20,6 +21,14 @@ export function tenantOf(request: ApiRequest): string | undefined {
   return caller.tenant;
 }
 
+/**
+ * Refuses (403) a tenant's token that names another tenant in `X-OJS-Tenant`, on every route,
+ * before the handler runs: no route answers a confined caller about another tenant.
+ */
+export function checkTenantHeader(request: ApiRequest): void {
+  tenantOf(request);
+}
+
 /** The tenant a tenant token confines the request to; undefined for the admin. */
 export function confinedTo(request: ApiRequest): string | undefined {
   return request.caller?.kind === 'tenant' ? request.caller.tenant : undefined;
@@ -32,4 +41,34 @@ export function confinedTo(request: ApiRequest): string | undefined {
 export function checkVisible(request: ApiRequest, id: string, jobTenant: string | undefined): void {
   const tenant = confinedTo(request);
   if (tenant !== undefined && jobTenant !== tenant) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
+}
+
+/**
+ * `?tenant=` as a confined caller may ask it: its own tenant or none (which then means its own);
+ * another tenant's name is refused as `X-OJS-Tenant` is. The admin and viewers ask what they like.
+ */
+export function tenantFilterOf(request: ApiRequest, asked: string | undefined): string | undefined {
+  const tenant = confinedTo(request);
+  if (tenant === undefined) return asked;
+  if (asked !== undefined && asked !== tenant)
+    throw new ApiError(403, 'UNAUTHORIZED', `this token acts for tenant "${tenant}" only, not "${asked}"`);
+  return tenant;
+}
+
+/**
+ * The job store as the request's caller may see it: a tenant's token reads its own tenant's jobs
+ * only (another's is absent, as if it did not exist, and lists are filtered to its tenant). Every
+ * handler a tenant can reach reads jobs through it, so confinement does not depend on each
+ * handler remembering to check.
+ */
+export function visibleJobs(store: JobStore, request: ApiRequest): Pick<JobStore, 'get' | 'list'> {
+  const tenant = confinedTo(request);
+  if (tenant === undefined) return store;
+  return {
+    get: async (id) => {
+      const row = await store.get(id);
+      return row?.tenant === tenant ? row : undefined;
+    },
+    list: (filter, page) => store.list({ ...filter, tenant: tenantFilterOf(request, filter.tenant) }, page),
+  };
 }

@@ -8,7 +8,8 @@ import { bindingJobView } from './binding-job-view.js';
 import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, type NackError } from './claim-board.js';
 import { MAX_PUSH_BYTES } from './push-handlers.js';
 import { REMOTE_CONCURRENCY, type RemoteQueue } from './remote-stages.js';
-import { checkVisible, confinedTo, tenantOf } from './request-tenant.js';
+import { checkVisible, confinedTo, tenantOf, visibleJobs } from './request-tenant.js';
+import { isJobQueueName, JOB_QUEUE_NAME } from '../../util/queue-name.js';
 import { waitForSettlement } from './settlement-wait.js';
 
 /** Jobs one fetch claims unless it asks for another `count` (at most REMOTE_CONCURRENCY). */
@@ -19,6 +20,10 @@ export const DEFAULT_FETCH_COUNT = 1;
  */
 export const ARRIVAL_WAIT_MS = 2000;
 export const MAX_WAIT_MS = 30_000;
+/** Most queues one fetch may name: each one served is a runner this server holds. */
+export const MAX_FETCH_QUEUES = 16;
+/** How often a long-polling fetch looks again for a queue that did not exist when it came. */
+const MISSING_RETRY_MS = 500;
 /** How long a nack's answer waits for its retry's time once the store shows the job retryable. */
 const RETRY_TIME_WAIT_MS = 2000;
 
@@ -29,8 +34,12 @@ const RETRY_TIME_WAIT_MS = 2000;
 export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const queues = body.queues;
-  if (!Array.isArray(queues) || queues.length === 0 || !queues.every((queue) => typeof queue === 'string' && queue !== '')) {
-    throw new ApiError(400, 'INVALID_REQUEST', '"queues" must be a non-empty array of queue names');
+  if (!Array.isArray(queues) || queues.length === 0 || queues.length > MAX_FETCH_QUEUES) {
+    throw new ApiError(400, 'INVALID_REQUEST', `"queues" must be an array of 1 to ${MAX_FETCH_QUEUES} queue names`);
+  }
+  const bad = queues.find((queue) => !isJobQueueName(queue));
+  if (bad !== undefined) {
+    throw new ApiError(400, 'INVALID_REQUEST', `"queues": ${JSON.stringify(bad)} is not a queue name (${JOB_QUEUE_NAME.source})`);
   }
   const count = integer(body.count ?? body.max_jobs, 'count', 1, REMOTE_CONCURRENCY) ?? DEFAULT_FETCH_COUNT;
   const asked = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);
@@ -42,13 +51,30 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
   if (ctx.workers.seen(worker, confinedTo(request)) !== 'running') return { status: 200, body: { jobs: [] } };
   const config = await ctx.admin.configFile.load();
   const tenant = tenantOf(request);
-  const confined = confinedTo(request) !== undefined;
-  const served = await Promise.all(
-    (queues as string[]).map((queue) => ctx.remote.serve(queue, ctx.remote.tenantFor(config, queue, tenant, confined))),
-  );
-  const keys = served.map((remote) => remote.key);
+  const bounded = confinedTo(request);
+  const wanted = [...new Set(queues as string[])].map((queue) => ({
+    queue,
+    tenant: ctx.remote.tenantFor(config, queue, tenant, bounded !== undefined),
+  }));
+  // A queue that does not exist yet is served once a push has made it (tried again while waiting).
+  let served: RemoteQueue[] = [];
+  let missing = wanted;
+  const serveMissing = async (): Promise<void> => {
+    const started = await Promise.all(missing.map((want) => ctx.remote.serve(want.queue, want.tenant, bounded)));
+    missing = missing.filter((_, i) => started[i] === undefined);
+    const byQueue = new Map([...served, ...started.filter((remote) => remote !== undefined)].map((remote) => [remote.queue, remote]));
+    served = wanted.flatMap((want) => byQueue.get(want.queue) ?? []);
+  };
+  await serveMissing();
+  let keys = served.map((remote) => remote.key);
   const deadline = Date.now() + (waitMs ?? ARRIVAL_WAIT_MS);
+  let retried = Date.now();
   for (;;) {
+    if (missing.length > 0 && waitMs !== undefined && Date.now() - retried >= MISSING_RETRY_MS) {
+      retried = Date.now();
+      await serveMissing();
+      keys = served.map((remote) => remote.key);
+    }
     // The queues' order is kept: while a queue before the first with a job waiting has jobs on
     // their way, they are waited for rather than a later queue's taken (within the deadline).
     const coming = await firstComing(ctx, served);
@@ -128,7 +154,7 @@ async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): P
     checkVisible(request, id, held.job.tenant);
     return held;
   }
-  const row = await (await ctx.admin.jobs()).get(id);
+  const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
   if (row === undefined && !ctx.envelopes.has(id)) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
   checkVisible(request, id, row?.tenant ?? ctx.envelopes.get(id)?.job.tenant);
   throw new ApiError(

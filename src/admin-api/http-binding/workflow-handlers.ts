@@ -10,7 +10,7 @@ import { readJsonValue } from '../request-body.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
 import type { BindingContext } from './binding-context.js';
 import { MAX_PUSH_BYTES } from './push-handlers.js';
-import { confinedTo, tenantOf } from './request-tenant.js';
+import { confinedTo, tenantFilterOf, tenantOf } from './request-tenant.js';
 import { readWorkflowInput } from './workflow-input.js';
 
 /** How long `POST /ojs/v1/workflows` waits for the workflow's first steps to be published before answering it `pending`. */
@@ -34,7 +34,8 @@ export async function createWorkflow(ctx: BindingContext, request: ApiRequest): 
   const checked = workflowRecord(config, spec, tenant === undefined ? {} : { tenant }).definition;
   const publisher = await ctx.publisher();
   for (const queue of queuesOf(checked)) {
-    await ctx.remote.declare(queue, ctx.remote.tenantFor(config, queue, tenant, confinedTo(request) !== undefined));
+    // As a push declares its job's queue (an unconfigured one counted against a tenant token's bound).
+    await ctx.remote.declare(queue, tenant, confinedTo(request));
   }
   const started = await publisher.workflow(checked, { ...(tenant === undefined ? {} : { tenant }), ...(id === undefined ? {} : { id }) });
   const deadline = Date.now() + START_WAIT_MS;
@@ -62,8 +63,7 @@ export async function getWorkflow(ctx: BindingContext, request: ApiRequest): Pro
 /** `GET /ojs/v1/workflows?state=&tenant=&limit=`: `{ workflows, total }`, oldest first (`limit` keeps the latest). */
 export async function listWorkflows(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const advancer = await ctx.admin.workflows();
-  const confined = confinedTo(request);
-  const tenant = confined ?? request.query.get('tenant') ?? undefined;
+  const tenant = tenantFilterOf(request, request.query.get('tenant') ?? undefined);
   const state = request.query.get('state') ?? undefined;
   const limit = Number(request.query.get('limit') ?? LIST_LIMIT);
   if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'INVALID_REQUEST', '"limit" must be a positive integer');
