@@ -326,7 +326,9 @@ export function buildProgram(): Command {
 
   program
     .command('tracker')
-    .description('fold settlement reports into batch state; announce batch.completed (docs/batches.md); advance workflows (docs/workflows.md)')
+    .description(
+      'fold settlement reports into batch state; announce batch.completed (docs/batches.md); advance workflows (docs/workflows.md)',
+    )
     .addOption(configOption())
     .action(async (opts: { config?: string }) => {
       process.exitCode = await tracker(opts);
