@@ -1,3 +1,5 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
@@ -12,18 +14,21 @@ import { batch, chain, group } from '../../src/workflow/workflow-spec.js';
 import { runs, type StepArgs } from '../fixtures/workflow-stages.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { payloadOffloaderFor, type PayloadOffloader } from '../../src/payload/payload-offloader.js';
 
 const log = createLogger({ test: 'workflows' }, 'error');
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/config.json');
 
-export function workflowConfig(extra: { payload_threshold?: number } = {}): CompiledConfig {
+export function workflowConfig(extra: { payload_threshold?: number; payload_dir?: string; threads?: number } = {}): CompiledConfig {
   return withTestConfig(
     {
       tenants: ['acme'],
-      ...(extra.payload_threshold === undefined ? {} : { payloads: { threshold: extra.payload_threshold } }),
+      ...(extra.payload_threshold === undefined
+        ? {}
+        : { payloads: { threshold: extra.payload_threshold, store: { kind: 'fs', dir: extra.payload_dir ?? './payloads' } } }),
       queues: { _default: { default_retry: { max_attempts: 2, initial_interval: 'PT1S' } } },
       stages: {
-        steps: { module: './workflow-stages.js', concurrency: 4 },
+        steps: { module: './workflow-stages.js', concurrency: 4, ...(extra.threads === undefined ? {} : { threads: extra.threads }) },
         leaves: { module: './workflow-stages.js', concurrency: 4 },
       },
     },
@@ -136,5 +141,62 @@ describe('workflows (OJS chain, group, batch)', function () {
     const done = await ended(started!.id);
     expect(done.state).to.equal('completed');
     expect(ran(stepJobId(started!.id, '1'))).to.have.length(1);
+  });
+});
+
+describe('workflows from a handler in a worker thread, and results by reference', function () {
+  this.timeout(60_000);
+  let running: RunningGroup | undefined;
+  let tracker: Tracker | undefined;
+  let advancer: WorkflowAdvancer | undefined;
+  let payloadDir: string | undefined;
+  let payloads: PayloadOffloader | undefined;
+
+  before(async () => {
+    // A small payload threshold: a step's parent_results above it go by reference.
+    payloadDir = await mkdtemp(path.join(os.tmpdir(), 'stagecoach-workflow-payloads-'));
+    const config = workflowConfig({ threads: 1, payload_threshold: 2048, payload_dir: payloadDir });
+    payloads = payloadOffloaderFor(config, log);
+    running = await startGroup(config, [{ stage: 'steps', tenant: 'acme' }], log);
+    tracker = await Tracker.start(config, {
+      log,
+      plugins: [WorkflowAdvancer.plugin({ config, log, payloads })],
+    });
+    advancer = tracker.plugins[0] as WorkflowAdvancer;
+    await waitFor('the workflow lock taken', () => advancer!.advancing);
+  });
+
+  after(async () => {
+    await tracker?.close();
+    await running?.stop();
+    await payloads?.store.close();
+    if (payloadDir !== undefined) await rm(payloadDir, { recursive: true, force: true });
+  });
+
+  const ended = (id: string) =>
+    waitFor(
+      `workflow ${id} ended`,
+      async () => {
+        await tracker!.sync();
+        const now = advancer!.workflows.evaluate(id);
+        return now !== undefined && ['completed', 'failed', 'cancelled'].includes(now.state) ? now : undefined;
+      },
+      30_000,
+    );
+
+  it('starts a workflow from a threaded handler, and hands a large result on by reference', async () => {
+    const big = 'x'.repeat(4096);
+    expect(await payloads!.store.count('acme')).to.equal(0);
+    const inner = chain(step('inner-1', { result: { big } }), step('inner-2'));
+    const outer = await running!.publisher.workflow(chain(step('starter', { workflow: inner })), { tenant: 'acme' });
+    expect((await ended(outer)).state).to.equal('completed');
+    const starter = stepJobId(outer, '0');
+    const started = [...advancer!.workflows.workflows.values()].find((w) => w.parent === starter);
+    expect(started, 'the workflow the threaded handler started').to.not.equal(undefined);
+    const done = await ended(started!.id);
+    expect(done.state).to.equal('completed');
+    // inner-2 returned what it was given: the 4 KiB result, which travelled by reference (and stays for the sweep).
+    expect(done.root.children[1]?.result).to.deep.equal({ step: 'inner-2', parents: [{ big }] });
+    expect(await payloads!.store.count('acme')).to.equal(1);
   });
 });
