@@ -23,6 +23,7 @@ export class AdvancerLock {
   private channel: Channel | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
+  private refusedTold = false;
 
   constructor(
     private readonly connection: AmqpConnection,
@@ -58,8 +59,16 @@ export class AdvancerLock {
       channel = await this.connection.createChannel();
       channel.on('error', () => undefined);
       await channel.assertQueue(this.name, { exclusive: true, durable: false, autoDelete: false });
-    } catch {
-      // Another connection holds it (RESOURCE_LOCKED closes the channel), or the connection went.
+    } catch (err) {
+      // Another connection holds it (RESOURCE_LOCKED closes the channel), or the connection went;
+      // a user that may not declare it (ACCESS_REFUSED) never will: said once.
+      if (!this.refusedTold && /ACCESS[-_]REFUSED/.test((err as Error).message)) {
+        this.refusedTold = true;
+        this.log.warn('workflow lock refused: this process lacks configure permission on it and will not advance workflows', {
+          lock: this.name,
+          err: (err as Error).message,
+        });
+      }
       await channel?.close().catch(() => undefined);
       this.retry();
       return;

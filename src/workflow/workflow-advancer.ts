@@ -10,6 +10,7 @@ import type { TrackingRecord } from '../tracking/tracking-report.js';
 import { AdvancerLock } from './advancer-lock.js';
 import { StepPublisher, type Advance } from './step-publisher.js';
 import { WorkflowFold } from './workflow-fold.js';
+import { WorkflowEvents } from './workflow-events.js';
 
 /** The wait before an advance that failed is tried again (after reading the stream up to now). */
 const RETRY_MS = 1000;
@@ -41,6 +42,7 @@ export class WorkflowAdvancer implements TrackerPlugin {
   readonly workflows: WorkflowFold;
   private lock: AdvancerLock | undefined;
   private publisher: StepPublisher | undefined;
+  private events: WorkflowEvents | undefined;
   private host: TrackerHost | undefined;
   private readonly dirty = new Set<string>();
   private readonly sent = new Set<string>();
@@ -78,6 +80,7 @@ export class WorkflowAdvancer implements TrackerPlugin {
     this.host = host;
     const { config, log } = this.options;
     this.publisher = new StepPublisher(config, host.connection, log, this.options.payloads);
+    this.events = new WorkflowEvents(config, host.connection, log);
     this.lock = new AdvancerLock(host.connection, brokerNamesOf(config).workflowLock, log, () => void this.taken());
     this.lock.start();
   }
@@ -91,6 +94,7 @@ export class WorkflowAdvancer implements TrackerPlugin {
     await this.settled();
     await this.lock?.close();
     await this.publisher?.close();
+    await this.events?.close();
   }
 
   /** The lock was taken: read what the last holder committed, then act on every workflow. */
@@ -105,7 +109,12 @@ export class WorkflowAdvancer implements TrackerPlugin {
       this.options.log.warn('workflow advancer could not read the stream up to now', { err: (err as Error).message });
       return;
     }
-    for (const id of this.workflows.workflows.keys()) this.dirty.add(id);
+    for (const id of this.workflows.workflows.keys()) {
+      // Told of from here on: what the last holder may have told of is not told again.
+      const evaluation = this.workflows.evaluate(id, this.sent);
+      if (evaluation !== undefined) this.events?.baseline(id, evaluation);
+      this.dirty.add(id);
+    }
     this.kick();
   }
 
@@ -134,12 +143,14 @@ export class WorkflowAdvancer implements TrackerPlugin {
         const workflow = this.workflows.workflows.get(id);
         const due = this.workflows.evaluate(id, this.sent);
         if (workflow === undefined || due === undefined) continue;
+        this.events?.observe(workflow, due);
         if (due.publish.length > 0 || due.cancel.length > 0) advances.push({ workflow, publish: due.publish, cancel: due.cancel });
       }
       if (advances.length === 0) continue;
       try {
         const committed = await (this.publisher as StepPublisher).commit(advances);
         for (const id of committed) this.sent.add(id);
+        this.events?.fired(advances);
       } catch (err) {
         this.options.log.warn('workflow steps not published: trying again', {
           workflows: advances.map((advance) => advance.workflow.id),

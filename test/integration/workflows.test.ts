@@ -14,6 +14,7 @@ import { batch, chain, group } from '../../src/workflow/workflow-spec.js';
 import { runs, type StepArgs } from '../fixtures/workflow-stages.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { EventTap } from '../helpers/event-tap.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../src/payload/payload-offloader.js';
 
 const log = createLogger({ test: 'workflows' }, 'error');
@@ -43,9 +44,11 @@ describe('workflows (OJS chain, group, batch)', function () {
   let running: RunningGroup | undefined;
   let tracker: Tracker | undefined;
   let advancer: WorkflowAdvancer | undefined;
+  let tap: EventTap | undefined;
 
   before(async () => {
     const config = workflowConfig();
+    tap = await EventTap.open(config.broker.url, `${config.prefix}.events`);
     running = await startGroup(
       config,
       [
@@ -61,6 +64,7 @@ describe('workflows (OJS chain, group, batch)', function () {
 
   after(async () => {
     await tracker?.close();
+    await tap?.close();
     await running?.stop();
   });
 
@@ -89,6 +93,11 @@ describe('workflows (OJS chain, group, batch)', function () {
     expect(c![0]?.parent_results).to.deep.equal([{ step: 'b', parents: [{ n: 1 }] }]);
     expect(b![0]?.workflow).to.deep.equal({ id, step: '1' });
     expect(tracker!.batch(id)?.counts).to.include({ known: 3, completed: 3, in_flight: 0 });
+    // The lock holder told of it: started, then completed, once each.
+    const completed = await tap!.next('workflow.completed', (event) => event.subject === id);
+    expect(completed.event.data).to.include({ workflow_id: id, workflow_type: 'chain', tenant: 'acme', state: 'completed' });
+    expect(tap!.of('workflow.started', (event) => event.subject === id)).to.have.length(1);
+    expect(tap!.of('workflow.completed', (event) => event.subject === id)).to.have.length(1);
   });
 
   it('ends a chain at a failed step and cancels the rest; a step waits for what it emitted', async () => {
@@ -129,6 +138,9 @@ describe('workflows (OJS chain, group, batch)', function () {
     expect(outcomes.map((o) => o.state)).to.deep.equal(['completed', 'failed', 'completed']);
     expect(ran(workflowCallbackId(id, '0', 'on_failure'))).to.have.length(1);
     expect(ran(stepJobId(id, '1'))).to.have.length(1);
+    await tap!.next('workflow.completed', (event) => event.subject === id);
+    const fired = tap!.of('workflow.callback_fired', (event) => event.subject === id).map((e) => e.event.data.callback);
+    expect(fired).to.have.members(['on_complete', 'on_failure']);
   });
 
   it('starts a workflow from a handler (ctx.emit), in its tenant, once', async () => {
