@@ -32,6 +32,7 @@ export const SCENARIOS = [
   'peers',
   'http',
   'workflows',
+  'schedules',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -77,6 +78,8 @@ export interface BenchOptions {
   peerArgs: number;
   /** `workflows`: steps of the chain and jobs of the group. */
   workflowSteps: number;
+  /** `schedules`: tenants of the per-tenant schedule. */
+  scheduleTenants: number;
 }
 
 const USAGE = `usage: node dist/bench/index.js [options]
@@ -87,7 +90,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http,workflows (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http,schedules,workflows (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants of the example pipeline are provisioned and served
@@ -108,6 +111,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --peer-prefetch <n>  peers: prefetch of the hand-written relay and the stagecoach stages (default 64)
   --peer-args <bytes>  peers: size of a job's one string argument (default 32)
   --workflow-steps <n>  workflows: steps of the chain, jobs of the group (default 100)
+  --schedule-tenants <n>  schedules: tenants of the per-tenant schedule fired (default 10000)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
 
@@ -140,6 +144,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       'peer-prefetch': { type: 'string' },
       'peer-args': { type: 'string' },
       'workflow-steps': { type: 'string' },
+      'schedule-tenants': { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -200,6 +205,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     peerPrefetch: int('peer-prefetch', values['peer-prefetch'], 64),
     peerArgs: int('peer-args', values['peer-args'], 32, 0),
     workflowSteps: int('workflow-steps', values['workflow-steps'], 100),
+    scheduleTenants: int('schedule-tenants', values['schedule-tenants'], 10_000),
   };
 }
 

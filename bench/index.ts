@@ -40,6 +40,7 @@ import { benchLimits } from './limits.js';
 import { benchPayloads, cleanupPayloadStore, type PayloadsResult } from './payloads.js';
 import { benchPeers, cleanupPeers, renderPeers, type PeersResult } from './peers.js';
 import { benchWorkflows } from './workflows.js';
+import { benchSchedules, type SchedulesResult } from './schedules.js';
 
 let cleanup: (() => Promise<void>) | undefined;
 let interrupted = false;
@@ -129,6 +130,7 @@ async function main(): Promise<number> {
     if (opts.only.has('events')) results.throughput.push(await benchEvents(ctx));
     if (opts.only.has('peers')) results.peers = await benchPeers(ctx);
     if (opts.only.has('workflows')) results.throughput.push(...(await benchWorkflows(ctx)));
+    if (opts.only.has('schedules')) results.schedules = await benchSchedules(ctx, opts.scheduleTenants);
     if (opts.only.has('payloads')) {
       results.payloads = await benchPayloads(ctx);
       results.throughput.push(results.payloads.large, results.payloads.small);
@@ -164,6 +166,7 @@ interface Results {
   fairness?: FairnessResult;
   payloads?: PayloadsResult;
   peers?: PeersResult;
+  schedules?: SchedulesResult;
 }
 
 function renderTable(results: Results, opts: BenchOptions, config: CompiledConfig, size: number): string {
@@ -365,6 +368,33 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
     );
   }
   if (results.peers) lines.push(...renderPeers(results.peers));
+  if (results.schedules) {
+    const r = results.schedules;
+    const rows = [
+      ['schedule over tenants', 'tenants', 'enqueued in s', 'leader CPU ms', 'CPU ms/tenant', 'late p50 / p99 / max ms'],
+      ['baseline: Publisher, 64 at once', fmt(r.tenants), r.baselineSeconds.toFixed(1), '', '', ''],
+      [
+        'one occurrence, no spread',
+        fmt(r.tenants),
+        r.fireSeconds.toFixed(1),
+        fmt(Math.round(r.fireCpuMs)),
+        (r.fireCpuMs / r.tenants).toFixed(2),
+        '',
+      ],
+      [
+        `one occurrence, spread ${r.spreadSeconds} s`,
+        fmt(r.tenants),
+        r.spreadFireSeconds.toFixed(1),
+        fmt(Math.round(r.spreadCpuMs)),
+        (r.spreadCpuMs / r.tenants).toFixed(2),
+        `${fmt(Math.round(r.latenessP50Ms))} / ${fmt(Math.round(r.latenessP99Ms))} / ${fmt(Math.round(r.latenessMaxMs))}`,
+      ],
+      ['plan every tenant', fmt(r.tenants), '', fmt(Math.round(r.planMs)), (r.planMs / r.tenants).toFixed(3), ''],
+    ];
+    lines.push('');
+    lines.push(...grid(rows, [false, true, true, true, true, true]));
+    lines.push(`(no spread / baseline: ${(r.fireSeconds / r.baselineSeconds).toFixed(2)}x the time)`);
+  }
   const targets = [
     ...(results.tenants ? tenantsTargets(results.tenants) : []),
     ...(results.pooled ? pooledTargets(results.pooled) : []),

@@ -28,17 +28,18 @@ export class ApiError extends Error {
   }
 }
 
-async function request(method, path, { query = {} } = {}) {
+async function request(method, path, { query = {}, json, tenant } = {}) {
   const url = new URL(path, location.origin);
   for (const [key, value] of Object.entries(query)) {
     if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, String(value));
   }
-  const headers = { Accept: 'application/json' };
+  const headers = { Accept: 'application/json', ...(tenant ? { 'X-OJS-Tenant': tenant } : {}) };
   const token = method === 'GET' ? readToken.get() || adminToken.get() : adminToken.get() || readToken.get();
   if (token !== '') headers.Authorization = `Bearer ${token}`;
   let response;
   try {
-    response = await fetch(url, { method, headers, cache: 'no-store' });
+    if (json !== undefined) headers['Content-Type'] = 'application/json';
+    response = await fetch(url, { method, headers, cache: 'no-store', ...(json === undefined ? {} : { body: JSON.stringify(json) }) });
   } catch (err) {
     throw new ApiError(0, 'UNREACHABLE', `the admin server does not answer (${err.message})`);
   }
@@ -89,4 +90,11 @@ export const api = {
   workflows: (query = {}) => request('GET', '/ojs/v1/workflows', { query }),
   workflow: (id) => request('GET', `/ojs/v1/workflows/${encodeURIComponent(id)}`),
   cancelWorkflow: (id) => request('DELETE', `/ojs/v1/workflows/${encodeURIComponent(id)}`),
+  /** Schedules (`cron list`): `{ crons, count }`, each with its next and last run, run count and latest occurrences. */
+  crons: () => request('GET', '/ojs/v1/cron'),
+  triggerCron: (name, tenant) => request('POST', `${cronPath(name)}/trigger`, { tenant }),
+  toggleCron: (name, tenant, enabled) => request('PATCH', cronPath(name), { json: { enabled }, tenant }),
 };
+
+/** A tenant's schedule is addressed with its tenant header (the admin acting for it). */
+const cronPath = (name) => `/ojs/v1/cron/${encodeURIComponent(name)}`;

@@ -14,6 +14,7 @@ import { JobDetails, JobsView } from './jobs-view.js';
 import { LimitsView } from './limits-view.js';
 import { MatrixView, SharedStrip } from './matrix-view.js';
 import { QueueDetails } from './queue-details.js';
+import { SchedulesView } from './schedules-view.js';
 import { TokenBar } from './token-bar.js';
 import { UnroutableView } from './unroutable-view.js';
 
@@ -88,15 +89,15 @@ function ViewTabs({ view, setView }) {
       ${label}
     </button>`;
   return html`<nav class="tabs" role="tablist">
-    ${tab('queues', 'Queues')}${tab('batches', 'Batches')}${tab('workflows', 'Workflows')}${tab('jobs', 'Jobs')}
+    ${tab('queues', 'Queues')}${tab('batches', 'Batches')}${tab('workflows', 'Workflows')}${tab('jobs', 'Jobs')}${tab('schedules', 'Schedules')}
   </nav>`;
 }
 
-/** The view and job an address names: `#batches`, `#workflows`, `#jobs`, `#job=<id>` (a job's page); else the queues. */
+/** The view and job an address names: `#batches`, `#workflows`, `#jobs`, `#schedules`, `#job=<id>` (a job's page); else the queues. */
 function fromHash(hash) {
   if (hash.startsWith('#job=')) return { view: 'jobs', job: decodeURIComponent(hash.slice('#job='.length)) };
-  const views = { '#batches': 'batches', '#workflows': 'workflows', '#jobs': 'jobs' };
-  return { view: views[hash] ?? 'queues', job: null };
+  const named = { '#batches': 'batches', '#workflows': 'workflows', '#jobs': 'jobs', '#schedules': 'schedules' }[hash];
+  return { view: named ?? 'queues', job: null };
 }
 
 function App() {
@@ -161,61 +162,65 @@ function App() {
         : null
     }
     ${
-      view === 'jobs'
+      view === 'schedules'
         ? html`<div class="layout">
-            <div class="main-column"><${JobsView} selected=${job} onSelect=${setJob} /></div>
-            ${job ? html`<${JobDetails} key=${job} id=${job} onClose=${() => setJob(null)} />` : null}
+            <div class="main-column"><${SchedulesView} version=${version} act=${setPending} /></div>
           </div>`
-        : view === 'workflows'
+        : view === 'jobs'
           ? html`<div class="layout">
-              <div class="main-column"><${WorkflowsView} selected=${workflow} onSelect=${setWorkflow} version=${version} /></div>
-              ${
-                workflow
-                  ? html`<${WorkflowDetails}
-                      key=${workflow}
-                      id=${workflow}
-                      version=${version}
-                      act=${setPending}
-                      onClose=${() => setWorkflow(null)}
-                    />`
-                  : null
-              }
+              <div class="main-column"><${JobsView} selected=${job} onSelect=${setJob} /></div>
+              ${job ? html`<${JobDetails} key=${job} id=${job} onClose=${() => setJob(null)} />` : null}
             </div>`
-          : view === 'batches'
+          : view === 'workflows'
             ? html`<div class="layout">
-                <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} version=${version} /></div>
+                <div class="main-column"><${WorkflowsView} selected=${workflow} onSelect=${setWorkflow} version=${version} /></div>
                 ${
-                  batch
-                    ? html`<${BatchDetails}
-                        key=${batch}
-                        id=${batch}
+                  workflow
+                    ? html`<${WorkflowDetails}
+                        key=${workflow}
+                        id=${workflow}
                         version=${version}
                         act=${setPending}
-                        onClose=${() => setBatch(null)}
+                        onClose=${() => setWorkflow(null)}
                       />`
                     : null
                 }
               </div>`
-            : html`<div class="layout">
-                <div class="main-column">
-                  <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
-                  <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
-                  <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
-                  <${LimitsView} limits=${matrix.limits} />
-                </div>
-                ${
-                  selected
-                    ? html`<${QueueDetails}
-                        key=${`${selected.queue}|${selected.tenant}`}
-                        selected=${selected}
-                        matrix=${matrix}
-                        version=${version}
-                        act=${setPending}
-                        onClose=${() => setSelected(null)}
-                      />`
-                    : null
-                }
-              </div>`
+            : view === 'batches'
+              ? html`<div class="layout">
+                  <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} version=${version} /></div>
+                  ${
+                    batch
+                      ? html`<${BatchDetails}
+                          key=${batch}
+                          id=${batch}
+                          version=${version}
+                          act=${setPending}
+                          onClose=${() => setBatch(null)}
+                        />`
+                      : null
+                  }
+                </div>`
+              : html`<div class="layout">
+                  <div class="main-column">
+                    <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
+                    <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
+                    <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
+                    <${LimitsView} limits=${matrix.limits} />
+                  </div>
+                  ${
+                    selected
+                      ? html`<${QueueDetails}
+                          key=${`${selected.queue}|${selected.tenant}`}
+                          selected=${selected}
+                          matrix=${matrix}
+                          version=${version}
+                          act=${setPending}
+                          onClose=${() => setSelected(null)}
+                        />`
+                      : null
+                  }
+                </div>`
     }
     ${pending ? html`<${ConfirmDialog} pending=${pending} onConfirm=${run} onCancel=${() => setPending(null)} />` : null}
   </main>`;

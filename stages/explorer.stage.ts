@@ -21,7 +21,8 @@ import type { ScanResult } from './reporter.stage.js';
  * Shared: one explorer serves every tenant; the tenant travels in the job and the broker routes
  * each emitted conversion to that tenant's queue, or to its pdf queue by the `mime` header.
  *
- * Job `scan.folder`, args `[folder]` (relative to the samples root). Emits `doc.convert`
+ * Job `scan.folder`, args `[folder]` (relative to the samples root), or `[]` for the tenant's own
+ * folder (what the nightly schedule of every tenant sends: config/pipeline.json). Emits `doc.convert`
  * `[{ base64 }, documentName]` per file: the document's bytes. Options: `samplesDir` (relative to
  * the working directory; default the bundled `stages/samples`). Returns the scan's id (this job's)
  * and how many documents it sent: a workflow's report step gets it (`parent_results`).
@@ -42,10 +43,10 @@ export class Explorer implements StageHandler {
   }
 
   async handle(job: Job, ctx: StageContext): Promise<ScanResult> {
-    const [folder] = job.args;
-    if (typeof folder !== 'string') throw new NonRetryableError('args[0] must be the folder to scan', 'InvalidScanSpec');
     // Conversions are tenant-scoped: without a tenant there is nowhere to send them.
     if (job.tenant === undefined) throw new NonRetryableError('a scan needs a tenant', 'InvalidScanSpec');
+    const [folder = job.tenant] = job.args;
+    if (typeof folder !== 'string') throw new NonRetryableError('args[0] must be the folder to scan', 'InvalidScanSpec');
     const dir = path.resolve(this.root, folder);
     // The folder comes from whoever can publish a job: never let it climb out of the root.
     if (dir !== this.root && !dir.startsWith(this.root + path.sep)) {

@@ -6,6 +6,7 @@ import type { PayloadStore } from '../payload/payload-store.js';
 import type { ManagementApi } from '../security/management-api.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import type { WorkflowAdvancer } from '../workflow/workflow-advancer.js';
+import type { ScheduleFollower } from '../schedule/schedule-follower.js';
 import type { ConfigFile, Serializer } from './config-file.js';
 
 /** What every handler of the admin API works with. */
@@ -33,4 +34,6 @@ export interface AdminContext {
    * a restart): dead letters and unroutable jobs sent by reference are shown with their arguments.
    */
   payloads: PayloadStore;
+  /** The schedules (docs/schedules.md), followed from the schedules stream by one reader for the server's life. */
+  schedules: ScheduleFollower;
 }

@@ -27,6 +27,8 @@ import { toBindingError } from './http-binding/binding-error.js';
 import { bindingRoutes } from './http-binding/binding-routes.js';
 import { checkTenantHeader } from './http-binding/request-tenant.js';
 import { isBindingRequest, OJS_MEDIA_TYPE, OJS_VERSION } from './http-binding/ojs-media.js';
+import { ScheduleFollower } from '../schedule/schedule-follower.js';
+import { Scheduler } from '../schedule/scheduler.js';
 
 /** Where the admin API listens unless told otherwise: this machine only. */
 export const DEFAULT_ADMIN_HOST = '127.0.0.1';
@@ -62,6 +64,11 @@ export interface AdminServerOptions {
    * none). Refused unless `host` is a loopback address. @defaultValue false
    */
   noAuth?: boolean;
+  /**
+   * Run a scheduler in the server (docs/schedules.md): it fires the schedules while this process
+   * is the leader. Off where `stagecoach scheduler` processes do it alone. @defaultValue true
+   */
+  scheduler?: boolean;
   /** What one caller can make the server hold, and how long a request may take to arrive. */
   limits?: AdminServerLimits;
 }
@@ -135,6 +142,17 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const jobs = (): Promise<JobStore> => (store === undefined ? batches.jobs() : Promise.resolve(store));
   // With the memory store, the follower's store is where this server's pushes claim unique keys.
   const unfold = store === undefined ? uniqueGateFor(config).foldsHere(async () => memoryStoreOf(await batches.jobs())) : undefined;
+  // One reader of the schedules stream for the server's life; its scheduler shares it, and reads overlap where the API reads jobs.
+  const schedules = new ScheduleFollower(config, log);
+  const scheduler =
+    options.scheduler === false
+      ? undefined
+      : new Scheduler(config, {
+          log,
+          config: () => configFile.load(),
+          follower: schedules,
+          overlap: { jobs, batches: () => batches.fold() },
+        });
   const ctx: AdminContext = {
     configFile,
     stages,
@@ -145,6 +163,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     workflows,
     jobs,
     payloads,
+    schedules,
   };
   // The operators' web page at `/` and the API routes it adds (src/dashboard/).
   const dashboard = await loadDashboard(ctx);
@@ -225,6 +244,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // (or a broker away) must not hold up the start; batch requests wait for it, within a bound.
   batches.start();
   sweeper?.start();
+  schedules.start();
+  scheduler?.start();
   const port = (server.address() as AddressInfo).port;
   log.info('admin API listening', {
     host,
@@ -253,7 +274,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         timer.unref();
         await closed;
         clearTimeout(timer);
+        await scheduler?.stop();
         await binding.close();
+        await schedules.close();
         unfold?.();
         await batches.close();
         await store?.close();

@@ -69,6 +69,7 @@ export function putConfig(fixed?: '_default') {
         await reportsOf(ctx, before, name, tenant);
       }
       const next = tenant === undefined ? withQueueEntry(before, raw, name, body) : withTenantEntry(before, raw, name, tenant, body);
+      const removed = droppedFields(ownEntry(raw, name, tenant), ownEntry(next, name, tenant));
       // Compiled first (a 422 naming the key, nothing touched), then put on the broker, and
       // written only once the broker has it: a refusal leaves the file as it was.
       const after = ctx.configFile.compile(next);
@@ -99,7 +100,13 @@ export function putConfig(fixed?: '_default') {
         await announceLimits(after, ctx.log);
       }
       const restart = tenant === undefined ? changedStageFields(before, after, name) : changedTenantFields(before, after, name, tenant);
-      ctx.log.info('queue configuration changed through the admin API', { queue: name, tenant, policies, restart_needed: restart });
+      ctx.log.info('queue configuration changed through the admin API', {
+        queue: name,
+        tenant,
+        policies,
+        restart_needed: restart,
+        removed,
+      });
       return {
         status: 200,
         body: {
@@ -108,6 +115,7 @@ export function putConfig(fixed?: '_default') {
           config: configView(after, name, tenant),
           applied: { policies_put: policies.put, policies_deleted: policies.deleted },
           restart_needed: restart,
+          removed,
         },
       };
     });
@@ -160,6 +168,20 @@ function withTenantEntry(before: CompiledConfig, raw: RawConfig, name: string, t
     return { ...own, queues };
   });
   return { ...raw, tenants };
+}
+
+/** The queue's own entry in a raw file: `queues.<name>`, or the tenant's own settings of it. */
+function ownEntry(raw: RawConfig, name: string, tenant: string | undefined): Record<string, unknown> {
+  if (tenant === undefined) return (raw.queues?.[name] ?? {}) as Record<string, unknown>;
+  const entry = (raw.tenants ?? []).find((t): t is TenantConfig => typeof t !== 'string' && t.name === tenant);
+  return (entry?.queues?.[name] ?? {}) as Record<string, unknown>;
+}
+
+/** Fields the entry had and the replacement left out: they fall back to what the queue inherits, said in the answer. */
+function droppedFields(before: Record<string, unknown>, after: Record<string, unknown>): string[] {
+  return Object.keys(before)
+    .filter((field) => !(field in after))
+    .sort();
 }
 
 /** A tenant's own settings live in its `tenants` entry: it must have one. */

@@ -1,6 +1,7 @@
 import { openConnection } from '../broker/amqp-connection.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { QueueConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
 import { coreTopology, mergeTopologies, provisionedQueueTopology } from '../topology/build-topology.js';
 import type { AdminContext } from './admin-context.js';
 import { ApiError } from './api-error.js';
@@ -38,12 +39,13 @@ export async function createQueue(ctx: AdminContext, { req }: ApiRequest): Promi
     const config = ctx.configFile.compile(next);
     const queue = config.queues.get(name);
     if (queue === undefined) throw new Error(`queue "${name}" missing from its compiled configuration`);
+    // Its dead_letter_queue too: dead letters routed to a queue nobody declared would be unroutable.
+    const created = [queue, ...(queue.dead_letter_queue === undefined ? [] : [queueFor(config, queue.dead_letter_queue)])];
     const connection = await openConnection(config, ctx.log, 'stagecoach-admin');
     try {
-      const parts =
-        queue.scope === 'shared'
-          ? [provisionedQueueTopology(config, queue)]
-          : config.tenants.map((t) => provisionedQueueTopology(config, queue, t));
+      const parts = created.flatMap((q) =>
+        q.scope === 'shared' ? [provisionedQueueTopology(config, q)] : config.tenants.map((t) => provisionedQueueTopology(config, q, t)),
+      );
       await declareTopology(connection, mergeTopologies(coreTopology(config), ...parts), ctx.log);
     } finally {
       await connection.close().catch(() => undefined);

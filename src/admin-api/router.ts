@@ -18,7 +18,7 @@ export interface ApiRequest {
 }
 
 export interface Route {
-  method: 'GET' | 'PUT' | 'POST' | 'DELETE';
+  method: 'GET' | 'PUT' | 'POST' | 'DELETE' | 'PATCH';
   /** Path with `{name}` placeholders, e.g. `/ojs/v1/queues/{name}/config`. A literal segment wins over a placeholder. */
   path: string;
   /** Changes state: never a viewer's (checked before anything else is read). */

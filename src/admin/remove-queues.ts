@@ -13,13 +13,14 @@ import { BrokerNames, parseBrokerName, type ParsedBrokerName } from '../topology
 import { keptBecause } from './dead-letters-admin.js';
 import { peek } from '../broker/peek.js';
 import { deleteIfEmpty } from './delete-if-empty.js';
+import { discardReported } from './discard-reports.js';
 import { inParallel } from '../util/in-parallel.js';
 
 /**
  * The strategies of OJS queue configuration 5.3 for what a removed queue still holds:
  * - `reject`: refuse while any job remains (main, due, suspect or dead-letter queue), and list
  *   them; nothing is touched;
- * - `discard`: drop them, and count what was dropped;
+ * - `discard`: drop them, and count what was dropped (a tracked job reported `discarded` first: discard-reports.ts);
  * - `move`: send every job to the target logical queue of the same tenant, each confirmed by
  *   the broker before its original is acknowledged; dead letters go to the target's dead letters.
  */
@@ -120,6 +121,7 @@ export async function removeQueues(config: CompiledConfig, removal: Removal, log
     for (const [index, queue] of removal.queues.entries()) {
       const outcome = outcomes[index];
       if (removal.strategy === 'move') await moveJobs(config, connection, queue, removal.target as string, outcome, log);
+      if (removal.strategy === 'discard') outcome.discarded += await discardReported(config, connection, queue, log);
       // A queue no longer configured (queue delete) had the `_default` type, as far as the configuration knows.
       const quorum = (config.queues.get(queue.queue) ?? config.defaultQueue).type === 'quorum';
       outcome.deleted = await deleteQueue(connection, queue.name, removal.strategy === 'discard', outcome, quorum);

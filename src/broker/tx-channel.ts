@@ -22,3 +22,8 @@ export async function selectTx(channel: Channel): Promise<void> {
 export async function commit(channel: Channel): Promise<void> {
   await (channel as unknown as RpcChannel).rpc(defs.TxCommit, {}, defs.TxCommitOk);
 }
+
+/** `tx.rollback`: everything sent on the channel since the last commit is dropped. */
+export async function rollback(channel: Channel): Promise<void> {
+  await (channel as unknown as RpcChannel).rpc(defs.TxRollback, {}, defs.TxRollbackOk);
+}

@@ -17,6 +17,7 @@ import { jobCancel, jobList, jobStatus, type JobListOptions } from './commands/j
 import { batchDirective, tenantDirective } from './commands/directives.js';
 import { workflowCancel, workflowList, workflowStatus } from './commands/workflow.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
+import { addScheduleCommands } from './schedule-program.js';
 import { packageVersion } from '../util/package-version.js';
 
 function collect(value: string, previous: string[]): string[] {
@@ -139,9 +140,18 @@ export function buildProgram(): Command {
     )
     .option('--test-reset', 'serve POST /ojs/v1/admin/reset, which deletes every job of the prefix (conformance runs; never production)')
     .option('--no-auth', 'requests without a token act as the admin; refused unless --host is a loopback address (never production)')
+    .option('--no-scheduler', 'do not fire schedules here (`stagecoach scheduler` processes do)')
     .addOption(configOption())
     .action(
-      async (opts: { port?: string; host?: string; config?: string; payloadSweep?: boolean; testReset?: boolean; auth?: boolean }) => {
+      async (opts: {
+        port?: string;
+        host?: string;
+        config?: string;
+        payloadSweep?: boolean;
+        testReset?: boolean;
+        auth?: boolean;
+        scheduler?: boolean;
+      }) => {
         process.exitCode = await admin(opts);
       },
     );
@@ -427,6 +437,7 @@ export function buildProgram(): Command {
       process.exitCode = await jobCancel(id, opts);
     });
 
+  addScheduleCommands(program, configOption, httpPortOption);
   return program;
 }
 

@@ -21,6 +21,7 @@ import { TENANT_SLUG, TENANT_SLUG_RULE } from '../util/tenant-slug.js';
 import { resolveQueue, SETTING_KEYS } from './queue-resolver.js';
 import { checkBrokerUrls, checkQueueType } from './check-cluster.js';
 import { compileTenantShares } from './tenant-share.js';
+import { compileSchedules, tenantZones } from './compile-schedule.js';
 import { checkFlowWithTenantUsers, compileLimits, compileWindow, stageLimits } from './compile-limits.js';
 
 /** RabbitMQ's largest `message-ttl` (2^32 - 1 ms, about 49.7 days). */
@@ -89,7 +90,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     });
   }
 
-  return {
+  const compiled: CompiledConfig = {
     source,
     prefix: config.prefix,
     broker: config.broker,
@@ -109,7 +110,12 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     tenantShares,
     limits: compileLimits(source, config.limits),
     stages,
+    schedules: new Map(),
+    tenantZones: tenantZones(source, config.tenants),
   };
+  // Checked against the configuration they are part of: a schedule's queue must take its jobs.
+  compiled.schedules = compileSchedules(source, config.schedules, compiled);
+  return compiled;
 }
 
 /**

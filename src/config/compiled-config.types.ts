@@ -16,6 +16,7 @@ import type {
   StageConfig,
   TenantConfig,
 } from './raw-config.types.js';
+import type { ScheduleConfig, ScheduleDefinition } from './schedule-config.types.js';
 
 /** A tenant's fair-share settings, compiled: what a pooled stage process reads per tenant. */
 export interface TenantShare {
@@ -154,6 +155,7 @@ export interface ConfigWithDefaults {
   payloads: { threshold: number; store: CompiledPayloadStoreConfig; orphan_after: string; retention: string };
   limits: Record<string, LimitConfig>;
   stages: Record<string, StageConfig>;
+  schedules: Record<string, ScheduleConfig>;
 }
 
 export interface CompiledStageConfig {
@@ -213,4 +215,8 @@ export interface CompiledConfig {
   /** Named limits on downstream resources by key (docs/flow-control.md). */
   limits: ReadonlyMap<string, CompiledLimit>;
   stages: Map<string, CompiledStageConfig>;
+  /** The configuration file's schedules, checked, by name (docs/schedules.md). */
+  schedules: ReadonlyMap<string, ScheduleDefinition>;
+  /** The configured tenants' own time zones (`tenants[].timezone`), for per-tenant schedules. */
+  tenantZones: ReadonlyMap<string, string>;
 }

@@ -14,3 +14,4 @@
  */
 export type * from './raw-config.types.js';
 export type * from './compiled-config.types.js';
+export type * from './schedule-config.types.js';

@@ -172,6 +172,7 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
       retention: raw.payloads?.retention ?? DEFAULT_PAYLOAD_RETENTION,
     },
     stages: raw.stages ?? {},
+    schedules: raw.schedules ?? {},
   };
 }
 

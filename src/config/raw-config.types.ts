@@ -1,3 +1,5 @@
+import type { ScheduleConfig } from './schedule-config.types.js';
+
 /**
  * The configuration file as written: {@link RawConfig} and its parts, every field as the JSON
  * Schema (`schema/stagecoach.schema.json`) allows it. Field names inside `queues.*` follow the
@@ -7,32 +9,8 @@
  * reachable through config.types.ts.
  */
 
-/** An OJS retry policy (OJS core "Retry policies"). Durations are ISO 8601 (`PT1S`). */
-/** A retry policy with every field set but `backoff_strategy` (unset: `exponential`, so compiled policies keep their shape). */
-export type DefaultedRetryPolicy = Required<Omit<RetryPolicy, 'backoff_strategy'>> & Pick<RetryPolicy, 'backoff_strategy'>;
-
-export interface RetryPolicy {
-  /** All attempts, the first included; 1 means no retry. @defaultValue 3 */
-  max_attempts?: number;
-  /** Wait before the second attempt, ISO 8601. @defaultValue "PT1S" */
-  initial_interval?: string;
-  /** Multiplier for each further wait (the exponent for `polynomial`). @defaultValue 2 */
-  backoff_coefficient?: number;
-  /**
-   * How the wait grows (OJS retry section 3, the `backoff_strategy` extension field): `exponential`
-   * `initial_interval * backoff_coefficient^(n-1)`, `polynomial` `initial_interval * n^backoff_coefficient`,
-   * `linear` `initial_interval * n`, `none` `initial_interval`. @defaultValue "exponential"
-   */
-  backoff_strategy?: 'exponential' | 'polynomial' | 'linear' | 'none';
-  /** Upper bound of any wait, ISO 8601. @defaultValue "PT5M" */
-  max_interval?: string;
-  /** Multiply each wait by a random factor in [0.5, 1.5). @defaultValue true */
-  jitter?: boolean;
-  /** Error types that are never retried; `prefix.*` matches by prefix. @defaultValue [] */
-  non_retryable_errors?: string[];
-  /** What happens when attempts run out. @defaultValue "dead_letter" */
-  on_exhaustion?: 'dead_letter' | 'discard';
-}
+export type { DefaultedRetryPolicy, RetryPolicy } from './retry-policy.types.js';
+import type { RetryPolicy } from './retry-policy.types.js';
 
 /** How jobs of one logical queue are split into specialised queues by a header. */
 export interface VariantsConfig {
@@ -212,6 +190,8 @@ export interface TenantConfig {
   min_concurrency?: number;
   /** Queue name (or `_default`) -> the tenant's own settings. @defaultValue {} */
   queues?: Record<string, QueueSettings>;
+  /** IANA time zone of the tenant: its jobs of per-tenant schedules fire on its wall clock (docs/schedules.md). @defaultValue the schedule's */
+  timezone?: string;
 }
 
 /** One stage deployment: where its class lives and how hard it works. */
@@ -402,4 +382,6 @@ export interface RawConfig {
   limits?: Record<string, LimitConfig>;
   /** Stages by name. */
   stages?: Record<string, StageConfig>;
+  /** Recurring jobs by name (OJS cron; docs/schedules.md), fired by the scheduler's leader. @defaultValue {} */
+  schedules?: Record<string, ScheduleConfig>;
 }

@@ -33,6 +33,9 @@ export const EVENT_TYPES = [
   'workflow.failed',
   'workflow.cancelled',
   'workflow.callback_fired',
+  // Schedules (OJS cron 9; docs/schedules.md), from the scheduler's leader.
+  'cron.triggered',
+  'cron.skipped',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -1,6 +1,6 @@
 import type { ChannelModel } from 'amqplib';
 import { FlagChannel, type HoldOutcome } from './flag-channel.js';
-import { flagName, flagObject, type Flag, type MarkerFlag, type ReadLockFlag } from './flag.js';
+import { flagName, flagObject, type Flag, type HeldFlag, type MarkerFlag } from './flag.js';
 import type { FlagReader } from './flag-reader.js';
 
 /** Where flags live: the prefix of their names and, for setting markers, the durability of the topology. */
@@ -55,7 +55,7 @@ export class BrokerFlags implements FlagReader {
   }
 
   /** Tries once to hold the read lock for this connection's lifetime (see FlagChannel.holdExclusive). */
-  hold(flag: ReadLockFlag): Promise<HoldOutcome> {
+  hold(flag: HeldFlag): Promise<HoldOutcome> {
     return this.channel.holdExclusive(this.name(flag));
   }
 

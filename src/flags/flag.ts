@@ -28,6 +28,14 @@ export interface ReadLockFlag {
   kind: 'read-lock';
 }
 
+/** The scheduler's leadership (docs/schedules.md): an exclusive queue, held by the leader's connection, gone with it. */
+export interface SchedulerLeaderFlag {
+  kind: 'scheduler-leader';
+}
+
+/** The flags held as exclusive queues. */
+export type HeldFlag = ReadLockFlag | SchedulerLeaderFlag;
+
 /**
  * A tenant is provisioned while its tenant exchange exists. Read only: the exchange is topology,
  * declared by `provision` and removed by `tenant retire`, so it is never set or cleared as a
@@ -38,7 +46,7 @@ export interface TenantProvisionedFlag {
   tenant: string;
 }
 
-export type Flag = MarkerFlag | ReadLockFlag | TenantProvisionedFlag;
+export type Flag = MarkerFlag | HeldFlag | TenantProvisionedFlag;
 export type FlagKind = Flag['kind'];
 /** The flag of a kind, e.g. `FlagOf<'batch-paused'>`. */
 export type FlagOf<K extends FlagKind> = Extract<Flag, { kind: K }>;
@@ -51,12 +59,13 @@ export const FLAG_KINDS: readonly FlagKind[] = [
   'batch-paused',
   'tenant-paused',
   'read-lock',
+  'scheduler-leader',
   'tenant-provisioned',
 ];
 
 /** The broker object a flag is: an exchange (passive `exchange.declare`) or an exclusive queue. */
 export function flagObject(flag: Pick<Flag, 'kind'>): 'exchange' | 'queue' {
-  return flag.kind === 'read-lock' ? 'queue' : 'exchange';
+  return flag.kind === 'read-lock' || flag.kind === 'scheduler-leader' ? 'queue' : 'exchange';
 }
 
 /** The heads of the directive names, after `<prefix>.`: what follows is the batch or the tenant. */
@@ -72,7 +81,7 @@ const DIRECTIVE_HEADS = {
  *   (queue names, tenants and variants have no dots, so a name says exactly which queue);
  * - `<prefix>.batch-cancelled.<batch>`, `<prefix>.batch-paused.<batch>`, `<prefix>.tenant-paused.<tenant>`
  *   (batch ids may hold dots: read back by the head);
- * - `<prefix>.read-lock`; `<prefix>.tenant.<tenant>` (the tenant exchange).
+ * - `<prefix>.read-lock`, `<prefix>.scheduler-leader`; `<prefix>.tenant.<tenant>` (the tenant exchange).
  */
 export function flagName(prefix: string, flag: Flag): string {
   switch (flag.kind) {
@@ -87,6 +96,8 @@ export function flagName(prefix: string, flag: Flag): string {
       return `${prefix}.${DIRECTIVE_HEADS[flag.kind]}${flag.tenant}`;
     case 'read-lock':
       return `${prefix}.read-lock`;
+    case 'scheduler-leader':
+      return `${prefix}.scheduler-leader`;
     case 'tenant-provisioned':
       return `${prefix}.tenant.${flag.tenant}`;
   }
@@ -100,6 +111,7 @@ export function parseFlagName(prefix: string, name: string): Exclude<Flag, Tenan
   if (!name.startsWith(`${prefix}.`)) return undefined;
   const rest = name.slice(prefix.length + 1);
   if (rest === 'read-lock') return { kind: 'read-lock' };
+  if (rest === 'scheduler-leader') return { kind: 'scheduler-leader' };
   if (rest.startsWith('state.')) return parseQueueFlag(rest.slice('state.'.length));
   for (const kind of ['batch-cancelled', 'batch-paused'] as const) {
     if (rest.startsWith(DIRECTIVE_HEADS[kind])) return { kind, batch: rest.slice(DIRECTIVE_HEADS[kind].length) };

@@ -49,6 +49,12 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
       origin.queue,
     );
   }
+  if (spec.expires_at !== undefined && !isTimestamp(spec.expires_at)) {
+    throw new InvalidPayloadError(
+      `job "${spec.type}": "expires_at" must be an ISO 8601 timestamp with a time zone, such as "2026-01-01T09:00:00Z"`,
+      origin.queue,
+    );
+  }
   const meta = { ...spec.meta };
   if (origin.parentId !== undefined) meta.parent_id = origin.parentId;
   // Set by the origin only (checked by whoever passes it): a job's batch is its parent's.
@@ -69,6 +75,7 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   if (spec.retry !== undefined) job.retry = spec.retry;
   if (spec.scheduled_at !== undefined) job.scheduled_at = spec.scheduled_at;
   if (spec.enqueue_ttl !== undefined) job.enqueue_ttl = spec.enqueue_ttl;
+  if (spec.expires_at !== undefined) job.expires_at = spec.expires_at;
   if (spec.rate_limit !== undefined) job.rate_limit = spec.rate_limit;
   if (spec.unique !== undefined) {
     job.unique = spec.unique;
@@ -136,6 +143,7 @@ export function parseEnvelope(body: unknown): Job {
     '"enqueue_ttl" must be an ISO 8601 duration such as "PT30S"',
   );
   expect(job.scheduled_at === undefined || isTimestamp(job.scheduled_at), '"scheduled_at" must be an ISO 8601 timestamp with a time zone');
+  expect(job.expires_at === undefined || isTimestamp(job.expires_at), '"expires_at" must be an ISO 8601 timestamp with a time zone');
   expect(job.created_at === undefined || isTimestamp(job.created_at), '"created_at" must be an ISO 8601 timestamp with a time zone');
   validateRateLimitPolicy(job.rate_limit, `the envelope's "rate_limit"`);
   // Last: the fields above are shallow, and a body this deep could never be published again.

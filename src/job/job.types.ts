@@ -27,6 +27,8 @@ export interface Job {
   scheduled_at?: string;
   /** Time the job may wait in its queue before it expires, ISO 8601 duration. */
   enqueue_ttl?: string;
+  /** ISO 8601 timestamp: past it the job is discarded unrun, wherever it waits (OJS core `expires_at`). */
+  expires_at?: string;
   /** 1 on the first delivery, +1 for every retry or redelivery after a crash. */
   attempt: number;
   /** ISO 8601 timestamp. */
@@ -109,6 +111,12 @@ export interface JobSpec {
   scheduled_at?: string;
   /** How long the job may wait in its queue before it expires, ISO 8601 duration; not applied to a scheduled job. */
   enqueue_ttl?: string;
+  /**
+   * ISO 8601 timestamp with a time zone: a job not started by then is discarded unrun (reported
+   * `discarded`, error type `JOB_EXPIRED`), whether it waits in its queue, on the delay ladder or
+   * for an HTTP worker's fetch. @defaultValue none
+   */
+  expires_at?: string;
   /** Extra AMQP headers, e.g. the variant header (`mime`). */
   headers?: Record<string, HeaderValue>;
   /** Its own limit, shared with every job of the same key (docs/flow-control.md). @defaultValue none */

@@ -74,3 +74,9 @@ function random12(): number {
   offset += 2;
   return value;
 }
+
+/** The Unix milliseconds a UUIDv7 was made at, or undefined when `id` is not a UUIDv7. */
+export function uuidv7Time(id: string): number | undefined {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i.test(id)) return undefined;
+  return Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+}

@@ -47,3 +47,19 @@ export class DeadLetterJob extends HandlerOutcome {
     super('HANDLER_ERROR', reason);
   }
 }
+
+/**
+ * The job's `expires_at` passed before it started (OJS core: discarded, never run). Not thrown by
+ * handlers: a stage discards such a job before its handler would run, wherever it waited.
+ */
+export class JobExpiredError extends DiscardJob {
+  readonly type = 'JOB_EXPIRED';
+  constructor(expiresAt: string) {
+    super(`the job expired at ${expiresAt} before it started`);
+  }
+}
+
+/** Whether a job's `expires_at` has passed at `now` (a job without one never expires). */
+export function hasExpired(job: { expires_at?: string }, now: number = Date.now()): boolean {
+  return job.expires_at !== undefined && Date.parse(job.expires_at) <= now;
+}

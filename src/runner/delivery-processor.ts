@@ -9,6 +9,7 @@ import type { Logger } from '../logging/logger.js';
 import type { PublisherCheck } from '../security/publisher-check.js';
 import { inJobSpan, sdkRegistered } from '../observability/tracing.js';
 import { invokeHandler } from '../stage/handler-invoker.js';
+import { hasExpired, JobExpiredError } from '../retry/handler-outcomes.js';
 import { JobContext, type UniqueEnqueue } from '../stage/job-context.js';
 import type { EnqueueMiddleware } from '../stage/middleware/middleware.types.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
@@ -63,6 +64,8 @@ export class DeliveryProcessor {
     if ('kind' in admitted) return admitted;
     const { job, headers } = admitted;
     const { stage, log, sink, onPublished, handler, directives } = this.options;
+    // Past its deadline (OJS core `expires_at`): discarded unrun, wherever it waited.
+    if (job.expires_at !== undefined && hasExpired(job)) return { kind: 'failed', job, error: new JobExpiredError(job.expires_at) };
     // Scheduled beyond the ladder's reach: not run yet, whatever its directives say.
     if (delivery.input === 'due') {
       const waitMs = scheduleHopMs(job, Date.now());

@@ -76,12 +76,14 @@ function entryTopology(config: CompiledConfig): Topology {
       { name: names.park, type: 'topic', durable, alternateExchange: names.unroutable },
       trackingExchange(config),
       jobCancelsExchange(config),
+      schedulesExchange(config),
     ],
     queues: [
       { name: names.unroutable, durable, arguments: queueTypeArguments(sharedQueueType(config)) },
       { name: names.parked, durable, arguments: queueTypeArguments(sharedQueueType(config)) },
       trackingStream(config),
       jobCancelsStream(config),
+      schedulesStream(config),
     ],
     bindings: [
       { source: names.unroutable, destination: names.unroutable, destinationType: 'queue', routingKey: '' },
@@ -89,6 +91,7 @@ function entryTopology(config: CompiledConfig): Topology {
       { source: names.park, destination: names.parked, destinationType: 'queue', routingKey: '#' },
       { source: names.tracking, destination: names.tracking, destinationType: 'queue', routingKey: '' },
       { source: names.jobCancels, destination: names.jobCancels, destinationType: 'queue', routingKey: '' },
+      { source: names.schedules, destination: names.schedules, destinationType: 'queue', routingKey: '' },
     ],
   };
 }
@@ -129,6 +132,32 @@ export function jobCancelsStream(config: CompiledConfig): QueueSpec {
 /** The way into the job-cancels stream, as trackingExchange is into the tracking stream. */
 export function jobCancelsExchange(config: CompiledConfig): ExchangeSpec {
   return { name: new BrokerNames(config.prefix).jobCancels, type: 'fanout', durable: true };
+}
+
+/**
+ * The schedules stream (docs/schedules.md): every registration and what became of every
+ * occurrence, read from its start by whoever needs schedules. Kept by size, not age: the leader
+ * writes a snapshot of the whole state every SNAPSHOT_EVERY records, far less than the stream
+ * keeps, so a reader from the start always finds the state whole.
+ */
+export function schedulesStream(config: CompiledConfig): QueueSpec {
+  return {
+    name: new BrokerNames(config.prefix).schedules,
+    durable: true,
+    arguments: {
+      'x-queue-type': 'stream',
+      'x-max-length-bytes': SCHEDULES_STREAM_BYTES,
+      'x-stream-max-segment-size-bytes': 16 * 1024 * 1024,
+    },
+  };
+}
+
+/** How many bytes the schedules stream keeps: 1 GiB. */
+export const SCHEDULES_STREAM_BYTES = 1024 * 1024 * 1024;
+
+/** The way into the schedules stream, as trackingExchange is into the tracking stream. */
+export function schedulesExchange(config: CompiledConfig): ExchangeSpec {
+  return { name: new BrokerNames(config.prefix).schedules, type: 'fanout', durable: true };
 }
 
 /** The tenant's exchange and its binding from the root exchange. */
@@ -342,6 +371,11 @@ export function provisionQueues(config: CompiledConfig, stages: readonly StageEn
   for (const stage of stages) {
     queueNames.add(stage.input);
     for (const output of stage.outputs) queueNames.add(output);
+  }
+  // A queue's dead_letter_queue is written to as an output is, by whichever stage dead-letters.
+  for (const name of [...queueNames]) {
+    const target = queueFor(config, name).dead_letter_queue;
+    if (target !== undefined) queueNames.add(target);
   }
   return [...queueNames].sort().map((name) => queueFor(config, name));
 }

@@ -94,6 +94,16 @@ export class BrokerNames {
     return `${this.prefix}.tracking`;
   }
 
+  /** Stream (and fanout exchange of the same name) of schedules and their occurrences (docs/schedules.md). */
+  get schedules(): string {
+    return `${this.prefix}.schedules`;
+  }
+
+  /** Exclusive queue held by the scheduler's leader (docs/schedules.md): one connection at a time, gone with it. */
+  get schedulerLeader(): string {
+    return flagName(this.prefix, { kind: 'scheduler-leader' });
+  }
+
   /** Stream (and fanout exchange of the same name) of `job cancel` directives, read by every stage (docs/job-state.md). */
   get jobCancels(): string {
     return `${this.prefix}.job-cancels`;

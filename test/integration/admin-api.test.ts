@@ -314,6 +314,16 @@ describe('the admin HTTP API, end to end', function () {
     expect((await call('POST', '/ojs/v1/queues', { body: { name: 'reports' } })).status).to.equal(409);
   });
 
+  it('creates a queue whose dead_letter_queue no one declared: the target is declared with it, for every tenant', async () => {
+    const { names, raw } = project;
+    const created = await call('POST', '/ojs/v1/queues', { body: { name: 'exports', config: { dead_letter_queue: 'exports-failed' } } });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    for (const tenant of ['acme', 'globex']) {
+      expect(await raw.exists(names.queue('exports', tenant)), tenant).to.equal(true);
+      expect(await raw.exists(names.queue('exports-failed', tenant)), `its dead_letter_queue, ${tenant}`).to.equal(true);
+    }
+  });
+
   it('runs as `stagecoach admin` until SIGTERM, then exits 0; a bad --port exits 2', async () => {
     const child = spawnCli(['admin', '--port', '0', '--config', project.file], { ...env, STAGECOACH_ADMIN_TOKEN: TOKEN });
     try {

@@ -123,4 +123,17 @@ describe('PUT .../config: the file changes only with the broker, and never after
       max_size: 7,
     });
   });
+
+  it('a PUT replaces the entry and says which fields it removed, never silently', async () => {
+    const first = await putText(server, '{"max_size": 9, "allowed_job_types": ["done.note"], "events": true}');
+    expect(first.status, JSON.stringify(first.body)).to.equal(200);
+    expect((first.body as { removed?: unknown }).removed).to.deep.equal([]);
+    const second = await putText(server, '{"max_size": 9, "retention": {"completed": "P1D"}}');
+    expect(second.status, JSON.stringify(second.body)).to.equal(200);
+    expect((second.body as { removed?: unknown }).removed).to.deep.equal(['allowed_job_types', 'events']);
+    expect((JSON.parse(await readFile(project.file, 'utf8')) as { queues: Record<string, unknown> }).queues.done).to.deep.equal({
+      max_size: 9,
+      retention: { completed: 'P1D' },
+    });
+  });
 });

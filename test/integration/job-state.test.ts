@@ -3,6 +3,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { startAdminServer } from '../../src/admin-api/admin-server.js';
 import { Tracker } from '../../src/batch/tracker.js';
+import { cancelJob } from '../../src/batch/job-cancel.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { foldJob, type JobRecord, type JobRow } from '../../src/job-state/job-lifecycle.js';
@@ -169,6 +170,27 @@ describe('job state: every tracked job in the PostgreSQL job store (docs/job-sta
     expect(await row(id)).to.not.equal(undefined);
     await tracker.prune(new Date(Date.now() + 120_000));
     expect(await row(id)).to.equal(undefined);
+  });
+
+  it('a cancel sent right after the publish, before the job store has seen the job, is not refused: the job never runs', async () => {
+    const worker = groups[0] as RunningGroup;
+    const blocker = await worker.publisher.publish('later', { type: 'doc', args: ['hold'] });
+    await waitFor('the blocker active', async () => (await row(blocker))?.state === 'active');
+    // No tracker folds for a moment: the store cannot know the job when the cancel asks for it.
+    await tracker.close();
+    const id = await worker.publisher.publish('later', { type: 'doc', args: ['ok'] });
+    // `job cancel`'s own function, in this process: it asks at once.
+    const cancel = cancelJob(config, id, log);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    tracker = await Tracker.start(config, { log });
+    expect((await cancel).state).to.equal('cancelled');
+    holdGate.releaseAll();
+    const cancelled = await waitFor('cancelled by the stage', async () => ((await row(id))?.outcome === 'cancelled' ? row(id) : undefined));
+    expect(cancelled?.state).to.equal('cancelled');
+    expect(ran).to.not.include(id);
+    // An id no job ever had is still not found, at once.
+    const unknown = await cli('job', 'cancel', '0190a0a0-0000-7000-8000-000000000000');
+    expect(unknown.code).to.equal(1);
   });
 
   it('a stage SIGKILLed mid-run leaves its job active, then available again, and it runs again from the suspect queue', async () => {

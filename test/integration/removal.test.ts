@@ -230,7 +230,7 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
     expect(configured.stderr).to.contain('queue "in" is still configured');
 
     await publisher.publish('legacy', { type: 't', args: ['acme-legacy'], tenant: 'acme' });
-    await publisher.publish('legacy', { type: 't', args: ['hooli-legacy'], tenant: 'hooli' });
+    const hooliJob = await publisher.publish('legacy', { type: 't', args: ['hooli-legacy'], tenant: 'hooli' });
     const refused = await runCli(['queue', 'delete', 'legacy', '--strategy', 'reject', '--config', file], env);
     expect(refused.code).to.equal(1);
     expect(refused.stdout).to.contain(`  kept     ${names.queue('legacy', 'acme')}: 1 job`);
@@ -252,6 +252,12 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
     expect(discarded.code, discarded.stderr).to.equal(0);
     expect(discarded.stdout).to.contain(`  deleted  ${names.queue('legacy', 'hooli')}: 1 job, 1 discarded`);
     expect(await raw.exists(names.queue('legacy', 'hooli'))).to.equal(false);
+    // The job store knows it went: discarded, saying why, not still `available`.
+    const status = await runCli(['job', 'status', hooliJob, '--json', '--config', file], env);
+    expect(status.code, status.stderr).to.equal(0);
+    const shown = JSON.parse(status.stdout) as { state: string; errors: Array<{ type: string }> };
+    expect(shown.state).to.equal('discarded');
+    expect(shown.errors.map((e) => e.type)).to.deep.equal(['QUEUE_DELETED']);
     expect(await raw.exists(names.queue('legacy', 'acme'))).to.equal(true);
 
     // The rest (acme's) to `in`, each tenant's own.

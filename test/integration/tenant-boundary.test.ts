@@ -114,6 +114,45 @@ describe('the tenant boundary on the admin port', function () {
   });
 
   describe('who sees what', () => {
+    it("a tenant's token registers, reads and changes its own tenant's schedules only (docs/schedules.md)", async () => {
+      const nightly = {
+        name: 'nightly',
+        expression: '0 2 * * *',
+        job_template: { type: 'scan.start', args: [], options: { queue: 'conversions' } },
+      };
+      const mine = await call('POST', '/ojs/v1/cron', { token: acme, body: nightly });
+      expect(mine.status, JSON.stringify(mine.body)).to.equal(201);
+      expect(mine.body.cron).to.include({ name: 'nightly', tenant: 'acme' });
+      // The same name is another tenant's own: neither learns of the other's.
+      expect((await call('POST', '/ojs/v1/cron', { token: globex, body: nightly })).status).to.equal(201);
+      const listed = await call('GET', '/ojs/v1/cron', { token: acme });
+      expect((listed.body.crons as Json[]).map((cron) => `${cron.tenant as string}/${cron.name as string}`)).to.deep.equal([
+        'acme/nightly',
+      ]);
+      expect((await call('GET', '/ojs/v1/cron/nightly', { token: acme })).body.cron).to.include({ tenant: 'acme' });
+      // Another tenant's is not to be named, read or changed.
+      expect((await call('GET', '/ojs/v1/cron', { token: acme, tenant: 'globex' })).status).to.equal(403);
+      expect((await call('DELETE', '/ojs/v1/cron/nightly', { token: acme, tenant: 'globex' })).status).to.equal(403);
+      expect((await call('POST', '/ojs/v1/cron/other/trigger', { token: acme })).status).to.equal(404);
+      // A tenant's schedule fires for its tenant alone.
+      const everyone = await call('POST', '/ojs/v1/cron', { token: acme, body: { ...nightly, name: 'all', tenants: '*' } });
+      expect(everyone.status).to.equal(400);
+      expect(everyone.body.error.message).to.match(/own tenant/);
+      // The admin sees both; a viewer reads and changes nothing; no token reads nothing.
+      const all = await call('GET', '/ojs/v1/cron', { accept: 'application/json' });
+      expect((all.body.crons as Json[]).map((cron) => cron.tenant)).to.have.members(['acme', 'globex']);
+      expect((await call('PATCH', '/ojs/v1/cron/nightly', { token: viewer, tenant: 'acme', body: { enabled: false } })).status).to.equal(
+        403,
+      );
+      expect((await call('GET', '/ojs/v1/cron', { token: null })).status).to.equal(401);
+      expect((await call('PATCH', '/ojs/v1/cron/nightly', { token: acme, body: { enabled: false } })).body.cron).to.include({
+        enabled: false,
+        next_run_at: null,
+      });
+      expect((await call('DELETE', '/ojs/v1/cron/nightly', { token: acme })).status).to.equal(200);
+      expect((await call('GET', '/ojs/v1/cron/nightly', { token: globex })).body.cron).to.include({ tenant: 'globex', enabled: true });
+    });
+
     it("a tenant's token never reads or cancels another tenant's job, whatever Accept and X-OJS-Tenant say", async () => {
       const theirs = await push('globex', ['g']);
       const ours = await push('acme', ['a']);

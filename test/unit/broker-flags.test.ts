@@ -16,6 +16,7 @@ const EXAMPLES: Array<[Flag, string]> = [
   [{ kind: 'batch-paused', batch: 'nightly.2026-11-26' }, 'ojs.batch-paused.nightly.2026-11-26'],
   [{ kind: 'tenant-paused', tenant: 'acme' }, 'ojs.tenant-paused.acme'],
   [{ kind: 'read-lock' }, 'ojs.read-lock'],
+  [{ kind: 'scheduler-leader' }, 'ojs.scheduler-leader'],
   [{ kind: 'tenant-provisioned', tenant: 'acme' }, 'ojs.tenant.acme'],
 ];
 

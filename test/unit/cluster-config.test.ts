@@ -95,8 +95,9 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
       expect(queueArguments(topology, 'ojs.queue.representations.acme')['x-max-priority']).to.equal(3);
       const plain = compileConfig({ tenants: ['acme'] });
       const classic = mergeTopologies(provisionTopology(plain, STAGES, 'acme'), stageDeclaredTopology(plain, STAGES, 'acme'));
-      // The tracking log and the job cancels are streams whatever the other queues are.
-      for (const queue of classic.queues.filter((q) => q.name !== 'ojs.tracking' && q.name !== 'ojs.job-cancels')) {
+      // The tracking log, the job cancels and the schedules are streams whatever the other queues are.
+      const streams = new Set(['ojs.tracking', 'ojs.job-cancels', 'ojs.schedules']);
+      for (const queue of classic.queues.filter((q) => !streams.has(q.name))) {
         expect(queue.arguments, queue.name).to.not.have.property('x-queue-type');
       }
     });

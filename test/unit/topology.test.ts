@@ -42,6 +42,7 @@ describe('topology', () => {
       { name: 'ojs.tracking', type: 'fanout', durable: true },
       // The way into the stream of job cancels every stage reads (docs/job-state.md).
       { name: 'ojs.job-cancels', type: 'fanout', durable: true },
+      { name: 'ojs.schedules', type: 'fanout', durable: true },
       { name: 'ojs.tenant.acme', type: 'direct', durable: true, alternateExchange: 'ojs.unroutable' },
       { name: 'ojs.general.conversions.acme', type: 'fanout', durable: true },
       { name: 'ojs.variants.conversions.acme', type: 'headers', durable: true, alternateExchange: 'ojs.general.conversions.acme' },
@@ -56,6 +57,11 @@ describe('topology', () => {
       // Batch tracking: always durable (a stream cannot be otherwise), retention 7 days by default.
       { name: 'ojs.tracking', durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '604800s' } },
       { name: 'ojs.job-cancels', durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '604800s' } },
+      {
+        name: 'ojs.schedules',
+        durable: true,
+        arguments: { 'x-queue-type': 'stream', 'x-max-length-bytes': 1024 ** 3, 'x-stream-max-segment-size-bytes': 16 * 1024 ** 2 },
+      },
       { name: 'ojs.queue.conversions.acme', durable: true, arguments: work },
       { name: 'ojs.due.conversions.acme', durable: true, arguments: companion },
       { name: 'ojs.suspect.conversions.acme', durable: true, arguments: companion },
@@ -69,6 +75,7 @@ describe('topology', () => {
       { source: 'ojs.park', destination: 'ojs.parked', destinationType: 'queue', routingKey: '#' },
       { source: 'ojs.tracking', destination: 'ojs.tracking', destinationType: 'queue', routingKey: '' },
       { source: 'ojs.job-cancels', destination: 'ojs.job-cancels', destinationType: 'queue', routingKey: '' },
+      { source: 'ojs.schedules', destination: 'ojs.schedules', destinationType: 'queue', routingKey: '' },
       {
         source: 'ojs.root',
         destination: 'ojs.tenant.acme',
@@ -103,6 +110,7 @@ describe('topology', () => {
       'ojs.parked',
       'ojs.tracking',
       'ojs.job-cancels',
+      'ojs.schedules',
       'ojs.queue.scan_specs',
       'ojs.due.scan_specs',
       'ojs.suspect.scan_specs',
@@ -213,6 +221,12 @@ describe('topology', () => {
       'x-dead-letter-routing-key': 'ojs.dead.q',
       'x-max-priority': 9,
     });
+  });
+
+  it("provisions a queue's dead_letter_queue, which no stage reads or writes, with it", () => {
+    const c = compileConfig({ tenants: ['acme'], queues: { exports: { dead_letter_queue: 'exports-failed' } } });
+    const queues = provisionTopology(c, []).queues.map((q) => q.name);
+    expect(queues).to.include('ojs.queue.exports-failed.acme');
   });
 });
 

@@ -30,9 +30,11 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('created_at', row?.created_at ?? job?.created_at);
   set('enqueued_at', row?.enqueued_at ?? row?.created_at ?? job?.created_at);
   set('scheduled_at', row?.scheduled_at ?? job?.scheduled_at);
+  set('expires_at', job?.expires_at);
   set('started_at', row?.started_at);
-  // A discarded job ended too: its end is the time of the report that set its state.
-  set('completed_at', row?.completed_at ?? (state === 'discarded' ? row?.key[1] : undefined));
+  // A discarded job that ran ended too: its end is the time of the report that set its state
+  // (one discarded unrun, expired before it started, never completed).
+  set('completed_at', row?.completed_at ?? (state === 'discarded' && row?.started_at !== undefined ? row.key[1] : undefined));
   if (state === 'discarded') set('discarded_at', row?.key[1]);
   set('cancelled_at', row?.cancelled_at ?? (state === 'cancelled' ? row?.cancel_requested : undefined));
   if (row !== undefined && row.errors.length > 0) {

@@ -6,6 +6,7 @@ import { pushBatch, pushJob } from './push-handlers.js';
 import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
 import { listEvents } from './event-handlers.js';
+import { deleteCron, getCron, listCrons, registerCron, toggleCron, triggerCron } from './cron-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
 import { cancelWorkflow, createWorkflow, getWorkflow, listWorkflows } from './workflow-handlers.js';
@@ -41,6 +42,12 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'GET', path: '/ojs/v1/workflows', mutating: false, access: 'tenant', handle: bind(listWorkflows) },
     { method: 'GET', path: '/ojs/v1/workflows/{id}', mutating: false, access: 'tenant', handle: bind(getWorkflow) },
     { method: 'DELETE', path: '/ojs/v1/workflows/{id}', mutating: true, access: 'tenant', handle: bind(cancelWorkflow) },
+    { method: 'GET', path: '/ojs/v1/cron', mutating: false, access: 'tenant', handle: bind(listCrons) },
+    { method: 'POST', path: '/ojs/v1/cron', mutating: true, access: 'tenant', handle: bind(registerCron) },
+    { method: 'GET', path: '/ojs/v1/cron/{name}', mutating: false, access: 'tenant', handle: bind(getCron) },
+    { method: 'DELETE', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(deleteCron) },
+    { method: 'PATCH', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(toggleCron) },
+    { method: 'POST', path: '/ojs/v1/cron/{name}/trigger', mutating: true, access: 'tenant', handle: bind(triggerCron) },
     // An operator's: the admin token only.
     { method: 'GET', path: '/ojs/v1/admin/workers', mutating: false, handle: bind(listWorkers) },
     { method: 'POST', path: '/ojs/v1/admin/workers/{id}/quiet', mutating: true, handle: bind(orderWorker('quiet')) },

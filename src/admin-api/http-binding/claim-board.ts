@@ -1,10 +1,11 @@
 import { JobCancelledError, JobRequeuedError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { EmitSpec } from '../../job/job.types.js';
+import { hasExpired, JobExpiredError } from '../../retry/handler-outcomes.js';
 import type { StageContext } from '../../stage/stage.types.js';
 
-/** How long a claimed job stays with its worker without an ack, nack or heartbeat (docs/http-binding.md). */
-export const DEFAULT_VISIBILITY_MS = 30_000;
+/** How long a claimed job stays with its worker without an ack, nack or heartbeat (docs/http-binding.md; spec/ojs-worker-protocol.md 5.2: 1800 s). */
+export const DEFAULT_VISIBILITY_MS = 1_800_000;
 /** The shortest and longest visibility timeout a worker may ask for. */
 export const VISIBILITY_RANGE_MS: readonly [number, number] = [1_000, 12 * 3600_000];
 
@@ -70,6 +71,11 @@ export class ClaimBoard {
       const line = this.waiting.get(key);
       while (line !== undefined && line.length > 0 && taken.length < count) {
         const held = line.shift() as Held;
+        // Expired while it waited for a worker (OJS core `expires_at`): discarded, never handed out.
+        if (held.job.expires_at !== undefined && hasExpired(held.job)) {
+          held.settle.reject(new JobExpiredError(held.job.expires_at));
+          continue;
+        }
         const visibilityMs = visibilityOf(held.job);
         const timer = setTimeout(() => this.expire(held), visibilityMs);
         timer.unref();

@@ -4,7 +4,7 @@ import type { BindingContext } from './binding-context.js';
 import { OJS_VERSION } from './ojs-media.js';
 
 /** The conformance level this server claims (the OJS conformance suite's levels; docs/http-binding.md). */
-export const CONFORMANCE_LEVEL = 1;
+export const CONFORMANCE_LEVEL = 2;
 
 /** `GET /ojs/manifest` (spec/ojs-http-binding.md section 8). */
 export function manifest(): Promise<ApiResponse> {
@@ -22,13 +22,23 @@ export function manifest(): Promise<ApiResponse> {
       // OJS unique jobs 8.3 (docs/unique-jobs.md): claims are atomic (reject, ignore), but `replace`
       // cancels its holder through the job-cancels stream, which a holder starting meanwhile outruns.
       capabilities: {
+        // Level 2 (docs/schedules.md): cron over the broker, `scheduled_at` on the delay ladder, `expires_at`.
+        cron_jobs: true,
+        delayed_jobs: true,
+        job_ttl: true,
         unique_jobs: {
           strength: 'best-effort',
           mechanism:
             'PostgreSQL INSERT ... ON CONFLICT on a key table beside the job store (atomic for reject and ignore); replace cancels through the job-cancels stream; needs tracking.store postgres',
         },
       },
-      endpoints: { jobs: '/ojs/v1/jobs', workers: '/ojs/v1/workers', workflows: '/ojs/v1/workflows', health: '/ojs/v1/health' },
+      endpoints: {
+        jobs: '/ojs/v1/jobs',
+        workers: '/ojs/v1/workers',
+        workflows: '/ojs/v1/workflows',
+        cron: '/ojs/v1/cron',
+        health: '/ojs/v1/health',
+      },
     },
   });
 }

@@ -1,4 +1,5 @@
 import { InvalidPayloadError } from '../../errors/errors.js';
+import { parseDuration } from '../../util/duration.js';
 import { isJobQueueName, JOB_QUEUE_NAME } from '../../util/queue-name.js';
 import type { RetryPolicy } from '../../config/config.types.js';
 import type { PublishSpec, UniquePolicy } from '../../job/job.types.js';
@@ -14,7 +15,20 @@ const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f
 const PRIORITY_RANGE = 100;
 
 /** The fields of a push body the binding reads; any other top-level field is an extension, kept. */
-const KNOWN = new Set(['id', 'type', 'args', 'meta', 'options', 'specversion', 'queue', 'priority', 'state', 'attempt', 'unique']);
+const KNOWN = new Set([
+  'id',
+  'type',
+  'args',
+  'meta',
+  'options',
+  'specversion',
+  'queue',
+  'priority',
+  'state',
+  'attempt',
+  'unique',
+  'expires_at',
+]);
 
 /** A push request (spec/ojs-http-binding.md section 4.1) read into what the Publisher takes. */
 export interface PushInput {
@@ -64,9 +78,9 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0))) {
     throw new InvalidPayloadError(`"options.timeout_ms" must be a positive number of milliseconds, got ${JSON.stringify(timeoutMs)}`);
   }
-  const scheduledAt = options.delay_until ?? options.scheduled_at;
-  if (scheduledAt !== undefined && typeof scheduledAt !== 'string')
-    throw new InvalidPayloadError('"options.delay_until" must be an ISO 8601 timestamp');
+  const now = Date.now();
+  const scheduledAt = timeOf(options.delay_until ?? options.scheduled_at, 'options.scheduled_at', now);
+  const expiresAt = timeOf(options.expires_at ?? job.expires_at, 'options.expires_at', now);
   const visibilityMs = options.visibility_timeout_ms;
   if (visibilityMs !== undefined && (!Number.isInteger(visibilityMs) || (visibilityMs as number) < 1000)) {
     throw new InvalidPayloadError(
@@ -81,6 +95,7 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     ...(priority === undefined ? {} : { priority: priority as number }),
     ...(timeoutMs === undefined ? {} : { timeout: Math.ceil((timeoutMs as number) / 1000) }),
     ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
+    ...(expiresAt === undefined ? {} : { expires_at: expiresAt }),
     ...(options.retry === undefined ? {} : { retry: objectField(options.retry, 'options.retry') as RetryPolicy }),
     // OJS unique jobs: `options.unique` (or a top-level `unique`), checked by createJob.
     ...((options.unique ?? job.unique) === undefined ? {} : { unique: (options.unique ?? job.unique) as UniquePolicy }),
@@ -102,4 +117,18 @@ function objectField(value: unknown, name: string): Record<string, unknown> {
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) throw new InvalidPayloadError(`"${name}" must be a JSON object`);
   return value as Record<string, unknown>;
+}
+
+/**
+ * A time of a push: an ISO 8601 timestamp, or one relative to now, `+` and an ISO 8601 duration
+ * (`+PT5S`, as the conformance suite writes them), made absolute here.
+ */
+function timeOf(value: unknown, name: string, now: number): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string')
+    throw new InvalidPayloadError(`"${name}" must be an ISO 8601 timestamp, or "+" and a duration such as "+PT30S"`);
+  if (!value.startsWith('+')) return value;
+  const ms = parseDuration(value.slice(1));
+  if (ms === undefined) throw new InvalidPayloadError(`"${name}": "${value}" is not "+" and an ISO 8601 duration such as "+PT30S"`);
+  return new Date(now + ms).toISOString();
 }

@@ -3,12 +3,13 @@ import { openConnection } from '../../broker/amqp-connection.js';
 import { managementApiOf } from '../../security/management-api.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
 import type { BindingContext } from './binding-context.js';
+import { scheduleRecord } from '../../schedule/schedule-records.js';
 
 /**
  * `POST /ojs/v1/admin/reset`, served only with `stagecoach admin --test-reset` (never in
  * production): deletes every job of the prefix. Every queue of the prefix is purged (streams
  * cannot be, and need not: the job store forgets what they told it) and the job store and the
- * envelopes pushed here are cleared. The conformance runner calls it before each case.
+ * envelopes pushed here are cleared, and every schedule removed. The conformance runner calls it before each case.
  * Jobs held unacknowledged by a consumer are not purged: the broker still owns them.
  */
 export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
@@ -17,8 +18,8 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     // Held jobs first: handed back to their queues, then purged with them.
     await ctx.remote.stopAll();
     const queues = (await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
-      // Exclusive queues are locks (the workflow lock, the read lock): no jobs, and another connection's to touch.
-      (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream' && queue.exclusive !== true,
+      // Not streams (they cannot be purged), nor exclusive queues (locks: the scheduler's leadership, the workflow lock, a read's).
+      (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream' && !queue.exclusive,
     );
     let purged = 0;
     const connection = await openConnection(config, ctx.admin.log, 'stagecoach-test-reset');
@@ -30,6 +31,8 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
       await connection.close().catch(() => undefined);
     }
     const forgotten = await (await ctx.admin.jobs()).clear();
+    // The schedules too: the cases register names again and again.
+    await ctx.admin.schedules.append(scheduleRecord({ kind: 'clear' }));
     ctx.envelopes.clear();
     ctx.retries.clear();
     ctx.events.clear();

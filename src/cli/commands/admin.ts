@@ -10,9 +10,9 @@ import { EXIT_OK } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 
 /**
- * `stagecoach admin [--port P] [--host H] [--no-payload-sweep] [--test-reset] [--no-auth] [--config F]`:
+ * `stagecoach admin [--port P] [--host H] [--no-payload-sweep] [--test-reset] [--no-auth] [--no-scheduler] [--config F]`:
  * the queue admin HTTP API and the OJS HTTP binding (docs/http-binding.md) until SIGTERM/SIGINT, then the requests under way finish and it exits 0. It also
- * sweeps the payload store periodically (PayloadSweeper) unless `--no-payload-sweep`. Port and host: the flags,
+ * sweeps the payload store periodically (PayloadSweeper) unless `--no-payload-sweep`, and runs a scheduler (docs/schedules.md) unless `--no-scheduler`. Port and host: the flags,
  * else `admin.port` / `admin.host` in the configuration, else 9500 on 127.0.0.1. The token comes
  * from the environment only (`STAGECOACH_ADMIN_TOKEN`): a file gets copied, logged and committed.
  */
@@ -23,6 +23,7 @@ export async function admin(opts: {
   payloadSweep?: boolean;
   testReset?: boolean;
   auth?: boolean;
+  scheduler?: boolean;
 }): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port);
   if (opts.host !== undefined && opts.host.trim() === '') throw new StagecoachError('INVALID_REQUEST', '--host must not be empty');
@@ -43,6 +44,7 @@ export async function admin(opts: {
     payloadSweep: opts.payloadSweep !== false,
     testReset: opts.testReset === true,
     noAuth: opts.auth === false,
+    scheduler: opts.scheduler !== false,
   });
   process.stdout.write(`stagecoach admin API on http://${server.host}:${server.port}/ojs/v1/queues\n`);
   process.stdout.write(`stagecoach OJS HTTP binding on http://${server.host}:${server.port}/ojs/v1/jobs\n`);

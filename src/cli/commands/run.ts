@@ -1,3 +1,4 @@
+import { Scheduler } from '../../schedule/scheduler.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger, type Logger } from '../../logging/logger.js';
@@ -102,7 +103,14 @@ export async function runDev(opts: { config?: string; httpPort?: string }): Prom
     stages.map((stage) => stage.metadata),
     log,
   );
-  return runGroup(new DevProcess(config, stages, log), provision, httpPort(opts.httpPort, config.httpPort), log);
+  // Schedules fire in development too (docs/schedules.md): this process leads unless another scheduler does.
+  const schedules = new Scheduler(config, { log });
+  schedules.start();
+  try {
+    return await runGroup(new DevProcess(config, stages, log), provision, httpPort(opts.httpPort, config.httpPort), log);
+  } finally {
+    await schedules.stop();
+  }
 }
 
 function httpPort(option: string | undefined, configured: number): number {
