@@ -46,6 +46,8 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('result', row?.result);
   set('timeout', job?.timeout);
   set('retry', job?.retry);
+  // A workflow step's input (openapi.yaml Job.parent_results; docs/workflows.md).
+  set('parent_results', job?.parent_results);
   return view;
 }
 
