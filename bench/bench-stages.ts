@@ -268,3 +268,12 @@ export class WeightedDeep implements StageHandler {
     await timedJob(job);
   }
 }
+
+/** Workflows (bench/workflows.ts): one step, nothing to do; counted by its runner's stats. */
+@Stage({ name: 'wf_step', input: 'wf_steps', outputs: [] })
+export class WorkflowStep implements StageHandler {
+  handle(): Promise<void> {
+    mark('wf_step');
+    return Promise.resolve();
+  }
+}

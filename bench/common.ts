@@ -31,6 +31,7 @@ export const SCENARIOS = [
   'events',
   'peers',
   'http',
+  'workflows',
   'schedules',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -75,6 +76,8 @@ export interface BenchOptions {
   peerConcurrency: number;
   peerPrefetch: number;
   peerArgs: number;
+  /** `workflows`: steps of the chain and jobs of the group. */
+  workflowSteps: number;
   /** `schedules`: tenants of the per-tenant schedule. */
   scheduleTenants: number;
 }
@@ -87,7 +90,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --pipeline-jobs <n>  jobs per pipeline round (default jobs/4)
   --backlog <n>        memory: the large backlog (default 200000; the small one is 1000)
   --rounds <n>         rounds per side, alternated baseline/stagecoach; the median is reported (default 3)
-  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http,schedules (default all)
+  --only <list>        any of publish,relay,pipeline,memory,quorum,tenants,pooled,fairness,tracking,jobstate,payloads,limits,middleware,events,peers,http,schedules,workflows (default all)
   --timeout <s>        a round that takes longer fails as stalled (default 30 + jobs/1000)
   --mem-seconds <s>    memory: how long the stage is sampled (default 4)
   --tenants <n>        tenants: how many tenants of the example pipeline are provisioned and served
@@ -107,6 +110,7 @@ const USAGE = `usage: node dist/bench/index.js [options]
   --peer-concurrency <n>  peers: handlers at once of stagecoach and BullMQ (default 16)
   --peer-prefetch <n>  peers: prefetch of the hand-written relay and the stagecoach stages (default 64)
   --peer-args <bytes>  peers: size of a job's one string argument (default 32)
+  --workflow-steps <n>  workflows: steps of the chain, jobs of the group (default 100)
   --schedule-tenants <n>  schedules: tenants of the per-tenant schedule fired (default 10000)
   --url <amqp-url>     broker (default env AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)
   --json               print the results as JSON on stdout (the table goes to stderr)`;
@@ -139,6 +143,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       'peer-concurrency': { type: 'string' },
       'peer-prefetch': { type: 'string' },
       'peer-args': { type: 'string' },
+      'workflow-steps': { type: 'string' },
       'schedule-tenants': { type: 'string' },
       url: { type: 'string' },
       json: { type: 'boolean' },
@@ -199,6 +204,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     peerConcurrency: int('peer-concurrency', values['peer-concurrency'], 16),
     peerPrefetch: int('peer-prefetch', values['peer-prefetch'], 64),
     peerArgs: int('peer-args', values['peer-args'], 32, 0),
+    workflowSteps: int('workflow-steps', values['workflow-steps'], 100),
     scheduleTenants: int('schedule-tenants', values['schedule-tenants'], 10_000),
   };
 }
@@ -259,6 +265,9 @@ export function benchConfig(opts: BenchOptions): { raw: RawConfig; source: strin
   // Scenario `http`: the relay pair of the HTTP workers (bench/http-relay.ts), tracking on as the binding's acks need.
   for (const q of ['http_a', 'http_b']) (raw.queues as Record<string, object>)[q] = { scope: 'tenant', tracking: true };
   Object.assign(raw.stages as Record<string, object>, { js_ab: stage, js_ba: stage });
+  // Scenario `workflows` (bench/workflows.ts): one trivial step stage.
+  (raw.queues as Record<string, object>).wf_steps = { scope: 'tenant' };
+  (raw.stages as Record<string, object>).wf_step = stage;
   raw.tracking = { store: { kind: 'postgres', url: opts.postgresUrl, table: `bench_jobs_${id}` } };
   // Scenario `payloads` (bench/payloads.ts): large jobs relayed inline (a threshold above them) and
   // offloaded (the default 1 MiB threshold), in a store of their own (deleted at the end).

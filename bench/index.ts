@@ -39,6 +39,7 @@ import { benchHttpRelay } from './http-relay.js';
 import { benchLimits } from './limits.js';
 import { benchPayloads, cleanupPayloadStore, type PayloadsResult } from './payloads.js';
 import { benchPeers, cleanupPeers, renderPeers, type PeersResult } from './peers.js';
+import { benchWorkflows } from './workflows.js';
 import { benchSchedules, type SchedulesResult } from './schedules.js';
 
 let cleanup: (() => Promise<void>) | undefined;
@@ -128,6 +129,7 @@ async function main(): Promise<number> {
     if (opts.only.has('middleware')) results.throughput.push(await benchMiddleware(ctx));
     if (opts.only.has('events')) results.throughput.push(await benchEvents(ctx));
     if (opts.only.has('peers')) results.peers = await benchPeers(ctx);
+    if (opts.only.has('workflows')) results.throughput.push(...(await benchWorkflows(ctx)));
     if (opts.only.has('schedules')) results.schedules = await benchSchedules(ctx, opts.scheduleTenants);
     if (opts.only.has('payloads')) {
       results.payloads = await benchPayloads(ctx);

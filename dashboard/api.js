@@ -86,6 +86,10 @@ export const api = {
   cancelBatch: (id) => request('POST', `${batchPath(id)}/cancel`),
   pauseBatch: (id) => request('POST', `${batchPath(id)}/pause`),
   resumeBatch: (id) => request('POST', `${batchPath(id)}/resume`),
+  /** Workflows (docs/workflows.md): `{ workflows, total }`, `{ workflow }` with every step, and cancel. */
+  workflows: (query = {}) => request('GET', '/ojs/v1/workflows', { query }),
+  workflow: (id) => request('GET', `/ojs/v1/workflows/${encodeURIComponent(id)}`),
+  cancelWorkflow: (id) => request('DELETE', `/ojs/v1/workflows/${encodeURIComponent(id)}`),
   /** Schedules (`cron list`): `{ crons, count }`, each with its next and last run, run count and latest occurrences. */
   crons: () => request('GET', '/ojs/v1/cron'),
   triggerCron: (name, tenant) => request('POST', `${cronPath(name)}/trigger`, { tenant }),

@@ -6,6 +6,8 @@ import htm from 'htm';
 import { api } from './api.js';
 import { BatchDetails } from './batch-details.js';
 import { BatchesView } from './batches-view.js';
+import { WorkflowDetails } from './workflow-details.js';
+import { WorkflowsView } from './workflows-view.js';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { count } from './format.js';
 import { JobDetails, JobsView } from './jobs-view.js';
@@ -73,7 +75,7 @@ function Summary({ matrix, error, at }) {
   </div>`;
 }
 
-/** Queues (the matrix), batches or jobs; the address keeps it (`#batches`, `#jobs`, `#job=<id>`), so a reload or a link opens the same view. */
+/** Queues (the matrix), batches, workflows or jobs; the address keeps it (`#batches`, `#workflows`, `#jobs`, `#job=<id>`), so a reload or a link opens the same view. */
 function ViewTabs({ view, setView }) {
   const tab = (name, label) =>
     html`<button
@@ -87,20 +89,21 @@ function ViewTabs({ view, setView }) {
       ${label}
     </button>`;
   return html`<nav class="tabs" role="tablist">
-    ${tab('queues', 'Queues')}${tab('batches', 'Batches')}${tab('jobs', 'Jobs')}${tab('schedules', 'Schedules')}
+    ${tab('queues', 'Queues')}${tab('batches', 'Batches')}${tab('workflows', 'Workflows')}${tab('jobs', 'Jobs')}${tab('schedules', 'Schedules')}
   </nav>`;
 }
 
-/** The view and job an address names: `#batches`, `#jobs`, `#schedules`, `#job=<id>` (a job's page); else the queues. */
+/** The view and job an address names: `#batches`, `#workflows`, `#jobs`, `#schedules`, `#job=<id>` (a job's page); else the queues. */
 function fromHash(hash) {
   if (hash.startsWith('#job=')) return { view: 'jobs', job: decodeURIComponent(hash.slice('#job='.length)) };
-  const named = { '#batches': 'batches', '#jobs': 'jobs', '#schedules': 'schedules' }[hash];
+  const named = { '#batches': 'batches', '#workflows': 'workflows', '#jobs': 'jobs', '#schedules': 'schedules' }[hash];
   return { view: named ?? 'queues', job: null };
 }
 
 function App() {
   const [view, setViewState] = useState(() => fromHash(location.hash).view);
   const [batch, setBatch] = useState(null);
+  const [workflow, setWorkflow] = useState(null);
   const [job, setJobState] = useState(() => fromHash(location.hash).job);
   const setView = useCallback((name) => {
     history.replaceState(null, '', name === 'queues' ? location.pathname : `#${name}`);
@@ -168,41 +171,56 @@ function App() {
               <div class="main-column"><${JobsView} selected=${job} onSelect=${setJob} /></div>
               ${job ? html`<${JobDetails} key=${job} id=${job} onClose=${() => setJob(null)} />` : null}
             </div>`
-          : view === 'batches'
+          : view === 'workflows'
             ? html`<div class="layout">
-                <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} version=${version} /></div>
+                <div class="main-column"><${WorkflowsView} selected=${workflow} onSelect=${setWorkflow} version=${version} /></div>
                 ${
-                  batch
-                    ? html`<${BatchDetails}
-                        key=${batch}
-                        id=${batch}
+                  workflow
+                    ? html`<${WorkflowDetails}
+                        key=${workflow}
+                        id=${workflow}
                         version=${version}
                         act=${setPending}
-                        onClose=${() => setBatch(null)}
+                        onClose=${() => setWorkflow(null)}
                       />`
                     : null
                 }
               </div>`
-            : html`<div class="layout">
-                <div class="main-column">
-                  <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
-                  <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
-                  <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
-                  <${LimitsView} limits=${matrix.limits} />
-                </div>
-                ${
-                  selected
-                    ? html`<${QueueDetails}
-                        key=${`${selected.queue}|${selected.tenant}`}
-                        selected=${selected}
-                        matrix=${matrix}
-                        version=${version}
-                        act=${setPending}
-                        onClose=${() => setSelected(null)}
-                      />`
-                    : null
-                }
-              </div>`
+            : view === 'batches'
+              ? html`<div class="layout">
+                  <div class="main-column"><${BatchesView} selected=${batch} onSelect=${setBatch} version=${version} /></div>
+                  ${
+                    batch
+                      ? html`<${BatchDetails}
+                          key=${batch}
+                          id=${batch}
+                          version=${version}
+                          act=${setPending}
+                          onClose=${() => setBatch(null)}
+                        />`
+                      : null
+                  }
+                </div>`
+              : html`<div class="layout">
+                  <div class="main-column">
+                    <${SharedStrip} matrix=${matrix} selected=${selected} onSelect=${setSelected} />
+                    <${MatrixView} matrix=${matrix} query=${query} setQuery=${setQuery} selected=${selected} onSelect=${setSelected} />
+                    <${UnroutableView} depth=${matrix.unroutable} version=${version} act=${setPending} />
+                    <${LimitsView} limits=${matrix.limits} />
+                  </div>
+                  ${
+                    selected
+                      ? html`<${QueueDetails}
+                          key=${`${selected.queue}|${selected.tenant}`}
+                          selected=${selected}
+                          matrix=${matrix}
+                          version=${version}
+                          act=${setPending}
+                          onClose=${() => setSelected(null)}
+                        />`
+                      : null
+                  }
+                </div>`
     }
     ${pending ? html`<${ConfirmDialog} pending=${pending} onConfirm=${run} onCancel=${() => setPending(null)} />` : null}
   </main>`;

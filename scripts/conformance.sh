@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The public OJS conformance suite (shared/tools/ojs-conformance, v0.4.0) against `stagecoach admin
-# --test-reset --no-auth` on a loopback port, levels 0, 1 and 2 (docs/http-binding.md, Conformance).
+# --test-reset --no-auth` on a loopback port, levels 0, 1, 2 and 3 (docs/http-binding.md, Conformance).
 # Prints each level's summary lines; exits 1 when fewer level-0 cases pass than MIN_LEVEL0 (65: all;
 # a warm-up push declares the ladder and the `default` queue first, so that no case's first
 # declarations run into the runner's 30 s), and fewer level-1 cases than MIN_LEVEL1 (23: 24 pass,
@@ -8,7 +8,7 @@
 # time retries and visibility to the second, which a loaded 2-core machine can miss); the case
 # still failing is named in docs/http-binding.md. Level 2 (scheduled: delays, expiry, cron; about
 # 4 minutes, two cases wait for real minute ticks) must pass MIN_LEVEL2 (13: all), with the same
-# second run when it falls short.
+# second run when it falls short; level 3 (workflows) MIN_LEVEL3 (14: all).
 # Needs a built tree (dist/) and the broker; the runner and its cases are not part of the repository.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +18,7 @@ PORT=${OJS_CONFORMANCE_PORT:-9591}
 MIN_LEVEL0=${MIN_LEVEL0:-65}
 MIN_LEVEL1=${MIN_LEVEL1:-23}
 MIN_LEVEL2=${MIN_LEVEL2:-13}
+MIN_LEVEL3=${MIN_LEVEL3:-14}
 URL="http://127.0.0.1:$PORT"
 # The broker prefix of the run (the configuration's, unless STAGECOACH_PREFIX overrides it, as it
 # does for `stagecoach admin`): two runs on one broker need two prefixes and two ports.
@@ -58,9 +59,9 @@ run_level() {
   grep -E 'Total:' "$3" | sed 's/^ */  /'
 }
 status=0
-for level in 0 1 2; do
+for level in 0 1 2 3; do
   folder=$(ls -d "$SUITE"/suites/level-"$level"-* | head -1)
-  case "$level" in 0) min=$MIN_LEVEL0 ;; 1) min=$MIN_LEVEL1 ;; *) min=$MIN_LEVEL2 ;; esac
+  case "$level" in 0) min=$MIN_LEVEL0 ;; 1) min=$MIN_LEVEL1 ;; 2) min=$MIN_LEVEL2 ;; *) min=$MIN_LEVEL3 ;; esac
   echo "conformance level $level ($(basename "$folder")):"
   run_level "$folder" "$level" "$LOG/level-$level.txt"
   got=$(passed "$LOG/level-$level.txt")

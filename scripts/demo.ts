@@ -2,20 +2,22 @@
  * The example pipeline end to end, in one process: `npm start`.
  *
  * Starts every stage of config/pipeline.json for every tenant (what `stagecoach dev` runs) and a
- * batch tracker, publishes one scan per tenant as a batch (`<tenant>-scan-<n>`), waits for the
- * tracker to announce each batch complete (`batch.completed`), and prints each scan's counts and
- * the exporter's findings. Exits 0 when every tenant's scan completed with no failed job, 1 on
- * timeout or failure. Env: AMQP_URL, STAGECOACH_CONFIG, LOG_LEVEL (default warn: stdout carries
+ * tracker, starts one workflow per tenant (`<tenant>-scan-<n>`): the scan, then a report step that
+ * sums the scan's findings once the scan and every job it led to have ended (docs/workflows.md);
+ * waits for the tracker to announce each workflow's batch complete (`batch.completed`), and prints
+ * each scan's counts, the exporter's findings and the report. Exits 0 when every tenant's scan
+ * completed with no failed job and its report agrees, 1 on timeout or failure. Env: AMQP_URL, STAGECOACH_CONFIG, LOG_LEVEL (default warn: stdout carries
  * the summary, stderr the logs).
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createLogger, devInstances, loadAllStages, loadConfig, Publisher, StageGroup } from '../src/index.js';
-import { Tracker, type BatchCounts, type TrackedBatch } from '../src/runtime.js';
+import { chain, createLogger, devInstances, loadAllStages, loadConfig, Publisher, StageGroup } from '../src/index.js';
+import { payloadOffloaderFor, stepJobId, Tracker, WorkflowAdvancer, type BatchCounts, type TrackedBatch } from '../src/runtime.js';
 import { purge } from '../src/testing/index.js';
 import type { ResultLine } from '../stages/exporter.stage.js';
 import { readScanResults, scanComplete } from '../stages/lib/results.js';
+import type { ScanReport } from '../stages/reporter.stage.js';
 
 const TIMEOUT_MS = 60_000;
 // Compiled, this file is dist/scripts/demo.js: find the config from here, not from the cwd.
@@ -43,21 +45,31 @@ async function main(): Promise<number> {
   const stop = () => void group.stop().finally(() => process.exit(130));
   process.once('SIGINT', stop).once('SIGTERM', stop);
   let tracker: Tracker | undefined;
+  let payloads: ReturnType<typeof payloadOffloaderFor> | undefined;
   try {
     const started = Date.now();
     await group.start(true);
-    // The tracker announces each scan complete: it folds the settlement reports every stage
-    // appends to the tracking stream and publishes `batch.completed` (docs/batches.md).
+    // The tracker folds the settlement reports every stage appends to the tracking stream: it
+    // advances each workflow (the report step once the scan has ended) and announces its batch
+    // complete (`batch.completed`) when the report has run too (docs/workflows.md, docs/batches.md).
     const announced = new Map<string, TrackedBatch>();
-    tracker = await Tracker.start(config, { log, onCompleted: (batch) => announced.set(batch.id, batch) });
+    payloads = payloadOffloaderFor(config, log);
+    tracker = await Tracker.start(config, {
+      log,
+      onCompleted: (batch) => announced.set(batch.id, batch),
+      plugins: [WorkflowAdvancer.plugin({ config, log, payloads })],
+    });
     const publisher = await Publisher.connect(config, { log });
-    // tenant -> its scan: the batch id, and the scan job's id, which is the scan id on every
-    // result line (the results of this run are told apart from any older line by it).
+    // tenant -> its scan: the workflow's (and batch's) id, and the scan job's id, which is the scan
+    // id on every result line (the results of this run are told apart from any older line by it).
     const scans = new Map<string, { batch: string; job: string }>();
     try {
       for (const tenant of config.tenants) {
         const batch = nextScanBatch(tracker, tenant);
-        scans.set(tenant, { batch, job: await publisher.publish('scan-specs', { type: 'scan.folder', args: [tenant], tenant, batch }) });
+        const scan = { queue: 'scan-specs', type: 'scan.folder', args: [tenant] };
+        const report = { queue: 'reports', type: 'scan.report', args: [] };
+        await publisher.workflow(chain(scan, report), { tenant, id: batch });
+        scans.set(tenant, { batch, job: stepJobId(batch, '0') });
       }
     } finally {
       await publisher.close();
@@ -85,7 +97,13 @@ async function main(): Promise<number> {
       const lines = await readScanResults(resultsFile(tenant), job);
       console.log(`${tenant}: scan ${batch} completed (batch.completed): ${jobCounts(done.counts)}`);
       console.log(summary(lines));
-      if (done.counts.failed > 0 || !scanComplete(lines)) ok = false;
+      // The report step's result: the findings it summed once the scan had ended.
+      const report = tracker.fold.job(stepJobId(batch, '1'))?.final?.result as ScanReport | undefined;
+      console.log(
+        `  report: ${report === undefined ? 'missing' : `${report.exported} of ${report.documents} documents, ${report.findings} findings (email ${report.by_kind.email}, card ${report.by_kind.card}, national_id ${report.by_kind.national_id})`}\n`,
+      );
+      const found = lines.flatMap((line) => line.findings).length;
+      if (done.counts.failed > 0 || !scanComplete(lines) || report?.findings !== found) ok = false;
     }
     if (!ok) {
       console.error(
@@ -96,6 +114,7 @@ async function main(): Promise<number> {
     return 0;
   } finally {
     await tracker?.close();
+    await payloads?.store.close();
     await group.stop();
   }
 }

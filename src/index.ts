@@ -56,6 +56,11 @@ export type {
 } from './job/job.types.js';
 export { createJob } from './job/envelope.js';
 export { Publisher } from './publisher/publisher.js';
+
+// Workflows: chains, groups and batches of jobs (docs/workflows.md), from a producer or `ctx.emit`.
+export { chain, group, batch } from './workflow/workflow-spec.js';
+export type { WorkflowSpec, WorkflowStep, WorkflowJobSpec, WorkflowKind } from './job/workflow.types.js';
+export type { WorkflowStartOptions } from './workflow/workflow-start.js';
 export { TENANT_SLUG, isTenantSlug, checkTenantSlug } from './util/tenant-slug.js';
 export { BATCH_ID, isBatchId, checkBatchId } from './util/batch-id.js';
 

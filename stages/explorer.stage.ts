@@ -14,6 +14,7 @@ import {
 import { mimeOf } from './lib/mime.js';
 import { BUNDLED_SAMPLES_DIR } from './lib/samples-dir.js';
 import type { ScanMeta } from './lib/scan-meta.js';
+import type { ScanResult } from './reporter.stage.js';
 
 /**
  * Walks a folder under the samples root and hands every file to its tenant's converter.
@@ -23,7 +24,8 @@ import type { ScanMeta } from './lib/scan-meta.js';
  * Job `scan.folder`, args `[folder]` (relative to the samples root), or `[]` for the tenant's own
  * folder (what the nightly schedule of every tenant sends: config/pipeline.json). Emits `doc.convert`
  * `[{ base64 }, documentName]` per file: the document's bytes. Options: `samplesDir` (relative to
- * the working directory; default the bundled `stages/samples`).
+ * the working directory; default the bundled `stages/samples`). Returns the scan's id (this job's)
+ * and how many documents it sent: a workflow's report step gets it (`parent_results`).
  */
 /** Documents read and on their way at once. */
 const IN_FLIGHT = 32;
@@ -40,7 +42,7 @@ export class Explorer implements StageHandler {
     log.debug('explorer samples root', { root: this.root });
   }
 
-  async handle(job: Job, ctx: StageContext): Promise<void> {
+  async handle(job: Job, ctx: StageContext): Promise<ScanResult> {
     // Conversions are tenant-scoped: without a tenant there is nowhere to send them.
     if (job.tenant === undefined) throw new NonRetryableError('a scan needs a tenant', 'InvalidScanSpec');
     const [folder = job.tenant] = job.args;
@@ -81,5 +83,6 @@ export class Explorer implements StageHandler {
       sending.add(sent);
     }
     await Promise.all(sending);
+    return { scan_id: job.id, folder, documents: files.length };
   }
 }

@@ -5,6 +5,7 @@ import type { Logger } from '../logging/logger.js';
 import type { PayloadStore } from '../payload/payload-store.js';
 import type { ManagementApi } from '../security/management-api.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
+import type { WorkflowAdvancer } from '../workflow/workflow-advancer.js';
 import type { ScheduleFollower } from '../schedule/schedule-follower.js';
 import type { ConfigFile, Serializer } from './config-file.js';
 
@@ -21,6 +22,11 @@ export interface AdminContext {
   api(config: CompiledConfig): ManagementApi;
   /** Batch state, followed from the tracking stream by one reader for the server's life (TrackingFollower). */
   batches: { fold(): Promise<BatchFold> };
+  /**
+   * The workflows (docs/workflows.md) as the server's tracking reader folds them, up to date; the
+   * same reader advances them while it holds the workflow lock.
+   */
+  workflows(): Promise<WorkflowAdvancer>;
   /** The job store (docs/job-state.md): the PostgreSQL table, or the follower's memory store, up to date. */
   jobs(): Promise<JobStore>;
   /**

@@ -8,6 +8,8 @@ import { uniqueGateFor } from '../job-state/unique/unique-gate.js';
 import { loadDashboard } from '../dashboard/dashboard.js';
 import type { Logger } from '../logging/logger.js';
 import { createPayloadStore } from '../payload/create-payload-store.js';
+import { payloadOffloaderFor } from '../payload/payload-offloader.js';
+import { WorkflowAdvancer } from '../workflow/workflow-advancer.js';
 import { PayloadSweeper } from '../payload/payload-sweeper.js';
 import { loadAllStages } from '../stage/stage-loader.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
@@ -126,10 +128,17 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const serializer = new Serializer();
   // One reader of the tracking stream for the server's life, not a replay per request. It reads
   // the prefix and broker of the file as it is now: a change to those needs a restart.
-  const batches = new TrackingFollower(config, log);
   // One payload store for the server's life, of the file as it is now (a change needs a restart):
   // the dashboard loads the arguments of jobs sent by reference from it, and the sweeper cleans it.
   const payloads = createPayloadStore(config);
+  // The reader also advances workflows while it holds the workflow lock (docs/workflows.md).
+  const advancer = WorkflowAdvancer.plugin({ config, log, payloads: payloadOffloaderFor(config, log, payloads) });
+  const batches = new TrackingFollower(config, log, undefined, [advancer]);
+  const workflows = async (): Promise<WorkflowAdvancer> => {
+    const found = (await batches.tracker()).plugins.find((plugin) => plugin instanceof WorkflowAdvancer);
+    if (found === undefined) throw new StagecoachError('CONNECTION_FAILED', 'the tracking reader keeps no workflows');
+    return found as WorkflowAdvancer;
+  };
   const sweeper = options.payloadSweep === false ? undefined : new PayloadSweeper({ store: payloads, payloads: config.payloads, log });
   // PostgreSQL: one pool for the server's life, read directly; memory: the follower's store.
   const store = config.tracking.store.kind === 'postgres' ? createJobStore(config) : undefined;
@@ -154,6 +163,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     serializer,
     api: (config) => managementApiOf(config),
     batches,
+    workflows,
     jobs,
     payloads,
     schedules,

@@ -1,5 +1,11 @@
 import type { BatchCallbacks } from '../job/job.types.js';
-import { FINAL_OUTCOMES, type SettledReport, type SettlementOutcome, type TrackingRecord } from '../tracking/tracking-report.js';
+import {
+  FINAL_OUTCOMES,
+  type SettledReport,
+  type SettlementOutcome,
+  type TrackingRecord,
+  type WorkflowRecord,
+} from '../tracking/tracking-report.js';
 
 /** A `created` or `settled` record of a batched job. */
 type BatchedRecord = Extract<TrackingRecord, { kind: 'created' | 'settled' }> & { batch: string };
@@ -32,6 +38,12 @@ export interface TrackedJob {
   /** Derived: the first final outcome that stands, and whether another final outcome contradicts it. */
   final?: SettledReport;
   conflict: boolean;
+  /**
+   * In a workflow's batch: the step job it descends from (its own id for a step), whose subtree
+   * it is counted in (TrackedBatch.lineages). Undefined elsewhere, and for a job reported before
+   * its parent named it (counted once the parent does).
+   */
+  lineage?: string;
 }
 
 /** The counts of a batch (docs/batches.md "Status": `batch status --json` `jobs`, plus `discarded`). */
@@ -70,6 +82,12 @@ export interface TrackedBatch {
   /** ISO 8601 of the first and the latest record about it. */
   first_seen: string;
   last_seen: string;
+  /**
+   * A workflow's batch (docs/workflows.md): the counts of each step's subtree (the step's job and
+   * every job emitted downstream of it), by the step's job id. A step has ended when its job has
+   * and nothing of its subtree is in flight.
+   */
+  lineages?: Map<string, BatchCounts>;
 }
 
 /** A batch is complete when it knows a job and every job it knows has a final outcome. */
@@ -83,6 +101,8 @@ export interface FoldResult {
   completed?: TrackedBatch;
   /** The record was refused (another tenant's batch), with the reason. */
   refused?: string;
+  /** The batch the record was about, when it changed something of it (a workflow is re-evaluated on it). */
+  batch?: TrackedBatch;
 }
 
 /**
@@ -113,7 +133,7 @@ export class BatchFold {
           batch.cancelled = true;
           batch.paused = false;
         } else batch.paused = record.action === 'pause' && !batch.cancelled;
-        return {};
+        return { batch };
       }
       case 'announced': {
         const batch = this.batches.get(record.batch);
@@ -121,6 +141,8 @@ export class BatchFold {
         else this.batchOf(record.batch, undefined, record.at).announced = true;
         return {};
       }
+      case 'workflow':
+        return this.applyWorkflow(record);
       case 'created':
       case 'settled':
         // Jobs outside a batch, and `started` (not a settlement), are the job store's (src/job-state).
@@ -129,12 +151,40 @@ export class BatchFold {
     }
   }
 
-  private applyJobRecord(record: BatchedRecord): FoldResult {
-    const existing = this.batches.get(record.batch);
-    if (existing?.tenant !== undefined && record.tenant !== undefined && record.tenant !== existing.tenant) {
-      existing.refused++;
-      return { refused: `batch "${record.batch}" belongs to tenant "${existing.tenant}", not "${record.tenant}"` };
+  /**
+   * A workflow's definition: its batch knows every job it may publish, in flight until each
+   * settles or is cancelled, each counted in its own lineage. A second definition under the same
+   * id changes nothing (the first stands: a workflow started again, a record read twice).
+   */
+  private applyWorkflow(record: WorkflowRecord): FoldResult {
+    const refused = this.refusal(record.workflow, record.tenant);
+    if (refused !== undefined) return refused;
+    const batch = this.batchOf(record.workflow, record.tenant, record.at);
+    if (batch.lineages !== undefined) return {};
+    const wasComplete = isComplete(batch);
+    batch.lineages = new Map();
+    batch.last_seen = record.at;
+    for (const id of record.jobs) {
+      const job = this.jobOf(id, batch);
+      if (job.lineage === undefined) this.attribute(job, id, batch);
+      this.reclassify(job, batch);
     }
+    return !wasComplete && isComplete(batch) ? { completed: batch, batch } : { batch };
+  }
+
+  /** Refuses a record naming another tenant than its batch's (the batch belongs to the first). */
+  private refusal(id: string, tenant: string | undefined): FoldResult | undefined {
+    const existing = this.batches.get(id);
+    if (existing?.tenant !== undefined && tenant !== undefined && tenant !== existing.tenant) {
+      existing.refused++;
+      return { refused: `batch "${id}" belongs to tenant "${existing.tenant}", not "${tenant}"` };
+    }
+    return undefined;
+  }
+
+  private applyJobRecord(record: BatchedRecord): FoldResult {
+    const refused = this.refusal(record.batch, record.tenant);
+    if (refused !== undefined) return refused;
     const batch = this.batchOf(record.batch, record.tenant, record.at);
     const wasComplete = isComplete(batch);
     batch.last_seen = record.at;
@@ -155,6 +205,7 @@ export class BatchFold {
         const known = this.jobOf(child, batch);
         known.parent ??= job.id;
         known.tenant ??= record.tenant;
+        if (job.lineage !== undefined && known.lineage === undefined) this.attribute(known, job.lineage, batch);
       }
       for (const child of record.unsent ?? []) {
         const known = this.jobOf(child, batch);
@@ -164,7 +215,7 @@ export class BatchFold {
       for (const child of record.emitted ?? []) this.reclassify(this.jobs.get(child) as TrackedJob, batch);
     }
     this.reclassify(job, batch);
-    return !wasComplete && isComplete(batch) ? { completed: batch } : {};
+    return !wasComplete && isComplete(batch) ? { completed: batch, batch } : { batch };
   }
 
   /** The job's state, or undefined when no record named it. */
@@ -178,7 +229,7 @@ export class BatchFold {
       batch = {
         id,
         ...(tenant === undefined ? {} : { tenant }),
-        counts: { known: 0, completed: 0, failed: 0, dead: 0, discarded: 0, cancelled: 0, in_flight: 0 },
+        counts: emptyCounts(),
         announced: false,
         cancelled: false,
         paused: false,
@@ -214,7 +265,7 @@ export class BatchFold {
     return job;
   }
 
-  /** Derives the job's class again and moves it between the batch's counts. */
+  /** Derives the job's class again and moves it between the batch's counts (and its lineage's). */
   private reclassify(job: TrackedJob, batch: TrackedBatch): void {
     const before = job.cls;
     const hadConflict = job.conflict;
@@ -223,6 +274,31 @@ export class BatchFold {
     if (before === job.cls) return;
     count(batch.counts, before, -1);
     count(batch.counts, job.cls, +1);
+    const lineage = job.lineage === undefined ? undefined : batch.lineages?.get(job.lineage);
+    if (lineage !== undefined) {
+      count(lineage, before, -1);
+      count(lineage, job.cls, +1);
+    }
+  }
+
+  /**
+   * Counts the job, and every job below it that no lineage counts yet (reported before their
+   * parent named them), in the lineage of step job `lineage`.
+   */
+  private attribute(first: TrackedJob, lineage: string, batch: TrackedBatch): void {
+    const lineages = batch.lineages;
+    if (lineages === undefined) return;
+    let counts = lineages.get(lineage);
+    if (counts === undefined) lineages.set(lineage, (counts = emptyCounts()));
+    const stack = [first];
+    for (let job = stack.pop(); job !== undefined; job = stack.pop()) {
+      job.lineage = lineage;
+      count(counts, job.cls, +1);
+      for (const child of job.children) {
+        const below = this.jobs.get(child);
+        if (below !== undefined && below.lineage === undefined) stack.push(below);
+      }
+    }
   }
 }
 
@@ -249,6 +325,10 @@ export function classify(job: TrackedJob): void {
   if (!exists) job.cls = 'withdrawn';
   else if (final === undefined || promised > settledAttempt) job.cls = 'in_flight';
   else job.cls = final.outcome as 'completed' | 'dead' | 'discarded' | 'cancelled';
+}
+
+function emptyCounts(): BatchCounts {
+  return { known: 0, completed: 0, failed: 0, dead: 0, discarded: 0, cancelled: 0, in_flight: 0 };
 }
 
 function count(counts: BatchCounts, cls: JobClass, delta: number): void {

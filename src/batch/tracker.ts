@@ -4,7 +4,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { EventPublisher } from '../events/event-publisher.js';
 import type { Logger } from '../logging/logger.js';
 import { coreTopology } from '../topology/build-topology.js';
-import { BatchFold, batchState, isComplete, type TrackedBatch } from './batch-fold.js';
+import { BatchFold, batchState, isComplete, type FoldResult, type TrackedBatch } from './batch-fold.js';
 import { identitiesOf } from '../security/broker-users.js';
 import { withTrustedCallbacks, type BatchEnd } from './batch-callbacks.js';
 import { CallbackPublisher } from './callback-publisher.js';
@@ -15,8 +15,31 @@ import { MemoryJobStore } from '../job-state/memory-job-store.js';
 import type { JobStore } from '../job-state/job-store.js';
 import { jobRecordOf, StoreWriter } from '../job-state/store-writer.js';
 
+/** What a tracker lends its plugins once its replay caught up. */
+export interface TrackerHost {
+  /** The tracker's connection: a plugin's channels go with it. */
+  connection: AmqpConnection;
+  /** Resolves once every record appended before the call was handed to the fold and the plugins. */
+  caughtUp(): Promise<void>;
+}
+
+/**
+ * Work that rides on a tracker's reading of the stream (the workflow advancer, src/workflow): told
+ * of every record after the batch fold took it, in stream order, during the replay and after.
+ */
+export interface TrackerPlugin {
+  onRecord(record: TrackingRecord, result: FoldResult): void;
+  /** The replay has caught up: from here on the plugin may act. */
+  start(host: TrackerHost): void;
+  /** Resolves once the work the records so far started is done (Tracker.sync). */
+  settled(): Promise<void>;
+  close(): Promise<void>;
+}
+
 export interface TrackerOptions {
   log: Logger;
+  /** Made with the tracker's fold, before any record is read (see TrackerPlugin). */
+  plugins?: ReadonlyArray<(fold: BatchFold) => TrackerPlugin>;
   /** An open connection to use; by default the tracker opens (and closes) its own. */
   connection?: AmqpConnection;
   /** Told of every batch announced (tests, the CLI's log line). */
@@ -56,6 +79,7 @@ export const PRUNE_EVERY_MS = 60_000;
  */
 export class Tracker {
   readonly fold = new BatchFold();
+  readonly plugins: readonly TrackerPlugin[];
   private reader: TrackingReader | undefined;
   private live = false;
   private readonly announced = new Set<string>();
@@ -75,6 +99,7 @@ export class Tracker {
     // `stagecoach tracker`'s own would only grow, since `job status` replays the stream itself.
     const jobs = options.jobs ?? (config.tracking.store.kind === 'postgres' ? createJobStore(config) : false);
     if (jobs !== false) this.writer = new StoreWriter(jobs, options.log);
+    this.plugins = (options.plugins ?? []).map((make) => make(this.fold));
   }
 
   /** The job store it writes, if any. */
@@ -109,6 +134,8 @@ export class Tracker {
     if (tracker.live) for (const batch of tracker.fold.batches.values()) if (isComplete(batch)) tracker.announce(batch);
     await tracker.settled();
     await tracker.writer?.written();
+    const reader = tracker.reader;
+    for (const plugin of tracker.plugins) plugin.start({ connection, caughtUp: () => reader.caughtUp() });
     options.log.info('tracker caught up', { batches: tracker.fold.batches.size, jobs: tracker.fold.jobs.size });
     if (tracker.writer !== undefined) {
       // A replay brings back jobs pruned before the restart (the stream keeps longer): pruned again at once.
@@ -130,6 +157,7 @@ export class Tracker {
   async sync(): Promise<void> {
     await this.reader?.caughtUp();
     await this.settled();
+    await Promise.all(this.plugins.map((plugin) => plugin.settled()));
     await this.writer?.written();
   }
 
@@ -138,6 +166,7 @@ export class Tracker {
     // tracker); announcements under way finish.
     this.callbacks?.stop();
     clearInterval(this.pruner);
+    for (const plugin of this.plugins) await plugin.close().catch(() => undefined);
     await this.settled();
     await this.callbacks?.close();
     await this.reader?.close();
@@ -151,6 +180,7 @@ export class Tracker {
     const trusted = trustedRecord(this.config, record, userId, this.options.log);
     this.writer?.add(trusted);
     const result = this.fold.apply(trusted);
+    for (const plugin of this.plugins) plugin.onRecord(trusted, result);
     if (result.refused !== undefined) {
       this.options.log.warn('tracking report refused', { reason: result.refused, ...('job' in record ? { job_id: record.job } : {}) });
     }
@@ -242,10 +272,13 @@ export function trustedRecord(config: CompiledConfig, record: TrackingRecord, us
     log.warn('batch directive record ignored: not written by the operator or the internal user', { ...record, user_id: userId });
     return { kind: 'mark', id: record.id, at: record.at };
   }
-  if ((record.kind === 'settled' || record.kind === 'created') && !identities.mayActFor(record.tenant, userId)) {
+  if (
+    (record.kind === 'settled' || record.kind === 'created' || record.kind === 'workflow') &&
+    !identities.mayActFor(record.tenant, userId)
+  ) {
     log.warn('tracking record ignored: its broker user may not act for the tenant it names', {
-      batch: record.batch,
-      job_id: record.job,
+      batch: record.kind === 'workflow' ? record.workflow : record.batch,
+      ...(record.kind === 'workflow' ? {} : { job_id: record.job }),
       tenant: record.tenant,
       user_id: userId,
     });

@@ -3,7 +3,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { BatchFold } from './batch-fold.js';
-import { Tracker } from './tracker.js';
+import { Tracker, type TrackerOptions } from './tracker.js';
 import { retentionOf } from '../job-state/create-job-store.js';
 import type { JobStore } from '../job-state/job-store.js';
 import { MemoryJobStore } from '../job-state/memory-job-store.js';
@@ -33,6 +33,8 @@ export class TrackingFollower {
     private readonly config: CompiledConfig,
     private readonly log: Logger,
     private readonly waitMs = FOLLOWER_WAIT_MS,
+    /** Plugins of each tracker it starts (the workflow advancer): made afresh on every new connection. */
+    private readonly plugins: TrackerOptions['plugins'] = [],
   ) {}
 
   /** Starts the replay in the background (a failure is logged; the next request tries again). */
@@ -48,6 +50,11 @@ export class TrackingFollower {
    */
   async fold(): Promise<BatchFold> {
     return (await this.synced()).tracker.fold;
+  }
+
+  /** The tracker with every record appended before the call folded in (its plugins too). @throws as fold() does. */
+  async tracker(): Promise<Tracker> {
+    return (await this.synced()).tracker;
   }
 
   /**
@@ -100,7 +107,7 @@ export class TrackingFollower {
   private current(): Promise<Session> {
     if (this.closed) return Promise.reject(new StagecoachError('CONNECTION_FAILED', 'the tracking follower is closed'));
     if (this.session === undefined) {
-      const opening = Session.open(this.config, this.log, () => {
+      const opening = Session.open(this.config, this.log, this.plugins, () => {
         // The connection is gone: the next request replays on a new one.
         if (this.session === opening) this.session = undefined;
       });
@@ -123,7 +130,7 @@ class Session {
     private readonly connection: AmqpConnection,
   ) {}
 
-  static async open(config: CompiledConfig, log: Logger, onLost: () => void): Promise<Session> {
+  static async open(config: CompiledConfig, log: Logger, plugins: TrackerOptions['plugins'], onLost: () => void): Promise<Session> {
     const connection = await openConnection(config, log, 'stagecoach-admin-tracking');
     let session: Session | undefined;
     connection.on('close', () => {
@@ -137,6 +144,7 @@ class Session {
         log,
         connection,
         announce: false,
+        ...(plugins === undefined ? {} : { plugins }),
         jobs: config.tracking.store.kind === 'postgres' ? false : new MemoryJobStore(retentionOf(config)),
       });
       session = new Session(tracker, connection);

@@ -15,6 +15,7 @@ import { unroutableList, unroutableReplay } from './commands/unroutable.js';
 import { batchList, batchStatus, tracker } from './commands/batch.js';
 import { jobCancel, jobList, jobStatus, type JobListOptions } from './commands/jobs.js';
 import { batchDirective, tenantDirective } from './commands/directives.js';
+import { workflowCancel, workflowList, workflowStatus } from './commands/workflow.js';
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { addScheduleCommands } from './schedule-program.js';
 import { packageVersion } from '../util/package-version.js';
@@ -348,7 +349,9 @@ export function buildProgram(): Command {
 
   program
     .command('tracker')
-    .description('fold settlement reports into batch state; announce batch.completed (docs/batches.md)')
+    .description(
+      'fold settlement reports into batch state; announce batch.completed (docs/batches.md); advance workflows (docs/workflows.md)',
+    )
     .addOption(configOption())
     .action(async (opts: { config?: string }) => {
       process.exitCode = await tracker(opts);
@@ -383,6 +386,34 @@ export function buildProgram(): Command {
         process.exitCode = await batchDirective(action, id, opts);
       });
   }
+  const workflow = program
+    .command('workflow')
+    .description("workflows (chains, groups, batches of jobs): their state and every step's, read from the tracking stream");
+  workflow
+    .command('status <id>')
+    .description("the workflow's state and every step's, nested as the workflow is")
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (id: string, opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await workflowStatus(id, opts);
+    });
+  workflow
+    .command('list')
+    .addOption(tenantOption())
+    .option('--state <state>', 'only workflows in this state: pending, running, completed, failed, cancelled')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (opts: { tenant?: string; state?: string; json?: boolean; config?: string }) => {
+      process.exitCode = await workflowList(opts);
+    });
+  workflow
+    .command('cancel <id>')
+    .description('what has not started never will; jobs running finish (exit 1 when the workflow has ended)')
+    .option('--json', 'machine-readable output')
+    .addOption(configOption())
+    .action(async (id: string, opts: { json?: boolean; config?: string }) => {
+      process.exitCode = await workflowCancel(id, opts);
+    });
   const job = program.command('job').description('any tracked job: its OJS state, attempts, errors, result (docs/job-state.md)');
   job
     .command('status <id>')

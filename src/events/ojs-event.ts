@@ -27,6 +27,12 @@ export const EVENT_TYPES = [
   'job.failed',
   'job.discarded',
   'job.cancelled',
+  // Workflows (spec/ojs-workflows.md appendix B; docs/workflows.md), from the holder of the workflow lock.
+  'workflow.started',
+  'workflow.completed',
+  'workflow.failed',
+  'workflow.cancelled',
+  'workflow.callback_fired',
   // Schedules (OJS cron 9; docs/schedules.md), from the scheduler's leader.
   'cron.triggered',
   'cron.skipped',

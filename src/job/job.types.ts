@@ -42,6 +42,12 @@ export interface Job {
   rate_limit?: RateLimitPolicy;
   /** Its uniqueness policy (OJS unique-jobs extension; docs/unique-jobs.md), checked at enqueue. */
   unique?: UniquePolicy;
+  /**
+   * A workflow step's input (spec/ojs-workflows.md 7; docs/workflows.md): the results of the step
+   * before it. Above the queue's payload threshold it travels by reference (`meta.parent_results_ref`)
+   * and is loaded back before the handler runs.
+   */
+  parent_results?: unknown[];
 }
 
 /**

@@ -78,6 +78,19 @@ export class PayloadOffloader {
   async load(headers: Readonly<Record<string, unknown>>, tenant: string | undefined, queue: string): Promise<unknown[] | undefined> {
     const value = headers[OJS_HEADERS.payloadRef];
     if (value === undefined) return undefined;
+    return this.loadArray(value, tenant, queue, 'arguments');
+  }
+
+  /**
+   * A workflow step's `parent_results` that travelled by reference (`meta.parent_results_ref`,
+   * docs/workflows.md), under the same rules as arguments: only the reader's tenant's, and
+   * PAYLOAD_MISSING when they are gone.
+   */
+  loadParentResults(ref: unknown, tenant: string | undefined, queue: string): Promise<unknown[]> {
+    return this.loadArray(ref, tenant, queue, 'parent results');
+  }
+
+  private async loadArray(value: unknown, tenant: string | undefined, queue: string, what: string): Promise<unknown[]> {
     const key = parsePayloadRef(value);
     if (key.tenant !== payloadTenant(tenant)) {
       throw new InvalidPayloadError(
@@ -87,14 +100,14 @@ export class PayloadOffloader {
     }
     const data = await this.options.store.get(key);
     if (data === undefined) throw new PayloadMissingError(formatPayloadRef(key), tenant, queue);
-    let args: unknown;
+    let parsed: unknown;
     try {
-      args = JSON.parse(data.toString('utf8'));
+      parsed = JSON.parse(data.toString('utf8'));
     } catch (err) {
       throw new InvalidPayloadError(`the payload ${formatPayloadRef(key)} is not JSON: ${(err as Error).message}`, queue);
     }
-    if (!Array.isArray(args)) throw new InvalidPayloadError(`the payload ${formatPayloadRef(key)} is not a JSON array of arguments`, queue);
-    return args;
+    if (!Array.isArray(parsed)) throw new InvalidPayloadError(`the payload ${formatPayloadRef(key)} is not a JSON array of ${what}`, queue);
+    return parsed;
   }
 
   /**

@@ -26,6 +26,8 @@ import { middlewareLists } from '../stage/middleware/middleware-lists.js';
 import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middleware.types.js';
 import { uniqueGateFor, type UniqueHost } from '../job-state/unique/unique-gate.js';
 import type { DirectiveRecord } from '../tracking/tracking-report.js';
+import type { WorkflowSpec } from '../job/workflow.types.js';
+import { workflowRecord, type WorkflowStartOptions } from '../workflow/workflow-start.js';
 
 /**
  * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
@@ -148,6 +150,20 @@ export class Publisher {
       // After the middleware, which may have added or changed `unique`.
       return sent.unique === undefined ? publish() : uniqueGateFor(this.config).admit(sent, this.uniqueHost, publish);
     });
+  }
+
+  /**
+   * Starts a workflow (docs/workflows.md): `publisher.workflow(chain(a, group(b, c), d), { tenant })`.
+   * Its definition is checked against the configuration before anything is sent; then the record
+   * that starts it is appended to the tracking stream, and this resolves with the workflow's id
+   * (also its batch's) once the broker confirmed it. The process holding the workflow lock (a
+   * `stagecoach tracker`, the admin server) publishes its steps: without one, it waits.
+   * @throws StagecoachError `INVALID_REQUEST` naming what is wrong in the definition.
+   */
+  async workflow(spec: WorkflowSpec, options: WorkflowStartOptions = {}): Promise<string> {
+    const record = workflowRecord(this.config, spec, options);
+    await publishRecord(this.publisher, new BrokerNames(this.config.prefix).tracking, record);
+    return record.workflow;
   }
 
   /** How the unique-jobs gate sees this publisher: its tracking settings, and a cancel on its channel. */

@@ -93,6 +93,18 @@ export class DeliveryProcessor {
         return { kind: 'failed', job, error };
       }
     }
+    // A workflow step's parent_results by reference (docs/workflows.md), loaded as arguments are.
+    const results = job.meta.parent_results_ref;
+    if (results !== undefined && this.options.payloads !== undefined) {
+      try {
+        handled = {
+          ...handled,
+          parent_results: await this.options.payloads.loadParentResults(results, this.options.tenant ?? job.tenant, delivery.queue),
+        };
+      } catch (error) {
+        return { kind: 'failed', job, error };
+      }
+    }
     const ctx = new JobContext(
       stage.name,
       stage.outputs,

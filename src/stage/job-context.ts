@@ -14,6 +14,10 @@ import type { EnqueueMiddleware } from './middleware/middleware.types.js';
 import { NEVER_ABORTED } from './never-aborted.js';
 import type { UniqueGate, UniqueHost } from '../job-state/unique/unique-gate.js';
 import type { StageContext } from './stage.types.js';
+import type { WorkflowSpec } from '../job/workflow.types.js';
+import { emittedWorkflowId } from '../workflow/workflow-plan.js';
+import { startRecord } from '../workflow/workflow-start.js';
+import { jobNodes, planOf } from '../workflow/workflow-plan.js';
 
 function ignore(): void {}
 
@@ -56,6 +60,8 @@ export class JobContext implements StageContext {
   readonly childQueues: string[] | undefined;
   /** What the handler returned (set by invokeHandler; reported with a tracked job's completion, spec/ojs-results.md). */
   result: unknown;
+  /** Workflows this run started (`ctx.emit(workflow)`): each one's id is derived from its rank. */
+  private workflows = 0;
 
   constructor(
     readonly stage: string,
@@ -151,15 +157,50 @@ export class JobContext implements StageContext {
    * fails before that. Its confirm is kept in `pending`, which `settle()` waits for: a failure
    * after the hand-over fails the input job there, as a thrown error would.
    */
-  emit(output: string, spec: EmitSpec): Promise<string> {
+  emit(output: string, spec: EmitSpec): Promise<string>;
+  emit(workflow: WorkflowSpec): Promise<string>;
+  emit(target: string | WorkflowSpec, spec?: EmitSpec): Promise<string> {
+    if (typeof target !== 'string') return this.startWorkflow(target);
+    const output = target;
     const emitted = new Promise<string>((resolve, reject) => {
-      const confirmed = this.send(output, spec, resolve);
+      const confirmed = this.send(output, spec as EmitSpec, resolve);
       this.pending.push(confirmed);
       confirmed.then(resolve, reject);
     });
     // settle() reports the failure; this keeps an un-awaited emit from crashing the process.
     emitted.catch(ignore);
     return emitted;
+  }
+
+  /**
+   * `ctx.emit(workflow)`: its record appended (confirmed before the input is acknowledged), with
+   * the handled job's tenant, trace and id as its parent, under an id derived from the handled
+   * job's and this run's count of workflows, so that a retried handler starts the same one.
+   */
+  private startWorkflow(spec: WorkflowSpec): Promise<string> {
+    const started = (async () => {
+      if (this.lost?.aborted === true) throw this.lost.reason as Error;
+      if (this.closed) throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}" started a workflow after its handler returned`);
+      if (this.track === undefined) {
+        throw new StagecoachError('INVALID_REQUEST', `stage "${this.stage}": cannot start a workflow here (no tracking stream)`);
+      }
+      const record = startRecord(spec, {
+        id: emittedWorkflowId(this.job.id, ++this.workflows),
+        ...(this.job.tenant === undefined ? {} : { tenant: this.job.tenant }),
+        traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]),
+        parent: this.job.id,
+      });
+      for (const node of jobNodes(planOf(record.workflow, record.definition))) {
+        if (node.spec !== undefined && !this.outputs.includes(node.spec.queue)) {
+          throw new UnknownOutputError(this.stage, node.spec.queue, this.outputs);
+        }
+      }
+      await this.track(record);
+      return record.workflow;
+    })();
+    this.pending.push(started);
+    started.catch(ignore);
+    return started;
   }
 
   async confirmed(): Promise<void> {

@@ -1,4 +1,5 @@
 import type { EmitSpec, Job } from '../job/job.types.js';
+import type { WorkflowSpec } from '../job/workflow.types.js';
 import type { Logger } from '../logging/logger.js';
 
 /** What `@Stage()` records about a stage class. */
@@ -50,6 +51,15 @@ export interface StageContext {
    * @returns the new job's id.
    */
   emit(output: string, job: EmitSpec): Promise<string>;
+  /**
+   * Starts a workflow (docs/workflows.md): `ctx.emit(chain(a, group(b, c), d))`. Every job of it
+   * goes to one of the stage's outputs; it belongs to the handled job's tenant and continues its
+   * trace; its id is derived from the handled job's and how many workflows the handler started
+   * before (a retry starts the same one, once). Resolves with the workflow's id once its record
+   * is confirmed, and the input is acknowledged only after that. The workflow is a batch of its
+   * own: the handled job's batch does not wait for it.
+   */
+  emit(workflow: WorkflowSpec): Promise<string>;
   /**
    * Resolves once every job emitted so far is confirmed by the broker; rejects with the first
    * refusal (the input job then fails at settlement as well). For a handler that must know its

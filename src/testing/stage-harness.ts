@@ -11,6 +11,7 @@ import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middlewa
 import { stageMetadataOf, stageMiddlewareOf, type StageClass } from '../stage/stage-explorer.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { ContainerModule } from 'inversify';
+import type { TrackingRecord, WorkflowRecord } from '../tracking/tracking-report.js';
 
 export interface EmittedJob {
   output: string;
@@ -20,6 +21,10 @@ export interface EmittedJob {
 
 export interface HarnessResult {
   emitted: EmittedJob[];
+  /** What the handler returned (its result). */
+  result: unknown;
+  /** The workflows it started (`ctx.emit(workflow)`), as their records: definition, tenant, parent. */
+  workflows: WorkflowRecord[];
 }
 
 /**
@@ -76,10 +81,14 @@ export class StageHarness {
     ]);
   }
 
-  /** Hands one job to the stage; resolves with what it emitted, rejects with what it threw. */
-  async run(spec: PublishSpec, headers: Record<string, unknown> = {}): Promise<HarnessResult> {
+  /**
+   * Hands one job to the stage; resolves with what it emitted, returned and started, rejects with
+   * what it threw. `parent_results`: the input of a workflow step (docs/workflows.md).
+   */
+  async run(spec: PublishSpec & { parent_results?: unknown[] }, headers: Record<string, unknown> = {}): Promise<HarnessResult> {
     const tenant = spec.tenant ?? this.tenant;
     const job = createJob(spec, { queue: this.metadata.input });
+    if (spec.parent_results !== undefined) job.parent_results = spec.parent_results;
     // Set past createJob's slug check on purpose: a stage's own defences (a tenant used as a file
     // name) stay testable with a tenant the framework would refuse on receipt. Its emits inherit
     // the tenant and are refused as they would be in a running stage.
@@ -93,7 +102,13 @@ export class StageHarness {
         return Promise.resolve();
       },
     };
-    // No tracking stream here: a batch a handler starts shows in the emitted job's `meta.batch`.
+    // No tracking stream here: a batch a handler starts shows in the emitted job's `meta.batch`,
+    // a workflow in `workflows`.
+    const workflows: WorkflowRecord[] = [];
+    const track = (record: TrackingRecord): Promise<void> => {
+      if (record.kind === 'workflow') workflows.push(record);
+      return Promise.resolve();
+    };
     const ctx = new JobContext(
       this.metadata.name,
       this.metadata.outputs,
@@ -103,11 +118,11 @@ export class StageHarness {
       this.log,
       undefined,
       undefined,
-      () => Promise.resolve(),
+      track,
       this.enqueue,
     );
-    await this.handler.handle(job, ctx);
+    const result = await this.handler.handle(job, ctx);
     await ctx.settle();
-    return { emitted };
+    return { emitted, result, workflows };
   }
 }

@@ -143,6 +143,13 @@ export class BrokerNames {
   get readLock(): string {
     return flagName(this.prefix, { kind: 'read-lock' });
   }
+  /**
+   * Exclusive queue held by the one process that advances workflows and publishes their steps
+   * (src/workflow/advancer-lock.ts): taken by one connection at a time, gone with it.
+   */
+  get workflowLock(): string {
+    return `${this.prefix}.workflow-lock`;
+  }
   /** Marker exchange of a paused tenant: every job of the tenant is parked at every stage. */
   tenantPauseMarker(tenant: string): string {
     return flagName(this.prefix, { kind: 'tenant-paused', tenant });

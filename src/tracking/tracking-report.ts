@@ -1,4 +1,5 @@
 import type { BatchCallbacks } from '../job/job.types.js';
+import type { WorkflowSpec } from '../job/workflow.types.js';
 import { uuidv7 } from '../job/uuid-v7.js';
 
 /**
@@ -106,6 +107,29 @@ export interface DirectiveRecord {
   at: string;
 }
 
+/**
+ * A workflow started (docs/workflows.md): its definition, as checked, and the id of every job it
+ * may publish, written before any of them is. The workflow is a batch (`workflow` is its batch
+ * id): the batch knows its jobs from this record, in flight until each settles or is cancelled,
+ * so it cannot complete between two steps. Where the definition lives: here only, as a batch's
+ * callbacks live in its root's `created` report; a tracker learns it on replay.
+ */
+export interface WorkflowRecord {
+  kind: 'workflow';
+  id: string;
+  /** The workflow's id, which is also its batch's. */
+  workflow: string;
+  tenant?: string;
+  definition: WorkflowSpec;
+  /** Every job id of its steps and callbacks, derived from the workflow id and the step (workflow-plan.ts). */
+  jobs: string[];
+  /** The job whose handler started it (`ctx.emit`). */
+  parent?: string;
+  /** The W3C traceparent its steps continue. */
+  traceparent?: string;
+  at: string;
+}
+
 /** Written by a reader to know when it has read everything before it (replay to the present). */
 export interface MarkReport {
   kind: 'mark';
@@ -113,7 +137,7 @@ export interface MarkReport {
   at: string;
 }
 
-export type TrackingRecord = SettledReport | CreatedReport | AnnouncedReport | DirectiveRecord | MarkReport;
+export type TrackingRecord = SettledReport | CreatedReport | AnnouncedReport | DirectiveRecord | WorkflowRecord | MarkReport;
 
 /**
  * Several settlement reports of one stage in one stream message (AMQP `type`
@@ -218,6 +242,14 @@ function recordOf(body: unknown): TrackingRecord | undefined {
       return (record.action === 'cancel' || record.action === 'pause' || record.action === 'resume') &&
         (typeof record.batch === 'string' || typeof record.tenant === 'string' || typeof record.job === 'string')
         ? (record as DirectiveRecord)
+        : undefined;
+    case 'workflow':
+      return typeof record.workflow === 'string' &&
+        typeof record.definition === 'object' &&
+        record.definition !== null &&
+        Array.isArray(record.jobs) &&
+        record.jobs.every((job) => typeof job === 'string')
+        ? (record as WorkflowRecord)
         : undefined;
     case 'mark':
       return record as MarkReport;

@@ -221,8 +221,8 @@ describe('cluster: quorum queues on a 3-node RabbitMQ cluster, the stages node h
     try {
       // 0. What the cluster holds: every queue quorum (the delay ladder and unroutable too, see
       //    queue-type.ts), with 3 members, and the queue settings' policies applied.
-      // The tracking log and the job cancels are streams: replicated over the nodes by their own kind.
-      const streams = [names.tracking, names.jobCancels];
+      // The tracking log, the job cancels and the schedules are streams: replicated over the nodes by their own kind.
+      const streams = [names.tracking, names.jobCancels, names.schedules];
       const declared = provisionTopology(config, STAGES)
         .queues.map((q) => q.name)
         .filter((name) => !streams.includes(name));

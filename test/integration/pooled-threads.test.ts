@@ -4,7 +4,7 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { expect } from 'chai';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { StagecoachError } from '../../src/errors/errors.js';
-import type { Job } from '../../src/job/job.types.js';
+import type { EmitSpec, Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { loadStage, type LoadedStage } from '../../src/stage/stage-loader.js';
 import type { StageContext } from '../../src/stage/stage.types.js';
@@ -86,10 +86,10 @@ describe('one worker-thread pool for many tenants', function () {
       headers: { 'x-ojs-tenant': tenant },
       signal,
       log,
-      emit: (_output, spec) => {
+      emit: ((_output: string, spec: EmitSpec) => {
         seen.push((spec.args as [Sighting])[0]);
         return Promise.resolve(`id-${seen.length}`);
-      },
+      }) as StageContext['emit'],
       confirmed: () => Promise.resolve(),
     };
   }
@@ -183,10 +183,10 @@ describe('one worker-thread pool for many tenants', function () {
     const emit = ctx.emit;
     const running = handler.handle(job('acme', ['hold', 'a3']), {
       ...ctx,
-      emit: (output, spec) => {
+      emit: ((output: string, spec: EmitSpec) => {
         events.push('job emitted');
         return emit(output, spec);
-      },
+      }) as StageContext['emit'],
     });
     const holding = await waitFor('a3 held', () => received.find((r) => r.holding === 'a3'));
     const heldInstance = holding.instance as string;

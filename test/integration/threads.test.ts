@@ -6,7 +6,7 @@ import type { GetMessage } from 'amqplib';
 import { expect } from 'chai';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { StagecoachError } from '../../src/errors/errors.js';
-import type { Job, JobSpec } from '../../src/job/job.types.js';
+import type { EmitSpec, Job, JobSpec } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { DeadLetterJob, DiscardJob, RetryJob } from '../../src/retry/handler-outcomes.js';
@@ -289,10 +289,10 @@ describe('worker threads for CPU-bound stages', function () {
         headers: {},
         signal,
         log,
-        emit: (_output, spec) => {
+        emit: ((_output: string, spec: EmitSpec) => {
           emitted.push(spec.args ?? []);
           return Promise.resolve(`id-${emitted.length}`);
-        },
+        }) as StageContext['emit'],
         confirmed: () => Promise.resolve(),
       };
     }

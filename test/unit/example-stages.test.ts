@@ -9,6 +9,7 @@ import { Converter } from '../../stages/converter.stage.js';
 import { Explorer } from '../../stages/explorer.stage.js';
 import { Exporter, type ResultLine } from '../../stages/exporter.stage.js';
 import { Matcher } from '../../stages/matcher.stage.js';
+import { Reporter } from '../../stages/reporter.stage.js';
 import { isValidCpr } from '../../stages/lib/cpr.js';
 import { csvText, htmlText, jsonStrings } from '../../stages/lib/extract-text.js';
 import { findSensitive } from '../../stages/lib/find-sensitive.js';
@@ -165,9 +166,10 @@ describe('example stages', () => {
   });
 
   describe('explorer', () => {
-    it('emits one conversion per bundled file, with its mime header and the scan size', async () => {
+    it('emits one conversion per bundled file, with its mime header and the scan size, and returns the scan', async () => {
       const harness = await StageHarness.create(Explorer);
-      const { emitted } = await harness.run({ type: 'scan.folder', args: ['acme'], tenant: 'acme' });
+      const { emitted, result } = await harness.run({ type: 'scan.folder', args: ['acme'], tenant: 'acme' });
+      expect(result).to.deep.include({ folder: 'acme', documents: 5 });
       const byName = Object.fromEntries(emitted.map((e) => [e.job.args[1], e]));
       expect(Object.keys(byName).sort()).to.deep.equal(['contacts.txt', 'invoice.html', 'notes.md', 'payroll.csv', 'report.pdf']);
       expect(byName['report.pdf']?.headers.mime).to.equal('application/pdf');
@@ -203,6 +205,30 @@ describe('example stages', () => {
       const err = await rejection(harness.run({ type: 'scan.folder', args: ['../../..'], tenant: 'acme' }));
       expect(err).to.be.instanceOf(NonRetryableError);
       expect(err.message).to.match(/outside the samples root/);
+    });
+  });
+
+  describe('reporter', () => {
+    it("sums the findings the exporter wrote for the scan it follows, from the scan's result", async () => {
+      const dir = path.join(tmp, 'report-results');
+      const exporter = await StageHarness.create(Exporter, { stageOptions: { resultsDir: dir } });
+      const email = { kind: 'email', value: 'a@b.dk' };
+      const card = { kind: 'card', value: '**** 1111' };
+      await exporter.run({ type: 'doc.matches', args: ['x.txt', [email, card]], tenant: 'acme', meta: { scan_id: 's1', scan_total: 2 } });
+      await exporter.run({ type: 'doc.matches', args: ['y.txt', [email]], tenant: 'acme', meta: { scan_id: 's1', scan_total: 2 } });
+      await exporter.run({ type: 'doc.matches', args: ['z.txt', [email]], tenant: 'acme', meta: { scan_id: 'older', scan_total: 1 } });
+      const reporter = await StageHarness.create(Reporter, { stageOptions: { resultsDir: dir } });
+      const scan = { scan_id: 's1', folder: 'acme', documents: 2 };
+      const { result } = await reporter.run({ type: 'scan.report', args: [], tenant: 'acme', parent_results: [scan] });
+      const expected = { ...scan, exported: 2, findings: 3, by_kind: { email: 2, card: 1, national_id: 0 } };
+      expect(result).to.deep.equal(expected);
+      expect(JSON.parse(await readFile(path.join(dir, 'acme.report.json'), 'utf8'))).to.deep.equal(expected);
+    });
+
+    it("refuses to run without a scan's result", async () => {
+      const reporter = await StageHarness.create(Reporter, { stageOptions: { resultsDir: path.join(tmp, 'results') } });
+      const err = await rejection(reporter.run({ type: 'scan.report', args: [], tenant: 'acme' }));
+      expect(err).to.be.instanceOf(NonRetryableError);
     });
   });
 

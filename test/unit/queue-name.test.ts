@@ -24,10 +24,15 @@ describe('queue names, as OJS writes them', () => {
 
   it("is the pattern of the shipped JSON Schema (queues and a tenant's queues)", () => {
     const schema = JSON.parse(readFileSync(SCHEMA_PATH, 'utf8')) as {
-      definitions: { queueKey: { pattern: string }; schedule: { properties: { queue: { pattern: string } } } };
+      definitions: {
+        queueKey: { pattern: string };
+        schedule: { properties: { queue: { pattern: string } } };
+        queue: { properties: { dead_letter_queue: { pattern: string } } };
+      };
     };
     expect(schema.definitions.queueKey.pattern).to.equal(`^(_default|${QUEUE_NAME.source.slice(1, -1)})$`);
     expect(schema.definitions.schedule.properties.queue.pattern, "a schedule's queue").to.equal(QUEUE_NAME.source);
+    expect(schema.definitions.queue.properties.dead_letter_queue.pattern, 'a dead_letter_queue').to.equal(QUEUE_NAME.source);
     expect(QUEUE_NAME.flags).to.equal('');
     const config = compileConfig({ tenants: [{ name: 'acme', queues: { 'py.dotted': { max_size: 5 } } }], queues: { 'py.dotted': {} } });
     expect(config.queues.has('py.dotted')).to.equal(true);

@@ -50,6 +50,8 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('timeout', job?.timeout);
   set('timeout_ms', job?.timeout === undefined ? undefined : job.timeout * 1000);
   set('retry', job?.retry);
+  // A workflow step's input (openapi.yaml Job.parent_results; docs/workflows.md).
+  set('parent_results', job?.parent_results);
   return view;
 }
 

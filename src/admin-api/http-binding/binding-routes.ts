@@ -9,6 +9,7 @@ import { listEvents } from './event-handlers.js';
 import { deleteCron, getCron, listCrons, registerCron, toggleCron, triggerCron } from './cron-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
+import { cancelWorkflow, createWorkflow, getWorkflow, listWorkflows } from './workflow-handlers.js';
 
 /**
  * The OJS HTTP binding's endpoints (spec/ojs-http-binding.md; docs/http-binding.md), served by
@@ -38,6 +39,10 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, access: 'tenant', handle: bind(retryDeadLetter) },
     { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, access: 'tenant', handle: bind(deleteDeadLetter) },
     { method: 'GET', path: '/ojs/v1/events', mutating: false, access: 'tenant', handle: bind(listEvents) },
+    { method: 'POST', path: '/ojs/v1/workflows', mutating: true, access: 'tenant', handle: bind(createWorkflow) },
+    { method: 'GET', path: '/ojs/v1/workflows', mutating: false, access: 'tenant', handle: bind(listWorkflows) },
+    { method: 'GET', path: '/ojs/v1/workflows/{id}', mutating: false, access: 'tenant', handle: bind(getWorkflow) },
+    { method: 'DELETE', path: '/ojs/v1/workflows/{id}', mutating: true, access: 'tenant', handle: bind(cancelWorkflow) },
     { method: 'GET', path: '/ojs/v1/cron', mutating: false, access: 'tenant', handle: bind(listCrons) },
     { method: 'POST', path: '/ojs/v1/cron', mutating: true, access: 'tenant', handle: bind(registerCron) },
     { method: 'GET', path: '/ojs/v1/cron/{name}', mutating: false, access: 'tenant', handle: bind(getCron) },

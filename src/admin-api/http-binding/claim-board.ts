@@ -1,5 +1,6 @@
 import { JobCancelledError, JobRequeuedError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
+import type { EmitSpec } from '../../job/job.types.js';
 import { hasExpired, JobExpiredError } from '../../retry/handler-outcomes.js';
 import type { StageContext } from '../../stage/stage.types.js';
 
@@ -11,7 +12,7 @@ export const VISIBILITY_RANGE_MS: readonly [number, number] = [1_000, 12 * 3600_
 /** What a worker's ack carries: the result, and the jobs it emits (settled as `ctx.emit` is). */
 export interface AckBody {
   result?: unknown;
-  emit?: ReadonlyArray<{ queue: string } & Parameters<StageContext['emit']>[1]>;
+  emit?: ReadonlyArray<{ queue: string } & EmitSpec>;
 }
 
 /** What a worker's nack carries (spec/ojs-worker-protocol.md): `retryable: false` dead-letters at once. */

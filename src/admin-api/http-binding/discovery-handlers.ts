@@ -16,7 +16,9 @@ export function manifest(): Promise<ApiResponse> {
       conformance_level: CONFORMANCE_LEVEL,
       protocols: ['http', 'amqp'],
       backend: 'rabbitmq',
-      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs'],
+      // Workflows (level 3's chain, group, batch: docs/workflows.md) are served; the level claimed
+      // stays the highest whose levels below all pass too.
+      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs', 'workflows'],
       // OJS unique jobs 8.3 (docs/unique-jobs.md): claims are atomic (reject, ignore), but `replace`
       // cancels its holder through the job-cancels stream, which a holder starting meanwhile outruns.
       capabilities: {
@@ -30,7 +32,13 @@ export function manifest(): Promise<ApiResponse> {
             'PostgreSQL INSERT ... ON CONFLICT on a key table beside the job store (atomic for reject and ignore); replace cancels through the job-cancels stream; needs tracking.store postgres',
         },
       },
-      endpoints: { jobs: '/ojs/v1/jobs', workers: '/ojs/v1/workers', cron: '/ojs/v1/cron', health: '/ojs/v1/health' },
+      endpoints: {
+        jobs: '/ojs/v1/jobs',
+        workers: '/ojs/v1/workers',
+        workflows: '/ojs/v1/workflows',
+        cron: '/ojs/v1/cron',
+        health: '/ojs/v1/health',
+      },
     },
   });
 }

@@ -12,6 +12,7 @@ const BINDING_PREFIXES: readonly string[] = [
   '/ojs/v1/admin',
   '/ojs/v1/dead-letter',
   '/ojs/v1/events',
+  '/ojs/v1/workflows',
 ];
 
 /**

@@ -9,6 +9,8 @@ import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payloa
 import type { RetryObserver } from '../../runner/after-settle.js';
 import type { EventSink } from '../../events/job-events.js';
 import { StageRunner } from '../../runner/stage-runner.js';
+import { DirectiveGate } from '../../runner/directive-gate.js';
+import { JobCancels } from '../../runner/job-cancels.js';
 import type { LoadedStage } from '../../stage/stage-loader.js';
 import type { StageContext, StageMetadata } from '../../stage/stage.types.js';
 import { stageTopology } from '../../topology/build-topology.js';
@@ -42,7 +44,7 @@ export interface RemoteQueue {
  * the binding unless a worker asks for it.
  */
 export class RemoteStages {
-  private connection: Promise<{ connection: AmqpConnection; config: CompiledConfig; payloads: PayloadOffloader }> | undefined;
+  private connection: Promise<Opened> | undefined;
   private readonly running = new Map<string, Promise<RemoteQueue>>();
   private readonly declared = new Map<string, Promise<void>>();
   /** Per tenant, the unconfigured queues its token made this server declare or serve (bounded by queuesPerTenant). */
@@ -162,6 +164,15 @@ export class RemoteStages {
     }
   }
 
+  /**
+   * Forgets what its runners know of a batch's directives: the next job of it asks the broker
+   * (a workflow cancelled here, docs/workflows.md). Its runners share one gate, which listens to
+   * no control messages.
+   */
+  forget(batch: string): void {
+    void this.connection?.then((opened) => opened.directives.forget({ batch })).catch(() => undefined);
+  }
+
   /** Whether a queue exists on the broker (a passive declare, on a channel of its own: a miss closes it). */
   private async exists(physical: string): Promise<boolean> {
     const { connection } = await this.open();
@@ -192,11 +203,12 @@ export class RemoteStages {
     const opened = await this.connection?.catch(() => undefined);
     this.connection = undefined;
     await opened?.payloads.store.close();
+    await opened?.directives.close();
     await opened?.connection.close().catch(() => undefined);
   }
 
   private async start(key: string, queue: string, tenant: string | undefined): Promise<RemoteQueue> {
-    const { connection, config, payloads } = await this.open();
+    const { connection, config, payloads, directives } = await this.open();
     const metadata = metadataOf(config, queue);
     const board = this.board;
     // Claims come after the start (the runner exists by then): each is the job's `started` report.
@@ -214,6 +226,7 @@ export class RemoteStages {
       ...(tenant === undefined ? {} : { tenant }),
       log: this.log,
       payloads,
+      directives,
       ...(this.onRetryScheduled === undefined ? {} : { onRetryScheduled: this.onRetryScheduled }),
       ...(this.events === undefined ? {} : { events: this.events }),
     });
@@ -226,7 +239,7 @@ export class RemoteStages {
     return { key, queue, ...(tenant === undefined ? {} : { tenant }), runner, startedAt: Date.now() };
   }
 
-  private open(): Promise<{ connection: AmqpConnection; config: CompiledConfig; payloads: PayloadOffloader }> {
+  private open(): Promise<Opened> {
     this.connection ??= (async () => {
       const config = await this.loadConfig();
       const connection = await openConnection(config, this.log, 'stagecoach-http-workers');
@@ -238,11 +251,22 @@ export class RemoteStages {
         this.declared.clear();
         this.board.releaseAll();
       });
-      return { connection, config, payloads: payloadOffloaderFor(config, this.log) };
+      const directives = new DirectiveGate(config.prefix, this.log);
+      directives.attach(connection, new JobCancels(connection, config, this.log));
+      return { connection, config, payloads: payloadOffloaderFor(config, this.log), directives };
     })();
     this.connection.catch(() => (this.connection = undefined));
     return this.connection;
   }
+}
+
+/** The server's connection for HTTP workers and what its runners share on it. */
+interface Opened {
+  connection: AmqpConnection;
+  config: CompiledConfig;
+  payloads: PayloadOffloader;
+  /** Batch and tenant directives and job cancels, for every runner (see forget). */
+  directives: DirectiveGate;
 }
 
 export function keyOf(queue: string, tenant: string | undefined): string {

@@ -18,7 +18,7 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     // Held jobs first: handed back to their queues, then purged with them.
     await ctx.remote.stopAll();
     const queues = (await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
-      // Not streams (they cannot be purged), nor exclusive queues (locks: the scheduler's leadership, a read's).
+      // Not streams (they cannot be purged), nor exclusive queues (locks: the scheduler's leadership, the workflow lock, a read's).
       (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream' && !queue.exclusive,
     );
     let purged = 0;

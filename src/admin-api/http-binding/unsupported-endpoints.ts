@@ -7,7 +7,6 @@ import { ApiError } from '../api-error.js';
  * as a typo. Consulted only when no route matched, so an endpoint served later takes precedence.
  */
 const UNSERVED: ReadonlyArray<{ path: RegExp; feature: string }> = [
-  { path: /^\/ojs\/v1\/workflows(\/[^/]+)?$/, feature: 'workflows (conformance level 3)' },
   { path: /^\/ojs\/v1\/schemas(\/.+)?$/, feature: 'the schema registry' },
   { path: /^\/ojs\/v1\/workers\/progress$/, feature: 'progress reporting (the progress extension)' },
   { path: /^\/ojs\/v1\/jobs\/[^/]+\/progress$/, feature: 'progress reporting (the progress extension)' },

@@ -8,18 +8,25 @@ import { checkBatchId } from '../../util/batch-id.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 import { untilSignal } from '../signals.js';
+import { payloadOffloaderFor } from '../../payload/payload-offloader.js';
+import { WorkflowAdvancer } from '../../workflow/workflow-advancer.js';
 
-/** `stagecoach tracker`: replays the tracking stream, then follows it and announces completed batches until SIGTERM/SIGINT. */
+/**
+ * `stagecoach tracker`: replays the tracking stream, then follows it, announces completed batches
+ * and advances workflows (while it holds the workflow lock: docs/workflows.md) until SIGTERM/SIGINT.
+ */
 export async function tracker(opts: { config?: string }): Promise<number> {
   const config = await loadConfig(opts.config);
   const log = createLogger({ service: 'stagecoach', command: 'tracker' });
   const signal = untilSignal();
-  const running = await Tracker.start(config, { log });
+  const payloads = payloadOffloaderFor(config, log);
+  const running = await Tracker.start(config, { log, plugins: [WorkflowAdvancer.plugin({ config, log, payloads })] });
   try {
     await signal.promise;
   } finally {
     signal.dispose();
     await running.close();
+    await payloads.store.close();
   }
   return EXIT_OK;
 }

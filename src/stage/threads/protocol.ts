@@ -6,6 +6,7 @@
  * thread before `done`, so the emit is counted before the input may be acknowledged.
  */
 import type { CompiledConfig } from '../../config/config.types.js';
+import type { WorkflowSpec } from '../../job/workflow.types.js';
 import type { EmitSpec, Job } from '../../job/job.types.js';
 import type { TransferredError } from './error-transfer.js';
 
@@ -39,7 +40,8 @@ export type ToWorker =
 export type FromWorker =
   | { kind: 'ready' }
   | { kind: 'startup-failed'; error: TransferredError }
-  | { kind: 'emit'; seq: number; call: number; output: string; spec: EmitSpec }
+  /** `ctx.emit(output, spec)`, or `ctx.emit(workflow)` when `output` is undefined. */
+  | { kind: 'emit'; seq: number; call: number; output: string | undefined; spec: EmitSpec | WorkflowSpec }
   /** `ctx.confirmed()`: answered by `emit-result` (id '') or `emit-error` on the same call. */
   | { kind: 'confirmed'; seq: number; call: number }
   /**

@@ -11,7 +11,8 @@
  */
 import { Worker } from 'node:worker_threads';
 import { StagecoachError } from '../../errors/errors.js';
-import type { Job } from '../../job/job.types.js';
+import type { EmitSpec, Job } from '../../job/job.types.js';
+import type { WorkflowSpec } from '../../job/workflow.types.js';
 import type { Logger } from '../../logging/logger.js';
 import { canAbort } from '../never-aborted.js';
 import type { StageContext } from '../stage.types.js';
@@ -165,7 +166,10 @@ export class StageThread {
         // The real context records the emit now, before any later `done` from this port.
         let sent: Promise<string>;
         try {
-          sent = running.ctx.emit(message.output, message.spec);
+          sent =
+            message.output === undefined
+              ? running.ctx.emit(message.spec as WorkflowSpec)
+              : running.ctx.emit(message.output, message.spec as EmitSpec);
         } catch (err) {
           sent = Promise.reject(err as Error);
         }

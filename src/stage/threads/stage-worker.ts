@@ -15,6 +15,7 @@
 import 'reflect-metadata';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { EmitSpec, Job } from '../../job/job.types.js';
+import type { WorkflowSpec } from '../../job/workflow.types.js';
 import { createLogger, type Logger } from '../../logging/logger.js';
 import { buildStageInstance, type StageInstance } from '../stage-container.js';
 import { loadStage, type LoadedStage } from '../stage-loader.js';
@@ -182,12 +183,15 @@ class WorkerJobContext implements StageContext {
     });
   }
 
-  emit(output: string, spec: EmitSpec): Promise<string> {
+  emit(output: string, spec: EmitSpec): Promise<string>;
+  emit(workflow: WorkflowSpec): Promise<string>;
+  emit(target: string | WorkflowSpec, spec?: EmitSpec): Promise<string> {
     const sent = new Promise<string>((resolve, reject) => {
       const call = ++nextCall;
       calls.set(call, { resolve, reject });
       try {
-        post({ kind: 'emit', seq: this.seq, call, output, spec });
+        if (typeof target === 'string') post({ kind: 'emit', seq: this.seq, call, output: target, spec: spec as EmitSpec });
+        else post({ kind: 'emit', seq: this.seq, call, output: undefined, spec: target });
       } catch (err) {
         // A spec that cannot be cloned (a function in `args`) never reaches the main thread.
         calls.delete(call);
