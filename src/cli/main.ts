@@ -1,4 +1,4 @@
-import { Argument, Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { runDev, runPooled, runStage } from './commands/run.js';
 import { provision, printTopology } from './commands/topology.js';
 import { queueStateCommand, workerControl } from './commands/control.js';
@@ -19,18 +19,11 @@ import { workflowCancel, workflowList, workflowStatus } from './commands/workflo
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { addScheduleCommands } from './schedule-program.js';
 import { packageVersion } from '../util/package-version.js';
-import { checkQueueName } from '../util/queue-name.js';
+import { queueArgument, queueName } from './queue-argument.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
-
-/** A queue name given on the command line, checked by the one rule (exit 2 naming it otherwise). */
-const queueName =
-  (where: string) =>
-  (value: string): string =>
-    checkQueueName(value, where);
-const queueArgument = (): Argument => new Argument('<queue>', 'a logical queue').argParser(queueName('<queue>'));
 
 /** Builds the `stagecoach` program. Every action resolves with its exit code. */
 export function buildProgram(): Command {
