@@ -1,7 +1,7 @@
 /**
  * Scenario `tenants`: `--tenants` tenants (default 1,000) of the example pipeline's shape
  * (config/pipeline.json: `conversions`, tenant-scoped with a `pdf` variant, and `representations`,
- * tenant-scoped, beside the shared `scan_specs` and `matches`), the converter as the pooled stage.
+ * tenant-scoped, beside the shared `scan-specs` and `matches`), the converter as the pooled stage.
  *
  * - provision: `provisionBroker` (what `stagecoach provision` runs) for every tenant, timed; with
  *   up to BASELINE_MAX_TENANTS tenants also the baseline: the same declarations one at a time on

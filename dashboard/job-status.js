@@ -53,6 +53,14 @@ export function JobStatus({ id }) {
         <dd>${job.children.length}</dd>
       </div>
       ${
+        (job.tags ?? []).length > 0
+          ? html`<div class="wide">
+              <dt>tags</dt>
+              <dd data-field="job-tags">${job.tags.join(', ')}</dd>
+            </div>`
+          : null
+      }
+      ${
         job.result !== null
           ? html`<div class="wide">
               <dt>result</dt>

@@ -1,4 +1,4 @@
-// Job search (docs/dashboard.md "Jobs"): by id, or by tenant, queue, state and type, read from
+// Job search (docs/dashboard.md "Jobs"): by id, or by tenant, queue, state, type and tag, read from
 // the job store through the admin API (`GET /ojs/v1/jobs`, the query `stagecoach job list`
 // makes); a result opens the job's page (its `job status`), and the address keeps it
 // (`#job=<id>`), so a link opens the same job.
@@ -14,11 +14,11 @@ const html = htm.bind(h);
 /** Jobs per page: the API pages by id (creation order), `next_cursor` for the next. */
 const PAGE = 50;
 const STATES = ['scheduled', 'available', 'pending', 'active', 'completed', 'retryable', 'cancelled', 'discarded'];
-const FIELDS = ['tenant', 'queue', 'type'];
+const FIELDS = ['tenant', 'queue', 'type', 'tag'];
 
 /** The search form; `onSearch` gets the filled fields only. */
 function SearchForm({ onSearch }) {
-  const [fields, setFields] = useState({ id: '', tenant: '', queue: '', state: '', type: '' });
+  const [fields, setFields] = useState({ id: '', tenant: '', queue: '', state: '', type: '', tag: '' });
   const set = (name) => (e) => setFields({ ...fields, [name]: e.target.value });
   const submit = (e) => {
     e.preventDefault();
@@ -55,7 +55,7 @@ async function search(asked, cursor) {
       throw err;
     }
   }
-  return api.jobs({ tenant: asked.tenant, queue: asked.queue, state: asked.state, type: asked.type, limit: PAGE, cursor });
+  return api.jobs({ tenant: asked.tenant, queue: asked.queue, state: asked.state, type: asked.type, tag: asked.tag, limit: PAGE, cursor });
 }
 
 export function JobsView({ selected, onSelect }) {
@@ -85,7 +85,7 @@ export function JobsView({ selected, onSelect }) {
       }}
     />
     ${error !== null ? html`<p class="error" data-field="jobs-error">${error}</p>` : null}
-    ${asked === null ? html`<p class="muted">search by id, or by tenant, queue, state and type (all jobs: search with none)</p>` : null}
+    ${asked === null ? html`<p class="muted">search by id, or by tenant, queue, state, type and tag (all jobs: search with none)</p>` : null}
     ${asked !== null && value === null && error === null ? html`<p class="muted">searching…</p>` : null}
     ${value !== null && value.jobs.length === 0 ? html`<p class="muted" data-field="jobs-none">no job matches</p>` : null}
     ${
@@ -99,6 +99,7 @@ export function JobsView({ selected, onSelect }) {
                   <th>type</th>
                   <th>state</th>
                   <th class="num">attempt</th>
+                  <th>tags</th>
                   <th>created</th>
                 </tr>
               </thead>
@@ -122,6 +123,7 @@ export function JobsView({ selected, onSelect }) {
                       <td data-field="type">${job.type ?? '—'}</td>
                       <td><span class=${`badge ${job.state}`} data-field="state">${job.state}</span></td>
                       <td class="num">${job.attempt}</td>
+                      <td data-field="tags">${(job.tags ?? []).length === 0 ? '—' : job.tags.join(', ')}</td>
                       <td title=${job.created_at ?? ''}>${job.created_at ? ago(job.created_at) : '—'}</td>
                     </tr>`,
                 )}

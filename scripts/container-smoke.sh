@@ -352,7 +352,7 @@ node -e '
 ' >"$WORK/large.txt"
 docker cp "$WORK/large.txt" "$explorer:/app/stages/samples/acme/large.txt"
 before=$(lines acme)
-bounded 120 docker exec "$explorer" node /app/bin/stagecoach.js publish scan_specs --type scan.folder --args '["acme"]' --tenant acme \
+bounded 120 docker exec "$explorer" node /app/bin/stagecoach.js publish scan-specs --type scan.folder --args '["acme"]' --tenant acme \
   >/dev/null || fail "publishing acme's second scan"
 want=$((before + ACME + 1))
 wait_for 300 "acme's second scan through the restarted converter-acme: $((ACME + 1)) documents, one of $(($(wc -c <"$WORK/large.txt") / 1024)) KiB" \

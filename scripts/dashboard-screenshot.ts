@@ -61,10 +61,10 @@ async function main(): Promise<void> {
     await setQueueState(config, { queue: 'conversions', tenant: 'globex' }, 'paused', log);
     const publisher = await Publisher.connect(config, { log });
     try {
-      for (const tenant of config.tenants) await publisher.publish('scan_specs', { type: 'scan.folder', args: [tenant], tenant });
-      await publisher.publish('scan_specs', { type: 'scan.folder', args: ['archive-2019'], tenant: 'acme' });
+      for (const tenant of config.tenants) await publisher.publish('scan-specs', { type: 'scan.folder', args: [tenant], tenant });
+      await publisher.publish('scan-specs', { type: 'scan.folder', args: ['archive-2019'], tenant: 'acme' });
       await publisher.publish('conversions', { type: 'doc.ocr', args: ['scans/page-01.tiff'], tenant: 'acme' });
-      await publisher.publish('scan_specs', { type: 'scan.folder', args: ['acme'], tenant: 'initech' });
+      await publisher.publish('scan-specs', { type: 'scan.folder', args: ['acme'], tenant: 'initech' });
     } finally {
       await publisher.close();
     }
@@ -94,7 +94,7 @@ async function main(): Promise<void> {
           const text = (selector: string) => document.querySelector(selector)?.textContent?.trim() ?? '';
           return (
             text('td[data-tenant="acme"][data-queue="conversions"] [data-field="dead"]') !== '' &&
-            text('td[data-tenant=""][data-queue="scan_specs"] [data-field="dead"]') !== '' &&
+            text('td[data-tenant=""][data-queue="scan-specs"] [data-field="dead"]') !== '' &&
             /^[1-9]/.test(text('td[data-tenant="globex"][data-queue="conversions"] [data-field="ready"]')) &&
             /^[1-9]/.test(text('td[data-tenant=""][data-queue="matches"] [data-field="ready"]')) &&
             /^[1-9]/.test(text('#unroutable [data-field="unroutable-count"]'))

@@ -66,7 +66,7 @@ async function main(): Promise<number> {
     try {
       for (const tenant of config.tenants) {
         const batch = nextScanBatch(tracker, tenant);
-        const scan = { queue: 'scan_specs', type: 'scan.folder', args: [tenant] };
+        const scan = { queue: 'scan-specs', type: 'scan.folder', args: [tenant] };
         const report = { queue: 'reports', type: 'scan.report', args: [] };
         await publisher.workflow(chain(scan, report), { tenant, id: batch });
         scans.set(tenant, { batch, job: stepJobId(batch, '0') });

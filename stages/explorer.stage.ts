@@ -30,7 +30,7 @@ import type { ScanResult } from './reporter.stage.js';
 /** Documents read and on their way at once. */
 const IN_FLIGHT = 32;
 
-@Stage({ name: 'explorer', input: 'scan_specs', outputs: ['conversions'], types: ['scan.folder'] })
+@Stage({ name: 'explorer', input: 'scan-specs', outputs: ['conversions'], types: ['scan.folder'] })
 export class Explorer implements StageHandler {
   private readonly root: string;
 

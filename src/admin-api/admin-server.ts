@@ -27,6 +27,9 @@ import { toBindingError } from './http-binding/binding-error.js';
 import { bindingRoutes } from './http-binding/binding-routes.js';
 import { checkTenantHeader } from './http-binding/request-tenant.js';
 import { isBindingRequest, OJS_MEDIA_TYPE, OJS_VERSION } from './http-binding/ojs-media.js';
+import { unsupportedEndpoint } from './http-binding/unsupported-endpoints.js';
+import { requestIdOf } from './request-id.js';
+import { ApiError } from './api-error.js';
 import { ScheduleFollower } from '../schedule/schedule-follower.js';
 import { Scheduler } from '../schedule/scheduler.js';
 
@@ -172,6 +175,20 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     queuesPerTenant: options.limits?.queuesPerTenant ?? DEFAULT_QUEUES_PER_TENANT,
   });
   const router = new Router([...adminRoutes(ctx), ...bindingRoutes(binding), ...dashboard.routes]);
+  /**
+   * The route of a request. A path under `/ojs/` that no route serves is answered as the binding
+   * answers (its media type, lowercase codes; `binding()` says so): 422 `unsupported` for an OJS
+   * endpoint this server does not serve, else 404 `not_found`.
+   */
+  const matchRoute = (method: string, pathname: string, binding: () => void): ReturnType<Router['match']> => {
+    try {
+      return router.match(method, pathname);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status !== 404 || !pathname.startsWith('/ojs/')) throw err;
+      binding();
+      throw unsupportedEndpoint(method, pathname) ?? err;
+    }
+  };
 
   const requestTimeout = options.limits?.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const server = http.createServer(
@@ -186,9 +203,19 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     },
   );
   const answer = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    // Every answer carries its request's id (binding 6.5, 19), the dashboard's pages included.
+    const requestId = requestIdOf(req);
+    res.setHeader('X-Request-Id', requestId);
     if (!hostAllowed(host, req.headers.host)) {
       const text = `${JSON.stringify(
-        { error: { code: 'INVALID_REQUEST', message: `host "${req.headers.host ?? ''}" is not this server's`, retryable: false } },
+        {
+          error: {
+            code: 'INVALID_REQUEST',
+            message: `host "${req.headers.host ?? ''}" is not this server's`,
+            retryable: false,
+            request_id: requestId,
+          },
+        },
         null,
         2,
       )}\n`;
@@ -200,13 +227,14 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     let path = req.url ?? '/';
     let status: number;
     let body: unknown;
+    let headers: Readonly<Record<string, string>> | undefined;
     let ojs = false;
     try {
       // Inside the try: a request target URL cannot parse is answered, never an unhandled rejection.
       const url = new URL(req.url ?? '/', 'http://admin.invalid');
       path = url.pathname;
       ojs = isBindingRequest(path);
-      const { route, params } = router.match(req.method ?? 'GET', url.pathname);
+      const { route, params } = matchRoute(req.method ?? 'GET', url.pathname, () => (ojs = true));
       const caller = callerOf(
         req.headers.authorization,
         { token: options.token, prefix: config.prefix, noAuth: options.noAuth === true },
@@ -214,9 +242,10 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       );
       const request = { params, query: url.searchParams, req, caller };
       checkTenantHeader(request);
-      ({ status, body } = await route.handle(request));
+      ({ status, body, headers } = await route.handle(request));
     } catch (err) {
-      ({ status, body } = ojs ? toBindingError(err) : toOjsError(err));
+      ({ status, body, headers } = ojs ? toBindingError(err) : toOjsError(err));
+      (body as { error: { request_id?: string } }).error.request_id = requestId;
       const fields = { method: req.method, path, status, error: (err as Error).message };
       if (status >= 500) log.error('admin API request failed', { ...fields, stack: (err as Error).stack });
       else log.info('admin API request refused', fields);
@@ -228,6 +257,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       'Content-Length': Buffer.byteLength(text),
       'Cache-Control': 'no-store',
       ...(status === 401 ? { 'WWW-Authenticate': 'Bearer realm="stagecoach-admin"' } : {}),
+      ...headers,
     });
     res.end(text);
   };

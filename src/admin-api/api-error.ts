@@ -27,6 +27,8 @@ export interface OjsErrorBody {
     type?: string;
     hint?: string;
     docs_url?: string;
+    /** The request's id (`X-Request-Id`; binding 16.1). */
+    request_id?: string;
   };
 }
 
@@ -42,10 +44,18 @@ const STATUS_OF: Partial<Record<ErrorCode, number>> = {
   TOPOLOGY_CONFLICT: 409,
   INVALID_CONFIG: 422,
   TENANT_LIMIT_EXCEEDED: 429,
+  // ojs-backpressure 7.1, ojs-errors 4.4: the producer may try again once the queue has room.
+  QUEUE_FULL: 429,
+  // The queue's `allowed_job_types` refuse it: the request, not the server, is at fault.
+  JOB_TYPE_NOT_ALLOWED: 422,
+  UNSUPPORTED: 422,
 };
 
+/** Seconds a refused producer is told to wait (`Retry-After`) before it tries a full queue again. */
+export const QUEUE_FULL_RETRY_AFTER_S = 1;
+
 /** Failures of the broker or its management API: asking again later may work. */
-const RETRYABLE: ReadonlySet<string> = new Set(['CONNECTION_FAILED', 'MANAGEMENT_FAILED', 'INTERNAL_ERROR']);
+const RETRYABLE: ReadonlySet<string> = new Set(['CONNECTION_FAILED', 'MANAGEMENT_FAILED', 'INTERNAL_ERROR', 'QUEUE_FULL']);
 
 /**
  * The HTTP status and OJS error object for anything a handler threw. A StagecoachError keeps its
@@ -53,7 +63,7 @@ const RETRYABLE: ReadonlySet<string> = new Set(['CONNECTION_FAILED', 'MANAGEMENT
  * client redacts passwords); anything else is an INTERNAL_ERROR whose message is not shown
  * (it is logged instead), since it may say more about the server than a client should read.
  */
-export function toOjsError(err: unknown): { status: number; body: OjsErrorBody } {
+export function toOjsError(err: unknown): { status: number; body: OjsErrorBody; headers?: Record<string, string> } {
   if (err instanceof StagecoachError) {
     const status = err instanceof ApiError ? err.status : (STATUS_OF[err.code] ?? 500);
     const details =
@@ -67,6 +77,7 @@ export function toOjsError(err: unknown): { status: number; body: OjsErrorBody }
       body: {
         error: { code: err.code, message: err.message, retryable: RETRYABLE.has(err.code), ...(details === undefined ? {} : { details }) },
       },
+      ...(err.code === 'QUEUE_FULL' ? { headers: { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) } } : {}),
     };
   }
   return {

@@ -5,7 +5,7 @@ import type { ApiRequest, ApiResponse } from './router.js';
 import { tenantFilterOf, visibleJobs } from './http-binding/request-tenant.js';
 
 /**
- * `GET /ojs/v1/jobs?tenant=&queue=&state=&type=&since=&limit=&cursor=`: tracked jobs by id
+ * `GET /ojs/v1/jobs?tenant=&queue=&state=&type=&tag=&since=&limit=&cursor=`: tracked jobs by id
  * (creation order), `{ jobs, next_cursor }` as `job list --json` prints them. A tenant's token
  * lists its own tenant's jobs only (another tenant's `?tenant=` is 403).
  */
@@ -17,6 +17,7 @@ export async function listJobs(ctx: AdminContext, request: ApiRequest): Promise<
     queue: value('queue'),
     state: value('state'),
     type: value('type'),
+    tag: value('tag'),
     since: value('since'),
   });
   const cursor = value('cursor');

@@ -1,9 +1,8 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { isTenantSlug } from '../util/tenant-slug.js';
 import { ApiError } from './api-error.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../util/queue-name.js';
 
-/** A logical queue name as the configuration allows it (schema: `queues` property names). */
-const QUEUE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,99}$/;
 /** A variant name: a part of a broker name, so no dots. */
 const VARIANT_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,99}$/;
 
@@ -13,8 +12,8 @@ export function queueName(params: Readonly<Record<string, string>>): string {
   if (name === '_default') {
     throw new ApiError(400, 'INVALID_REQUEST', '"_default" is the default queue policy, not a queue: use /ojs/v1/queues/_default/config');
   }
-  if (!QUEUE_NAME.test(name)) {
-    throw new ApiError(400, 'INVALID_REQUEST', `"${name}" is not a queue name (letters, digits, "_" and "-", at most 100)`);
+  if (!isQueueName(name)) {
+    throw new ApiError(400, 'INVALID_REQUEST', `${JSON.stringify(name).slice(0, 120)} is not a queue name (${QUEUE_NAME_RULE})`);
   }
   return name;
 }

@@ -6,6 +6,8 @@ import type { Caller, RouteAccess } from './bearer-auth.js';
 export interface ApiResponse {
   status: number;
   body: unknown;
+  /** Headers beside the ones every answer has (`Location` of a created job...). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** One request as handlers see it: the path parameters, the query, the raw request (for its body). */

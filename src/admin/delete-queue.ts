@@ -5,7 +5,7 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import { managementApiOf } from '../security/management-api.js';
-import { isStagecoachPolicy } from '../topology/queue-policies.js';
+import { policyTarget } from '../topology/queue-policies.js';
 import { BrokerNames } from '../topology/names.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import { deleteFlowQueues, isQueuePartition } from './flow-queues.js';
@@ -99,9 +99,8 @@ export async function deleteLogicalQueue(
   // Its settings: the logical queue's and its tenants' own, or only the tenant's.
   const vhost = vhostOfAmqpUrl(config.broker.url);
   for (const policy of await api.listPolicies(vhost)) {
-    const [, kind, name, owner] = policy.name.slice(config.prefix.length).split('.');
-    const ours = isStagecoachPolicy(config.prefix, policy.name) && (kind === 'queue' || kind === 'dead') && name === queue;
-    if (ours && (tenant === undefined || owner === tenant)) {
+    const target = policyTarget(config.prefix, policy.name);
+    if (target?.queue === queue && (tenant === undefined || target.tenant === tenant)) {
       await api.deletePolicy(vhost, policy.name);
       result.policies.push(policy.name);
     }

@@ -6,7 +6,7 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { tenantUserName, TENANT_ROLES, vhostOfAmqpUrl } from '../security/broker-users.js';
 import { ManagementApi, managementApiOf } from '../security/management-api.js';
-import { escape, isStagecoachPolicy } from '../topology/queue-policies.js';
+import { escape, policyTarget } from '../topology/queue-policies.js';
 import { BrokerNames, parkKey } from '../topology/names.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import { deleteFlowQueues, isTenantPartition } from './flow-queues.js';
@@ -110,8 +110,7 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
   result.users = users;
   const vhost = vhostOfAmqpUrl(config.broker.url);
   for (const policy of await api.listPolicies(vhost)) {
-    const parts = policy.name.split('.');
-    if (isStagecoachPolicy(config.prefix, policy.name) && parts.length === 4 && parts[3] === tenant) {
+    if (policyTarget(config.prefix, policy.name)?.tenant === tenant) {
       await api.deletePolicy(vhost, policy.name);
       result.policies.push(policy.name);
     }

@@ -8,7 +8,7 @@ import { publishControl } from '../control/send-control.js';
 import { StagecoachError } from '../errors/errors.js';
 import { BrokerFlags } from '../flags/broker-flags.js';
 import type { DirectiveFlag } from '../flags/flag.js';
-import { fromWire, OJS_HEADERS, withoutBrokerHeaders } from '../job/amqp-mapping.js';
+import { fromWire, OJS_HEADERS, PENDING_PARK, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { checkKnownTenant } from '../state/set-queue-state.js';
@@ -56,7 +56,7 @@ export async function cancelBatch(config: CompiledConfig, batch: string, log: Lo
   return withConnection(config, log, async (connection, flags) => {
     await flags.clear({ kind: 'batch-paused', batch });
     await direct(connection, config, flags, { kind: 'batch-cancelled', batch }, true, 'cancel', { batch }, known.tenant);
-    return { action: 'cancel', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch)) };
+    return { action: 'cancel', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch && p.by !== PENDING_PARK)) };
   });
 }
 

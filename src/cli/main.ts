@@ -19,6 +19,7 @@ import { workflowCancel, workflowList, workflowStatus } from './commands/workflo
 import { EXIT_USAGE, exitCodeFor } from './exit-codes.js';
 import { addScheduleCommands } from './schedule-program.js';
 import { packageVersion } from '../util/package-version.js';
+import { queueArgument, queueName } from './queue-argument.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -187,7 +188,8 @@ export function buildProgram(): Command {
     });
 
   program
-    .command('publish <queue>')
+    .command('publish')
+    .addArgument(queueArgument())
     .description('enqueue one job (OJS PUSH) and print its id')
     .requiredOption('--type <type>', 'job type')
     .option('--args <json>', 'job arguments, a JSON array', '[]')
@@ -201,6 +203,7 @@ export function buildProgram(): Command {
     .option('--on-success <json>', 'with --batch: a job the tracker publishes when the batch completes with no failed job')
     .option('--on-failure <json>', 'with --batch: a job the tracker publishes when the batch completes with a failed job')
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
+    .option('--tag <tag>', 'a tag kept on the job and in the job store, for `job list --tag` (repeatable)', collect, [])
     .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
     .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')
     .option('--retry <json>', 'the job\'s own OJS retry policy, a JSON object, e.g. {"max_attempts":5}')
@@ -219,7 +222,8 @@ export function buildProgram(): Command {
     });
 
   program
-    .command('dead <action> <queue>')
+    .command('dead <action>')
+    .addArgument(queueArgument())
     .description('dead letters of a queue: list (look), retry (send back with a fresh attempt count), purge (drop)')
     .addOption(tenantOption())
     .option('--limit <n>', 'most messages to list', '100')
@@ -235,7 +239,8 @@ export function buildProgram(): Command {
     ['drain', 'the queue takes no new jobs (they are kept in unroutable) while stages empty it. Kept on the broker until resumed'],
   ] as const) {
     program
-      .command(`${command} <queue>`)
+      .command(command)
+      .addArgument(queueArgument())
       .description(description)
       .addOption(tenantOption())
       .option('--variant <variant>', 'only this variant queue (pause and resume; a drain is the whole queue)')
@@ -284,7 +289,7 @@ export function buildProgram(): Command {
     .command('retire <tenant>')
     .description('remove a tenant and everything of it on the broker: queues, exchanges, bindings, policies, broker users')
     .addOption(strategyOption())
-    .option('--target <queue>', 'with --strategy move: the shared queue its jobs go to')
+    .option('--target <queue>', 'with --strategy move: the shared queue its jobs go to', queueName('--target'))
     .option('--json', 'machine-readable output')
     .addOption(configOption())
     .action(async (name: string, opts: { strategy: string; target?: string; json?: boolean; config?: string }) => {
@@ -305,11 +310,12 @@ export function buildProgram(): Command {
   }
   const queue = program.command('queue').description('logical queues on the broker');
   queue
-    .command('delete <queue>')
+    .command('delete')
+    .addArgument(queueArgument())
     .description('remove a logical queue (for one tenant, or all): its queues, variant routers, bindings and policies')
     .addOption(tenantOption())
     .addOption(strategyOption())
-    .option('--target <queue>', "with --strategy move: the queue its jobs go to (each tenant's own)")
+    .option('--target <queue>', "with --strategy move: the queue its jobs go to (each tenant's own)", queueName('--target'))
     .option('--json', 'machine-readable output')
     .addOption(configOption())
     .action(async (name: string, opts: { tenant?: string; strategy: string; target?: string; json?: boolean; config?: string }) => {
@@ -414,12 +420,13 @@ export function buildProgram(): Command {
     .command('list')
     .description('tracked jobs by id (creation order), a page at a time')
     .addOption(tenantOption())
-    .option('--queue <queue>', 'only jobs of this logical queue')
+    .option('--queue <queue>', 'only jobs of this logical queue', queueName('--queue'))
     .option(
       '--state <state>',
       'only jobs in this state (scheduled, available, pending, active, completed, retryable, cancelled, discarded)',
     )
     .option('--type <type>', 'only jobs of this type')
+    .option('--tag <tag>', 'only jobs carrying this tag')
     .option('--since <iso>', 'only jobs created at or after this time')
     .option('--limit <n>', 'jobs per page, 1 to 1000 (default 100)')
     .option('--cursor <id>', 'the page after this id (printed by the previous page)')

@@ -4,6 +4,7 @@ import { ConfigError, StagecoachError } from '../errors/errors.js';
 import { parseDuration } from '../util/duration.js';
 import { matchesAny } from '../util/patterns.js';
 import { isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../util/queue-name.js';
 import type { CompiledConfig, ResolvedQueueConfig } from './compiled-config.types.js';
 import type { TenantConfig } from './raw-config.types.js';
 import { queueFor } from './queue-resolver.js';
@@ -13,8 +14,6 @@ import { OVERLAP_POLICIES, type OverlapPolicy, type ScheduleConfig, type Schedul
 export const SCHEDULE_NAME = /^[a-z0-9][a-z0-9.-]{0,254}$/;
 /** OJS job types: dot-separated lowercase segments (hyphens and `_` allowed after the first character). */
 const JOB_TYPE = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
-/** Queue names as the configuration takes them. */
-const QUEUE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,99}$/;
 /** The longest `spread`: a day. */
 const MAX_SPREAD_MS = 86_400_000;
 /** The largest `args` a schedule may carry, encoded: every occurrence copies them into a job and a record. */
@@ -49,7 +48,7 @@ export function compileSchedule(name: string, raw: ScheduleConfig, where: string
     throw invalid(`${where}.type`, `a job type such as "scan.start" (${JOB_TYPE.source}), got ${JSON.stringify(raw.type) ?? 'nothing'}`);
   }
   const queue = raw.queue ?? DEFAULT_SCHEDULE_QUEUE;
-  if (typeof queue !== 'string' || !QUEUE_NAME.test(queue)) throw invalid(`${where}.queue`, `a queue name, got ${JSON.stringify(queue)}`);
+  if (!isQueueName(queue)) throw invalid(`${where}.queue`, `a queue name (${QUEUE_NAME_RULE}), got ${JSON.stringify(queue)}`);
   const args = raw.args ?? [];
   if (!Array.isArray(args)) throw invalid(`${where}.args`, 'a JSON array');
   if (Buffer.byteLength(JSON.stringify(args)) > MAX_SCHEDULE_ARGS_BYTES) {

@@ -1,15 +1,14 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { isTenantSlug } from '../util/tenant-slug.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../util/queue-name.js';
 import { DashboardRequestError } from './dashboard-errors.js';
 import { MATRIX_SORTS, type MatrixSort } from './tenant-matrix.js';
-
-/** A logical queue name as the configuration allows it (schema: `queues` property names). */
-const QUEUE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,99}$/;
 
 /** `{name}` of a path: a logical queue that this configuration has (or would create implicitly). */
 export function queueOf(config: CompiledConfig, params: Readonly<Record<string, string>>): string {
   const name = params.name ?? '';
-  if (!QUEUE_NAME.test(name)) throw new DashboardRequestError('queue', `"${name}" is not a queue name (letters, digits, "_" and "-")`);
+  if (!isQueueName(name))
+    throw new DashboardRequestError('queue', `${JSON.stringify(name).slice(0, 120)} is not a queue name (${QUEUE_NAME_RULE})`);
   if (config.strict_queues && !config.queues.has(name)) {
     throw new DashboardRequestError('queue', `"${name}" is not configured (strict_queues is on)`);
   }

@@ -50,7 +50,10 @@ export type ErrorCode =
   // job with the same uniqueness key is held (OJS HTTP binding and unique jobs: 409 `duplicate`).
   | 'DUPLICATE'
   // A tenant asked for more than the server holds for one tenant (OJS multi-tenancy: 429).
-  | 'TENANT_LIMIT_EXCEEDED';
+  | 'TENANT_LIMIT_EXCEEDED'
+  // An OJS endpoint or option of a conformance level (or an extension) this server does not
+  // serve (the HTTP binding's 422 `unsupported`).
+  | 'UNSUPPORTED';
 
 export class StagecoachError extends Error {
   constructor(

@@ -8,6 +8,8 @@
  * are those existing brokers hold: they must stay byte for byte as they are.
  */
 
+import { queueOfWord, queueWord } from '../util/queue-name.js';
+
 /**
  * A queue state other than `active` (src/state/queue-state.ts). `queue-paused` is per physical
  * queue; `queue-draining` per logical queue and tenant (it cuts the entry the general queue and
@@ -78,7 +80,7 @@ const DIRECTIVE_HEADS = {
 /**
  * The name of a flag's object under `prefix`:
  * - `<prefix>.state.paused.<queue>[.<tenant>[.<variant>]]`, `<prefix>.state.draining.<queue>[.<tenant>]`
- *   (queue names, tenants and variants have no dots, so a name says exactly which queue);
+ *   (a queue as its word, queueWord; tenants and variants have no dots, so a name says exactly which queue);
  * - `<prefix>.batch-cancelled.<batch>`, `<prefix>.batch-paused.<batch>`, `<prefix>.tenant-paused.<tenant>`
  *   (batch ids may hold dots: read back by the head);
  * - `<prefix>.read-lock`, `<prefix>.scheduler-leader`; `<prefix>.tenant.<tenant>` (the tenant exchange).
@@ -86,9 +88,9 @@ const DIRECTIVE_HEADS = {
 export function flagName(prefix: string, flag: Flag): string {
   switch (flag.kind) {
     case 'queue-paused':
-      return [prefix, 'state', 'paused', flag.queue, flag.tenant, flag.variant].filter((part) => part !== undefined).join('.');
+      return [prefix, 'state', 'paused', queueWord(flag.queue), flag.tenant, flag.variant].filter((part) => part !== undefined).join('.');
     case 'queue-draining':
-      return [prefix, 'state', 'draining', flag.queue, flag.tenant].filter((part) => part !== undefined).join('.');
+      return [prefix, 'state', 'draining', queueWord(flag.queue), flag.tenant].filter((part) => part !== undefined).join('.');
     case 'batch-cancelled':
     case 'batch-paused':
       return `${prefix}.${DIRECTIVE_HEADS[flag.kind]}${flag.batch}`;
@@ -122,8 +124,9 @@ export function parseFlagName(prefix: string, name: string): Exclude<Flag, Tenan
 }
 
 function parseQueueFlag(rest: string): QueueFlag | undefined {
-  const [state, queue, tenant, variant, ...extra] = rest.split('.');
-  if ((state !== 'paused' && state !== 'draining') || queue === undefined || queue === '' || extra.length > 0) return undefined;
+  const [state, word, tenant, variant, ...extra] = rest.split('.');
+  if ((state !== 'paused' && state !== 'draining') || word === undefined || word === '' || extra.length > 0) return undefined;
+  const queue = queueOfWord(word);
   if (state === 'draining') {
     if (variant !== undefined) return undefined;
     return { kind: 'queue-draining', queue, ...(tenant === undefined ? {} : { tenant }) };

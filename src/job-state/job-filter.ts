@@ -8,7 +8,14 @@ export const MAX_JOB_PAGE = 1000;
 export const DEFAULT_JOB_PAGE = 100;
 
 /** The filter of `job list` and `GET /ojs/v1/jobs`, checked. */
-export function jobFilter(opts: { tenant?: string; queue?: string; state?: string; type?: string; since?: string }): JobFilter {
+export function jobFilter(opts: {
+  tenant?: string;
+  queue?: string;
+  state?: string;
+  type?: string;
+  tag?: string;
+  since?: string;
+}): JobFilter {
   if (opts.state !== undefined && !(JOB_STATES as readonly string[]).includes(opts.state)) {
     throw new StagecoachError('INVALID_REQUEST', `state: one of ${JOB_STATES.join(', ')}, got "${opts.state}"`);
   }
@@ -23,6 +30,7 @@ export function jobFilter(opts: { tenant?: string; queue?: string; state?: strin
     ...(opts.queue === undefined ? {} : { queue: opts.queue }),
     ...(opts.state === undefined ? {} : { state: opts.state as JobState }),
     ...(opts.type === undefined ? {} : { type: opts.type }),
+    ...(opts.tag === undefined ? {} : { tag: opts.tag }),
     ...(since === undefined ? {} : { since }),
   };
 }

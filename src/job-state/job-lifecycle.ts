@@ -34,6 +34,8 @@ export interface JobRow {
   queue?: string;
   type?: string;
   batch?: string;
+  /** The job's `tags`, from its `created` report. */
+  tags?: string[];
   /** The stage of the latest report. */
   stage?: string;
   parent_id?: string;
@@ -120,8 +122,10 @@ export function foldJob(existing: JobRow | undefined, record: JobRecord, retenti
     row.enqueued_at = minTime(row.enqueued_at, record.at);
     if (record.scheduled_at !== undefined) row.scheduled_at ??= record.scheduled_at;
     if (record.parent !== undefined) row.parent_id ??= record.parent;
+    if (record.tags !== undefined && record.tags.length > 0) row.tags ??= record.tags;
     const key: StateKey = [0, record.at, 0];
-    if (compareKeys(key, row.key) > 0) setState(row, key, record.scheduled_at === undefined ? 'available' : 'scheduled', 'created');
+    const waiting = record.pending === true ? 'pending' : record.scheduled_at === undefined ? 'available' : 'scheduled';
+    if (compareKeys(key, row.key) > 0) setState(row, key, waiting, 'created');
     return row;
   }
   const { state, attempt, rank } = settledState(record);

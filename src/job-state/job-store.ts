@@ -29,6 +29,8 @@ export interface JobFilter {
   /** The stored state (a scheduled job that came due is still `scheduled` here; see shownState). */
   state?: JobState;
   type?: string;
+  /** Jobs carrying this tag. */
+  tag?: string;
   /** ISO 8601: created at or after. */
   since?: string;
 }
@@ -53,6 +55,7 @@ export function matches(row: JobRow, filter: JobFilter): boolean {
     (filter.queue === undefined || row.queue === filter.queue) &&
     (filter.state === undefined || row.state === filter.state) &&
     (filter.type === undefined || row.type === filter.type) &&
+    (filter.tag === undefined || (row.tags?.includes(filter.tag) ?? false)) &&
     (filter.since === undefined || (row.created_at !== undefined && row.created_at >= filter.since))
   );
 }

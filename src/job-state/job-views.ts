@@ -11,6 +11,7 @@ export interface JobStateView {
   queue: string | null;
   tenant: string | null;
   batch: string | null;
+  tags: string[];
   attempt: number;
   stage: string | null;
   /** The raw outcome behind the state (`dead`, `suspect`, `retrying`, `started`, `created`...). */
@@ -35,6 +36,7 @@ export function jobStateView(row: JobRow, now: number = Date.now()): JobStateVie
     queue: row.queue ?? null,
     tenant: row.tenant ?? null,
     batch: row.batch ?? null,
+    tags: row.tags ?? [],
     attempt: row.attempt,
     stage: row.stage ?? null,
     outcome: row.outcome,

@@ -35,6 +35,9 @@ export const OJS_HEADERS = {
 } as const;
 
 /** Headers the broker adds on dead-lettering and redelivery: a republished job starts without them. */
+/** The `x-ojs-parked-by` of a job held pending (OJS `pending`; publisher/pending-hold.ts), beside the pauses' `batch` and `tenant`. */
+export const PENDING_PARK = 'pending';
+
 const BROKER_HEADERS = [
   'x-death',
   'x-first-death-exchange',

@@ -10,7 +10,10 @@ import { uuidv7 } from './uuid-v7.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan, SHORTSTR_BYTES } from './wire-limits.js';
 import type { Job, JobSpec } from './job.types.js';
 
-export const SPEC_VERSION = '1.0.0-rc.1';
+/** The `specversion` stagecoach writes (ojs-core 5.1). */
+export const SPEC_VERSION = '1.0';
+/** The versions it reads: the spec's, and the release candidate's that earlier stagecoach versions wrote. */
+export const READ_SPEC_VERSIONS: readonly string[] = [SPEC_VERSION, '1.0.0-rc.1'];
 export const JOB_CONTENT_TYPE = 'application/openjobspec+json';
 
 export interface JobOrigin {
@@ -42,6 +45,8 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   }
   validateRetryPolicy(spec.retry, `job "${spec.type}": retry`);
   validateRateLimitPolicy(spec.rate_limit, `job "${spec.type}": rate_limit`);
+  const tagProblem = spec.tags === undefined ? undefined : checkTags(spec.tags);
+  if (tagProblem !== undefined) throw new InvalidPayloadError(`job "${spec.type}": "tags" ${tagProblem}`, origin.queue);
   // Checked here, not only on receipt: a scheduled_at nobody can read would not be scheduled.
   if (spec.scheduled_at !== undefined && !isTimestamp(spec.scheduled_at)) {
     throw new InvalidPayloadError(
@@ -77,12 +82,26 @@ export function createJob(spec: JobSpec, origin: JobOrigin): Job {
   if (spec.enqueue_ttl !== undefined) job.enqueue_ttl = spec.enqueue_ttl;
   if (spec.expires_at !== undefined) job.expires_at = spec.expires_at;
   if (spec.rate_limit !== undefined) job.rate_limit = spec.rate_limit;
+  if (spec.tags !== undefined && spec.tags.length > 0) job.tags = [...new Set(spec.tags)];
   if (spec.unique !== undefined) {
     job.unique = spec.unique;
     // Refused here, before any middleware runs: an invalid policy is the producer's mistake (OJS 2.2).
     compileUnique(job);
   }
   return job;
+}
+
+/** Most tags one job carries, and the longest tag: they are stored and listed with the job. */
+export const MAX_TAGS = 32;
+export const MAX_TAG_LENGTH = 128;
+
+/** What is wrong with a job's `tags` (to follow `"tags"` in a message), or undefined. */
+export function checkTags(tags: unknown): string | undefined {
+  if (!Array.isArray(tags)) return `must be a list of strings, got ${JSON.stringify(tags)?.slice(0, 100) ?? typeof tags}`;
+  if (tags.length > MAX_TAGS) return `holds ${tags.length} tags, at most ${MAX_TAGS}`;
+  const bad = tags.find((tag) => typeof tag !== 'string' || tag.length === 0 || tag.length > MAX_TAG_LENGTH);
+  if (bad !== undefined) return `holds ${JSON.stringify(bad)?.slice(0, 140)}, not a tag (a string of 1 to ${MAX_TAG_LENGTH} characters)`;
+  return undefined;
 }
 
 /** Why a job type cannot travel as the AMQP `type` property (a short string), or undefined. */
@@ -146,6 +165,8 @@ export function parseEnvelope(body: unknown): Job {
   expect(job.expires_at === undefined || isTimestamp(job.expires_at), '"expires_at" must be an ISO 8601 timestamp with a time zone');
   expect(job.created_at === undefined || isTimestamp(job.created_at), '"created_at" must be an ISO 8601 timestamp with a time zone');
   validateRateLimitPolicy(job.rate_limit, `the envelope's "rate_limit"`);
+  const tagProblem = job.tags === undefined ? undefined : checkTags(job.tags);
+  if (tagProblem !== undefined) throw new InvalidPayloadError(`the envelope's "tags" ${tagProblem}`);
   // Last: the fields above are shallow, and a body this deep could never be published again.
   if (nestedDeeperThan(job, MAX_JSON_DEPTH)) {
     throw new InvalidPayloadError(

@@ -36,6 +36,8 @@ export interface Job {
   tenant?: string;
   /** Set on dead letters. */
   error?: JobError;
+  /** Labels for filtering and observability (`job list --tag`, `?tag=`); they do not change how it runs. */
+  tags?: string[];
   /** Its own limit (OJS rate-limiting extension), carried in header `x-ojs-rate-limit` too. */
   rate_limit?: RateLimitPolicy;
   /** Its uniqueness policy (OJS unique-jobs extension; docs/unique-jobs.md), checked at enqueue. */
@@ -81,6 +83,11 @@ export interface UniquePolicy {
   keys?: UniqueDimension[];
   /** With `args` in `keys`: the keys of the job's first argument (an object) that count. @defaultValue all of `args` */
   args_keys?: string[];
+  /**
+   * ojs-core's and the official SDKs' spelling, instead of `keys` and `args_keys`: dimension
+   * names count those dimensions, any other name is a key of the first argument (docs/unique-jobs.md).
+   */
+  key?: string[];
   /** With `meta` in `keys` (required then): the keys of `meta` that count. */
   meta_keys?: string[];
   /** ISO 8601 duration (days to seconds) from the first job's enqueue. @defaultValue none: no expiry */
@@ -119,6 +126,8 @@ export interface JobSpec {
   expires_at?: string;
   /** Extra AMQP headers, e.g. the variant header (`mime`). */
   headers?: Record<string, HeaderValue>;
+  /** Labels kept on the job and in the job store (`job list --tag`): at most 32, each 1 to 128 characters. @defaultValue none */
+  tags?: string[];
   /** Its own limit, shared with every job of the same key (docs/flow-control.md). @defaultValue none */
   rate_limit?: RateLimitPolicy;
   /**
@@ -150,6 +159,12 @@ export interface PublishSpec extends JobSpec {
    * stream before publishing it (docs/batches.md). A batch belongs to one tenant.
    */
   batch?: string;
+  /**
+   * Held, not enqueued (OJS `pending`): the job waits on the broker, in the parked queue, until
+   * it is activated (`POST /ojs/v1/jobs/{id}/activate`; docs/http-binding.md), then goes to its
+   * queue as any job. @defaultValue false
+   */
+  pending?: boolean;
   /**
    * Jobs the batch tracker publishes when the batch completes (OJS batch workflow callbacks);
    * only with `batch`. Recorded in the root's `created` report (docs/batches.md, Callbacks).

@@ -22,7 +22,7 @@ export interface CompiledUnique {
 const DIMENSIONS: ReadonlySet<string> = new Set(['type', 'queue', 'args', 'meta']);
 const CONFLICTS: ReadonlySet<string> = new Set(['reject', 'replace', 'replace_except_schedule', 'ignore']);
 const STATES: ReadonlySet<string> = new Set(JOB_STATES);
-const FIELDS: ReadonlySet<string> = new Set(['keys', 'args_keys', 'meta_keys', 'period', 'states', 'on_conflict']);
+const FIELDS: ReadonlySet<string> = new Set(['keys', 'key', 'args_keys', 'meta_keys', 'period', 'states', 'on_conflict']);
 export const DEFAULT_UNIQUE_STATES: readonly UniqueState[] = ['available', 'active', 'scheduled', 'retryable', 'pending'];
 
 /**
@@ -40,9 +40,10 @@ export function compileUnique(job: Pick<Job, 'type' | 'queue' | 'tenant' | 'args
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return fail('must be an object');
   const policy = value as Record<string, unknown>;
   for (const field of Object.keys(policy)) if (!FIELDS.has(field)) fail(`unknown field "${field}" (known: ${[...FIELDS].join(', ')})`);
-  const keys = stringList(policy.keys, 'keys', fail) ?? ['type'];
+  const alias = aliasKeys(policy, fail);
+  const keys = alias?.keys ?? stringList(policy.keys, 'keys', fail) ?? ['type'];
   for (const key of keys) if (!DIMENSIONS.has(key)) fail(`"keys": "${key}" is not one of type, queue, args, meta (case-sensitive)`);
-  const argsKeys = stringList(policy.args_keys, 'args_keys', fail);
+  const argsKeys = alias?.argsKeys ?? stringList(policy.args_keys, 'args_keys', fail);
   const metaKeys = stringList(policy.meta_keys, 'meta_keys', fail);
   const states = stringList(policy.states, 'states', fail) ?? DEFAULT_UNIQUE_STATES;
   for (const state of states) if (!STATES.has(state)) fail(`"states": "${state}" is not an OJS job state (${[...STATES].join(', ')})`);
@@ -108,6 +109,25 @@ export function canonicalJson(value: unknown): string {
     return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
   }
   throw new StagecoachError('INVALID_REQUEST', `a ${typeof value} is not a JSON value`);
+}
+
+/**
+ * `key`, as ojs-core's example and the official SDKs write it, read into `keys` and `args_keys`:
+ * a dimension's name (`type`, `queue`, `args`, `meta`) counts that dimension, as in `keys` (the
+ * Python SDK's `["type", "queue", "args"]`); any other name is a key of the first argument, as
+ * in `args_keys` (ojs-core's `["report_id"]`, the JS SDK's `["id"]`), and brings `args` in.
+ * `type` always counts. Given with `keys` or `args_keys` it is refused: two spellings of one
+ * policy could disagree.
+ */
+function aliasKeys(policy: Record<string, unknown>, fail: (what: string) => never): { keys: string[]; argsKeys?: string[] } | undefined {
+  const key = stringList(policy.key, 'key', fail);
+  if (key === undefined) return undefined;
+  if (policy.keys !== undefined || policy.args_keys !== undefined)
+    fail('"key" is the alias of "keys" and "args_keys": give one or the other');
+  const dimensions = key.filter((name) => DIMENSIONS.has(name));
+  const argsKeys = key.filter((name) => !DIMENSIONS.has(name));
+  if (argsKeys.length === 0) return { keys: dimensions.length === 0 ? ['type'] : dimensions };
+  return { keys: [...new Set(['type', ...dimensions, 'args'])], argsKeys };
 }
 
 function stringList(value: unknown, field: string, fail: (what: string) => never): string[] | undefined {

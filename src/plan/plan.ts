@@ -1,4 +1,4 @@
-import { isStagecoachPolicy } from '../topology/queue-policies.js';
+import { isStagecoachPolicy, policyTarget } from '../topology/queue-policies.js';
 import { isFlagName } from '../flags/flag.js';
 import { parseBrokerName } from '../topology/names.js';
 import { QueueStates } from '../state/queue-state.js';
@@ -324,7 +324,7 @@ function policyChanges(desired: DesiredState, actual: BrokerPolicy[]): PlanChang
   const ours = new Map(actual.filter((policy) => isStagecoachPolicy(desired.prefix, policy.name)).map((policy) => [policy.name, policy]));
   for (const wanted of desired.policies) {
     const current = ours.get(wanted.name);
-    const tenant = withTenant(policyTenant(wanted.name));
+    const tenant = withTenant(policyTenant(desired.prefix, wanted.name));
     if (current === undefined) {
       changes.push({ kind: 'policy', action: 'add', name: wanted.name, ...tenant, detail: showDefinition(wanted.definition), wanted });
       continue;
@@ -349,7 +349,7 @@ function policyChanges(desired: DesiredState, actual: BrokerPolicy[]): PlanChang
       kind: 'policy',
       action: 'remove',
       name,
-      ...withTenant(policyTenant(name)),
+      ...withTenant(policyTenant(desired.prefix, name)),
       detail: showDefinition(current.definition),
       current,
     });
@@ -357,10 +357,9 @@ function policyChanges(desired: DesiredState, actual: BrokerPolicy[]): PlanChang
   return changes;
 }
 
-/** The tenant of a tenant's own policy (`<prefix>.queue.<queue>.<tenant>`). */
-function policyTenant(name: string): string | undefined {
-  const parts = name.split('.');
-  return parts.length === 4 ? parts[3] : undefined;
+/** The tenant of a tenant's own policy (`<prefix>.queue.<queue word>.<tenant>`). */
+function policyTenant(prefix: string, name: string): string | undefined {
+  return policyTarget(prefix, name)?.tenant;
 }
 
 export function bindingKey(binding: BindingSpec): string {

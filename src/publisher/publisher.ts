@@ -9,13 +9,15 @@ import { ConfigError, StagecoachError, TenantRequiredError } from '../errors/err
 import { EventPublisher } from '../events/event-publisher.js';
 import { QueueFullReporter } from '../events/queue-full-reporter.js';
 import { createJob } from '../job/envelope.js';
-import type { BatchCallbacks, Job, PublishSpec } from '../job/job.types.js';
+import type { BatchCallbacks, HeaderValue, Job, PublishSpec } from '../job/job.types.js';
+import { holdPending } from './pending-hold.js';
 import { childTraceparent } from '../job/trace-context.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { coreTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { checkBatchId } from '../util/batch-id.js';
+import { checkQueueName } from '../util/queue-name.js';
 import { stamp, type CreatedReport, type SettledReport } from '../tracking/tracking-report.js';
 import { batchOf, publishRecord } from '../tracking/tracking-stream.js';
 import { checkCallbacks } from '../batch/batch-callbacks.js';
@@ -46,7 +48,7 @@ import { workflowRecord, type WorkflowStartOptions } from '../workflow/workflow-
  *
  * ```ts
  * const publisher = await Publisher.connect(await loadConfig('config/pipeline.json'));
- * const id = await publisher.publish('scan_specs', { type: 'scan.folder', args: ['docs'], tenant: 'acme' });
+ * const id = await publisher.publish('scan-specs', { type: 'scan.folder', args: ['docs'], tenant: 'acme' });
  * await publisher.close();
  * ```
  */
@@ -121,6 +123,7 @@ export class Publisher {
    * tenant that is not a slug (`createJob` checks it): `publish()` then sends nothing.
    */
   build(queue: string, spec: PublishSpec): Job {
+    checkQueueName(queue, 'queue');
     if (queueFor(this.config, queue).scope === 'tenant' && spec.tenant === undefined) throw new TenantRequiredError(queue);
     return createJob(spec, {
       queue,
@@ -141,7 +144,7 @@ export class Publisher {
    * INVALID_REQUEST without the PostgreSQL job store.
    * @returns the job's id, or the id of the job holding its uniqueness key (`on_conflict: "ignore"`: nothing was published).
    */
-  async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'> = {}): Promise<string> {
+  async send(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks' | 'pending'> = {}): Promise<string> {
     return runEnqueueChain(this.enqueue, job, spec.headers, (sent, headers) => {
       const publish = (): Promise<void> => this.publishEnvelope(sent, { ...spec, ...(headers === undefined ? {} : { headers }) });
       // After the middleware, which may have added or changed `unique`.
@@ -174,13 +177,14 @@ export class Publisher {
   };
 
   /** The end of `send()`: the envelope as the middleware left it, reported (when batched) and published. */
-  private async publishEnvelope(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks'>): Promise<void> {
+  private async publishEnvelope(job: Job, spec: Pick<PublishSpec, 'headers' | 'traceparent' | 'callbacks' | 'pending'>): Promise<void> {
     const batch = batchOf(job);
     const callbacks = spec.callbacks === undefined ? undefined : this.checkedCallbacks(spec.callbacks, job, batch);
     const stream = new BrokerNames(this.config.prefix).tracking;
     let created: CreatedReport | undefined;
     let reported: Promise<void> | undefined;
-    if (batch !== undefined || this.tracked(job)) {
+    // A pending job is always reported: its state is what ACTIVATE reads.
+    if (batch !== undefined || this.tracked(job) || spec.pending === true) {
       created = stamp<CreatedReport>({
         kind: 'created',
         job: job.id,
@@ -190,6 +194,10 @@ export class Publisher {
         type: job.type,
         ...(job.scheduled_at === undefined ? {} : { scheduled_at: job.scheduled_at }),
         ...(callbacks === undefined ? {} : { callbacks }),
+        ...(job.tags === undefined ? {} : { tags: job.tags }),
+        // A producer that names the job it works for (an HTTP worker pushing its outputs).
+        ...(typeof job.meta.parent_id === 'string' ? { parent: job.meta.parent_id } : {}),
+        ...(spec.pending === true ? { pending: true } : {}),
       });
       reported = publishRecord(this.publisher, stream, created);
       // A batch's root is reported before it is sent (no tracker may see the batch end before its
@@ -198,10 +206,11 @@ export class Publisher {
       if (batch !== undefined) await reported;
     }
     try {
-      const sent = this.router.send(job, {
+      const wire = {
         traceparent: spec.traceparent ?? childTraceparent(),
         ...(spec.headers === undefined ? {} : { headers: spec.headers }),
-      });
+      };
+      const sent = spec.pending === true ? holdPending(this.config, this.publisher, job, wire) : this.router.send(job, wire);
       // Observed at once: awaited after the job (a failed report does not make a sent job unsent).
       reported?.catch(() => undefined);
       await sent;
@@ -224,6 +233,27 @@ export class Publisher {
       throw err;
     }
     await reported;
+  }
+
+  /**
+   * Sends a job held pending (decoded from the parked queue, see admin-api/http-binding/pending-jobs.ts)
+   * on to its queue as `publish()` would have, and reports it created again, not pending: the
+   * job store shows it `available` (or `scheduled`). Its middleware and uniqueness ran when it
+   * was pushed. @throws what sending throws (QueueFullError...): the caller keeps it held then.
+   */
+  async activate(job: Job, wire: { traceparent?: string; headers?: Record<string, HeaderValue> }): Promise<void> {
+    await this.router.send(job, wire);
+    const created = stamp<CreatedReport>({
+      kind: 'created',
+      job: job.id,
+      ...(batchOf(job) === undefined ? {} : { batch: batchOf(job) }),
+      ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
+      queue: job.queue,
+      type: job.type,
+      ...(job.scheduled_at === undefined ? {} : { scheduled_at: job.scheduled_at }),
+      ...(job.tags === undefined ? {} : { tags: job.tags }),
+    });
+    await publishRecord(this.publisher, new BrokerNames(this.config.prefix).tracking, created);
   }
 
   /** `tracking` per queue and tenant, resolved once (the configuration does not change under a Publisher). */

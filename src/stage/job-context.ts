@@ -330,7 +330,14 @@ export class JobContext implements StageContext {
   private async sendRoot(job: Job, headers: Record<string, HeaderValue> | undefined, batch: string): Promise<void> {
     const track = this.track as (record: TrackingRecord) => Promise<void>;
     const tenant = this.job.tenant;
-    const where = { job: job.id, batch, queue: job.queue, type: job.type, ...(tenant === undefined ? {} : { tenant }) };
+    const where = {
+      job: job.id,
+      batch,
+      queue: job.queue,
+      type: job.type,
+      ...(tenant === undefined ? {} : { tenant }),
+      ...(job.tags === undefined ? {} : { tags: job.tags }),
+    };
     await track(stamp<CreatedReport>({ kind: 'created', ...where }));
     try {
       await this.sink.send(job, { traceparent: traceparentForEmit(this.headers[OJS_HEADERS.traceparent]), headers }, this.scope, this.lost);

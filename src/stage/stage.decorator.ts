@@ -4,6 +4,7 @@ import { STAGE_METADATA, STAGE_MIDDLEWARE_METADATA } from './metadata-keys.js';
 import { middlewareLists } from './middleware/middleware-lists.js';
 import type { Middleware } from './middleware/middleware.types.js';
 import type { StageMetadata } from './stage.types.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../util/queue-name.js';
 
 /** What `@Stage()` takes: the metadata, `outputs` optional, and the stage's own middleware. */
 export type StageOptions = Omit<StageMetadata, 'outputs'> & {
@@ -17,7 +18,6 @@ export type StageOptions = Omit<StageMetadata, 'outputs'> & {
 };
 
 const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$/;
-const QUEUE = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,99}$/;
 
 /**
  * Marks a class as a stage: it reads `input` and may emit to `outputs`. The decorator only
@@ -33,8 +33,8 @@ export function Stage(options: StageOptions): ClassDecorator {
   };
   if (!NAME.test(metadata.name)) throw new TypeError(`@Stage: name "${metadata.name}" must match ${NAME}`);
   for (const queue of [metadata.input, ...metadata.outputs]) {
-    if (typeof queue !== 'string' || !QUEUE.test(queue)) {
-      throw new TypeError(`@Stage "${metadata.name}": queue name "${String(queue)}" must match ${QUEUE}`);
+    if (!isQueueName(queue)) {
+      throw new TypeError(`@Stage "${metadata.name}": "${String(queue)}" is not a queue name (${QUEUE_NAME_RULE})`);
     }
   }
   const middleware = middlewareLists(`@Stage "${metadata.name}"`, options.middleware);

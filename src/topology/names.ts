@@ -1,10 +1,15 @@
 import { flagName } from '../flags/flag.js';
+import { StagecoachError } from '../errors/errors.js';
+import { queueOfWord, queueWord } from '../util/queue-name.js';
+
+/** RabbitMQ's longest queue or exchange name, in bytes (an AMQP short string). */
+export const MAX_BROKER_NAME_BYTES = 255;
 
 /**
  * Every name stagecoach uses on the broker, in one place (docs/broker.md). The names of broker
  * flags (markers, the read lock) are made in src/flags/flag.ts and only handed out here.
- * Logical queue names, tenants and variants are slugs without dots, so the dotted names below
- * never collide.
+ * A logical queue is written as its word (queueWord: its dots as `~`), and tenants and variants
+ * have no dots, so the dotted names below never collide and read back one way (parseBrokerName).
  */
 export class BrokerNames {
   constructor(readonly prefix: string) {}
@@ -31,22 +36,22 @@ export class BrokerNames {
   }
   /** Headers exchange choosing among a queue's variant queues for one tenant. */
   variantExchange(queue: string, tenant: string): string {
-    return `${this.prefix}.variants.${queue}.${tenant}`;
+    return brokerName([this.prefix, 'variants', queueWord(queue), tenant]);
   }
   /** Fanout exchange catching what no variant took, in front of the general queue. */
   generalExchange(queue: string, tenant: string): string {
-    return `${this.prefix}.general.${queue}.${tenant}`;
+    return brokerName([this.prefix, 'general', queueWord(queue), tenant]);
   }
   /** Physical queue: shared (`tenant` undefined), tenant-scoped, or a tenant's variant queue. */
   queue(queue: string, tenant?: string, variant?: string): string {
-    return [this.prefix, 'queue', queue, tenant, variant].filter((part) => part !== undefined).join('.');
+    return brokerName([this.prefix, 'queue', queueWord(queue), tenant, variant]);
   }
   /**
    * Where jobs redelivered after a crash wait to run one at a time (prefetch 1), so that a
    * crash there is attributed to exactly one job. One per physical queue.
    */
   suspectQueue(queue: string, tenant?: string, variant?: string): string {
-    return [this.prefix, 'suspect', queue, tenant, variant].filter((part) => part !== undefined).join('.');
+    return brokerName([this.prefix, 'suspect', queueWord(queue), tenant, variant]);
   }
   /**
    * Where a physical queue's jobs come back when their wait is over: retries from the delay
@@ -54,10 +59,10 @@ export class BrokerNames {
    * jobs were admitted once already: the broker never dead-letters into a full queue.
    */
   dueQueue(queue: string, tenant?: string, variant?: string): string {
-    return [this.prefix, 'due', queue, tenant, variant].filter((part) => part !== undefined).join('.');
+    return brokerName([this.prefix, 'due', queueWord(queue), tenant, variant]);
   }
   deadQueue(queue: string, tenant?: string): string {
-    return [this.prefix, 'dead', queue, tenant].filter((part) => part !== undefined).join('.');
+    return brokerName([this.prefix, 'dead', queueWord(queue), tenant]);
   }
   /** Topic exchange where retries enter the delay ladder (routing key: delay bits, then destination). */
   get retry(): string {
@@ -151,7 +156,23 @@ export class BrokerNames {
   }
 }
 
-/** The park exchange's routing key for a job's tenant: tenants are slugs, so `_` names none. */
+/**
+ * Words joined into a broker name, which must fit RabbitMQ's 255 bytes: a long queue name under a
+ * long prefix, tenant and variant may not.
+ * @throws StagecoachError `INVALID_REQUEST` naming the name and the limit.
+ */
+function brokerName(parts: ReadonlyArray<string | undefined>): string {
+  const name = parts.filter((part) => part !== undefined).join('.');
+  const bytes = Buffer.byteLength(name);
+  if (bytes > MAX_BROKER_NAME_BYTES) {
+    throw new StagecoachError(
+      'INVALID_REQUEST',
+      `the broker name "${name.slice(0, 80)}..." would be ${bytes} bytes, more than RabbitMQ's ${MAX_BROKER_NAME_BYTES}: use a shorter queue name (or prefix)`,
+    );
+  }
+  return name;
+}
+
 /** The names of a configuration's prefix, made once per configuration: routing asks for every job. */
 export function brokerNamesOf(config: { readonly prefix: string }): BrokerNames {
   let names = namesByConfig.get(config);
@@ -161,6 +182,7 @@ export function brokerNamesOf(config: { readonly prefix: string }): BrokerNames 
 
 const namesByConfig = new WeakMap<object, BrokerNames>();
 
+/** The park exchange's routing key for a job's tenant: tenants are slugs, so `_` names none. */
 export function parkKey(tenant: string | undefined): string {
   return tenant ?? '_';
 }
@@ -180,7 +202,7 @@ const QUEUE_KINDS = new Set(['queue', 'due', 'suspect', 'dead', 'variants', 'gen
 
 /**
  * Reads a name back into its parts, or undefined for a name not under `prefix`. Prefixes, queue
- * names, tenants and variants have no dots, so the reading is unique.
+ * words (queueWord), tenants and variants have no dots, so the reading is unique.
  */
 export function parseBrokerName(prefix: string, name: string): ParsedBrokerName | undefined {
   if (!name.startsWith(`${prefix}.`)) return undefined;
@@ -192,7 +214,7 @@ export function parseBrokerName(prefix: string, name: string): ParsedBrokerName 
   const [queue, tenant, variant] = rest;
   return {
     kind,
-    queue,
+    queue: queueOfWord(queue as string),
     ...(tenant === undefined ? {} : { tenant }),
     ...(variant === undefined ? {} : { variant }),
   };

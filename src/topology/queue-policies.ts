@@ -1,6 +1,7 @@
 import type { CompiledConfig, ResolvedQueueConfig, ResolvedQueueSettings } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { parseDuration } from '../util/duration.js';
+import { queueOfWord, queueWord } from '../util/queue-name.js';
 import { provisionQueues } from './build-topology.js';
 import { sharedQueueType } from './queue-type.js';
 import type { PolicySpec, StageEndpoints } from './topology.types.js';
@@ -81,9 +82,9 @@ export function isStagecoachPolicy(prefix: string, name: string): boolean {
  */
 export function policyTarget(prefix: string, name: string): { queue: string; tenant?: string; dead: boolean } | undefined {
   if (!isStagecoachPolicy(prefix, name)) return undefined;
-  const [kind, queue, tenant, ...rest] = name.slice(prefix.length + 1).split('.');
-  if (queue === undefined || rest.length > 0) return undefined;
-  return { queue, ...(tenant === undefined ? {} : { tenant }), dead: kind === 'dead' };
+  const [kind, word, tenant, ...rest] = name.slice(prefix.length + 1).split('.');
+  if (word === undefined || rest.length > 0) return undefined;
+  return { queue: queueOfWord(word), ...(tenant === undefined ? {} : { tenant }), dead: kind === 'dead' };
 }
 
 function policiesOf(config: CompiledConfig, queue: ResolvedQueueConfig): PolicySpec[] {
@@ -91,12 +92,13 @@ function policiesOf(config: CompiledConfig, queue: ResolvedQueueConfig): PolicyS
   const policy = (name: string, pattern: string, priority: number, definition: Record<string, string | number>): PolicySpec | undefined =>
     settingsPolicy(name, pattern, priority, queue.type === 'classic' ? withVersion(definition) : definition);
   const p = escape(config.prefix);
-  const q = escape(queue.name);
+  const word = queueWord(queue.name);
+  const q = escape(word);
   const base = settingsFor(config, queue.name);
   if (queue.scope === 'shared') {
     return [
-      policy(`${config.prefix}.queue.${queue.name}`, `^${p}\\.queue\\.${q}$`, QUEUE_POLICY_PRIORITY, workDefinition(base)),
-      policy(`${config.prefix}.dead.${queue.name}`, `^${p}\\.dead\\.${q}$`, QUEUE_POLICY_PRIORITY, deadDefinition(base)),
+      policy(`${config.prefix}.queue.${word}`, `^${p}\\.queue\\.${q}$`, QUEUE_POLICY_PRIORITY, workDefinition(base)),
+      policy(`${config.prefix}.dead.${word}`, `^${p}\\.dead\\.${q}$`, QUEUE_POLICY_PRIORITY, deadDefinition(base)),
     ].filter((spec): spec is PolicySpec => spec !== undefined);
   }
 
@@ -111,32 +113,25 @@ function policiesOf(config: CompiledConfig, queue: ResolvedQueueConfig): PolicyS
     if (!sameDefinition(ownWork, work.base)) {
       work.own.push(t);
       policies.push(
-        policy(
-          `${config.prefix}.queue.${queue.name}.${tenant}`,
-          `^${p}\\.queue\\.${q}\\.${t}(?:\\.[^.]+)?$`,
-          TENANT_POLICY_PRIORITY,
-          ownWork,
-        ),
+        policy(`${config.prefix}.queue.${word}.${tenant}`, `^${p}\\.queue\\.${q}\\.${t}(?:\\.[^.]+)?$`, TENANT_POLICY_PRIORITY, ownWork),
       );
     }
     const ownDead = deadDefinition(settings);
     if (!sameDefinition(ownDead, dead.base)) {
       dead.own.push(t);
-      policies.push(
-        policy(`${config.prefix}.dead.${queue.name}.${tenant}`, `^${p}\\.dead\\.${q}\\.${t}$`, TENANT_POLICY_PRIORITY, ownDead),
-      );
+      policies.push(policy(`${config.prefix}.dead.${word}.${tenant}`, `^${p}\\.dead\\.${q}\\.${t}$`, TENANT_POLICY_PRIORITY, ownDead));
     }
   }
   // Any tenant (configured or provisioned later) but those with their own: the tenant, then an optional variant.
   const others = (own: string[], end: string): string => (own.length === 0 ? '' : `(?!(?:${own.join('|')})${end})`);
   policies.unshift(
     policy(
-      `${config.prefix}.queue.${queue.name}`,
+      `${config.prefix}.queue.${word}`,
       `^${p}\\.queue\\.${q}\\.${others(work.own, '(?:\\.|$)')}[^.]+(?:\\.[^.]+)?$`,
       QUEUE_POLICY_PRIORITY,
       work.base,
     ),
-    policy(`${config.prefix}.dead.${queue.name}`, `^${p}\\.dead\\.${q}\\.${others(dead.own, '$')}[^.]+$`, QUEUE_POLICY_PRIORITY, dead.base),
+    policy(`${config.prefix}.dead.${word}`, `^${p}\\.dead\\.${q}\\.${others(dead.own, '$')}[^.]+$`, QUEUE_POLICY_PRIORITY, dead.base),
   );
   return policies.filter((spec): spec is PolicySpec => spec !== undefined);
 }

@@ -75,6 +75,10 @@ export interface CreatedReport {
   type?: string;
   /** The batch's callbacks, when this root declares them (checked by the publisher; see batch-callbacks.ts). */
   callbacks?: BatchCallbacks;
+  /** The job's `tags`, kept by the job store. */
+  tags?: string[];
+  /** Held until activated (OJS `pending`); a later `created` report without it says it was activated. */
+  pending?: boolean;
   at: string;
 }
 

@@ -5,6 +5,7 @@ import { validateRateLimitPolicy } from '../job/rate-limit-policy.js';
 import { validateRetryPolicy } from '../retry/retry-policy.js';
 import { CALLBACK_NAMES } from '../batch/batch-callbacks.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../job/wire-limits.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../util/queue-name.js';
 
 /** How deep workflows may nest in each other (OJS asks for at least 3): a chain of groups of chains... */
 export const MAX_WORKFLOW_DEPTH = 8;
@@ -107,7 +108,7 @@ function checkJob(job: Record<string, unknown>, where: string, counter: { jobs: 
     if (key === 'unique' || key === 'scheduled_at') invalid(`${where}: "${key}" is not taken by a workflow step`);
     if (!JOB_KEYS.has(key)) invalid(`${where}: unknown field "${key}" (a job step takes ${[...JOB_KEYS].join(', ')})`);
   }
-  if (typeof job.queue !== 'string' || job.queue.length === 0) invalid(`${where}: "queue" must be a non-empty string`);
+  if (!isQueueName(job.queue)) invalid(`${where}: "queue" must be a queue name (${QUEUE_NAME_RULE}), got ${describe(job.queue)}`);
   if (typeof job.type !== 'string' || job.type.length === 0) invalid(`${where}: "type" must be a non-empty string`);
   if (job.args !== undefined && !Array.isArray(job.args)) invalid(`${where}: "args" must be a JSON array, got ${describe(job.args)}`);
   if (job.meta !== undefined && (typeof job.meta !== 'object' || job.meta === null || Array.isArray(job.meta))) {

@@ -38,7 +38,7 @@ const DOCS = 1_200;
 const TENANT = 'acme';
 const SAMPLE = path.join(REPO_ROOT, 'stages/samples/acme/contacts.txt');
 const STAGES: StageMetadata[] = [
-  { name: 'explorer', input: 'scan_specs', outputs: ['conversions'], types: ['scan.folder'] },
+  { name: 'explorer', input: 'scan-specs', outputs: ['conversions'], types: ['scan.folder'] },
   { name: 'converter', input: 'conversions', outputs: ['representations'], types: ['doc.convert'] },
   { name: 'matcher', input: 'representations', outputs: ['matches'], types: ['doc.text'] },
   { name: 'exporter', input: 'matches', outputs: [], types: ['doc.matches'] },
@@ -130,7 +130,7 @@ describe('batches under faults: the example pipeline as stage processes', functi
 
   /** Publishes a scan of the tenant's folder as batch `batch`; resolves with the scan job's id (the results' scan_id). */
   const scan = (batch: string): Promise<string> =>
-    publisher!.publish('scan_specs', { type: 'scan.folder', args: [TENANT], tenant: TENANT, batch });
+    publisher!.publish('scan-specs', { type: 'scan.folder', args: [TENANT], tenant: TENANT, batch });
 
   /** The exporter's lines of one scan: every line, and the distinct documents and job ids among them. */
   async function results(scanId: string): Promise<{ lines: number; documents: Set<string>; jobs: Set<string> }> {

@@ -71,7 +71,7 @@ describe('a 20 MB document through the example pipeline, by reference (broker, f
     const publisher = await Publisher.connect(config!, { log: createLogger({ test: 'payload-pipeline' }, 'warn') });
     let scan: string;
     try {
-      scan = await publisher.publish('scan_specs', { type: 'scan.folder', args: ['acme'], tenant: 'acme' });
+      scan = await publisher.publish('scan-specs', { type: 'scan.folder', args: ['acme'], tenant: 'acme' });
     } finally {
       await publisher.close();
     }

@@ -91,7 +91,7 @@ describe('example pipeline end to end (broker)', function () {
     const publisher = await Publisher.connect(config, { log });
     try {
       for (const tenant of config.tenants) {
-        scans.set(tenant, await publisher.publish('scan_specs', { type: 'scan.folder', args: [tenant], tenant }));
+        scans.set(tenant, await publisher.publish('scan-specs', { type: 'scan.folder', args: [tenant], tenant }));
       }
     } finally {
       await publisher.close();

@@ -14,7 +14,7 @@ const log = createLogger({ test: 'routing' }, 'error');
 const PDF = 'application/pdf';
 const DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
 const stages: StageMetadata[] = [
-  { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] },
+  { name: 'explorer', input: 'scan-specs', outputs: ['conversions'] },
   { name: 'converter', input: 'conversions', outputs: [] },
 ];
 
@@ -32,7 +32,7 @@ describe('tenant routing on the broker', function () {
     config = withTestConfig({
       tenants: ['acme', 'globex'],
       queues: {
-        scan_specs: { scope: 'shared' },
+        'scan-specs': { scope: 'shared' },
         conversions: { scope: 'tenant', variants: { by: 'mime', values: { pdf: [PDF], office: [DOCX] } } },
       },
     });
@@ -41,7 +41,7 @@ describe('tenant routing on the broker', function () {
     raw = await RawBroker.connect(config.broker.url);
     watched = [
       names.unroutable,
-      names.queue('scan_specs'),
+      names.queue('scan-specs'),
       ...['acme', 'globex'].flatMap((t) => [
         names.queue('conversions', t),
         names.queue('conversions', t, 'pdf'),
@@ -125,14 +125,14 @@ describe('tenant routing on the broker', function () {
   });
 
   it('routes shared queues through ojs.direct by logical queue name', async () => {
-    expect(await landing(names.direct, 'scan_specs', { 'x-ojs-tenant': 'acme' })).to.deep.equal({ [names.queue('scan_specs')]: 1 });
+    expect(await landing(names.direct, 'scan-specs', { 'x-ojs-tenant': 'acme' })).to.deep.equal({ [names.queue('scan-specs')]: 1 });
   });
 
   it('routes jobs published with the Publisher the same way', async () => {
     const publisher = await Publisher.connect(config, { log });
     try {
       await publisher.publish('conversions', { type: 'doc.convert', tenant: 'globex', headers: { mime: PDF } });
-      await publisher.publish('scan_specs', { type: 'scan.folder', tenant: 'acme' });
+      await publisher.publish('scan-specs', { type: 'scan.folder', tenant: 'acme' });
       await publisher.publish('conversions', { type: 'doc.convert', tenant: 'nobody' });
     } finally {
       await publisher.close();
@@ -144,7 +144,7 @@ describe('tenant routing on the broker', function () {
     }
     expect(landed).to.deep.equal({
       [names.queue('conversions', 'globex', 'pdf')]: 1,
-      [names.queue('scan_specs')]: 1,
+      [names.queue('scan-specs')]: 1,
       [names.unroutable]: 1,
     });
   });

@@ -42,7 +42,7 @@ function draw(from: readonly string[], count: number): string[] {
 
 /**
  * The example pipeline's shape (config/pipeline.json): `conversions` (tenant-scoped, with a
- * `pdf` variant) and `representations` (tenant-scoped), the shared `scan_specs` and `matches`;
+ * `pdf` variant) and `representations` (tenant-scoped), the shared `scan-specs` and `matches`;
  * the converter is the pooled stage. No tenant is configured: they are provisioned, as a SaaS
  * adds its customers (`provision --tenant T`), so that `tenant retire` may remove them.
  */

@@ -7,10 +7,10 @@ import { BrokerNames, parseBrokerName } from '../../src/topology/names.js';
 
 /** One flag of every kind, with the name existing brokers hold for it under `ojs`. */
 const EXAMPLES: Array<[Flag, string]> = [
-  [{ kind: 'queue-paused', queue: 'scan_specs' }, 'ojs.state.paused.scan_specs'],
+  [{ kind: 'queue-paused', queue: 'scan-specs' }, 'ojs.state.paused.scan-specs'],
   [{ kind: 'queue-paused', queue: 'conversions', tenant: 'acme' }, 'ojs.state.paused.conversions.acme'],
   [{ kind: 'queue-paused', queue: 'conversions', tenant: 'acme', variant: 'pdf' }, 'ojs.state.paused.conversions.acme.pdf'],
-  [{ kind: 'queue-draining', queue: 'scan_specs' }, 'ojs.state.draining.scan_specs'],
+  [{ kind: 'queue-draining', queue: 'scan-specs' }, 'ojs.state.draining.scan-specs'],
   [{ kind: 'queue-draining', queue: 'conversions', tenant: 'acme' }, 'ojs.state.draining.conversions.acme'],
   [{ kind: 'batch-cancelled', batch: 'scan-1' }, 'ojs.batch-cancelled.scan-1'],
   [{ kind: 'batch-paused', batch: 'nightly.2026-11-26' }, 'ojs.batch-paused.nightly.2026-11-26'],
@@ -87,7 +87,7 @@ describe('broker flags', () => {
       expect(names.stateMarker('draining', 'conversions', 'acme', 'pdf'), 'a drain has no variant').to.equal(
         'ojs.state.draining.conversions.acme',
       );
-      expect(names.stateMarker('paused', 'scan_specs')).to.equal('ojs.state.paused.scan_specs');
+      expect(names.stateMarker('paused', 'scan-specs')).to.equal('ojs.state.paused.scan-specs');
       expect(names.batchMarker('cancelled', 'b1')).to.equal('ojs.batch-cancelled.b1');
       expect(names.batchMarker('paused', 'b1')).to.equal('ojs.batch-paused.b1');
       expect(names.tenantPauseMarker('acme')).to.equal('ojs.tenant-paused.acme');

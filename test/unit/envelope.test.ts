@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { InvalidPayloadError } from '../../src/errors/errors.js';
 import { fromWire, toWire } from '../../src/job/amqp-mapping.js';
-import { createJob, JOB_CONTENT_TYPE } from '../../src/job/envelope.js';
+import { createJob, JOB_CONTENT_TYPE, parseEnvelope } from '../../src/job/envelope.js';
 import { createUuidV7 } from '../../src/job/uuid-v7.js';
 import { childTraceparent } from '../../src/job/trace-context.js';
 
@@ -11,9 +11,28 @@ describe('job envelope and AMQP mapping', () => {
   it('creates an OJS envelope with a UUIDv7 id, attempt 1 and the parent in meta', () => {
     const job = createJob({ type: 'doc.text', args: ['a'], meta: { k: 1 } }, { queue: 'representations', tenant: 'acme', parentId: 'p1' });
     expect(job.id).to.match(UUID_V7);
-    expect(job).to.include({ specversion: '1.0.0-rc.1', type: 'doc.text', queue: 'representations', attempt: 1, tenant: 'acme' });
+    expect(job).to.include({ specversion: '1.0', type: 'doc.text', queue: 'representations', attempt: 1, tenant: 'acme' });
     expect(job.meta).to.deep.equal({ k: 1, parent_id: 'p1' });
     expect(Date.parse(job.created_at)).to.be.closeTo(Date.now(), 5000);
+  });
+
+  it('writes specversion "1.0" (ojs-core 5.1) and reads envelopes of "1.0" and "1.0.0-rc.1" as they are', () => {
+    const written = createJob({ type: 't' }, { queue: 'q' });
+    expect(written.specversion).to.equal('1.0');
+    for (const specversion of ['1.0', '1.0.0-rc.1']) {
+      expect(parseEnvelope({ ...written, specversion }).specversion).to.equal(specversion);
+    }
+    const without: Record<string, unknown> = { ...written };
+    delete without.specversion;
+    expect(parseEnvelope(without).specversion).to.equal('1.0');
+  });
+
+  it('keeps tags on the envelope, each once, and refuses tags that are not short strings', () => {
+    expect(createJob({ type: 't', tags: ['a', 'b', 'a'] }, { queue: 'q' }).tags).to.deep.equal(['a', 'b']);
+    expect(createJob({ type: 't' }, { queue: 'q' })).to.not.have.property('tags');
+    expect(() => createJob({ type: 't', tags: [''] }, { queue: 'q' })).to.throw(InvalidPayloadError, '"tags"');
+    expect(() => createJob({ type: 't', tags: 'a' as unknown as string[] }, { queue: 'q' })).to.throw(InvalidPayloadError, '"tags"');
+    expect(() => parseEnvelope({ ...createJob({ type: 't' }, { queue: 'q' }), tags: [1] })).to.throw(InvalidPayloadError, '"tags"');
   });
 
   it('sorts UUIDv7 ids by creation time', () => {

@@ -17,6 +17,9 @@ import type { JobRow } from '../../src/job-state/job-lifecycle.js';
 import type { BindingContext } from '../../src/admin-api/http-binding/binding-context.js';
 import { waitForSettlement } from '../../src/admin-api/http-binding/settlement-wait.js';
 import type { Job } from '../../src/job/job.types.js';
+import { createJob } from '../../src/job/envelope.js';
+import { QueueFullError } from '../../src/errors/errors.js';
+import { unsupportedEndpoint } from '../../src/admin-api/http-binding/unsupported-endpoints.js';
 import type { StageContext } from '../../src/stage/stage.types.js';
 
 const job = (id: string, extra: Partial<Job> = {}): Job => ({
@@ -79,6 +82,73 @@ describe('OJS HTTP binding', () => {
         expect(() => readPushInput(body, undefined), JSON.stringify(body)).to.throw(InvalidPayloadError, message);
     });
 
+    it('reads specversion "1.0" and "1.0.0-rc.1", and refuses any other', () => {
+      for (const specversion of ['1.0', '1.0.0-rc.1'])
+        expect(readPushInput({ type: 'a.b', args: [], specversion }, undefined).spec.type).to.equal('a.b');
+      expect(() => readPushInput({ type: 'a.b', args: [], specversion: '2.0' }, undefined)).to.throw(InvalidPayloadError, /"specversion"/);
+    });
+
+    it('keeps options.tags on the job spec, and refuses tags that are not a list of short strings', () => {
+      expect(readPushInput({ type: 'a.b', args: [], options: { tags: ['onboarding', 'vip'] } }, undefined).spec.tags).to.deep.equal([
+        'onboarding',
+        'vip',
+      ]);
+      for (const tags of ['vip', [1], [''], Array.from({ length: 33 }, (_, i) => `t${i}`)]) {
+        expect(() => readPushInput({ type: 'a.b', args: [], options: { tags } }, undefined), JSON.stringify(tags)).to.throw(
+          InvalidPayloadError,
+          /"options.tags"/,
+        );
+      }
+    });
+
+    it("reads meta.tenant_id as the tenant, writes the request's tenant into it, and refuses the two disagreeing (ojs-multi-tenancy 5.1, 5.3)", () => {
+      const fromMeta = readPushInput({ type: 'a.b', args: [], meta: { tenant_id: 'acme' } }, undefined);
+      expect(fromMeta.spec.tenant).to.equal('acme');
+      const fromHeader = readPushInput({ type: 'a.b', args: [], meta: { k: 1 } }, 'acme');
+      expect(fromHeader.spec).to.include({ tenant: 'acme' });
+      expect(fromHeader.spec.meta).to.deep.equal({ k: 1, tenant_id: 'acme' });
+      expect(readPushInput({ type: 'a.b', args: [], meta: { tenant_id: 'acme' } }, 'acme').spec.tenant).to.equal('acme');
+      expect(() => readPushInput({ type: 'a.b', args: [], meta: { tenant_id: 'globex' } }, 'acme'))
+        .to.throw(StagecoachError, /"meta.tenant_id" is "globex" but the request acts for tenant "acme"/)
+        .with.property('code', 'INVALID_REQUEST');
+      expect(() => readPushInput({ type: 'a.b', args: [], meta: { tenant_id: 'Acme Corp' } }, undefined)).to.throw(
+        InvalidPayloadError,
+        /"meta.tenant_id"/,
+      );
+    });
+
+    it('derives the id of a push naming its parent and an idempotency key: the same pair, the same id', () => {
+      const parent = '019414d4-8b2e-7c3a-b5d1-f0e2a3b4c5d6';
+      const body = (key: string, tenant?: string): unknown => ({
+        type: 'a.b',
+        args: [],
+        meta: { parent_id: parent, idempotency_key: key, ...(tenant === undefined ? {} : { tenant_id: tenant }) },
+      });
+      const first = readPushInput(body('thumb'), undefined);
+      expect(first.derived).to.equal(true);
+      expect(first.id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      // The parent's time: listed beside it.
+      expect(first.id?.replace(/-/g, '').slice(0, 12)).to.equal(parent.replace(/-/g, '').slice(0, 12));
+      expect(readPushInput(body('thumb'), undefined).id).to.equal(first.id);
+      expect(readPushInput(body('text'), undefined).id).to.not.equal(first.id);
+      expect(readPushInput(body('thumb', 'acme'), undefined).id).to.not.equal(first.id);
+      expect(() => readPushInput({ type: 'a.b', args: [], meta: { idempotency_key: 'k' } }, undefined)).to.throw(
+        InvalidPayloadError,
+        /"meta.parent_id"/,
+      );
+      expect(() =>
+        readPushInput({ type: 'a.b', args: [], id: first.id, meta: { parent_id: parent, idempotency_key: 'k' } }, undefined),
+      ).to.throw(InvalidPayloadError, /one or the other/);
+    });
+
+    it('reads a relative time as "+" and a duration, or a bare duration as the JS SDK passes its delay on', () => {
+      for (const given of ['+PT5M', 'PT5M']) {
+        const at = Date.parse(readPushInput({ type: 'a.b', args: [], options: { delay_until: given } }, undefined).spec.scheduled_at ?? '');
+        expect(at, given).to.be.closeTo(Date.now() + 300_000, 5000);
+      }
+      expect(() => readPushInput({ type: 'a.b', args: [], options: { delay_until: 'P5X' } }, undefined)).to.throw(InvalidPayloadError);
+    });
+
     it('takes hyphenated job types and the default queue', () => {
       expect(readPushInput({ type: 'retry.test.max-attempts', args: [] }, undefined).queue).to.equal('default');
     });
@@ -94,6 +164,15 @@ describe('OJS HTTP binding', () => {
       children: [],
       errors: [],
       ...over,
+    });
+
+    it('shows the timeout in seconds and in milliseconds, and the tags', () => {
+      const job = { ...createJob({ type: 't', timeout: 30, tags: ['vip'] }, { queue: 'q' }) };
+      const view = bindingJobView(undefined, { job, extensions: {} });
+      expect(view).to.include({ timeout: 30, timeout_ms: 30_000 });
+      expect(view.tags).to.deep.equal(['vip']);
+      expect(bindingJobView(row({ tags: ['stored'] }), undefined).tags).to.deep.equal(['stored']);
+      expect(bindingJobView(row({}), undefined)).to.not.have.any.keys('timeout', 'timeout_ms', 'tags');
     });
 
     it('counts attempts made: 0 while the first waits, the attempt at hand once started, the last made while a retry waits', () => {
@@ -174,6 +253,25 @@ describe('OJS HTTP binding', () => {
     expect(body.error).to.include({ code: 'not_found', retryable: false });
     expect(body.error.hint).to.be.a('string');
     expect(toBindingError(new StagecoachError('DUPLICATE', 'twice')).body.error.code).to.equal('duplicate');
+  });
+
+  it('a full queue is 429 queue_full, retryable, with Retry-After; a job type the queue refuses a 422 (ojs-backpressure 7.1, ojs-errors)', () => {
+    const full = toBindingError(new QueueFullError('ojs.direct', 'work', { queue: 'work' }));
+    expect(full.status).to.equal(429);
+    expect(full.body.error).to.include({ code: 'queue_full', retryable: true });
+    expect(full.headers).to.deep.equal({ 'Retry-After': '1' });
+    const refused = toBindingError(new StagecoachError('JOB_TYPE_NOT_ALLOWED', 'no'));
+    expect(refused.status).to.equal(422);
+    expect(refused.body.error).to.include({ code: 'job_type_not_allowed', retryable: false });
+  });
+
+  it('an OJS endpoint this server does not serve is 422 unsupported; any other path none of its business', () => {
+    for (const path of ['/ojs/v1/schemas', '/ojs/v1/schemas/urn:x', '/ojs/v1/workers/progress', '/ojs/v1/jobs/x/progress']) {
+      const err = unsupportedEndpoint('GET', path);
+      expect(err, path).to.be.instanceOf(ApiError).with.property('status', 422);
+      expect(toBindingError(err).body.error.code, path).to.equal('unsupported');
+    }
+    expect(unsupportedEndpoint('GET', '/ojs/v1/nothing')).to.equal(undefined);
   });
 
   it("the binding's paths are answered in its media type whatever Accept says, the admin API's in JSON", () => {

@@ -73,11 +73,11 @@ describe('payloads configuration', () => {
       queues: {
         _default: { payload_threshold: 200_000 },
         documents: { payload_threshold: 4 * 1024 * 1024 },
-        scan_specs: { scope: 'shared' },
+        'scan-specs': { scope: 'shared' },
       },
     });
     expect(config.queues.get('documents')?.payload_threshold).to.equal(4 * 1024 * 1024);
-    expect(config.queues.get('scan_specs')?.payload_threshold).to.equal(200_000);
+    expect(config.queues.get('scan-specs')?.payload_threshold).to.equal(200_000);
     expect(queueFor(config, 'implicit').payload_threshold).to.equal(200_000);
     const plain = compileConfig({ payloads: { threshold: 500_000 }, queues: { documents: {} } });
     expect(plain.queues.get('documents')?.payload_threshold).to.equal(500_000);

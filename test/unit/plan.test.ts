@@ -12,10 +12,10 @@ const raw: RawConfig = {
   tenants: ['acme', 'globex'],
   queues: {
     conversions: { max_size: 100, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
-    scan_specs: { scope: 'shared' },
+    'scan-specs': { scope: 'shared' },
   },
 };
-const stages = [{ name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }];
+const stages = [{ name: 'explorer', input: 'scan-specs', outputs: ['conversions'] }];
 
 /**
  * What the broker's management API would list once `desired` is provisioned exactly and, unless
@@ -82,7 +82,7 @@ describe('plan', () => {
       'ojs.suspect.conversions.acme.pdf',
       'ojs.suspect.conversions.globex',
       'ojs.suspect.conversions.globex.pdf',
-      'ojs.suspect.scan_specs',
+      'ojs.suspect.scan-specs',
     ]);
     expect(desired.topology.queues.filter((q) => q.name.startsWith('ojs.suspect.'))).to.deep.equal([]);
     // Provisioned, no stage started yet: nothing to add.
@@ -105,7 +105,7 @@ describe('plan', () => {
     const secured = desiredState(compileConfig({ ...raw, security: { tenantUsers: true } }), stages);
     expect(secured.stageDeclared).to.deep.equal({ exchanges: [], queues: [], bindings: [] });
     expect(secured.topology.queues.map((q) => q.name)).to.include.members(desired.stageDeclared.queues.map((q) => q.name));
-    expect(brief(planChanges(secured, inventoryOf(desired, false)).changes)).to.include('add queue ojs.suspect.scan_specs');
+    expect(brief(planChanges(secured, inventoryOf(desired, false)).changes)).to.include('add queue ojs.suspect.scan-specs');
   });
 
   it('shows exactly a changed max_size, as a policy to change', () => {
@@ -152,15 +152,15 @@ describe('plan', () => {
     const legacy = inventory.queues.find((q) => q.name === 'ojs.queue.conversions.acme');
     if (legacy) legacy.arguments = { ...legacy.arguments, 'x-max-length': 100, 'x-overflow': 'reject-publish' };
     const prioritised = desiredState(
-      compileConfig({ ...raw, queues: { ...raw.queues, scan_specs: { scope: 'shared', max_priority: 5 } } }),
+      compileConfig({ ...raw, queues: { ...raw.queues, 'scan-specs': { scope: 'shared', max_priority: 5 } } }),
       stages,
     );
     const plan = planChanges(prioritised, inventory);
     expect(brief(plan.changes)).to.deep.equal([
       'recreate queue ojs.queue.conversions.acme: recreate needed: argument x-max-length 100 -> (none) (max_size is a policy now), argument x-overflow reject-publish -> (none) (overflow_policy is a policy now)',
-      'recreate queue ojs.queue.scan_specs: recreate needed: argument x-max-priority (none) -> 5',
-      'recreate queue ojs.due.scan_specs: recreate needed: argument x-max-priority (none) -> 5',
-      'recreate queue ojs.suspect.scan_specs: recreate needed: argument x-max-priority (none) -> 5',
+      'recreate queue ojs.queue.scan-specs: recreate needed: argument x-max-priority (none) -> 5',
+      'recreate queue ojs.due.scan-specs: recreate needed: argument x-max-priority (none) -> 5',
+      'recreate queue ojs.suspect.scan-specs: recreate needed: argument x-max-priority (none) -> 5',
     ]);
   });
 
@@ -190,9 +190,9 @@ describe('plan', () => {
 
   it('leaves a draining queue unbound while its drain marker exists, and lists states apart from changes', () => {
     const inventory = inventoryOf(desired);
-    inventory.bindings = inventory.bindings.filter((b) => b.destination !== 'ojs.queue.scan_specs');
+    inventory.bindings = inventory.bindings.filter((b) => b.destination !== 'ojs.queue.scan-specs');
     const unmarked = planChanges(desired, inventory);
-    expect(brief(unmarked.changes)).to.deep.equal(['add binding ojs.direct -> ojs.queue.scan_specs [scan_specs]']);
+    expect(brief(unmarked.changes)).to.deep.equal(['add binding ojs.direct -> ojs.queue.scan-specs [scan-specs]']);
     expect(formatPlan(unmarked)).to.contain('states (not configuration: apply leaves them): every queue active');
     const marker = (name: string): BrokerExchange => ({
       name,
@@ -202,11 +202,11 @@ describe('plan', () => {
       internal: false,
       arguments: {},
     });
-    inventory.exchanges.push(marker('ojs.state.draining.scan_specs'), marker('ojs.state.paused.conversions.acme.pdf'));
+    inventory.exchanges.push(marker('ojs.state.draining.scan-specs'), marker('ojs.state.paused.conversions.acme.pdf'));
     const draining = planChanges(desired, inventory);
     expect(draining.changes, 'neither the unbound entry nor the markers are changes').to.deep.equal([]);
-    expect(draining.states.queues).to.deep.equal({ 'ojs.queue.conversions.acme.pdf': 'paused', 'ojs.queue.scan_specs': 'draining' });
-    expect(formatPlan(draining)).to.contain('ojs.queue.scan_specs draining');
+    expect(draining.states.queues).to.deep.equal({ 'ojs.queue.conversions.acme.pdf': 'paused', 'ojs.queue.scan-specs': 'draining' });
+    expect(formatPlan(draining)).to.contain('ojs.queue.scan-specs draining');
   });
 
   it('leaves what exists only while in use alone: the read lock of an administrative read, batch and tenant directives', () => {

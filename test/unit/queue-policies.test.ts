@@ -23,7 +23,7 @@ const config = compileConfig({
   queues: {
     _default: { dead_letter_max_size: 500 },
     conversions: { max_size: 100, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
-    scan_specs: { scope: 'shared', max_size_bytes: 1_000_000, overflow_policy: 'drop_oldest', dead_letter_ttl: 'P7D' },
+    'scan-specs': { scope: 'shared', max_size_bytes: 1_000_000, overflow_policy: 'drop_oldest', dead_letter_ttl: 'P7D' },
     unbounded: {},
   },
 });
@@ -56,13 +56,13 @@ const candidates = [
   'ojs.queue.conversions',
   'ojsx.queue.conversions.acme',
   'xojs.queue.conversions.acme',
-  'ojs.queue.scan_specs',
-  'ojs.dead.scan_specs',
-  'ojs.due.scan_specs',
+  'ojs.queue.scan-specs',
+  'ojs.dead.scan-specs',
+  'ojs.due.scan-specs',
 ];
 
 describe('queue settings as policies', () => {
-  const policies = queuePolicies(config, [{ name: 'explorer', input: 'scan_specs', outputs: ['conversions', 'implicit'] }]);
+  const policies = queuePolicies(config, [{ name: 'explorer', input: 'scan-specs', outputs: ['conversions', 'implicit'] }]);
 
   it('sets a tenant-scoped queue bound on every tenant main and variant queue, never on due, suspect or dead queues, nor another prefix', () => {
     const work = named(policies, 'ojs.queue.conversions');
@@ -113,13 +113,13 @@ describe('queue settings as policies', () => {
   });
 
   it('bounds a shared queue alone, in bytes, with drop-head for drop_oldest; its dead letters by their own TTL', () => {
-    expect(matches(named(policies, 'ojs.queue.scan_specs'), candidates)).to.deep.equal(['ojs.queue.scan_specs']);
-    expect(named(policies, 'ojs.queue.scan_specs').definition).to.deep.equal({
+    expect(matches(named(policies, 'ojs.queue.scan-specs'), candidates)).to.deep.equal(['ojs.queue.scan-specs']);
+    expect(named(policies, 'ojs.queue.scan-specs').definition).to.deep.equal({
       'max-length-bytes': 1_000_000,
       overflow: 'drop-head',
       'queue-version': 2,
     });
-    expect(named(policies, 'ojs.dead.scan_specs').definition).to.deep.equal({
+    expect(named(policies, 'ojs.dead.scan-specs').definition).to.deep.equal({
       'message-ttl': 7 * 24 * 3600 * 1000,
       'max-length': 500,
       overflow: 'drop-head',
@@ -133,7 +133,7 @@ describe('queue settings as policies', () => {
     expect(VERSION_POLICY_PRIORITY).to.be.below(QUEUE_POLICY_PRIORITY).and.above(0);
     const others = [
       'ojs.due.conversions.acme',
-      'ojs.suspect.scan_specs',
+      'ojs.suspect.scan-specs',
       'ojs.delay.3',
       'ojs.unroutable',
       'ojs.parked',

@@ -51,14 +51,14 @@ function recordingLogger(): { log: Logger; lines: { level: string; message: stri
 
 const ACME = { stage: 'converter', queue: 'conversions', tenant: 'acme' };
 const GLOBEX = { stage: 'converter', queue: 'conversions', tenant: 'globex' };
-const SHARED = { stage: 'explorer', queue: 'scan_specs', tenant: '' };
+const SHARED = { stage: 'explorer', queue: 'scan-specs', tenant: '' };
 
 describe('StageMetrics', () => {
   it('counts job events under the stage, queue and tenant labels', async () => {
     const metrics = new StageMetrics({ defaultMetrics: false });
     const acme = metrics.instance(ACME);
     const globex = metrics.instance(GLOBEX);
-    const shared = metrics.instance({ stage: 'explorer', queue: 'scan_specs' });
+    const shared = metrics.instance({ stage: 'explorer', queue: 'scan-specs' });
 
     for (let i = 0; i < 3; i++) acme.consumed();
     acme.completed(0.01);
@@ -139,7 +139,7 @@ describe('StageMetrics', () => {
     let depths: QueueDepthSample[] = [
       { ...ACME, physicalQueue: 'ojs.queue.conversions.acme', depth: 7 },
       { ...ACME, physicalQueue: 'ojs.queue.conversions.acme.pdf', depth: 2 },
-      { stage: 'explorer', queue: 'scan_specs', physicalQueue: 'ojs.queue.scan_specs', depth: 0 },
+      { stage: 'explorer', queue: 'scan-specs', physicalQueue: 'ojs.queue.scan-specs', depth: 0 },
     ];
     metrics.setQueueDepthSource(async () => {
       calls++;
@@ -151,7 +151,7 @@ describe('StageMetrics', () => {
     expect(calls).to.equal(1);
     expect(value(s, 'stagecoach_queue_depth', { ...ACME, physical_queue: 'ojs.queue.conversions.acme' })).to.equal(7);
     expect(value(s, 'stagecoach_queue_depth', { ...ACME, physical_queue: 'ojs.queue.conversions.acme.pdf' })).to.equal(2);
-    expect(value(s, 'stagecoach_queue_depth', { ...SHARED, physical_queue: 'ojs.queue.scan_specs' })).to.equal(0);
+    expect(value(s, 'stagecoach_queue_depth', { ...SHARED, physical_queue: 'ojs.queue.scan-specs' })).to.equal(0);
 
     depths = [{ ...ACME, physicalQueue: 'ojs.queue.conversions.acme', depth: 3 }];
     s = parse(await metrics.text());
@@ -208,9 +208,9 @@ describe('StageMetrics', () => {
 
   it('memoises instances and binds label children once, not per event', async () => {
     const metrics = new StageMetrics({ defaultMetrics: false });
-    const m = metrics.instance({ stage: 'explorer', queue: 'scan_specs' });
-    expect(metrics.instance({ stage: 'explorer', queue: 'scan_specs', tenant: '' })).to.equal(m);
-    expect(metrics.instance({ stage: 'explorer', queue: 'scan_specs', tenant: null })).to.equal(m);
+    const m = metrics.instance({ stage: 'explorer', queue: 'scan-specs' });
+    expect(metrics.instance({ stage: 'explorer', queue: 'scan-specs', tenant: '' })).to.equal(m);
+    expect(metrics.instance({ stage: 'explorer', queue: 'scan-specs', tenant: null })).to.equal(m);
     expect(metrics.instance(ACME)).to.not.equal(m);
     // The \0 separator keeps label sets apart that plain concatenation would merge.
     expect(metrics.instance({ stage: 'a', queue: 'b.c', tenant: '' })).to.not.equal(

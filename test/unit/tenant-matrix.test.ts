@@ -10,7 +10,7 @@ import type { QueueState } from '../../src/state/queue-state.js';
 
 /** The example pipeline's shape (config/pipeline.json and stages/). */
 const STAGES = [
-  { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] },
+  { name: 'explorer', input: 'scan-specs', outputs: ['conversions'] },
   { name: 'converter', input: 'conversions', outputs: ['representations'] },
   { name: 'matcher', input: 'representations', outputs: ['matches'] },
   { name: 'exporter', input: 'matches', outputs: [] },
@@ -20,7 +20,7 @@ const config = compileConfig({
   prefix: 'p',
   tenants: ['acme', 'globex'],
   queues: {
-    scan_specs: { scope: 'shared' },
+    'scan-specs': { scope: 'shared' },
     conversions: { variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
     representations: {},
     matches: { scope: 'shared' },
@@ -59,7 +59,7 @@ describe('dashboard matrix', () => {
     // Stages listed out of order: the graph decides, not the listing.
     const order = pipelineOrder(config, [...STAGES].reverse());
     expect(order.tenant.map((q) => q.queue)).to.deep.equal(['conversions', 'representations']);
-    expect(order.shared.map((q) => q.queue)).to.deep.equal(['scan_specs', 'matches']);
+    expect(order.shared.map((q) => q.queue)).to.deep.equal(['scan-specs', 'matches']);
     expect(order.tenant[0]).to.include({ scope: 'tenant', configured: true });
     expect(order.tenant[0].variants).to.deep.equal(['pdf']);
     expect(order.tenant[0].read_by).to.deep.equal(['converter']);
@@ -96,7 +96,7 @@ describe('dashboard matrix', () => {
         'pdf',
       ),
       report('representations', 'acme', { ready: 900, max_size: 1000, max_size_use: 0.9 }),
-      report('scan_specs', undefined, { ready: 7 }),
+      report('scan-specs', undefined, { ready: 7 }),
     ];
     const matrix = buildMatrix(config, STAGES, reports, 2);
     expect(matrix.columns.map((c) => c.queue)).to.deep.equal(['conversions', 'representations']);
@@ -109,7 +109,7 @@ describe('dashboard matrix', () => {
     expect(acme?.totals).to.deep.equal({ ready: 908, unacked: 2, dead: 4 });
     // A configured tenant with nothing on the broker: a row of missing cells, not a hidden tenant.
     expect(matrix.rows.find((row) => row.tenant === 'globex')?.cells).to.deep.equal({ conversions: null, representations: null });
-    expect(matrix.shared.find((c) => c.queue === 'scan_specs')?.cell?.ready).to.equal(7);
+    expect(matrix.shared.find((c) => c.queue === 'scan-specs')?.cell?.ready).to.equal(7);
     expect(matrix.shared.find((c) => c.queue === 'matches')?.cell).to.equal(null);
     expect(matrix.totals).to.deep.equal({ ready: 915, unacked: 2, dead: 4, consumers: 5 });
     expect(matrix.unroutable).to.equal(2);

@@ -18,7 +18,7 @@ function withoutLadder(topology: Topology): Topology {
 const raw: RawConfig = {
   tenants: ['acme', 'globex'],
   queues: {
-    scan_specs: { scope: 'shared' },
+    'scan-specs': { scope: 'shared' },
     conversions: { scope: 'tenant', max_size: 100, variants: { by: 'mime', values: { pdf: ['application/pdf'] } } },
   },
 };
@@ -104,24 +104,24 @@ describe('topology', () => {
   });
 
   it('routes a shared input through ojs.direct and needs no tenant', () => {
-    const topology = withoutLadder(stageTopology(config, { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] }));
+    const topology = withoutLadder(stageTopology(config, { name: 'explorer', input: 'scan-specs', outputs: ['conversions'] }));
     expect(topology.queues.map((q) => q.name)).to.deep.equal([
       'ojs.unroutable',
       'ojs.parked',
       'ojs.tracking',
       'ojs.job-cancels',
       'ojs.schedules',
-      'ojs.queue.scan_specs',
-      'ojs.due.scan_specs',
-      'ojs.suspect.scan_specs',
-      'ojs.dead.scan_specs',
+      'ojs.queue.scan-specs',
+      'ojs.due.scan-specs',
+      'ojs.suspect.scan-specs',
+      'ojs.dead.scan-specs',
     ]);
     expect(topology.bindings).to.deep.include({
       source: 'ojs.direct',
-      destination: 'ojs.queue.scan_specs',
+      destination: 'ojs.queue.scan-specs',
       destinationType: 'queue',
-      routingKey: 'scan_specs',
-      drainMarker: 'ojs.state.draining.scan_specs',
+      routingKey: 'scan-specs',
+      drainMarker: 'ojs.state.draining.scan-specs',
     });
     expect(topology.exchanges.map((e) => e.name)).not.to.include('ojs.tenant.acme');
   });
@@ -141,12 +141,12 @@ describe('topology', () => {
 
   it('provisions every queue a stage reads or writes, for every tenant, without duplicates', () => {
     const topology = provisionTopology(config, [
-      { name: 'explorer', input: 'scan_specs', outputs: ['conversions'] },
+      { name: 'explorer', input: 'scan-specs', outputs: ['conversions'] },
       { name: 'matcher', input: 'representations', outputs: [] },
     ]);
     const queues = topology.queues.map((q) => q.name);
     expect(queues).to.include.members([
-      'ojs.queue.scan_specs',
+      'ojs.queue.scan-specs',
       'ojs.queue.conversions.acme',
       'ojs.queue.conversions.globex.pdf',
       'ojs.queue.representations.acme',
@@ -164,7 +164,7 @@ describe('topology', () => {
   });
 
   it('provisions what must exist before any stage runs, and leaves the suspect queues to the stages that write them', () => {
-    const stages = [{ name: 'converter', input: 'conversions', outputs: ['scan_specs'] }];
+    const stages = [{ name: 'converter', input: 'conversions', outputs: ['scan-specs'] }];
     const provisioned = provisionTopology(config, stages);
     const names = provisioned.queues.map((q) => q.name);
     // Jobs published before any stage runs wait in the main queue; a scheduled one comes back
@@ -175,9 +175,9 @@ describe('topology', () => {
       'ojs.due.conversions.acme',
       'ojs.due.conversions.acme.pdf',
       'ojs.dead.conversions.acme',
-      'ojs.queue.scan_specs',
-      'ojs.due.scan_specs',
-      'ojs.dead.scan_specs',
+      'ojs.queue.scan-specs',
+      'ojs.due.scan-specs',
+      'ojs.dead.scan-specs',
     ]);
     expect(names.filter((n) => n.startsWith('ojs.suspect.'))).to.deep.equal([]);
     expect(provisioned.bindings.filter((b) => b.destination.startsWith('ojs.suspect.'))).to.deep.equal([]);
@@ -189,7 +189,7 @@ describe('topology', () => {
       'ojs.suspect.conversions.acme.pdf',
       'ojs.suspect.conversions.globex',
       'ojs.suspect.conversions.globex.pdf',
-      'ojs.suspect.scan_specs',
+      'ojs.suspect.scan-specs',
     ]);
     const acme = stageTopology(config, stages[0], 'acme');
     for (const queue of declaredByStages.queues.filter((q) => q.name.includes('.acme'))) expect(acme.queues).to.deep.include(queue);

@@ -55,6 +55,24 @@ describe('unique jobs: policy and key (OJS unique jobs 2-4)', () => {
     expect(compileUnique(one).key).to.not.equal(compileUnique(three).key);
   });
 
+  it('reads "key" as ojs-core and the SDKs write it: dimension names as "keys", other names as "args_keys"', () => {
+    // The Python SDK: dimensions.
+    expect(compileUnique(job({ key: ['type', 'queue', 'args'] })).key).to.equal(
+      compileUnique(job({ keys: ['type', 'queue', 'args'] })).key,
+    );
+    // ojs-core's example and the JS SDK: keys of the first argument.
+    expect(compileUnique(job({ key: ['user_id'] })).key).to.equal(
+      compileUnique(job({ keys: ['type', 'args'], args_keys: ['user_id'] })).key,
+    );
+    expect(compileUnique(job({ key: ['queue', 'user_id'] })).key).to.equal(
+      compileUnique(job({ keys: ['type', 'queue', 'args'], args_keys: ['user_id'] })).key,
+    );
+    // The same key for two jobs whose named argument agrees, another when it differs.
+    const other = job({ key: ['user_id'] }, { args: [{ user_id: 42, template: 'reminder' }] });
+    expect(compileUnique(other).key).to.equal(compileUnique(job({ key: ['user_id'] })).key);
+    expect(compileUnique(job({ key: ['user_id'] }, { args: [{ user_id: 7 }] })).key).to.not.equal(compileUnique(other).key);
+  });
+
   it('defaults: states not ended, on_conflict reject, no period; period parsed to milliseconds', () => {
     const compiled = compileUnique(job({}));
     expect(compiled.states).to.deep.equal(DEFAULT_UNIQUE_STATES);
@@ -70,7 +88,9 @@ describe('unique jobs: policy and key (OJS unique jobs 2-4)', () => {
     ['an unknown state', { states: ['done'] }, '"states": "done"'],
     ['an unknown on_conflict', { on_conflict: 'skip' }, '"on_conflict"'],
     ['a period that is not a duration', { period: '3600' }, '"period"'],
-    ['an unknown field', { key: 'x' }, 'unknown field "key"'],
+    ['an unknown field', { keyz: ['type'] }, 'unknown field "keyz"'],
+    ['"key" beside "keys"', { key: ['type'], keys: ['type'] }, 'the alias of "keys"'],
+    ['"key" that is not a list', { key: 'x' }, '"key" must be a list of strings'],
   ] as const) {
     it(`refuses ${name} with INVALID_REQUEST, at createJob already`, () => {
       expect(() => compileUnique(job(policy as unknown as UniquePolicy)))

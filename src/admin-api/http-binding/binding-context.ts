@@ -8,6 +8,7 @@ import { EventLog } from './event-log.js';
 import { WorkerDirectory } from './worker-directory.js';
 import { EventPublisher } from '../../events/event-publisher.js';
 import type { EventSink } from '../../events/job-events.js';
+import { KeyedSerializer } from '../../util/keyed-serializer.js';
 
 /** What the binding's handlers work with beside the admin API's context. */
 export interface BindingContext {
@@ -30,6 +31,8 @@ export interface BindingContext {
   publishEvent: EventSink;
   /** `--test-reset`: `POST /ojs/v1/admin/reset` is served. */
   testReset: boolean;
+  /** Pushes of one derived job id, one at a time (push-handlers.ts). */
+  pushing: KeyedSerializer;
   close(): Promise<void>;
 }
 
@@ -64,6 +67,7 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
     events,
     publishEvent,
     testReset: options.testReset,
+    pushing: new KeyedSerializer(),
     publisher(): Promise<Publisher> {
       opened ??= admin.configFile.load().then((config) => Publisher.connect(config, { log: admin.log, source: 'stagecoach/http-binding' }));
       // A failed connect is not kept: the next push tries again.

@@ -11,6 +11,10 @@ const HINTS: Readonly<Record<string, string>> = {
   invalid_payload: 'the request body must be an OJS job (spec/ojs-http-binding.md section 4)',
   invalid_request: 'see the message for the field that is wrong',
   invalid_retry_policy: 'options.retry must follow spec/ojs-retry.md section 11 (the message names the field)',
+  queue_full: "the queue is at its max_size: try again after Retry-After seconds (an OJS SDK does), or raise the queue's max_size",
+  job_type_not_allowed:
+    "the queue's allowed_job_types do not name this type: push it to another queue, or change the queue's configuration",
+  unsupported: 'GET /ojs/manifest names the conformance level and extensions this server serves',
   unauthorized: 'send "Authorization: Bearer <token>" (an admin token, or a tenant token from `stagecoach credentials <T> --role http`)',
 };
 
@@ -19,8 +23,8 @@ const HINTS: Readonly<Record<string, string>> = {
  * binding's lowercase code (`not_found`, `duplicate`, `invalid_payload`...), a hint and a docs URL
  * (spec/ojs-http-binding.md section 7).
  */
-export function toBindingError(err: unknown): { status: number; body: OjsErrorBody } {
-  const { status, body } = toOjsError(err);
+export function toBindingError(err: unknown): { status: number; body: OjsErrorBody; headers?: Record<string, string> } {
+  const { status, body, headers } = toOjsError(err);
   const code = body.error.code.toLowerCase();
   const validation = VALIDATION.get(code);
   return {
@@ -34,6 +38,7 @@ export function toBindingError(err: unknown): { status: number; body: OjsErrorBo
         docs_url: BINDING_DOCS_URL,
       },
     },
+    ...(headers === undefined ? {} : { headers }),
   };
 }
 

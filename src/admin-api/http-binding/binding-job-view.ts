@@ -20,8 +20,9 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('args', job?.args);
   set('meta', job?.meta);
   set('priority', pushed?.priority);
+  set('tags', row?.tags ?? job?.tags);
   set('tenant', row?.tenant ?? job?.tenant);
-  const state = row === undefined ? waitingState(job?.scheduled_at, now) : shownState(row, now);
+  const state = row === undefined ? (pushed?.pending === true ? 'pending' : waitingState(job?.scheduled_at, now)) : shownState(row, now);
   set('state', state);
   // OJS counts attempts made; the row counts the attempt it is at (the next one, while it waits).
   // A job that ended without starting this attempt (cancelled while it waited) made one fewer.
@@ -44,7 +45,10 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
     if (state !== 'completed') view.error = errors.at(-1);
   }
   set('result', row?.result);
+  // Seconds (ojs-core), and in milliseconds as the binding's fetch example shows it: an SDK reads
+  // one or the other (docs/http-binding.md, "The official SDKs").
   set('timeout', job?.timeout);
+  set('timeout_ms', job?.timeout === undefined ? undefined : job.timeout * 1000);
   set('retry', job?.retry);
   // A workflow step's input (openapi.yaml Job.parent_results; docs/workflows.md).
   set('parent_results', job?.parent_results);

@@ -1,7 +1,7 @@
 import type { ApiRequest, ApiResponse, Route } from '../router.js';
 import type { BindingContext } from './binding-context.js';
 import { health, manifest } from './discovery-handlers.js';
-import { jobCancel, jobInfo, jobStatus } from './job-handlers.js';
+import { jobActivate, jobCancel, jobInfo, jobStatus } from './job-handlers.js';
 import { pushBatch, pushJob } from './push-handlers.js';
 import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
@@ -28,6 +28,7 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'POST', path: '/ojs/v1/jobs/batch', mutating: true, access: 'tenant', handle: bind(pushBatch) },
     { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, access: 'tenant', handle: bind(jobInfo) },
     { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, access: 'tenant', handle: bind(jobCancel) },
+    { method: 'POST', path: '/ojs/v1/jobs/{id}/activate', mutating: true, access: 'tenant', handle: bind(jobActivate) },
     // `job status --json`'s view of a job (the dashboard's), beside the binding's INFO.
     { method: 'GET', path: '/ojs/v1/jobs/{id}/status', mutating: false, access: 'tenant', handle: bind(jobStatus) },
     { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, access: 'tenant', handle: bind(fetchJobs) },

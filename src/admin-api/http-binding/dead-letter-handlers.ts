@@ -7,6 +7,7 @@ import { ApiError } from '../api-error.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
+import { parseBrokerName } from '../../topology/names.js';
 import { confinedTo, tenantOf } from './request-tenant.js';
 
 /** Dead letters one request reads per dead-letter queue at most (a listing's `total` counts no further). */
@@ -115,9 +116,10 @@ async function deadOrigins(config: CompiledConfig): Promise<DeadOrigin[]> {
     .filter((name) => name.startsWith(start))
     .sort()
     .map((name) => {
-      // Queue and tenant names have no dots (QUEUE_NAME, tenant names): `<queue>` or `<queue>.<tenant>`.
-      const [queue, tenant] = name.slice(start.length).split('.') as [string, string | undefined];
-      return tenant === undefined ? { queue } : { queue, tenant };
+      // `<queue word>` or `<queue word>.<tenant>` (parseBrokerName reads a dotted queue's word back).
+      const parsed = parseBrokerName(config.prefix, name);
+      const queue = parsed?.queue ?? name.slice(start.length);
+      return parsed?.tenant === undefined ? { queue } : { queue, tenant: parsed.tenant };
     });
 }
 

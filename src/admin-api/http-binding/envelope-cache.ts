@@ -14,6 +14,8 @@ export interface PushedJob {
   visibilityMs?: number;
   /** Its retry policy's `max_attempts`: its own, else its queue's `default_retry`. */
   maxAttempts?: number;
+  /** Pushed `pending` and not activated by this server since (the store says more once it knows the job). */
+  pending?: boolean;
 }
 
 /**

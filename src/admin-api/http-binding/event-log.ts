@@ -69,7 +69,11 @@ export class EventLog {
     });
     const channel = await connection.createChannel();
     const { queue } = await channel.assertQueue('', { exclusive: true, autoDelete: true, durable: false });
-    await channel.bindQueue(queue, new BrokerNames(config.prefix).events, '#');
+    // Declared as the topology declares it: a server asked for events before anything published
+    // one (or provisioned) listens all the same, rather than failing the bind.
+    const exchange = new BrokerNames(config.prefix).events;
+    await channel.assertExchange(exchange, 'topic', { durable: config.durable });
+    await channel.bindQueue(queue, exchange, '#');
     await channel.consume(
       queue,
       (message) => {

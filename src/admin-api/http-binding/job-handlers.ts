@@ -2,11 +2,13 @@ import { ApiError } from '../api-error.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
 import { cancelJob } from '../../batch/job-cancel.js';
 import { jobStateView } from '../../job-state/job-views.js';
+import { shownState } from '../../job-state/job-lifecycle.js';
 import { waitForSettlement } from './settlement-wait.js';
 import { claimedView } from './worker-handlers.js';
 import { checkVisible, visibleJobs } from './request-tenant.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
+import { releasePending } from './pending-jobs.js';
 
 /** `GET /ojs/v1/jobs/{id}` (INFO): `{ job }`, whatever `Accept` says (binding 4.3). */
 export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
@@ -52,11 +54,39 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();
     const view = await cancelJob(config, id, ctx.admin.log, store);
+    // Held pending: it leaves the parked queue now (never activated, never run).
+    if (shownState(row) === 'pending' && (await releasePending(ctx, id, 'drop')) && pushed !== undefined) pushed.pending = false;
     return {
       status: 200,
       body: { job: bindingJobView({ ...row, cancel_requested: view.cancelled_at ?? new Date().toISOString() }, pushed) },
     };
   });
+}
+
+/**
+ * `POST /ojs/v1/jobs/{id}/activate` (ACTIVATE, binding 7.8, 9.5): a job pushed `pending` goes to
+ * its queue; 200 `{ job }` with `state`, `activated_at` and `previous_state: "pending"`. A job in
+ * any other state is 409 (`details.current_state`), an unknown one 404.
+ */
+export async function jobActivate(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
+  const id = request.params.id ?? '';
+  const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
+  const pushed = ctx.envelopes.get(id);
+  if (row === undefined && pushed === undefined) throw unknownJob(id);
+  checkVisible(request, id, row?.tenant ?? pushed?.job.tenant);
+  const state = bindingJobView(row, pushed).state as string;
+  if (state !== 'pending' || !(await releasePending(ctx, id, 'activate'))) {
+    // Not held (any more): another ACTIVATE or a CANCEL took it meanwhile, or it never was.
+    const current = state === 'pending' ? 'available' : state;
+    throw new ApiError(409, 'CONFLICT', `cannot activate job "${id}" in state "${current}": only a pending job can be activated`, {
+      job_id: id,
+      current_state: current,
+    });
+  }
+  if (pushed !== undefined) pushed.pending = false;
+  const activatedAt = new Date().toISOString();
+  const job = { ...bindingJobView(row === undefined ? undefined : { ...row, state: 'available' }, pushed) };
+  return { status: 200, body: { job: { ...job, state: 'available', activated_at: activatedAt, previous_state: 'pending' } } };
 }
 
 function unknownJob(id: string): ApiError {

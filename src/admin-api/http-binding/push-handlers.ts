@@ -26,7 +26,8 @@ export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
   const input = readPushInput(body, tenantOf(request));
   const { view, deduplicated } = await push(ctx, input, body, confinedTo(request));
-  return deduplicated ? { status: 200, body: { job: view, deduplicated } } : { status: 201, body: { job: view } };
+  if (deduplicated) return { status: 200, body: { job: view, deduplicated } };
+  return { status: 201, body: { job: view }, headers: { Location: `/ojs/v1/jobs/${encodeURIComponent(String(view.id))}` } };
 }
 
 /**
@@ -67,6 +68,17 @@ async function push(
   bounded: string | undefined,
 ): Promise<{ view: Record<string, unknown>; deduplicated: boolean }> {
   const store = await ctx.admin.jobs();
+  if (input.derived === true && input.id !== undefined) {
+    // The same parent and key again (its run is run again): the first push's job is the answer.
+    // Pushes of one id at once are taken one after the other, so only the first publishes.
+    const id = input.id;
+    return ctx.pushing.serialize(id, async () => {
+      const row = await store.get(id);
+      const pushed = ctx.envelopes.get(id);
+      if (row === undefined && pushed === undefined) return push(ctx, { ...input, derived: false }, raw, bounded);
+      return { view: bindingJobView(row, pushed), deduplicated: true };
+    });
+  }
   if (input.id !== undefined && (ctx.envelopes.has(input.id) || (await store.get(input.id)) !== undefined)) {
     throw new StagecoachError('DUPLICATE', `a job with id "${input.id}" exists`);
   }
@@ -100,6 +112,7 @@ async function push(
     maxAttempts,
     ...(input.priority === undefined ? {} : { priority: input.priority }),
     ...(input.visibilityMs === undefined ? {} : { visibilityMs: input.visibilityMs }),
+    ...(input.spec.pending === true ? { pending: true } : {}),
   };
   ctx.envelopes.add(pushed);
   const directive = ctx.testReset ? testDirectiveOf(raw) : undefined;

@@ -1,6 +1,9 @@
-import { InvalidPayloadError } from '../../errors/errors.js';
+import { InvalidPayloadError, StagecoachError } from '../../errors/errors.js';
 import { parseDuration } from '../../util/duration.js';
-import { isJobQueueName, JOB_QUEUE_NAME } from '../../util/queue-name.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../../util/queue-name.js';
+import { checkTags, READ_SPEC_VERSIONS } from '../../job/envelope.js';
+import { childJobId } from '../../job/child-id.js';
+import { isTenantSlug, notATenantSlug } from '../../util/tenant-slug.js';
 import type { RetryPolicy } from '../../config/config.types.js';
 import type { PublishSpec, UniquePolicy } from '../../job/job.types.js';
 
@@ -42,7 +45,15 @@ export interface PushInput {
   visibilityMs?: number;
   /** Top-level fields the binding does not know: kept on the envelope (OJS core: unknown fields are preserved). */
   extensions: Record<string, unknown>;
+  /**
+   * The id was derived from `meta.parent_id` and `meta.idempotency_key`: a job with that id is
+   * this push made before (a parent's run that is run again), answered as such, not refused.
+   */
+  derived?: boolean;
 }
+
+/** The longest `meta.idempotency_key` (as ojs-bulk-operations bounds its keys). */
+export const MAX_IDEMPOTENCY_KEY = 256;
 
 /**
  * Reads one push body. @throws InvalidPayloadError naming the first field that is wrong (400
@@ -64,9 +75,17 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   if (job.id !== undefined && (typeof job.id !== 'string' || !UUID_V7.test(job.id))) {
     throw new InvalidPayloadError(`"id" must be a lowercase UUIDv7, got ${JSON.stringify(job.id)}`);
   }
+  if (job.specversion !== undefined && !READ_SPEC_VERSIONS.includes(job.specversion as string)) {
+    throw new InvalidPayloadError(
+      `"specversion" must be one of ${READ_SPEC_VERSIONS.map((v) => `"${v}"`).join(', ')}, got ${JSON.stringify(job.specversion)}`,
+    );
+  }
+  const tags = options.tags;
+  const tagProblem = tags === undefined ? undefined : checkTags(tags);
+  if (tagProblem !== undefined) throw new InvalidPayloadError(`"options.tags" ${tagProblem}`);
   const queue = options.queue ?? job.queue ?? DEFAULT_QUEUE;
-  if (!isJobQueueName(queue)) {
-    throw new InvalidPayloadError(`"options.queue" must be a queue name (${JOB_QUEUE_NAME.source}), got ${JSON.stringify(queue)}`);
+  if (!isQueueName(queue)) {
+    throw new InvalidPayloadError(`"options.queue" must be a queue name (${QUEUE_NAME_RULE}), got ${JSON.stringify(queue)?.slice(0, 120)}`);
   }
   const priority = options.priority ?? job.priority;
   if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority as number) > PRIORITY_RANGE)) {
@@ -81,13 +100,20 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   const now = Date.now();
   const scheduledAt = timeOf(options.delay_until ?? options.scheduled_at, 'options.scheduled_at', now);
   const expiresAt = timeOf(options.expires_at ?? job.expires_at, 'options.expires_at', now);
+  if (options.pending !== undefined && typeof options.pending !== 'boolean') {
+    throw new InvalidPayloadError(`"options.pending" must be a boolean, got ${JSON.stringify(options.pending)?.slice(0, 100)}`);
+  }
   const visibilityMs = options.visibility_timeout_ms;
   if (visibilityMs !== undefined && (!Number.isInteger(visibilityMs) || (visibilityMs as number) < 1000)) {
     throw new InvalidPayloadError(
       `"options.visibility_timeout_ms" must be an integer of at least 1000, got ${JSON.stringify(visibilityMs)}`,
     );
   }
-  const meta = objectField(job.meta, 'meta');
+  const meta = { ...objectField(job.meta, 'meta') };
+  const jobTenant = tenantOfPush(meta, tenant);
+  // ojs-multi-tenancy 5.3: the tenant the request acts for is written into the job.
+  if (jobTenant !== undefined) meta.tenant_id = jobTenant;
+  const childId = derivedId(job, meta, jobTenant);
   const spec: PublishSpec = {
     type: job.type,
     args: job.args,
@@ -99,7 +125,9 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     ...(options.retry === undefined ? {} : { retry: objectField(options.retry, 'options.retry') as RetryPolicy }),
     // OJS unique jobs: `options.unique` (or a top-level `unique`), checked by createJob.
     ...((options.unique ?? job.unique) === undefined ? {} : { unique: (options.unique ?? job.unique) as UniquePolicy }),
-    ...(tenant === undefined ? {} : { tenant }),
+    ...(tags === undefined ? {} : { tags: tags as string[] }),
+    ...(options.pending === true ? { pending: true } : {}),
+    ...(jobTenant === undefined ? {} : { tenant: jobTenant }),
   };
   const extensions: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(job)) if (!KNOWN.has(key)) extensions[key] = value;
@@ -107,10 +135,48 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     queue,
     spec,
     ...(job.id === undefined ? {} : { id: job.id as string }),
+    ...(childId === undefined ? {} : { id: childId, derived: true }),
     ...(priority === undefined ? {} : { priority: priority as number }),
     ...(visibilityMs === undefined ? {} : { visibilityMs: visibilityMs as number }),
     extensions,
   };
+}
+
+/**
+ * The job's tenant (ojs-multi-tenancy 5.1, 5.3): the request's (a tenant token's, or the admin's
+ * `X-OJS-Tenant`), else the body's `meta.tenant_id`. Both given and different: 400.
+ */
+function tenantOfPush(meta: Record<string, unknown>, tenant: string | undefined): string | undefined {
+  const named = meta.tenant_id;
+  if (named === undefined || named === null) return tenant;
+  if (!isTenantSlug(named)) throw new InvalidPayloadError(`"meta.tenant_id": ${notATenantSlug(named)}`);
+  if (tenant !== undefined && named !== tenant) {
+    throw new StagecoachError(
+      'INVALID_REQUEST',
+      `"meta.tenant_id" is "${named}" but the request acts for tenant "${tenant}" (its token or X-OJS-Tenant): they must agree`,
+    );
+  }
+  return named;
+}
+
+/**
+ * The id of a job pushed by a parent's run under `meta.idempotency_key` (childJobId), or undefined
+ * without a key. The key needs `meta.parent_id` (it is unique per parent) and excludes an `id`.
+ */
+function derivedId(job: Record<string, unknown>, meta: Record<string, unknown>, tenant: string | undefined): string | undefined {
+  const key = meta.idempotency_key;
+  if (key === undefined || key === null) return undefined;
+  if (typeof key !== 'string' || key === '' || key.length > MAX_IDEMPOTENCY_KEY) {
+    throw new InvalidPayloadError(
+      `"meta.idempotency_key" must be a string of 1 to ${MAX_IDEMPOTENCY_KEY} characters, got ${JSON.stringify(key)?.slice(0, 100)}`,
+    );
+  }
+  const parent = meta.parent_id;
+  if (typeof parent !== 'string' || parent === '' || parent.length > 255) {
+    throw new InvalidPayloadError('"meta.idempotency_key" needs "meta.parent_id", the id of the job whose run pushes this one');
+  }
+  if (job.id !== undefined) throw new InvalidPayloadError('"id" and "meta.idempotency_key": give one or the other (the key makes the id)');
+  return childJobId(parent, key, tenant);
 }
 
 function objectField(value: unknown, name: string): Record<string, unknown> {
@@ -127,8 +193,10 @@ function timeOf(value: unknown, name: string, now: number): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string')
     throw new InvalidPayloadError(`"${name}" must be an ISO 8601 timestamp, or "+" and a duration such as "+PT30S"`);
-  if (!value.startsWith('+')) return value;
-  const ms = parseDuration(value.slice(1));
+  // A bare ISO 8601 duration (`PT5M`: no timestamp starts with `P`) is relative too: the JS SDK
+  // passes a `delay` it does not recognise on as it is.
+  if (!value.startsWith('+') && !value.startsWith('P')) return value;
+  const ms = parseDuration(value.startsWith('+') ? value.slice(1) : value);
   if (ms === undefined) throw new InvalidPayloadError(`"${name}": "${value}" is not "+" and an ISO 8601 duration such as "+PT30S"`);
   return new Date(now + ms).toISOString();
 }

@@ -9,7 +9,7 @@ import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, ty
 import { MAX_PUSH_BYTES } from './push-handlers.js';
 import { REMOTE_CONCURRENCY, type RemoteQueue } from './remote-stages.js';
 import { checkVisible, confinedTo, tenantOf, visibleJobs } from './request-tenant.js';
-import { isJobQueueName, JOB_QUEUE_NAME } from '../../util/queue-name.js';
+import { isQueueName, QUEUE_NAME_RULE } from '../../util/queue-name.js';
 import { waitForSettlement } from './settlement-wait.js';
 
 /** Jobs one fetch claims unless it asks for another `count` (at most REMOTE_CONCURRENCY). */
@@ -37,9 +37,9 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
   if (!Array.isArray(queues) || queues.length === 0 || queues.length > MAX_FETCH_QUEUES) {
     throw new ApiError(400, 'INVALID_REQUEST', `"queues" must be an array of 1 to ${MAX_FETCH_QUEUES} queue names`);
   }
-  const bad = queues.find((queue) => !isJobQueueName(queue));
+  const bad = queues.find((queue) => !isQueueName(queue));
   if (bad !== undefined) {
-    throw new ApiError(400, 'INVALID_REQUEST', `"queues": ${JSON.stringify(bad)} is not a queue name (${JOB_QUEUE_NAME.source})`);
+    throw new ApiError(400, 'INVALID_REQUEST', `"queues": ${JSON.stringify(bad)} is not a queue name (${QUEUE_NAME_RULE})`);
   }
   const count = integer(body.count ?? body.max_jobs, 'count', 1, REMOTE_CONCURRENCY) ?? DEFAULT_FETCH_COUNT;
   const asked = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);

@@ -26,6 +26,7 @@ export interface JobListOptions {
   queue?: string;
   state?: string;
   type?: string;
+  tag?: string;
   since?: string;
   limit?: string;
   cursor?: string;
@@ -33,7 +34,7 @@ export interface JobListOptions {
   config?: string;
 }
 
-/** `stagecoach job list [--tenant] [--queue] [--state] [--type] [--since] [--limit] [--cursor] [--json]`. */
+/** `stagecoach job list [--tenant] [--queue] [--state] [--type] [--tag] [--since] [--limit] [--cursor] [--json]`. */
 export async function jobList(opts: JobListOptions): Promise<number> {
   const filter = jobFilter({ ...opts, ...(opts.tenant === undefined ? {} : { tenant: resolveTenant(opts.tenant) }) });
   const limit = pageLimit(opts.limit);
@@ -45,7 +46,7 @@ export async function jobList(opts: JobListOptions): Promise<number> {
   else {
     for (const job of jobs) {
       process.stdout.write(
-        `${job.id}\t${job.tenant ?? '-'}\t${job.queue ?? '-'}\t${job.type ?? '-'}\t${job.state}\tattempt ${job.attempt}\n`,
+        `${job.id}\t${job.tenant ?? '-'}\t${job.queue ?? '-'}\t${job.type ?? '-'}\t${job.state}\tattempt ${job.attempt}${job.tags.length === 0 ? '' : `\ttags ${job.tags.join(',')}`}\n`,
       );
     }
     process.stdout.write(
@@ -81,6 +82,7 @@ function describe(view: JobStateView): string {
     ...view.errors.map((error) => `  attempt ${error.attempt}: ${error.type}: ${error.message}`),
     ...(view.result === null ? [] : [`  result: ${JSON.stringify(view.result)}`]),
     `  parent: ${view.parent_id ?? '-'}; children: ${view.children.length === 0 ? '-' : view.children.join(', ')}`,
+    ...(view.tags.length === 0 ? [] : [`  tags: ${view.tags.join(', ')}`]),
   ];
   return `${lines.join('\n')}\n`;
 }

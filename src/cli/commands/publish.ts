@@ -10,6 +10,7 @@ import { validateRateLimitPolicy } from '../../job/rate-limit-policy.js';
 import { parseDuration } from '../../util/duration.js';
 import { isTimestamp } from '../../util/timestamp.js';
 import { checkBatchId } from '../../util/batch-id.js';
+import { checkTags } from '../../job/envelope.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 
@@ -26,6 +27,8 @@ export interface PublishOptions {
   onSuccess?: string;
   onFailure?: string;
   header: string[];
+  /** `--tag`, repeatable. */
+  tag?: string[];
   priority?: string;
   timeout?: string;
   retry?: string;
@@ -37,7 +40,7 @@ export interface PublishOptions {
 }
 
 /**
- * `stagecoach publish <queue> --type X [--args JSON] [--meta JSON] [--tenant T] [--header k=v]...
+ * `stagecoach publish <queue> --type X [--args JSON] [--meta JSON] [--tenant T] [--header k=v]... [--tag T]...
  * [--priority N] [--timeout S] [--retry JSON] [--rate-limit JSON] [--enqueue-ttl D] [--scheduled-at T | --delay D]
  * [--batch B [--on-complete JSON] [--on-success JSON] [--on-failure JSON]]`
  *
@@ -83,6 +86,11 @@ function jobFields(opts: PublishOptions): JobSpec {
     const meta = parseJson(opts.meta, '--meta');
     if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) usage(`--meta must be a JSON object, got ${opts.meta}`);
     spec.meta = meta as Record<string, unknown>;
+  }
+  if (opts.tag !== undefined && opts.tag.length > 0) {
+    const problem = checkTags(opts.tag);
+    if (problem !== undefined) usage(`--tag: the tags ${problem}`);
+    spec.tags = opts.tag;
   }
   if (opts.priority !== undefined) {
     // OJS priorities are integers; the AMQP priority property takes 0-9 (the mapping clamps).
