@@ -260,6 +260,20 @@ export class Weighted implements StageHandler {
   }
 }
 
+/**
+ * Fairness (weights 3:1) with a short handler that emits, as a relay's does: slots free up at
+ * once, and the jobs in flight until their emits are confirmed and they are acknowledged are what
+ * bounds the throughput.
+ */
+@Stage({ name: 'weighted_emit', input: 'weighted_emit_in', outputs: ['weighted_emit_out'] })
+export class WeightedEmit implements StageHandler {
+  async handle(job: Job, ctx: StageContext): Promise<void> {
+    mark('weighted_emit');
+    await timedJob(job);
+    await ctx.emit('weighted_emit_out', { type: job.type, args: job.args });
+  }
+}
+
 /** Fairness (weights 3:1) again, with a deeper `tenant_prefetch` configured (its own queue). */
 @Stage({ name: 'weighted_deep', input: 'weighted_deep_in', outputs: [] })
 export class WeightedDeep implements StageHandler {

@@ -40,6 +40,9 @@ const QUIET_TENANTS = 99;
 const QUIET_JOBS = 200;
 const FLOOD_CONCURRENCY = 16;
 const WEIGHTS_CONCURRENCY = 8;
+/** The emitting weights round: a 2 ms handler that awaits its emit, concurrency 20. */
+const EMIT_HANDLER_MS = 2;
+const EMIT_CONCURRENCY = 20;
 const WEIGHTS = { heavy: 3, light: 1 };
 /** The weights run again with this tenant_prefetch (x concurrency): deliveries always at hand. */
 const DEEP_PREFETCH_FACTOR = 8;
@@ -100,6 +103,8 @@ export interface FairnessResult {
   weights: WeightsResult;
   /** The same with tenant_prefetch = 8 x concurrency. */
   weightsDeep: WeightsResult;
+  /** Weights 3:1 with a 2 ms handler that emits (concurrency 20, default tenant_prefetch). */
+  weightsEmit: WeightsResult;
 }
 
 export async function benchFairness(ctx: BenchContext): Promise<FairnessResult> {
@@ -107,7 +112,13 @@ export async function benchFairness(ctx: BenchContext): Promise<FairnessResult> 
   const quiet = Array.from({ length: QUIET_TENANTS }, (_, i) => `q${String(i + 1).padStart(2, '0')}`);
   const sub = subConfig(ctx, 'fair', {
     tenants: ['flood', ...quiet, { name: 'heavy', weight: WEIGHTS.heavy }, { name: 'light', weight: WEIGHTS.light }],
-    queues: { fair_in: { scope: 'tenant' }, weighted_in: { scope: 'tenant' }, weighted_deep_in: { scope: 'tenant' } },
+    queues: {
+      fair_in: { scope: 'tenant' },
+      weighted_in: { scope: 'tenant' },
+      weighted_deep_in: { scope: 'tenant' },
+      weighted_emit_in: { scope: 'tenant' },
+      weighted_emit_out: { scope: 'tenant' },
+    },
     stages: {
       fair: { module: './bench-stages.js', concurrency: FLOOD_CONCURRENCY },
       weighted: { module: './bench-stages.js', concurrency: WEIGHTS_CONCURRENCY },
@@ -116,14 +127,20 @@ export async function benchFairness(ctx: BenchContext): Promise<FairnessResult> 
         concurrency: WEIGHTS_CONCURRENCY,
         tenant_prefetch: DEEP_PREFETCH_FACTOR * WEIGHTS_CONCURRENCY,
       },
+      weighted_emit: { module: './bench-stages.js', concurrency: EMIT_CONCURRENCY },
     },
   });
   try {
     const fair = await loadStage(sub.config, 'fair');
     const weighted = await loadStage(sub.config, 'weighted');
     const deep = await loadStage(sub.config, 'weighted_deep');
+    const emitting = await loadStage(sub.config, 'weighted_emit');
     await withTimeout(
-      declareTopologyOnce(sub.config, provisionTopology(sub.config, [fair.metadata, weighted.metadata, deep.metadata]), ctx.log),
+      declareTopologyOnce(
+        sub.config,
+        provisionTopology(sub.config, [fair.metadata, weighted.metadata, deep.metadata, emitting.metadata]),
+        ctx.log,
+      ),
       120_000,
       'declaring the fairness topology',
     );
@@ -131,7 +148,8 @@ export async function benchFairness(ctx: BenchContext): Promise<FairnessResult> 
     const jobsEach = Math.max(1000, Math.round(floodJobs / 10));
     const weights = await weightsRound(ctx, sub, weighted, jobsEach);
     const weightsDeep = await weightsRound(ctx, sub, deep, jobsEach);
-    return { scenario: 'fairness', handlerMs: HANDLER_MS, flood, weights, weightsDeep };
+    const weightsEmit = await weightsRound(ctx, sub, emitting, jobsEach, EMIT_HANDLER_MS);
+    return { scenario: 'fairness', handlerMs: HANDLER_MS, flood, weights, weightsDeep, weightsEmit };
   } finally {
     await withTimeout(dropSubConfig(ctx, sub), 120_000, `deleting ${sub.config.prefix}`).catch((err: Error) =>
       progress(`  warning: ${err.message} (the cleanup tries again at the end)`),
@@ -328,11 +346,18 @@ async function floodRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStage,
   return result;
 }
 
-async function weightsRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStage, jobsEach: number): Promise<WeightsResult> {
+async function weightsRound(
+  ctx: BenchContext,
+  sub: SubConfig,
+  stage: LoadedStage,
+  jobsEach: number,
+  handlerMs = WEIGHTS_HANDLER_MS,
+): Promise<WeightsResult> {
+  const concurrency = sub.config.stages.get(stage.metadata.name)?.concurrency ?? WEIGHTS_CONCURRENCY;
   const tenantPrefetch = sub.config.stages.get(stage.metadata.name)?.tenantPrefetch ?? 0;
   progress(
-    `fairness (weights): 'heavy' weight ${WEIGHTS.heavy} and 'light' weight ${WEIGHTS.light}, ${fmt(jobsEach)} jobs each, concurrency ${WEIGHTS_CONCURRENCY}, ` +
-      `tenant_prefetch ${tenantPrefetch}, ${WEIGHTS_HANDLER_MS} ms handler`,
+    `fairness (weights): 'heavy' weight ${WEIGHTS.heavy} and 'light' weight ${WEIGHTS.light}, ${fmt(jobsEach)} jobs each, concurrency ${concurrency}, ` +
+      `tenant_prefetch ${tenantPrefetch}, ${handlerMs} ms handler`,
   );
   await fillTenants(
     ctx,
@@ -342,7 +367,7 @@ async function weightsRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStag
       ['heavy', jobsEach],
       ['light', jobsEach],
     ],
-    { args: [WEIGHTS_HANDLER_MS], persistent: false, window: 5000, timeoutMs: Math.max(60_000, 4 * jobsEach) },
+    { args: [handlerMs], persistent: false, window: 5000, timeoutMs: Math.max(60_000, 4 * jobsEach) },
   );
   await runPooled(
     ctx,
@@ -367,9 +392,9 @@ async function weightsRound(ctx: BenchContext, sub: SubConfig, stage: LoadedStag
   const heavyIn = counts.get('heavy') ?? 0;
   const lightIn = counts.get('light') ?? 0;
   const result: WeightsResult = {
-    handlerMs: WEIGHTS_HANDLER_MS,
+    handlerMs: handlerMs,
     jobsEach,
-    concurrency: WEIGHTS_CONCURRENCY,
+    concurrency,
     tenantPrefetch,
     windowSeconds: (to - from) / 1000,
     heavyInWindow: heavyIn,
@@ -395,7 +420,7 @@ export function fairnessTargets(result: FairnessResult): Array<[string, boolean,
       result.flood.floodShareAtQuietDone < FAIRNESS_TARGETS.floodShare,
       `${(100 * result.flood.floodShareAtQuietDone).toFixed(1)}%`,
     ],
-    ...[result.weights, result.weightsDeep].map((w): [string, boolean, string] => [
+    ...[result.weights, result.weightsDeep, result.weightsEmit].map((w): [string, boolean, string] => [
       `fairness: weights ${WEIGHTS.heavy}:${WEIGHTS.light} within ${100 * FAIRNESS_TARGETS.weightTolerance}% (tenant_prefetch ${w.tenantPrefetch})`,
       Math.abs(w.ratio - target) / target <= FAIRNESS_TARGETS.weightTolerance,
       `${w.ratio.toFixed(2)}:1`,

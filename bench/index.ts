@@ -314,7 +314,7 @@ function renderTable(results: Results, opts: BenchOptions, config: CompiledConfi
         fmt(f.jobsPerSecondAll),
         `Jain ${f.jain.toFixed(3)}; quiet done at ${(100 * f.floodShareAtQuietDone).toFixed(1)}% of the flood`,
       ],
-      ...[results.fairness.weights, results.fairness.weightsDeep].map((w) => [
+      ...[results.fairness.weights, results.fairness.weightsDeep, results.fairness.weightsEmit].map((w) => [
         `weights 3:1, ${w.handlerMs} ms, tenant_prefetch ${w.tenantPrefetch}`,
         `2 x ${fmt(w.jobsEach)}`,
         String(w.concurrency),

@@ -203,6 +203,11 @@ export class Dispatcher implements ShareMember {
     return true;
   }
 
+  /** Called by the share: a job waits that could start on a slot now. */
+  hasWork(): boolean {
+    return this.mode === 'open' && this.hasStartable();
+  }
+
   /** The owner stops for good: slots still held come back as their jobs end. */
   leaveShare(): void {
     this.seat?.leave();
@@ -238,6 +243,11 @@ export class Dispatcher implements ShareMember {
     const settled = (): void => {
       handled();
       this.unsettled--;
+      if (this.seat !== undefined) {
+        this.seat.settled();
+        // Held back at its bound of jobs in flight: it may ask again now.
+        this.pump();
+      }
       this.checkIdle();
     };
     void this.options.process(delivery, handled).then(settled, settled);

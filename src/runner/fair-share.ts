@@ -2,6 +2,8 @@
 export interface ShareMember {
   /** Starts one waiting job on the slot just granted; false when it has none to start (the slot stays free). */
   startOne(): boolean;
+  /** Has a job it could start now. */
+  hasWork?(): boolean;
 }
 
 export interface SeatOptions {
@@ -22,8 +24,12 @@ export class ShareSeat {
   readonly weight: number;
   readonly maxConcurrency: number;
   readonly minConcurrency: number;
-  /** Slots held now. */
+  /** Slots held now (handlers running). */
   running = 0;
+  /** Jobs started and not yet settled (running, or settling after their handler). */
+  unsettled = 0;
+  /** Counted in the share's active weight: it asks for slots or has jobs in flight. */
+  active = false;
   /** Virtual finish time of its last grant: the seat with the lowest is served next. */
   pass = 0;
   /** In the share's heap of seats asking for slots (at `heapAt`). */
@@ -53,9 +59,14 @@ export class ShareSeat {
     this.share.want(this);
   }
 
-  /** A job on one of its slots ended. */
+  /** The handler of a job it started is done: its slot is free (the job may still be settling). */
   release(): void {
     this.share.release(this);
+  }
+
+  /** A job it started is settled: no longer in flight. */
+  settled(): void {
+    this.share.settled(this);
   }
 
   /** The owner stops; slots it still holds come back through `release()` as its jobs end. */
@@ -85,9 +96,21 @@ export class ShareSeat {
  * The work-conserving property holds as long as the seats have jobs at hand: with one busy
  * tenant, it gets every slot. Deliveries reach a seat by its consumer's prefetch, so a tenant can
  * use at most that many slots at once (see `stages.<name>.tenant_prefetch`).
+ *
+ * A slot is free once its handler returns, while the job settles (emits confirmed, then the ack)
+ * beside the next one. With fast handlers the slots are then not what bounds throughput: the jobs
+ * in flight until settlement are. So a seat starts a job only while it holds less than its
+ * weight's part of `inFlight` unsettled (its weight over the active seats', those asking or with
+ * jobs in flight), and is passed over otherwise until one of them settles. The part is the seat's
+ * own: a tenant whose settlements stall (its next queue full) holds its part, never the others'.
+ * `inFlight` is the most one tenant's prefetch lets it hold anyway: a lone busy tenant is never
+ * held back. A part a tenant cannot fill (too few deliveries at hand) is not lent to the others:
+ * weights with short jobs need a `tenant_prefetch` well above a tenant's part.
  */
 export class FairShare {
   private free: number;
+  /** Sum of the weights of the active seats. */
+  private activeWeight = 0;
   /** Min-heap on `pass` of the seats that asked for a slot. */
   private readonly heap: ShareSeat[] = [];
   /**
@@ -98,8 +121,27 @@ export class FairShare {
   private virtualTime = 0;
   private granting = false;
 
-  constructor(readonly concurrency: number) {
+  /**
+   * @param concurrency handlers run at once, shared by weight
+   * @param inFlight jobs started and not yet settled, at most, shared by weight. @defaultValue unbounded
+   */
+  constructor(
+    readonly concurrency: number,
+    readonly inFlight = Number.POSITIVE_INFINITY,
+  ) {
     this.free = concurrency;
+  }
+
+  /** The most jobs `seat` may have unsettled now: its weight's part of `inFlight`, rounded up (the parts add up to at least `inFlight`). */
+  inFlightBound(seat: ShareSeat): number {
+    if (!Number.isFinite(this.inFlight)) return Number.POSITIVE_INFINITY;
+    const weight = this.activeWeight > 0 ? this.activeWeight : seat.weight;
+    return Math.ceil((this.inFlight * seat.weight) / weight);
+  }
+
+  /** May have another job in flight: it holds less than its part, or fewer slots than its minimum (a guarantee of slots, whatever settles). */
+  private withinBound(seat: ShareSeat): boolean {
+    return seat.belowMinimum || seat.unsettled < this.inFlightBound(seat);
   }
 
   /** Slots held now, by every seat. */
@@ -114,6 +156,8 @@ export class FairShare {
   want(seat: ShareSeat): void {
     if (seat.left) return;
     if (seat.running >= seat.maxConcurrency) return; // asks again when a job of it ends
+    this.activate(seat);
+    if (!this.withinBound(seat)) return; // asks again when a job of it settles
     if (!seat.queued) {
       // Idle time earns nothing: it re-enters at the current virtual time.
       if (seat.pass < this.virtualTime) seat.pass = this.virtualTime;
@@ -126,6 +170,31 @@ export class FairShare {
   release(seat: ShareSeat): void {
     seat.running--;
     this.free++;
+    // Passed over at its bound of jobs in flight, now below its minimum with work: the slot is its own.
+    if (!seat.queued && !seat.left && seat.belowMinimum && seat.member.hasWork?.() === true) this.want(seat);
+    this.grantAgain(seat);
+  }
+
+  settled(seat: ShareSeat): void {
+    seat.unsettled--;
+    this.deactivateIdle(seat);
+    this.grant();
+  }
+
+  private activate(seat: ShareSeat): void {
+    if (seat.active || seat.left) return;
+    seat.active = true;
+    this.activeWeight += seat.weight;
+  }
+
+  /** Out of the active weight once it neither asks nor has a job in flight. */
+  private deactivateIdle(seat: ShareSeat): void {
+    if (!seat.active || seat.queued || seat.unsettled > 0) return;
+    seat.active = false;
+    this.activeWeight -= seat.weight;
+  }
+
+  private grantAgain(seat: ShareSeat): void {
     // Still asking (its jobs wait in the heap) and now below its minimum: the slot is its own.
     if (seat.queued && seat.belowMinimum) this.guarantee(seat);
     // A seat that was at its cap may have jobs waiting: it asks again through its owner's pump.
@@ -157,36 +226,46 @@ export class FairShare {
   private grantGuaranteed(seat: ShareSeat): void {
     seat.guaranteed = false;
     if (seat.left || !seat.queued || !seat.belowMinimum) return;
-    if (!this.start(seat)) {
-      // Nothing waits after all: out of the heap too, until it asks again.
+    if (!this.mayStart(seat) || !this.start(seat)) {
+      // At its bound, or nothing waits after all: out of the heap too, until it asks again.
       this.remove(seat);
+      this.deactivateIdle(seat);
       return;
     }
     // Counted like any grant, but never more than its holding ahead of the share's virtual time.
     const pass = Math.max(seat.pass, this.virtualTime) + 1 / seat.weight;
     seat.pass = Math.min(pass, this.virtualTime + seat.running / seat.weight);
     this.reposition(seat);
-    if (seat.running >= seat.maxConcurrency) this.remove(seat);
+    if (!this.mayStart(seat)) this.remove(seat);
     else if (seat.belowMinimum) this.guarantee(seat);
   }
 
   /** A slot to the seat whose turn it is by weight. */
   private grantByWeight(seat: ShareSeat): void {
-    if (seat.left || seat.running >= seat.maxConcurrency) return;
-    if (!this.start(seat)) return; // asks again when it has work
+    if (seat.left || !this.mayStart(seat) || !this.start(seat)) {
+      this.deactivateIdle(seat); // asks again when it has work, or a job of it ends or settles
+      return;
+    }
     this.virtualTime = seat.pass;
     seat.pass += 1 / seat.weight;
-    if (seat.running < seat.maxConcurrency) this.push(seat);
+    if (this.mayStart(seat)) this.push(seat);
   }
 
   /** Gives `seat` a slot and has its member start a job on it; false (the slot free again) when it had none. */
   private start(seat: ShareSeat): boolean {
     seat.running++;
+    seat.unsettled++;
     this.free--;
     if (seat.member.startOne()) return true;
     seat.running--;
+    seat.unsettled--;
     this.free++;
     return false;
+  }
+
+  /** May take another slot now: below its cap and its bound of jobs in flight. */
+  private mayStart(seat: ShareSeat): boolean {
+    return seat.running < seat.maxConcurrency && this.withinBound(seat);
   }
 
   private push(seat: ShareSeat): void {

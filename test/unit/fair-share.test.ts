@@ -74,6 +74,101 @@ describe('FairShare', () => {
     expect(heavyShare).to.be.closeTo(0.75, 0.01);
   });
 
+  it('shares the jobs in flight 3:1 when settlements, not handlers, bound the throughput (handlers return at once)', () => {
+    // Each tenant has its prefetch (30) of deliveries at hand at most; its handler returns as soon as it
+    // starts and the job is in flight until its settlement, which the broker confirms oldest first.
+    const prefetch = 30;
+    const share = new FairShare(20, prefetch);
+    const order: string[] = [];
+    const settling: Array<{ name: string; seat: ShareSeat }> = [];
+    const unsettled = new Map<string, number>([
+      ['heavy', 0],
+      ['light', 0],
+    ]);
+    const seats = new Map<string, ShareSeat>();
+    for (const [name, weight] of [
+      ['heavy', 3],
+      ['light', 1],
+    ] as const) {
+      const seat = share.join(
+        {
+          startOne: () => {
+            if ((unsettled.get(name) as number) >= prefetch) return false; // nothing delivered yet
+            unsettled.set(name, (unsettled.get(name) as number) + 1);
+            order.push(name);
+            settling.push({ name, seat });
+            seat.release(); // the handler returned: its slot is free, the job still in flight
+            return true;
+          },
+        },
+        { weight },
+      );
+      seats.set(name, seat);
+    }
+    for (const seat of seats.values()) seat.want();
+    while (order.length < 4000) {
+      const oldest = settling.shift();
+      if (oldest === undefined) break;
+      unsettled.set(oldest.name, (unsettled.get(oldest.name) as number) - 1);
+      oldest.seat.settled();
+      // The broker delivers the next job in the acknowledged one's place.
+      oldest.seat.want();
+    }
+    const window = order.slice(1000, 4000);
+    const heavy = window.filter((name) => name === 'heavy').length;
+    expect(heavy / (window.length - heavy)).to.be.closeTo(3, 0.3);
+  });
+
+  it('bounds a tenant whose settlements stall to its part of the jobs in flight: the other goes on', () => {
+    const share = new FairShare(4, 10);
+    let stalled = 0;
+    let done = 0;
+    const stuck: ShareSeat = share.join({
+      startOne: () => {
+        stalled++; // its next queue is full: never settles
+        stuck.release();
+        return true;
+      },
+    });
+    const moving: ShareSeat = share.join({
+      startOne: () => {
+        done++;
+        moving.release();
+        queueSettle.push(() => moving.settled());
+        return true;
+      },
+    });
+    const queueSettle: Array<() => void> = [];
+    stuck.want();
+    expect(stalled, 'alone, its part is all of them').to.equal(10);
+    moving.want();
+    for (let i = 0; i < 200 && queueSettle.length > 0; i++) {
+      (queueSettle.shift() as () => void)();
+      stuck.want();
+      moving.want();
+    }
+    // It took all 10 while it was alone, and none since: the other tenant's jobs ran beside them.
+    expect(stalled).to.equal(10);
+    expect(done).to.be.above(150);
+  });
+
+  it('gives a lone tenant every job in flight its prefetch allows', () => {
+    const share = new FairShare(4, 10);
+    let inFlight = 0;
+    const seat = share.join({
+      startOne: () => {
+        inFlight++;
+        seat.release();
+        return true;
+      },
+    });
+    seat.want();
+    expect(inFlight).to.equal(10);
+    seat.settled();
+    seat.want();
+    expect(inFlight).to.equal(11);
+  });
+
   it('never holds more slots for a tenant than its max_concurrency, and lends the rest', () => {
     const share = new FairShare(6);
     const order: string[] = [];

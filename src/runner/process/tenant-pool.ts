@@ -65,7 +65,8 @@ export class TenantPool {
 
   constructor(private readonly options: TenantPoolOptions) {
     const { settings, log, onFatal } = options;
-    this.share = new FairShare(settings.concurrency);
+    // Jobs in flight, shared by weight too: as many as one tenant's prefetch, the most it may hold.
+    this.share = new FairShare(settings.concurrency, Math.max(settings.tenantPrefetch, settings.concurrency));
     this.publishers = new ChannelSupervisor<ConfirmPublisher>({
       name: 'publisher',
       log,
