@@ -99,6 +99,7 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
       }
       await publisher.close();
       await channel.close();
+      await keptBack(connection, names.unroutable, result.kept);
       log.info('unroutable replayed', { ...result });
       return result;
     } finally {
@@ -106,6 +107,25 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
     }
   });
 }
+
+/**
+ * The broker requeues what a closed channel held a moment after the close is confirmed: the
+ * replay answers once the kept jobs are back, so whoever reads the queue next sees them.
+ */
+async function keptBack(connection: { createChannel(): Promise<Channel> }, queue: string, kept: number): Promise<void> {
+  if (kept === 0) return;
+  const channel = await connection.createChannel();
+  try {
+    const deadline = Date.now() + KEPT_BACK_WITHIN_MS;
+    while ((await channel.checkQueue(queue)).messageCount < kept && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
+}
+
+const KEPT_BACK_WITHIN_MS = 5000;
 
 function describe(config: CompiledConfig, message: GetMessage): UnroutableEntry {
   const headers = (message.properties.headers ?? {}) as Record<string, unknown>;

@@ -41,7 +41,7 @@ export interface DispatcherOptions {
  * first come first served, and suspects alone. A slot is a handler running: it is free again when
  * the handler is done, while the settlement (emits confirmed, then the ack) goes on beside the
  * next job, bounded by the prefetch. Holding the slot until the ack kept as many jobs in flight as
- * handlers and left them waiting on the broker's confirms (issue 25: docs/performance.md).
+ * handlers and left them waiting on the broker's confirms (docs/performance.md).
  *
  * Invariants:
  * - A delivery is started only while the dispatcher is open; what waits when it closes (paused,
