@@ -141,7 +141,14 @@ export class RemoteStages {
       this.running.set(key, running);
       running.catch(() => this.running.delete(key));
     }
-    return running;
+    const remote = await running;
+    // A paused queue is read again at each fetch: a resume whose control message is still on its
+    // way (the answer to the resume came first) already counts. Only while paused: costs nothing else.
+    if (remote.runner.state === 'paused') {
+      await remote.runner.syncState((await this.open()).connection);
+      this.board.setPaused(remote.key, remote.runner.state === 'paused');
+    }
+    return remote;
   }
 
   /**
