@@ -116,6 +116,8 @@ export {
   TenantMismatchError,
   TenantRequiredError,
   UnknownOutputError,
+  UnroutableJobError,
+  type UnroutableReason,
   type ErrorCode,
 } from './errors/errors.js';
 export { createLogger, type Logger } from './logging/logger.js';

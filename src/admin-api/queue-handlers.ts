@@ -74,7 +74,8 @@ const STATE_OF = { pause: 'paused', resume: 'active', drain: 'draining' } as con
 /**
  * `POST /ojs/v1/queues/{name}/pause|resume|drain[?tenant=T][&variant=V]`: the queue's state, kept
  * on the broker as `stagecoach pause|resume|drain` keeps it (setQueueState). Without `?tenant=`,
- * a tenant-scoped queue changes for every configured tenant.
+ * a tenant-scoped queue changes for every configured tenant. A queue that does not exist yet is
+ * made (OJS implicit creation) in that state, so that it is paused before its first job.
  */
 export function changeState(action: keyof typeof STATE_OF) {
   return async (ctx: AdminContext, { params, query }: ApiRequest): Promise<ApiResponse> => {
@@ -84,7 +85,7 @@ export function changeState(action: keyof typeof STATE_OF) {
     return ctx.serializer.run(async () => {
       const config = await ctx.configFile.load();
       checkScope(config, name, tenant);
-      await reportsOf(ctx, config, name, tenant); // 404 for a queue nobody knows: no marker for nothing
+      // A queue with no job yet is paused before its first job (OJS implicit creation: setQueueState declares it).
       const target = { queue: name, ...(tenant === undefined ? {} : { tenant }), ...(variant === undefined ? {} : { variant }) };
       const results = await setQueueState(config, target, STATE_OF[action], ctx.log);
       ctx.log.info('queue state changed through the admin API', { ...target, state: STATE_OF[action] });
@@ -95,6 +96,8 @@ export function changeState(action: keyof typeof STATE_OF) {
           ...(tenant === undefined ? {} : { tenant }),
           ...(variant === undefined ? {} : { variant }),
           state: STATE_OF[action],
+          // The shape of the OJS HTTP binding's queue operations (conformance level 4).
+          queue: { name, state: STATE_OF[action], paused: STATE_OF[action] === 'paused' },
           queues: results.map((r) => ({
             name: r.physicalQueue,
             ...(r.tenant === undefined ? {} : { tenant: r.tenant }),

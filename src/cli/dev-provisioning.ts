@@ -1,9 +1,8 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
-import { syncQueueSettings } from '../plan/queue-settings.js';
+import { applyDeclaredQueueSettings } from '../plan/declared-queue-settings.js';
 import type { StageProvisioning } from '../runner/stage-group.js';
-import { managementApiOf } from '../security/management-api.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 
 /**
@@ -28,14 +27,5 @@ async function applyDevSettings(
   log: Logger,
   onEvent: AdminEventSink,
 ): Promise<void> {
-  try {
-    await syncQueueSettings(config, stages, managementApiOf(config), { removeStale: false, log, onEvent });
-  } catch (err) {
-    log.warn(
-      'queue settings (max_size, overflow_policy, dead_letter_ttl...) not applied: run `stagecoach apply` once the management API answers',
-      {
-        err: (err as Error).message,
-      },
-    );
-  }
+  await applyDeclaredQueueSettings(config, stages, undefined, log, onEvent);
 }

@@ -51,6 +51,9 @@ export type ErrorCode =
   | 'DUPLICATE'
   // A tenant asked for more than the server holds for one tenant (OJS multi-tenancy: 429).
   | 'TENANT_LIMIT_EXCEEDED'
+  // A job no queue took: it was kept in `<prefix>.unroutable` (a tenant never provisioned, a
+  // queue no stage or provision declared, a draining queue; see UnroutableJobError).
+  | 'UNROUTABLE'
   // An OJS endpoint or option of a conformance level (or an extension) this server does not
   // serve (the HTTP binding's 422 `unsupported`).
   | 'UNSUPPORTED';
@@ -358,5 +361,30 @@ export class DuplicateJobError extends StagecoachError {
   ) {
     super('DUPLICATE', `job "${jobType}" for queue "${queue}" not enqueued: ${reason} (job ${existing.id}, ${existing.state})`);
     this.details = { existing_job_id: existing.id, existing_job_state: existing.state, uniqueness_key: key };
+  }
+}
+
+/** Why no queue took a job (UnroutableJobError). */
+export type UnroutableReason = 'tenant-not-provisioned' | 'queue-not-declared' | 'queue-draining';
+
+/**
+ * The broker confirmed a job that no queue took: it is kept in `<prefix>.unroutable` (never
+ * dropped; `stagecoach unroutable replay` sends it on once its route exists), and the producer is
+ * told, since nothing will run it until then.
+ */
+export class UnroutableJobError extends StagecoachError {
+  constructor(
+    readonly jobId: string,
+    readonly queue: string,
+    readonly tenant: string | undefined,
+    readonly reason: UnroutableReason,
+  ) {
+    const whose = tenant === undefined ? `queue "${queue}"` : `queue "${queue}" of tenant "${tenant}"`;
+    const why: Record<UnroutableReason, string> = {
+      'tenant-not-provisioned': `tenant "${tenant}" is not provisioned (run \`stagecoach provision --tenant ${tenant}\`)`,
+      'queue-not-declared': `${whose} does not exist: no stage declared it and \`stagecoach provision\` has not run for it`,
+      'queue-draining': `${whose} is draining and takes no new jobs (\`stagecoach resume ${queue}\` opens it again)`,
+    };
+    super('UNROUTABLE', `job ${jobId} was taken by no queue and is kept in the unroutable queue: ${why[reason]}`);
   }
 }

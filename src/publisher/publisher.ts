@@ -11,6 +11,7 @@ import { QueueFullReporter } from '../events/queue-full-reporter.js';
 import { createJob } from '../job/envelope.js';
 import type { BatchCallbacks, HeaderValue, Job, PublishSpec } from '../job/job.types.js';
 import { holdPending } from './pending-hold.js';
+import { RouteWatch } from './route-watch.js';
 import { childTraceparent } from '../job/trace-context.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { coreTopology } from '../topology/build-topology.js';
@@ -31,7 +32,8 @@ import { workflowRecord, type WorkflowStartOptions } from '../workflow/workflow-
 
 /**
  * Enqueues jobs from any program (OJS PUSH). Each `publish()` resolves with the job id once
- * the broker has confirmed the job; jobs no queue takes yet are kept in `ojs.unroutable`. A job
+ * the broker has confirmed the job; a job no queue takes yet is kept in `ojs.unroutable`, and
+ * `publish()` rejects with an `UnroutableJobError` (`UNROUTABLE`) naming why (route-watch.ts). A job
  * a full queue refuses (`max_size`, `overflow_policy` `reject`) rejects with a `QueueFullError`
  * (`QUEUE_FULL`), and the publisher reports `queue.full` on `<prefix>.events` (throttled: see
  * events/queue-full-reporter.ts).
@@ -64,6 +66,7 @@ export class Publisher {
     private readonly payloads: PayloadOffloader,
     private readonly ownsPayloads: boolean,
     private readonly enqueue: readonly EnqueueMiddleware[],
+    private readonly routes: RouteWatch,
   ) {
     this.router = new JobRouter(config, publisher, payloads);
   }
@@ -106,6 +109,7 @@ export class Publisher {
       payloads,
       options.payloads === undefined,
       enqueue,
+      new RouteWatch(connection, config.prefix, log),
     );
   }
 
@@ -205,6 +209,10 @@ export class Publisher {
       // the order, docs/job-state.md), so tracking costs no second round trip.
       if (batch !== undefined) await reported;
     }
+    // Whether a queue takes it, checked while it is on its way (route-watch.ts). A scheduled job
+    // takes its route when due, a pending one when activated: neither is checked here.
+    const route = job.scheduled_at === undefined && spec.pending !== true ? this.routes.check(job) : undefined;
+    route?.catch(() => undefined);
     try {
       const wire = {
         traceparent: spec.traceparent ?? childTraceparent(),
@@ -233,6 +241,7 @@ export class Publisher {
       throw err;
     }
     await reported;
+    await route;
   }
 
   /**
@@ -309,6 +318,7 @@ export class Publisher {
   async close(): Promise<void> {
     // Its events first: a `queue.full` of the last refusal is still on its way.
     await this.events.close();
+    await this.routes.close();
     await this.publisher.close();
     if (this.ownsPayloads) await this.payloads.store.close();
     if (this.ownsConnection) await this.connection.close().catch(() => undefined);

@@ -130,6 +130,9 @@ describe('command line with a plain JavaScript stage outside the repository', fu
       ['publish', 'words', '--type', 'word', '--args', '["late"]', '--tenant', 'initech', '--config', file],
       env,
     );
+    // Told, and given the id of the job it keeps.
+    expect(published.code).to.equal(1);
+    expect(published.stderr).to.contain('tenant "initech" is not provisioned');
     const id = published.stdout.trim();
     const listed = await runCli(['unroutable', 'list', '--json', '--config', file], env);
     expect(listed.code, listed.stderr).to.equal(0);

@@ -102,8 +102,9 @@ describe('the web dashboard, in a headless browser', function () {
     await publisher.publish('in', { type: 'relay.me', args: ['doomed', 'fatal'], tenant: 'acme' });
     // Three jobs relayed to acme's `out`, where no stage reads.
     for (let i = 0; i < 3; i++) await publisher.publish('in', { type: 'relay.me', args: [`a${i}`], tenant: 'acme' });
-    // A tenant nobody provisioned: kept in unroutable.
-    await publisher.publish('in', { type: 'relay.me', args: ['lost'], tenant: 'initech' });
+    // A tenant nobody provisioned: kept in unroutable, and the producer told.
+    const lost = await publisher.publish('in', { type: 'relay.me', args: ['lost'], tenant: 'initech' }).catch((err: unknown) => err);
+    expect(lost).to.include({ code: 'UNROUTABLE', reason: 'tenant-not-provisioned' });
     await waitFor('the dead letter, the relayed jobs and the unroutable job', async () => {
       return (
         (await raw.count(names.deadQueue('in', 'acme'))) === 1 &&

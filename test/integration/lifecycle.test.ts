@@ -72,7 +72,8 @@ describe('queue states on the broker and worker states through the control excha
     await ok('acme', 'before-drain');
     await waitFor('the job queued', async () => (await raw.count(work('acme'))) === 1);
     await setQueueState(config, { queue: 'work', tenant: 'acme' }, 'draining', log);
-    await ok('acme', 'during-drain');
+    const told = await ok('acme', 'during-drain').catch((err: unknown) => err);
+    expect(told, 'its producer is told').to.include({ code: 'UNROUTABLE', reason: 'queue-draining' });
     expect(await raw.count(names.unroutable), 'the new job is kept, not queued').to.equal(1);
     await setQueueState(config, { queue: 'work', tenant: 'acme' }, 'active', log);
     await waitFor('the queued job done', async () => (await raw.count(done('acme'))) === 1);

@@ -158,7 +158,8 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
     const run = await runCli(['run', 'relay', '--tenant', 'globex', '--config', file], env);
     expect(run.code).to.equal(2);
     expect(run.stderr).to.contain('tenant "globex" is neither configured');
-    await publisher.publish('in', { type: 't', args: ['late'], tenant: 'globex' });
+    const late = await publisher.publish('in', { type: 't', args: ['late'], tenant: 'globex' }).catch((err: unknown) => err);
+    expect(late, 'a retired tenant is not provisioned any more').to.include({ code: 'UNROUTABLE', reason: 'tenant-not-provisioned' });
     await waitFor(
       'the late job and the delayed one kept in unroutable',
       async () => (await raw.count(names.unroutable)) === before + 2,

@@ -14,6 +14,8 @@ const HINTS: Readonly<Record<string, string>> = {
   queue_full: "the queue is at its max_size: try again after Retry-After seconds (an OJS SDK does), or raise the queue's max_size",
   job_type_not_allowed:
     "the queue's allowed_job_types do not name this type: push it to another queue, or change the queue's configuration",
+  unroutable:
+    'the job is kept in the unroutable queue: open the queue again (resume it, or provision its tenant), then `stagecoach unroutable replay`',
   unsupported: 'GET /ojs/manifest names the conformance level and extensions this server serves',
   unauthorized: 'send "Authorization: Bearer <token>" (an admin token, or a tenant token from `stagecoach credentials <T> --role http`)',
 };

@@ -46,6 +46,8 @@ export class ClaimBoard {
   private readonly waiting = new Map<string, Held[]>();
   private readonly claimed = new Map<string, Held>();
   private readonly arrivals = new Set<() => void>();
+  /** Keys whose queue is paused: their jobs stay held, handed to no worker until it resumes. */
+  private readonly paused = new Set<string>();
 
   /** A remote handler's body: resolves with the worker's result, rejects with its failure. */
   hold(key: string, job: Job, ctx: StageContext, onClaim: (job: Job) => void): Promise<unknown> {
@@ -68,6 +70,7 @@ export class ClaimBoard {
   claim(keys: readonly string[], count: number, worker: string, visibilityOf: (job: Job) => number): Held[] {
     const taken: Held[] = [];
     for (const key of keys) {
+      if (this.paused.has(key)) continue;
       const line = this.waiting.get(key);
       while (line !== undefined && line.length > 0 && taken.length < count) {
         const held = line.shift() as Held;
@@ -93,9 +96,18 @@ export class ClaimBoard {
     return taken;
   }
 
-  /** How many jobs of a key wait for a claim. */
+  /** How many jobs of a key wait for a claim (none while its queue is paused). */
   waitingOn(key: string): number {
-    return this.waiting.get(key)?.length ?? 0;
+    return this.paused.has(key) ? 0 : (this.waiting.get(key)?.length ?? 0);
+  }
+
+  /**
+   * Follows the state of a key's queue (OJS queue configuration 5.1: workers do not fetch from a
+   * paused queue): while paused, no fetch claims its jobs; on resume, waiting fetches look again.
+   */
+  setPaused(key: string, paused: boolean): void {
+    if (paused) this.paused.add(key);
+    else if (this.paused.delete(key)) for (const wake of [...this.arrivals]) wake();
   }
 
   /** How many jobs of a key the board holds, waiting or claimed. */

@@ -1,6 +1,9 @@
 import { openConnection, type AmqpConnection } from '../../broker/amqp-connection.js';
 import { declareTopology } from '../../broker/declare-topology.js';
 import type { CompiledConfig, CompiledStageConfig } from '../../config/config.types.js';
+import { ControlListener } from '../../control/control-listener.js';
+import { applyDeclaredQueueSettings } from '../../plan/declared-queue-settings.js';
+import type { ControlMessage } from '../../control/control-protocol.js';
 import { queueFor } from '../../config/queue-resolver.js';
 import { TenantRequiredError, StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
@@ -47,6 +50,8 @@ export class RemoteStages {
   private connection: Promise<Opened> | undefined;
   private readonly running = new Map<string, Promise<RemoteQueue>>();
   private readonly declared = new Map<string, Promise<void>>();
+  /** Logical queues whose settings (policies) this server put before it first declared them. */
+  private readonly settings = new Map<string, Promise<void>>();
   /** Per tenant, the unconfigured queues its token made this server declare or serve (bounded by queuesPerTenant). */
   private readonly implicit = new Map<string, Set<string>>();
 
@@ -104,6 +109,7 @@ export class RemoteStages {
       this.admit(config, queue, bounded);
       declared = (async () => {
         const { connection } = await this.open();
+        await this.applySettings(config, queue);
         await declareTopology(connection, stageTopology(config, metadataOf(config, queue), tenant), this.log);
       })();
       this.declared.set(key, declared);
@@ -135,7 +141,14 @@ export class RemoteStages {
       this.running.set(key, running);
       running.catch(() => this.running.delete(key));
     }
-    return running;
+    const remote = await running;
+    // A paused queue is read again at each fetch: a resume whose control message is still on its
+    // way (the answer to the resume came first) already counts. Only while paused: costs nothing else.
+    if (remote.runner.state === 'paused') {
+      await remote.runner.syncState((await this.open()).connection);
+      this.board.setPaused(remote.key, remote.runner.state === 'paused');
+    }
+    return remote;
   }
 
   /**
@@ -146,6 +159,7 @@ export class RemoteStages {
    */
   async readyFor(served: readonly RemoteQueue[]): Promise<boolean> {
     for (const { key, runner, startedAt } of served) {
+      if (runner.state === 'paused') continue;
       if (Date.now() - startedAt < STARTING_MS || runner.inFlight > this.board.heldOn(key)) return true;
     }
     const { connection, config } = await this.open();
@@ -153,7 +167,7 @@ export class RemoteStages {
     const channel = await connection.createChannel();
     try {
       for (const { queue, tenant, runner } of served) {
-        if (runner.inFlight >= REMOTE_CONCURRENCY) continue;
+        if (runner.inFlight >= REMOTE_CONCURRENCY || runner.state === 'paused') continue;
         for (const physical of [names.queue(queue, tenant), names.dueQueue(queue, tenant)]) {
           if ((await channel.checkQueue(physical)).messageCount > 0) return true;
         }
@@ -166,11 +180,20 @@ export class RemoteStages {
 
   /**
    * Forgets what its runners know of a batch's directives: the next job of it asks the broker
-   * (a workflow cancelled here, docs/workflows.md). Its runners share one gate, which listens to
-   * no control messages.
+   * (a workflow cancelled here, docs/workflows.md). Its runners share one gate.
    */
   forget(batch: string): void {
     void this.connection?.then((opened) => opened.directives.forget({ batch })).catch(() => undefined);
+  }
+
+  /** The queue's settings, put once per server before it declares the queue (declared-queue-settings.ts). */
+  private applySettings(config: CompiledConfig, queue: string): Promise<void> {
+    let settings = this.settings.get(queue);
+    if (settings === undefined) {
+      settings = applyDeclaredQueueSettings(config, [metadataOf(config, queue)], [queue], this.log);
+      this.settings.set(queue, settings);
+    }
+    return settings;
   }
 
   /** Whether a queue exists on the broker (a passive declare, on a channel of its own: a miss closes it). */
@@ -193,6 +216,7 @@ export class RemoteStages {
     const runners = await Promise.allSettled([...this.running.values()]);
     this.running.clear();
     this.declared.clear();
+    this.settings.clear();
     this.implicit.clear();
     this.board.releaseAll();
     for (const result of runners) if (result.status === 'fulfilled') await result.value.runner.stop(5000);
@@ -202,6 +226,7 @@ export class RemoteStages {
     await this.stopAll();
     const opened = await this.connection?.catch(() => undefined);
     this.connection = undefined;
+    await opened?.control.close();
     await opened?.payloads.store.close();
     await opened?.directives.close();
     await opened?.connection.close().catch(() => undefined);
@@ -210,6 +235,7 @@ export class RemoteStages {
   private async start(key: string, queue: string, tenant: string | undefined): Promise<RemoteQueue> {
     const { connection, config, payloads, directives } = await this.open();
     const metadata = metadataOf(config, queue);
+    await this.applySettings(config, queue);
     const board = this.board;
     // Claims come after the start (the runner exists by then): each is the job's `started` report.
     const onClaim = (job: Job): void => runner.started(job);
@@ -235,8 +261,38 @@ export class RemoteStages {
       this.running.delete(key);
     });
     await runner.start(connection);
-    this.log.info('serving a queue to HTTP workers', { queue, tenant, stage: metadata.name });
+    // Started paused (its state was read at attach): the board holds its jobs until a resume.
+    board.setPaused(key, runner.state === 'paused');
+    this.log.info('serving a queue to HTTP workers', { queue, tenant, stage: metadata.name, state: runner.state });
     return { key, queue, ...(tenant === undefined ? {} : { tenant }), runner, startedAt: Date.now() };
+  }
+
+  /**
+   * A control message (src/control/control-protocol.ts): queue states are read again from the
+   * broker by the runners it addresses; directives are forgotten, to be read again. Worker states
+   * (`quiet`, `terminate`) are the HTTP workers' own (worker-directory.ts): the runners ignore them.
+   */
+  private async onControl(message: ControlMessage, connection: AmqpConnection, directives: DirectiveGate): Promise<void> {
+    if (message.command === 'directive') {
+      directives.forget({
+        ...(message.batch === undefined ? {} : { batch: message.batch }),
+        ...(message.tenant === undefined ? {} : { tenant: message.tenant }),
+      });
+    } else if (message.command === 'pause' || message.command === 'resume' || message.command === 'drain') {
+      await this.syncStates(connection, (runner) => runner.matches(message));
+    }
+  }
+
+  /** The runners `which` selects read their queue's state again; the board follows. */
+  private async syncStates(connection: AmqpConnection, which: (runner: StageRunner) => boolean): Promise<void> {
+    const served = await Promise.allSettled([...this.running.values()]);
+    for (const result of served) {
+      if (result.status !== 'fulfilled') continue;
+      const { key, runner } = result.value;
+      if (runner.stopping || !which(runner)) continue;
+      await runner.syncState(connection);
+      this.board.setPaused(key, runner.state === 'paused');
+    }
   }
 
   private open(): Promise<Opened> {
@@ -253,7 +309,15 @@ export class RemoteStages {
       });
       const directives = new DirectiveGate(config.prefix, this.log);
       directives.attach(connection, new JobCancels(connection, config, this.log));
-      return { connection, config, payloads: payloadOffloaderFor(config, this.log), directives };
+      // Queue states and directives change while runners serve: told on <prefix>.control, as native stages are.
+      const control = new ControlListener(
+        config,
+        this.log,
+        (message) => this.onControl(message, connection, directives),
+        () => this.syncStates(connection, () => true),
+      );
+      await control.attach(connection);
+      return { connection, config, payloads: payloadOffloaderFor(config, this.log), directives, control };
     })();
     this.connection.catch(() => (this.connection = undefined));
     return this.connection;
@@ -267,6 +331,8 @@ interface Opened {
   payloads: PayloadOffloader;
   /** Batch and tenant directives and job cancels, for every runner (see forget). */
   directives: DirectiveGate;
+  /** Queue states and directives changed elsewhere (onControl). */
+  control: ControlListener;
 }
 
 export function keyOf(queue: string, tenant: string | undefined): string {

@@ -1,6 +1,6 @@
 import { loadConfig } from '../../config/load-config.js';
 import type { RetryPolicy } from '../../config/config.types.js';
-import { StagecoachError } from '../../errors/errors.js';
+import { StagecoachError, UnroutableJobError } from '../../errors/errors.js';
 import type { BatchCallbacks, CallbackName, HeaderValue, JobSpec } from '../../job/job.types.js';
 import { checkCallbackSpec } from '../../batch/batch-callbacks.js';
 import { createLogger } from '../../logging/logger.js';
@@ -63,13 +63,19 @@ export async function publish(queue: string, opts: PublishOptions): Promise<numb
   try {
     // --delay counts from the moment of publishing, not from the start of the command.
     const scheduledAt = delayMs === undefined ? spec.scheduled_at : new Date(Date.now() + delayMs).toISOString();
-    const id = await publisher.publish(queue, {
-      ...spec,
-      ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
-      ...(tenant === undefined ? {} : { tenant }),
-      ...(batch === undefined ? {} : { batch }),
-      ...(callbacks === undefined ? {} : { callbacks }),
-    });
+    const id = await publisher
+      .publish(queue, {
+        ...spec,
+        ...(scheduledAt === undefined ? {} : { scheduled_at: scheduledAt }),
+        ...(tenant === undefined ? {} : { tenant }),
+        ...(batch === undefined ? {} : { batch }),
+        ...(callbacks === undefined ? {} : { callbacks }),
+      })
+      .catch((err: unknown) => {
+        // The job exists, in the unroutable queue: its id still goes to stdout (for `unroutable replay`), and the exit is 1.
+        if (err instanceof UnroutableJobError) process.stdout.write(`${err.jobId}\n`);
+        throw err;
+      });
     process.stdout.write(`${id}\n`);
   } finally {
     await publisher.close();

@@ -13,6 +13,9 @@ import { queueFor } from '../../config/queue-resolver.js';
 import { checkTenantSlug } from '../../util/tenant-slug.js';
 import { pooledThreads } from '../../runner/process/pooled-threads.js';
 import { devProvisioning } from '../dev-provisioning.js';
+import { applyDeclaredQueueSettings } from '../../plan/declared-queue-settings.js';
+import type { CompiledConfig } from '../../config/config.types.js';
+import type { StageMetadata } from '../../stage/stage.types.js';
 
 /** `stagecoach run <stage> [--tenant T] [--variant V]` */
 export async function runStage(
@@ -28,6 +31,7 @@ export async function runStage(
     ...(opts.variant === undefined ? {} : { variant: opts.variant }),
   };
   const log = createLogger({ service: 'stagecoach', stage: name, ...(tenant === undefined ? {} : { tenant }) });
+  await applyInputSettings(config, stage.metadata, log);
   // A tenant nobody configured or provisioned is a typo, not a new tenant: exit 2 (checked once connected).
   const group = new StageGroup(config, [instance], log, { knownTenantsOnly: true });
   return runGroup(group, false, httpPort(opts.httpPort, config.httpPort), log);
@@ -62,6 +66,7 @@ export async function runPooled(
   }
   const variant = opts.variant === undefined ? {} : { variant: opts.variant };
   const log = createLogger({ service: 'stagecoach', stage: name, mode: 'pooled' });
+  await applyInputSettings(config, stage.metadata, log);
   const threads = await pooledThreads(config, stage, opts.variant, log);
   const group = new StageGroup(
     config,
@@ -111,6 +116,15 @@ export async function runDev(opts: { config?: string; httpPort?: string }): Prom
   } finally {
     await schedules.stop();
   }
+}
+
+/**
+ * The settings of the queue a stage declares at its start, put before it declares it, so that a
+ * queue `provision` never saw is bounded too. Stages of `security.tenantUsers` hold no management
+ * user: there `provision` puts them.
+ */
+async function applyInputSettings(config: CompiledConfig, stage: StageMetadata, log: Logger): Promise<void> {
+  if (!config.security.tenantUsers) await applyDeclaredQueueSettings(config, [stage], [stage.input], log);
 }
 
 function httpPort(option: string | undefined, configured: number): number {
