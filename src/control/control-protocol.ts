@@ -8,9 +8,11 @@
  * Queue states (OJS queue configuration section 5) and worker states (OJS core section 10) sent to
  * running stages, and `directive`: a batch's or a tenant's directive markers changed (cancel,
  * pause, resume; see src/batch/batch-directives.ts), so stages read them again; `limits`: the flow
- * limits in the configuration file changed (the admin API, `apply`), so stages read it again.
+ * limits in the configuration file changed (the admin API, `apply`), so stages read it again;
+ * `excuse`: a process that lives lost these deliveries with a channel or its connection (see
+ * LossLedger): whoever they come back to redelivered takes them for first deliveries, not crashes.
  */
-export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive' | 'limits';
+export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive' | 'limits' | 'excuse';
 
 export interface ControlMessage {
   command: ControlCommand;
@@ -26,9 +28,11 @@ export interface ControlMessage {
   hold?: string[];
   /** `limits` with `hold`: ISO 8601 timestamp. */
   until?: string;
+  /** `excuse`: the message ids. */
+  ids?: string[];
 }
 
-const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive', 'limits'];
+const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive', 'limits', 'excuse'];
 
 /** Parses a control message body; undefined for anything else (ignored, never fatal). */
 export function parseControlMessage(content: Buffer): ControlMessage | undefined {
@@ -38,6 +42,7 @@ export function parseControlMessage(content: Buffer): ControlMessage | undefined
     for (const key of ['queue', 'tenant', 'stage', 'batch', 'until'])
       if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
     if (value.hold !== undefined && !(Array.isArray(value.hold) && value.hold.every((p) => typeof p === 'string'))) return undefined;
+    if (value.ids !== undefined && !(Array.isArray(value.ids) && value.ids.every((id) => typeof id === 'string'))) return undefined;
     return value as unknown as ControlMessage;
   } catch {
     return undefined;

@@ -32,6 +32,8 @@ export interface DeliveryProcessorOptions {
   onPublished?: (output: string) => void;
   /** True when this process itself lost the delivery with a channel (see LossLedger): not a crash. */
   forgive?: (messageId: unknown) => boolean;
+  /** Whether the process that lost this redelivery lives and excused it (LossLedger.awaitExcuse). */
+  excused?: (messageId: unknown) => Promise<boolean>;
   /** The broker's consumer_timeout (ms, 0: not known) when this process saw it time out this job's last attempt (see LossLedger). */
   timedOut?: (messageId: unknown) => number | undefined;
   /** With `security.tenantUsers`: who may publish jobs for the job's tenant. */
@@ -63,7 +65,10 @@ export class DeliveryProcessor {
   constructor(private readonly options: DeliveryProcessorOptions) {}
 
   async run(delivery: Delivery): Promise<Outcome> {
-    const admitted = this.admit(delivery);
+    let admitted = this.admit(delivery);
+    // Its process may live and say so (a broker restart, closed connections): then not a crash's.
+    if ('kind' in admitted && admitted.kind === 'crashed' && (await this.options.excused?.(delivery.message.properties.messageId)))
+      admitted = this.admit(delivery);
     if ('kind' in admitted) return admitted;
     const { job, headers } = admitted;
     const { stage, log, sink, onPublished, handler, directives } = this.options;

@@ -4,6 +4,17 @@ import type { EventLoopWatch } from './event-loop-watch.js';
 const REMEMBER_MS = 10 * 60 * 1000;
 /** Bounded: prefetch times instances is far below this. */
 const MAX_ENTRIES = 100_000;
+/** How long this process's own losses are announced to the others (LossAnnouncer), ms. */
+const ANNOUNCE_MS = 10_000;
+/**
+ * After a loss of its own, how long a redelivery this process cannot tell for its own waits for
+ * another process to excuse it (ms): the broker went or closed connections, and the process whose
+ * delivery it was probably lives and is reconnecting. Without a loss of its own, a redelivery is a
+ * crash's (another process died) and is blamed at once.
+ */
+const EXCUSE_WAIT_MS = 5_000;
+/** The window after a loss of its own in which redeliveries wait for an excuse, ms. */
+const EXCUSE_WINDOW_MS = 30_000;
 
 /**
  * What this process lost with a channel or its connection while it was itself healthy (no
@@ -36,6 +47,16 @@ export class LossLedger {
   private readonly lost = new Map<string, number>();
   /** Jobs whose attempt the broker timed out (consumer_timeout), with the timeout, ms. */
   private readonly timedOut = new Map<string, { at: number; timeoutMs: number }>();
+  /** Deliveries other processes lost while alive (an `excuse` control message), by message id. */
+  private readonly excused = new Map<string, number>();
+  /** Redeliveries waiting for an excuse, by message id. */
+  private readonly awaiting = new Map<string, Array<(excused: boolean) => void>>();
+  /** This process's own recent losses, to announce (LossAnnouncer), by message id. */
+  private readonly toAnnounce = new Map<string, number>();
+  /** When this process last lost deliveries of its own (epoch ms). */
+  private lastLoss = -Infinity;
+  /** Told when this process records losses of its own (LossAnnouncer sends them). */
+  onLoss: (() => void) | undefined;
   /** Per queue: deliveries the broker may have sent into a lost channel that never arrived. */
   private readonly unseen = new Map<string, { count: number; at: number }>();
 
@@ -55,10 +76,16 @@ export class LossLedger {
     timedOut?: { readonly ids: readonly string[]; readonly timeoutMs: number },
   ): void {
     if (timedOut !== undefined) this.recordTimedOut(timedOut.ids, timedOut.timeoutMs);
+    this.lastLoss = Date.now();
     if ((messageIds.length === 0 && (unseen === undefined || unseen.size === 0)) || this.watch.stalledWithin(this.stallWindowMs)) return;
     const now = Date.now();
     this.expire(now);
-    for (const id of messageIds) if (this.lost.size < MAX_ENTRIES) this.lost.set(id, now);
+    for (const id of messageIds) {
+      if (this.lost.size < MAX_ENTRIES) this.lost.set(id, now);
+      // A job the broker timed out is not excused anywhere: it is dead-lettered where it comes back to this process.
+      if (this.toAnnounce.size < MAX_ENTRIES && !this.timedOut.has(id)) this.toAnnounce.set(id, now);
+    }
+    if (messageIds.length > 0) this.onLoss?.();
     if (unseen === undefined) return;
     for (const [queue, count] of unseen) {
       if (count > 0) this.unseen.set(queue, { count: (this.unseen.get(queue)?.count ?? 0) + count, at: now });
@@ -103,9 +130,62 @@ export class LossLedger {
     return Date.now() - entry.at < REMEMBER_MS ? entry.timeoutMs : undefined;
   }
 
-  /** True once for a delivery recorded as lost: its redelivery is not a crash (a job the broker timed out never is). */
+  /** This process's losses of the last ANNOUNCE_MS, for the other processes (LossAnnouncer). */
+  announcement(): string[] {
+    const now = Date.now();
+    for (const [id, at] of this.toAnnounce) {
+      if (now - at < ANNOUNCE_MS) break;
+      this.toAnnounce.delete(id);
+    }
+    return [...this.toAnnounce.keys()];
+  }
+
+  /** Another process, alive, lost these deliveries (an `excuse` control message): not crashes. */
+  excuse(messageIds: readonly string[]): void {
+    const now = Date.now();
+    for (const [id, at] of this.excused) {
+      if (now - at < REMEMBER_MS) break;
+      this.excused.delete(id);
+    }
+    for (const id of messageIds) {
+      if (this.excused.size < MAX_ENTRIES) this.excused.set(id, now);
+      for (const resolve of this.awaiting.get(id) ?? []) resolve(true);
+      this.awaiting.delete(id);
+    }
+  }
+
+  /**
+   * Whether a redelivery this process cannot forgive is excused by the process that lost it:
+   * at once when it already said so; after a loss of this process's own (a broker restart, closed
+   * connections: the other process lives and is reconnecting), when it says so within EXCUSE_WAIT_MS.
+   */
+  awaitExcuse(messageId: unknown): Promise<boolean> {
+    if (typeof messageId !== 'string' || this.timedOut.has(messageId)) return Promise.resolve(false);
+    if (this.excused.has(messageId)) return Promise.resolve(true);
+    if (Date.now() - this.lastLoss > EXCUSE_WINDOW_MS) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const waiters = this.awaiting.get(messageId) ?? [];
+      this.awaiting.set(messageId, waiters);
+      const timer = setTimeout(() => {
+        const left = (this.awaiting.get(messageId) ?? []).filter((waiter) => waiter !== done);
+        if (left.length > 0) this.awaiting.set(messageId, left);
+        else this.awaiting.delete(messageId);
+        resolve(false);
+      }, EXCUSE_WAIT_MS);
+      timer.unref();
+      const done = (excused: boolean): void => {
+        clearTimeout(timer);
+        resolve(excused);
+      };
+      waiters.push(done);
+    });
+  }
+
+  /** True once for a delivery recorded as lost, or excused by the process that lost it: its redelivery is not a crash (a job the broker timed out never is). */
   forgive(messageId: unknown): boolean {
-    if (typeof messageId !== 'string' || this.timedOut.has(messageId) || this.lost.size === 0) return false;
+    if (typeof messageId !== 'string' || this.timedOut.has(messageId)) return false;
+    if (this.excused.delete(messageId)) return true;
+    if (this.lost.size === 0) return false;
     const at = this.lost.get(messageId);
     if (at === undefined) return false;
     this.lost.delete(messageId);

@@ -199,6 +199,7 @@ export class StageGroup {
       connection: () => this.connection.current,
       onTerminated: () => this.terminate(),
       onLimits: limitsControl(services.flow, config, log),
+      onExcuse: (ids) => services.ledger.excuse(ids),
     });
     const connection = (): AmqpConnection | undefined => this.connection.current;
     // Only the queues of tenants with series of their own are read: what `_other` sums is not

@@ -26,6 +26,8 @@ export interface ControlRouterOptions {
   onTerminated(): void;
   /** `limits`: the flow limits of the configuration file changed, or partitions are held (docs/flow-control.md). */
   onLimits?(message: ControlMessage): Promise<void>;
+  /** `excuse`: deliveries another process lost while it lives (LossLedger.excuse). */
+  onExcuse?(ids: readonly string[]): void;
   /** @defaultValue a ControlListener on `<prefix>.control` (a unit test routes messages itself) */
   listener?: Pick<ControlListener, 'attach' | 'close'>;
 }
@@ -87,6 +89,9 @@ export class ControlRouter {
         break;
       case 'limits':
         await this.options.onLimits?.(message);
+        break;
+      case 'excuse':
+        this.options.onExcuse?.(message.ids ?? []);
         break;
     }
   }

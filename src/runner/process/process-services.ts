@@ -16,6 +16,7 @@ import { DirectiveGate } from '../directive-gate.js';
 import { EventLoopWatch } from '../event-loop-watch.js';
 import { IsolationGate } from '../isolation-gate.js';
 import { LossLedger } from '../loss-ledger.js';
+import { LossAnnouncer } from './loss-announcer.js';
 import { stallWindowMs, type StageRunnerOptions } from '../stage-runner.js';
 import type { Middleware } from '../../stage/middleware/middleware.types.js';
 import type { StageInstance } from './stage-instance.js';
@@ -54,6 +55,7 @@ export class ProcessServices {
   readonly gate: IsolationGate;
   readonly watch = new EventLoopWatch();
   readonly ledger: LossLedger;
+  private readonly announcer: LossAnnouncer;
   readonly directives: DirectiveGate;
   readonly payloads: PayloadOffloader | undefined;
   readonly events: EventPublisher;
@@ -70,6 +72,7 @@ export class ProcessServices {
     this.gate = new IsolationGate({ log });
     this.metrics = options.metrics ?? new StageMetrics({ log, maxTenantSeries: config.metricsTenants });
     this.ledger = new LossLedger(this.watch, stallWindowMs(config));
+    this.announcer = new LossAnnouncer(this.ledger, config, log, options.connection);
     this.directives = new DirectiveGate(config.prefix, log);
     this.payloads = options.payloads === false ? undefined : (options.payloads ?? payloadOffloaderFor(config, log));
     this.ownsPayloads = options.payloads === undefined;
@@ -122,6 +125,8 @@ export class ProcessServices {
   async attach(connection: AmqpConnection): Promise<void> {
     this.directives.attach(connection, new JobCancels(connection, this.options.config, this.options.log));
     await this.flow.attach(connection);
+    // What went with the last connection: the other processes may be meeting it now.
+    this.announcer.soon();
   }
 
   /** The connection is gone: flow control's tokens went with it. */
@@ -136,6 +141,7 @@ export class ProcessServices {
    */
   async close(): Promise<void> {
     this.dropFlowSource();
+    this.announcer.stop();
     await this.flow.close();
     await this.directives.close();
     if (this.ownsPayloads) await this.payloads?.store.close();
