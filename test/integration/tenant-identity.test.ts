@@ -63,7 +63,7 @@ describe('tenant slugs and known tenants on the command line', function () {
       ['quiet'],
       ['terminate'],
     ];
-    const results = await Promise.all(commands.map((command) => runCli([...command, '--tenant', BAD, '--config', file], env, 15000)));
+    const results = await Promise.all(commands.map((command) => runCli([...command, '--tenant', BAD, '--config', file], env, 40000)));
     results.forEach((result, i) => {
       const what = commands[i].join(' ');
       expect(result.code, `${what}: ${result.stderr}`).to.equal(2);
