@@ -49,7 +49,8 @@ describe('tenant slugs and known tenants on the command line', function () {
     await project.remove();
   });
 
-  it('refuses a bad --tenant on every command that takes one, with exit 2 and the rule, before touching the broker', async () => {
+  it('refuses a bad --tenant on every command that takes one, with exit 2 and the rule, before touching the broker', async function () {
+    this.timeout(60_000);
     const commands = [
       ['run', 'flaky'],
       ['provision'],
