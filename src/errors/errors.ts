@@ -20,6 +20,9 @@ export type ErrorCode =
   | 'HANDLER_ERROR'
   | 'HANDLER_TIMEOUT'
   | 'POISON'
+  // An attempt ran past the broker's consumer_timeout: the broker closed its channel and took the
+  // job back. Dead-lettered, never run again (it would time out again).
+  | 'CONSUMER_TIMEOUT'
   | 'NON_RETRYABLE'
   | 'TOPOLOGY_CONFLICT'
   // With `security.tenantUsers`: a job whose broker-validated publisher (`user_id`) may not act

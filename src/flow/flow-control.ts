@@ -109,6 +109,11 @@ export class FlowControl implements LimitSettings {
     return this.source.samples();
   }
 
+  /** False while the token channel is down on a live connection (being re-opened): no limited job can start. */
+  get tokensOpen(): boolean {
+    return this.source.open;
+  }
+
   async attach(connection: AmqpConnection): Promise<void> {
     this.sized = new Map();
     this.keeper = new BucketKeeper(connection, { prefix: this.config.prefix, durable: this.config.durable, log: this.log });

@@ -1,5 +1,6 @@
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
+import { isOpen } from '../broker/connection-state.js';
 import type { Logger } from '../logging/logger.js';
 import { bucketQueues, type Bucket } from './bucket.js';
 import { Line, settle, type Token, type TokenWait, type Waiter } from './token-line.js';
@@ -22,6 +23,9 @@ const REUSE_QUANTUM_MS = 1000;
  * process would cancel and start a consumer, and send tokens back and forth, many times a second.
  */
 const SPARE_MS = 100;
+
+/** Wait before re-opening a token channel the broker closed on a live connection, ms. */
+const REOPEN_DELAY_MS = 1000;
 
 /** Most tokens one consumer of a bucket may be sent ahead: the jobs waiting for it, up to this. */
 const MAX_TOKEN_PREFETCH = 100;
@@ -48,11 +52,19 @@ export interface BucketSample {
  * its connection dies, the broker gives them all back. So is a token of a job that outlives its
  * channel: its release is then a no-op.
  *
+ * The broker may close the token channel while the connection lives (a token held past its
+ * `consumer_timeout` by a long job): the channel is re-opened on the same connection a second
+ * later, and its waiters are served there. Until then `open` is false (`/readyz` says so).
+ *
  * Lifecycle: `attach()` on every connection, `detach()` when it is gone (waiters stay and are
  * served on the next one), `close()` at stop.
  */
 export class TokenSource {
   private channel: Channel | undefined;
+  /** The connection attached last, while it lives and the source is not closed. */
+  private connection: AmqpConnection | undefined;
+  private reopening: NodeJS.Timeout | undefined;
+  private closed = false;
   private readonly lines = new Map<string, Line>();
   /** Consumer starts one after another: the channel's prefetch applies to the next consumer started. */
   private starting: Promise<unknown> = Promise.resolve();
@@ -68,12 +80,25 @@ export class TokenSource {
     private readonly observe: GrantObserver = () => undefined,
   ) {}
 
+  /** False while attached to a connection whose token channel is down (being re-opened). */
+  get open(): boolean {
+    return this.connection === undefined || this.channel !== undefined;
+  }
+
   async attach(connection: AmqpConnection): Promise<void> {
+    clearTimeout(this.reopening);
+    this.connection = connection;
     const channel = await connection.createChannel();
     channel.on('error', (err: Error) => this.log.warn('flow token channel error', { err: err.message }));
     channel.on('close', () => {
-      if (this.channel === channel) this.detach();
+      if (this.channel !== channel) return;
+      this.forget();
+      this.reopenLater(connection);
     });
+    if (this.closed || this.connection !== connection) {
+      await channel.close().catch(() => undefined);
+      return;
+    }
     this.channel = channel;
     for (const line of this.lines.values()) {
       // Declared (and sized) again on every connection: a broker that restarted may not have them.
@@ -82,8 +107,32 @@ export class TokenSource {
     }
   }
 
-  /** The channel is gone, and the tokens with it: lines consume again on the next attach. */
+  /** The connection is gone, and the tokens with it: lines consume again on the next attach. */
   detach(): void {
+    clearTimeout(this.reopening);
+    this.connection = undefined;
+    this.forget();
+  }
+
+  /**
+   * The channel closed while its connection lives: opened again on it a second later (again
+   * and again while it fails: a token channel has nothing to declare that could keep failing).
+   */
+  private reopenLater(connection: AmqpConnection): void {
+    clearTimeout(this.reopening);
+    this.reopening = setTimeout(() => {
+      if (this.closed || this.connection !== connection || !isOpen(connection)) return;
+      this.log.warn('flow token channel closed by the broker; re-opening it');
+      this.attach(connection).catch((err: Error) => {
+        this.log.warn('flow token channel not re-opened; retrying', { err: err.message });
+        if (this.connection === connection) this.reopenLater(connection);
+      });
+    }, REOPEN_DELAY_MS);
+    this.reopening.unref();
+  }
+
+  /** The channel is gone, and the tokens with it. */
+  private forget(): void {
     this.channel = undefined;
     for (const line of this.lines.values()) {
       line.reset();
@@ -93,6 +142,9 @@ export class TokenSource {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.reopening);
+    this.connection = undefined;
     clearInterval(this.contention);
     const channel = this.channel;
     this.channel = undefined;

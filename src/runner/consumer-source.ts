@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Channel, Message } from 'amqplib';
 import { DeliveryLostError } from '../errors/errors.js';
+import { consumerTimeoutOf } from './consumer-timeout.js';
 
 /**
  * How a delivery is settled; `ConsumerSource` batches the acknowledgements. There is no requeue:
@@ -35,6 +36,17 @@ export class ConsumerSource implements Settler {
   private readonly outstandingIds: unknown[] = [];
   /** The consumer each outstanding tag came from (undefined: `basic.get`), in the same order. */
   private readonly outstandingConsumers: Array<string | undefined> = [];
+  /** When each outstanding tag arrived (epoch ms), in the same order. */
+  private readonly outstandingAt: number[] = [];
+  /** Outstanding tags whose handler started. */
+  private readonly running = new Set<number>();
+  /** The broker's consumer_timeout, ms, once it closed the channel for it (0: not said). */
+  private timeoutMs: number | undefined;
+  /**
+   * Filled in by `abandon()` after a consumer-timeout close: the message ids of the jobs that were
+   * running past the timeout, and the timeout.
+   */
+  timedOut: { ids: string[]; timeoutMs: number } | undefined;
   /** Per consumer tag, the deliveries in hand when the channel was abandoned (see `inHandAtLoss`). */
   private atLoss: Map<string | undefined, number> | undefined;
   private toAck: Message[] = [];
@@ -60,6 +72,18 @@ export class ConsumerSource implements Settler {
     this.outstanding.push(message.fields.deliveryTag);
     this.outstandingIds.push(message.properties.messageId);
     this.outstandingConsumers.push((message.fields as { consumerTag?: string }).consumerTag);
+    this.outstandingAt.push(Date.now());
+  }
+
+  /** A delivery's handler starts (a consumer-timeout close blames only jobs that ran). */
+  started(message: Message): void {
+    if (!this.closed) this.running.add(message.fields.deliveryTag);
+  }
+
+  /** The channel's 'error': a consumer-timeout close is remembered for `abandon()`. */
+  failed(err: Error): void {
+    const timeoutMs = consumerTimeoutOf(err);
+    if (timeoutMs !== undefined) this.timeoutMs = timeoutMs;
   }
 
   /**
@@ -103,7 +127,11 @@ export class ConsumerSource implements Settler {
       for (const tag of consumers) counts.set(tag, (counts.get(tag) ?? 0) + 1);
       this.atLoss = counts;
     }
+    if (this.timeoutMs !== undefined && this.timedOut === undefined)
+      this.timedOut = { ids: this.timedOutIds(this.timeoutMs), timeoutMs: this.timeoutMs };
     this.closed = true;
+    this.running.clear();
+    this.outstandingAt.length = 0;
     this.outstanding.length = 0;
     this.outstandingIds.length = 0;
     this.outstandingConsumers.length = 0;
@@ -138,6 +166,25 @@ export class ConsumerSource implements Settler {
     }
   }
 
+  /**
+   * The running jobs the broker timed out: those in hand at least the timeout (less the broker's
+   * check interval's slack); at least the oldest delivery when it was running (the one the broker
+   * named, when the timeout is not known).
+   */
+  private timedOutIds(timeoutMs: number): string[] {
+    const now = Date.now();
+    const ids: string[] = [];
+    for (let i = 0; i < this.outstanding.length; i++) {
+      if (!this.running.has(this.outstanding[i])) continue;
+      const oldest = i === 0;
+      if (oldest || (timeoutMs > 0 && now - this.outstandingAt[i] >= timeoutMs * 0.9)) {
+        const id = this.outstandingIds[i];
+        if (typeof id === 'string') ids.push(id);
+      }
+    }
+    return ids;
+  }
+
   /** Removes `tag` from the outstanding tags; false when it was not there (settled already). */
   private forget(tag: number): boolean {
     const at = upperBound(this.outstanding, tag) - 1;
@@ -145,6 +192,8 @@ export class ConsumerSource implements Settler {
     this.outstanding.splice(at, 1);
     this.outstandingIds.splice(at, 1);
     this.outstandingConsumers.splice(at, 1);
+    this.outstandingAt.splice(at, 1);
+    this.running.delete(tag);
     return true;
   }
 }

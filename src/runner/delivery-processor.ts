@@ -15,6 +15,7 @@ import type { EnqueueMiddleware } from '../stage/middleware/middleware.types.js'
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { Delivery, Outcome } from './delivery.js';
 import type { DirectiveGate } from './directive-gate.js';
+import { ConsumerTimeoutError } from './consumer-timeout.js';
 
 export interface DeliveryProcessorOptions {
   stage: StageMetadata;
@@ -31,6 +32,8 @@ export interface DeliveryProcessorOptions {
   onPublished?: (output: string) => void;
   /** True when this process itself lost the delivery with a channel (see LossLedger): not a crash. */
   forgive?: (messageId: unknown) => boolean;
+  /** The broker's consumer_timeout (ms, 0: not known) when this process saw it time out this job's last attempt (see LossLedger). */
+  timedOut?: (messageId: unknown) => number | undefined;
   /** With `security.tenantUsers`: who may publish jobs for the job's tenant. */
   publisherCheck?: PublisherCheck;
   /** Batch and tenant directives (cancel, pause): consulted after admission, before the handler. */
@@ -122,6 +125,7 @@ export class DeliveryProcessor {
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
     delivery.permit?.start();
+    delivery.source.started(delivery.message);
     // A remote stage's job starts when a worker claims it (StageMetadata.remote).
     if (stage.remote !== true) this.options.onStarted?.(job);
     const began = performance.now();
@@ -170,6 +174,9 @@ export class DeliveryProcessor {
           stage.input,
         );
       }
+      const timedOutMs = isRedelivery(delivery) ? this.options.timedOut?.(delivery.message.properties.messageId) : undefined;
+      // Run again, it would meet the broker's timeout again, and again.
+      if (timedOutMs !== undefined) throw new ConsumerTimeoutError(job.attempt, timedOutMs);
       if (isRedelivery(delivery) && !this.options.forgive?.(delivery.message.properties.messageId)) {
         // Stagecoach never requeues a delivery itself (see Settler): a redelivered one was in
         // the hands of a process that died or lost its channel (this process, when healthy,

@@ -34,6 +34,8 @@ const MAX_ENTRIES = 100_000;
  */
 export class LossLedger {
   private readonly lost = new Map<string, number>();
+  /** Jobs whose attempt the broker timed out (consumer_timeout), with the timeout, ms. */
+  private readonly timedOut = new Map<string, { at: number; timeoutMs: number }>();
   /** Per queue: deliveries the broker may have sent into a lost channel that never arrived. */
   private readonly unseen = new Map<string, { count: number; at: number }>();
 
@@ -47,7 +49,12 @@ export class LossLedger {
    * A channel just closed: the deliveries in hand on it (by message id), and per queue how many
    * more the broker may have sent it that never arrived.
    */
-  record(messageIds: readonly string[], unseen?: ReadonlyMap<string, number>): void {
+  record(
+    messageIds: readonly string[],
+    unseen?: ReadonlyMap<string, number>,
+    timedOut?: { readonly ids: readonly string[]; readonly timeoutMs: number },
+  ): void {
+    if (timedOut !== undefined) this.recordTimedOut(timedOut.ids, timedOut.timeoutMs);
     if ((messageIds.length === 0 && (unseen === undefined || unseen.size === 0)) || this.watch.stalledWithin(this.stallWindowMs)) return;
     const now = Date.now();
     this.expire(now);
@@ -76,9 +83,29 @@ export class LossLedger {
     if (--head.count === 0) this.unseen.delete(queue);
   }
 
-  /** True once for a delivery recorded as lost: its redelivery is not a crash. */
+  /**
+   * Jobs that were running when the broker closed their channel for its `consumer_timeout`: their
+   * redelivery is dead-lettered (ConsumerTimeoutError), not run again, whatever the loop did.
+   */
+  recordTimedOut(messageIds: readonly string[], timeoutMs: number): void {
+    const now = Date.now();
+    for (const [id, entry] of this.timedOut) if (now - entry.at >= REMEMBER_MS) this.timedOut.delete(id);
+    for (const id of messageIds) if (this.timedOut.size < MAX_ENTRIES) this.timedOut.set(id, { at: now, timeoutMs });
+  }
+
+  /** Once for a job recorded as timed out by the broker: the timeout it met, ms (0: not known). */
+  timedOutBy(messageId: unknown): number | undefined {
+    if (typeof messageId !== 'string' || this.timedOut.size === 0) return undefined;
+    const entry = this.timedOut.get(messageId);
+    if (entry === undefined) return undefined;
+    this.timedOut.delete(messageId);
+    this.lost.delete(messageId);
+    return Date.now() - entry.at < REMEMBER_MS ? entry.timeoutMs : undefined;
+  }
+
+  /** True once for a delivery recorded as lost: its redelivery is not a crash (a job the broker timed out never is). */
   forgive(messageId: unknown): boolean {
-    if (typeof messageId !== 'string' || this.lost.size === 0) return false;
+    if (typeof messageId !== 'string' || this.timedOut.has(messageId) || this.lost.size === 0) return false;
     const at = this.lost.get(messageId);
     if (at === undefined) return false;
     this.lost.delete(messageId);

@@ -62,7 +62,7 @@ export interface SharedChannelOptions {
   log: Logger;
   onFatal(err: Error): void;
   /** Told what was in hand when a generation closed (see LossLedger). */
-  lost(messageIds: string[]): void;
+  lost(messageIds: string[], timedOut?: ConsumerSource['timedOut']): void;
 }
 
 /**
@@ -129,10 +129,13 @@ export class SharedChannel {
   private async openLink(connection: AmqpConnection, lost: (reason: string) => void): Promise<SharedLink> {
     const channel = await connection.createChannel();
     const link = new SharedLink(channel);
-    channel.on('error', (err: Error) => this.options.log.error('shared channel error', { channel: this.options.name, err: err.message }));
+    channel.on('error', (err: Error) => {
+      link.source.failed(err);
+      this.options.log.error('shared channel error', { channel: this.options.name, err: err.message });
+    });
     channel.on('close', () => {
       const expected = link.source.closed;
-      this.options.lost(link.source.abandon());
+      this.options.lost(link.source.abandon(), link.source.timedOut);
       for (const member of [...this.members]) member.linkClosed(link);
       if (!expected) lost('shared channel closed');
     });

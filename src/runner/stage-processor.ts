@@ -53,6 +53,7 @@ export function createStageProcessor(options: StageRunnerOptions, parts: StagePr
     log,
     onPublished: (output) => parts.metrics.published(output),
     forgive: (messageId) => resources.ledger.forgive(messageId),
+    timedOut: (messageId) => resources.ledger.timedOutBy(messageId),
     ...(config.security.tenantUsers ? { publisherCheck: new PublisherCheck(identitiesOf(config), tenant) } : {}),
     directives: resources.directives,
     track: (record) => publishRecord(healingPublisher(resources.publishers), tracking, record),

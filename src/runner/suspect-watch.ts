@@ -59,7 +59,7 @@ export interface SuspectWatchOptions {
    * Told what was in hand when the channel closed, and per queue how many more the broker may
    * have sent into it that never arrived (see LossLedger).
    */
-  lost(messageIds: string[], unseen?: ReadonlyMap<string, number>): void;
+  lost(messageIds: string[], unseen?: ReadonlyMap<string, number>, timedOut?: ConsumerSource['timedOut']): void;
   /** Told of every suspect as it arrives (see LossLedger.arrived). */
   arrived(queue: string, message: GetMessage): void;
   /** Between looks, read at each (a pooled process spreads its tenants' looks thinner as it grows). @defaultValue DEFAULT_SUSPECT_CHECK_MS */
@@ -289,10 +289,13 @@ export class SuspectWatch implements LinkMember {
     if (healing) await this.options.declare(connection);
     const channel = await connection.createChannel();
     const suspects: SuspectChannel = { channel, source: new ConsumerSource(channel) };
-    channel.on('error', (err: Error) => this.options.log.error('suspect channel error', { queue: this.options.queue, err: err.message }));
+    channel.on('error', (err: Error) => {
+      suspects.source.failed(err);
+      this.options.log.error('suspect channel error', { queue: this.options.queue, err: err.message });
+    });
     channel.on('close', () => {
       const expected = suspects.source.closed;
-      this.options.lost(suspects.source.abandon(), this.getting ? this.unseenGet() : undefined);
+      this.options.lost(suspects.source.abandon(), this.getting ? this.unseenGet() : undefined, suspects.source.timedOut);
       if (!expected) lost('suspect channel closed');
     });
     return suspects;

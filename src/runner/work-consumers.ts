@@ -27,7 +27,7 @@ export interface WorkConsumersOptions {
    * Told what was in hand when the channel closed, and per queue how many more deliveries the
    * broker may have sent into it that never arrived (see LossLedger).
    */
-  lost(messageIds: string[], unseen?: ReadonlyMap<string, number>): void;
+  lost(messageIds: string[], unseen?: ReadonlyMap<string, number>, timedOut?: ConsumerSource['timedOut']): void;
   /** Told of every delivery as it arrives, in the broker's order (see LossLedger.arrived). */
   arrived(queue: string, message: ConsumeMessage): void;
   /**
@@ -218,14 +218,15 @@ export class WorkConsumers implements LinkMember {
     if (healing) await this.options.declare(connection);
     const channel = await connection.createChannel();
     const work: WorkChannel = { channel, source: new ConsumerSource(channel), consumers: new Map() };
-    channel.on('error', (err: Error) =>
-      this.options.log.error('work channel error', { queue: this.options.queues.main, err: err.message }),
-    );
+    channel.on('error', (err: Error) => {
+      work.source.failed(err);
+      this.options.log.error('work channel error', { queue: this.options.queues.main, err: err.message });
+    });
     channel.on('close', () => {
       const expected = work.source.closed;
       const inHand = work.source.abandon();
       // Closed on purpose, its consumers were cancelled first: nothing was left on the way.
-      this.options.lost(inHand, expected ? undefined : this.unseen(work));
+      this.options.lost(inHand, expected ? undefined : this.unseen(work), work.source.timedOut);
       work.consumers.clear();
       this.options.abandon(work.source);
       if (!expected) lost('work channel closed');

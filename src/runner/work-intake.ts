@@ -7,6 +7,7 @@ import { Dispatcher, type DispatcherOptions } from './dispatcher.js';
 import type { RunnerResources } from './runner-resources.js';
 import { SuspectWatch } from './suspect-watch.js';
 import { WorkConsumers } from './work-consumers.js';
+import type { ConsumerSource } from './consumer-source.js';
 
 export interface WorkIntakeOptions {
   /** The physical queues: `main` and `due` consumed, `suspect` watched. */
@@ -42,7 +43,8 @@ export class WorkIntake {
 
   constructor(private readonly options: WorkIntakeOptions) {
     const { queues, resources, decision, log, onFatal } = options;
-    const lost = (ids: string[], unseen?: ReadonlyMap<string, number>): void => resources.ledger.record(ids, unseen);
+    const lost = (ids: string[], unseen?: ReadonlyMap<string, number>, timedOut?: ConsumerSource['timedOut']): void =>
+      resources.ledger.record(ids, unseen, timedOut);
     const arrived = (queue: string, message: Delivery['message']): void =>
       resources.ledger.arrived(queue, message.properties.messageId, isRedelivery({ message }));
     const declare = (connection: AmqpConnection): Promise<void> => resources.declare(connection);

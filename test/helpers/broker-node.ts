@@ -57,6 +57,11 @@ export interface BrokerNodeOptions {
   plugins?: string[];
   /** Extra `rabbitmq.conf` lines, key = value. */
   config?: Record<string, string | number | boolean>;
+  /**
+   * `advanced.config` (Erlang terms), for settings `rabbitmq.conf` has no key for, e.g.
+   * `[{rabbit, [{channel_tick_interval, 500}]}].` (how often a channel checks its consumer_timeout).
+   */
+  advancedConfig?: string;
   /** Bound on boot until an AMQP connection succeeds. @defaultValue 60 s */
   startTimeoutMs?: number;
   /**
@@ -146,7 +151,7 @@ export class BrokerNode {
     );
     if (!node.keep) node.watch();
     try {
-      await node.prepare(plugins, options.config ?? {});
+      await node.prepare(plugins, options.config ?? {}, options.advancedConfig);
       await node.boot();
     } catch (err) {
       await node.remove().catch(() => undefined);
@@ -293,7 +298,7 @@ export class BrokerNode {
     };
   }
 
-  private async prepare(plugins: string[], extra: Record<string, string | number | boolean>): Promise<void> {
+  private async prepare(plugins: string[], extra: Record<string, string | number | boolean>, advanced?: string): Promise<void> {
     await mkdir(path.join(this.dir, 'mnesia'), { recursive: true });
     await mkdir(path.join(this.dir, 'log'), { recursive: true });
     const conf: Record<string, string | number | boolean> = {
@@ -311,6 +316,7 @@ export class BrokerNode {
         .join(''),
     );
     await writeFile(path.join(this.dir, 'enabled_plugins'), `[${plugins.join(',')}].\n`);
+    await writeFile(path.join(this.dir, 'advanced.config'), advanced ?? '[].\n');
     // Read by the server scripts too: the same settings, so that the directory says how the node runs.
     await writeFile(
       path.join(this.dir, 'rabbitmq-env.conf'),
@@ -322,7 +328,7 @@ export class BrokerNode {
     if (process.getuid?.() === 0) {
       const uid = Number((await run('id', ['-u', 'rabbitmq'])).stdout.trim());
       const gid = Number((await run('id', ['-g', 'rabbitmq'])).stdout.trim());
-      for (const entry of ['', 'mnesia', 'log', 'rabbitmq.conf', 'enabled_plugins', 'rabbitmq-env.conf']) {
+      for (const entry of ['', 'mnesia', 'log', 'rabbitmq.conf', 'advanced.config', 'enabled_plugins', 'rabbitmq-env.conf']) {
         await chown(path.join(this.dir, entry), uid, gid);
       }
     }

@@ -75,7 +75,12 @@ export class TenantPool {
       open: (connection, lost) => ConfirmPublisher.open(connection, () => lost('publisher channel closed'), options.onQueueFull),
       close: (publisher) => publisher.close(),
     });
-    this.suspects = new SharedChannel({ name: 'suspect', log, onFatal, lost: (ids) => options.ledger.record(ids) });
+    this.suspects = new SharedChannel({
+      name: 'suspect',
+      log,
+      onFatal,
+      lost: (ids, timedOut) => options.ledger.record(ids, undefined, timedOut),
+    });
   }
 
   /** Channels open now: publisher, suspects, work. */
@@ -194,7 +199,12 @@ export class TenantPool {
       return least;
     }
     const { log, onFatal, ledger } = this.options;
-    const channel = new SharedChannel({ name: `work-${this.work.length + 1}`, log, onFatal, lost: (ids) => ledger.record(ids) });
+    const channel = new SharedChannel({
+      name: `work-${this.work.length + 1}`,
+      log,
+      onFatal,
+      lost: (ids, timedOut) => ledger.record(ids, undefined, timedOut),
+    });
     this.work.push(channel);
     this.assigned.set(channel, 1);
     // A tenant added while connected: its channel opens now, and the runner joins it when it attaches.
