@@ -6,6 +6,7 @@ import { pushBatch, pushJob } from './push-handlers.js';
 import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
 import { listEvents } from './event-handlers.js';
+import { queueStats } from './queue-stats-handler.js';
 import { deleteCron, getCron, listCrons, registerCron, toggleCron, triggerCron } from './cron-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
@@ -38,6 +39,7 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'GET', path: '/ojs/v1/dead-letter', mutating: false, access: 'tenant', handle: bind(listDeadLetter) },
     { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, access: 'tenant', handle: bind(retryDeadLetter) },
     { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, access: 'tenant', handle: bind(deleteDeadLetter) },
+    { method: 'GET', path: '/ojs/v1/queues/{name}/stats', mutating: false, access: 'tenant', handle: bind(queueStats) },
     { method: 'GET', path: '/ojs/v1/events', mutating: false, access: 'tenant', handle: bind(listEvents) },
     { method: 'POST', path: '/ojs/v1/workflows', mutating: true, access: 'tenant', handle: bind(createWorkflow) },
     { method: 'GET', path: '/ojs/v1/workflows', mutating: false, access: 'tenant', handle: bind(listWorkflows) },
