@@ -7,6 +7,7 @@ import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
 import { listEvents } from './event-handlers.js';
 import { queueStats } from './queue-stats-handler.js';
+import { getProgress, putProgress } from './progress-handlers.js';
 import { deleteCron, getCron, listCrons, registerCron, toggleCron, triggerCron } from './cron-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
@@ -30,6 +31,8 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, access: 'tenant', handle: bind(jobInfo) },
     { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, access: 'tenant', handle: bind(jobCancel) },
     { method: 'POST', path: '/ojs/v1/jobs/{id}/activate', mutating: true, access: 'tenant', handle: bind(jobActivate) },
+    { method: 'PUT', path: '/ojs/v1/jobs/{id}/progress', mutating: true, access: 'tenant', handle: bind(putProgress) },
+    { method: 'GET', path: '/ojs/v1/jobs/{id}/progress', mutating: false, access: 'tenant', handle: bind(getProgress) },
     // `job status --json`'s view of a job (the dashboard's), beside the binding's INFO.
     { method: 'GET', path: '/ojs/v1/jobs/{id}/status', mutating: false, access: 'tenant', handle: bind(jobStatus) },
     { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, access: 'tenant', handle: bind(fetchJobs) },
