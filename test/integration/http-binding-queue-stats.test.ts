@@ -80,6 +80,23 @@ describe('the HTTP binding: queue statistics and a push rate limit', function ()
     expect((await ojs(base, 'GET', '/ojs/v1/queues/both/stats', undefined, { ...acme, tenant: 'globex' })).status).to.equal(403);
   });
 
+  it("a tenant's statistics: its jobs over every queue, for its own token and the admin, never another tenant's token", async () => {
+    const acme = { token: tenantToken(TOKEN, project.config.prefix, 'acme') };
+    const globex = { token: tenantToken(TOKEN, project.config.prefix, 'globex') };
+    const before = (await ojs(base, 'GET', '/ojs/v1/admin/tenants/acme/stats', undefined, acme)).body;
+    await push('both', 10, {}, acme);
+    await push('both', 11, {}, acme);
+    const own = await ojs(base, 'GET', '/ojs/v1/admin/tenants/acme/stats', undefined, acme);
+    expect(own.status, JSON.stringify(own.body)).to.equal(200);
+    expect(own.body).to.include({ tenant_id: 'acme', total_jobs: (before.total_jobs as number) + 2 });
+    expect(own.body.available).to.equal((before.available as number) + 2);
+    const byAdmin = await ojs(base, 'GET', '/ojs/v1/admin/tenants/acme/stats');
+    expect(byAdmin.body.total_jobs).to.equal(own.body.total_jobs);
+    // The tenant boundary: another tenant's token learns nothing, not even that the tenant exists.
+    expect((await ojs(base, 'GET', '/ojs/v1/admin/tenants/acme/stats', undefined, globex)).status).to.equal(404);
+    expect((await ojs(base, 'GET', '/ojs/v1/admin/tenants/globex/stats', undefined, acme)).status).to.equal(404);
+  });
+
   it('options.rate_limit max_per_second hands a worker one job a second', async () => {
     for (const n of [1, 2, 3]) await push('limited', n, { rate_limit: { max_per_second: 1 } });
     const taken: number[] = [];

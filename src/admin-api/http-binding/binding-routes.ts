@@ -7,6 +7,7 @@ import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
 import { listEvents } from './event-handlers.js';
 import { queueStats } from './queue-stats-handler.js';
+import { tenantStats } from './tenant-stats-handler.js';
 import { getProgress, putProgress } from './progress-handlers.js';
 import { deleteCron, getCron, listCrons, registerCron, toggleCron, triggerCron } from './cron-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
@@ -54,6 +55,8 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'DELETE', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(deleteCron) },
     { method: 'PATCH', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(toggleCron) },
     { method: 'POST', path: '/ojs/v1/cron/{name}/trigger', mutating: true, access: 'tenant', handle: bind(triggerCron) },
+    // A tenant's token reads its own tenant's only (tenant-stats-handler.ts).
+    { method: 'GET', path: '/ojs/v1/admin/tenants/{id}/stats', mutating: false, access: 'tenant', handle: bind(tenantStats) },
     // An operator's: the admin token only.
     { method: 'GET', path: '/ojs/v1/admin/workers', mutating: false, handle: bind(listWorkers) },
     { method: 'POST', path: '/ojs/v1/admin/workers/{id}/quiet', mutating: true, handle: bind(orderWorker('quiet')) },

@@ -34,7 +34,7 @@ export interface QueueCounts {
 export async function queueStats(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const name = queueName(request.params);
   const tenant = tenantOf(request);
-  const counts = await countQueue(ctx, request, name, tenant);
+  const counts = await countJobs(ctx, request, { queue: name, tenant });
   return {
     status: 200,
     body: {
@@ -47,12 +47,11 @@ export async function queueStats(ctx: BindingContext, request: ApiRequest): Prom
   };
 }
 
-/** Counts a queue's (one tenant's) tracked jobs, page by page. */
-export async function countQueue(
+/** Counts the tracked jobs of a queue, of a tenant, or of both, page by page (as the caller may see them). */
+export async function countJobs(
   ctx: BindingContext,
   request: ApiRequest,
-  queue: string,
-  tenant: string | undefined,
+  { queue, tenant }: { queue?: string | undefined; tenant?: string | undefined },
 ): Promise<QueueCounts> {
   const store = visibleJobs(await ctx.admin.jobs(), request);
   const now = Date.now();
@@ -87,7 +86,7 @@ export async function countQueue(
   let cursor: string | undefined;
   do {
     const page = await store.list(
-      { queue, ...(tenant === undefined ? {} : { tenant }) },
+      { ...(queue === undefined ? {} : { queue }), ...(tenant === undefined ? {} : { tenant }) },
       { limit: MAX_JOB_PAGE, ...(cursor === undefined ? {} : { cursor }) },
     );
     for (const row of page.jobs) {
@@ -100,7 +99,7 @@ export async function countQueue(
   // Pushed here a moment ago, not folded into the store yet: waiting (PUSH answered it so).
   for (const pushed of ctx.envelopes.values()) {
     const { job } = pushed;
-    if (seen.has(job.id) || job.queue !== queue || (tenant !== undefined && job.tenant !== tenant)) continue;
+    if (seen.has(job.id) || (queue !== undefined && job.queue !== queue) || (tenant !== undefined && job.tenant !== tenant)) continue;
     if (request.caller?.kind === 'tenant' && job.tenant !== request.caller.tenant) continue;
     if (ctx.board.claimOf(job.id) !== undefined) count('active', undefined);
     else if (pushed.pending === true) count('pending', undefined);
