@@ -5,6 +5,7 @@ import { EnvelopeCache } from './envelope-cache.js';
 import { RemoteStages } from './remote-stages.js';
 import { RetryTimes } from './retry-times.js';
 import { EventLog } from './event-log.js';
+import { ProgressBoard } from './job-progress.js';
 import { WorkerDirectory } from './worker-directory.js';
 import { EventPublisher } from '../../events/event-publisher.js';
 import type { EventSink } from '../../events/job-events.js';
@@ -23,6 +24,8 @@ export interface BindingContext {
   remote: RemoteStages;
   /** When the retries those runners scheduled come back. */
   retries: RetryTimes;
+  /** The progress HTTP workers reported for the jobs they hold. */
+  progress: ProgressBoard;
   /** The HTTP workers seen, and the state operators want of each. */
   workers: WorkerDirectory;
   /** The events of the prefix this server has read (`GET /ojs/v1/events`). */
@@ -64,6 +67,7 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
     remote,
     retries,
     workers: new WorkerDirectory(),
+    progress: new ProgressBoard(),
     events,
     publishEvent,
     testReset: options.testReset,
