@@ -7,7 +7,8 @@ import type { Logger } from '../logging/logger.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Delivery } from './delivery.js';
 import type { RunnerCounts } from './runner-stats.js';
-import type { Route, Settled } from './settlement-route.js';
+import type { Route } from './settlement-route.js';
+import { assertNever, type Settled, type SettledResult } from './settlement-result.js';
 
 export interface AfterSettleOptions {
   log: Logger;
@@ -46,12 +47,12 @@ export class AfterSettle {
    * The end of a completion whose emits (and report) are confirmed: acknowledged, then its
    * payload deleted, then counted (and evented). The hot path: no allocation, no await (events off).
    */
-  completed(delivery: Delivery, job: Job, emitted: number, seconds: number): 'acked' {
+  completed(delivery: Delivery, job: Job, emitted: number, seconds: number): SettledResult {
     this.ack(delivery);
     this.options.payloads?.release(delivery.message.properties.headers);
     this.options.counts.completed(seconds, emitted);
     this.options.events?.completed(job, seconds);
-    return 'acked';
+    return { kind: 'completed', settled: 'acked', job, emitted, seconds };
   }
 
   /** A handler (or an emit) failed: counted when it happens, whatever route follows. */
@@ -64,10 +65,10 @@ export class AfterSettle {
    * After a route's ConfirmLoop: what it came to, counted, logged and evented.
    * @param failed the route follows a failed attempt (Settlement.fail), not a discard without one
    */
-  settled(delivery: Delivery, route: Route, settled: Settled, failed = false): Settled {
+  settled(delivery: Delivery, route: Route, settled: Settled, failed = false): SettledResult {
     const { log, counts, events } = this.options;
     const { message } = delivery;
-    const event = route.event;
+    const event = route.result;
     switch (event.kind) {
       case 'dead-lettered':
         if (settled === 'abandoned') break;
@@ -132,8 +133,10 @@ export class AfterSettle {
       case 'given-back':
         if (settled === 'acked') counts.givenBack();
         break;
+      default:
+        return assertNever(event);
     }
-    return settled;
+    return { ...event, settled };
   }
 }
 
