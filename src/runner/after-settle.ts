@@ -19,12 +19,7 @@ export interface AfterSettleOptions {
   payloads?: PayloadOffloader;
   /** The input queue's `job.*` events; absent when its `events` is off (the default). */
   events?: JobEvents | undefined;
-  /** Told of each retry once its delivery is acknowledged (the HTTP binding's nack answer shows its time). */
-  onRetryScheduled?: RetryObserver | undefined;
 }
-
-/** A retry put on the delay ladder: the job comes back at `nextAttempt` after `delayMs`, from `at` (Date.now()). */
-export type RetryObserver = (retry: { job: Job; nextAttempt: number; delayMs: number; at: number }) => void;
 
 /**
  * What follows a settlement, around the routes rather than inside them: its counts, its log
@@ -115,7 +110,6 @@ export class AfterSettle {
           error: event.error.message,
         });
         events?.failed(event.job, event.error, true);
-        this.options.onRetryScheduled?.({ job: event.job, nextAttempt: event.nextAttempt, delayMs: event.delayMs, at: Date.now() });
         break;
       case 'suspected':
         if (settled !== 'acked') break;

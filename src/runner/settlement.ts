@@ -14,7 +14,8 @@ import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { BrokerNames } from '../topology/names.js';
 import type { JobEvents } from '../events/job-events.js';
-import { AfterSettle, type RetryObserver } from './after-settle.js';
+import { AfterSettle } from './after-settle.js';
+import { intercepted, type SettleNext, type SettlementInterceptor } from './settlement-interceptor.js';
 import { BatchReports } from './batch-reports.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import { ConfirmLoop } from './confirm-loop.js';
@@ -66,8 +67,8 @@ export interface SettlementOptions {
   payloads?: PayloadOffloader;
   /** The input queue's `job.*` events, published by the after-settle hook; absent when its `events` is off. */
   events?: JobEvents | undefined;
-  /** Told of each retry once acknowledged (AfterSettleOptions.onRetryScheduled). */
-  onRetryScheduled?: RetryObserver | undefined;
+  /** Around each settle() (StageRunnerOptions.interceptors), the first outermost. @defaultValue none */
+  interceptors?: readonly SettlementInterceptor[] | undefined;
 }
 
 const LOST: SettledResult = { kind: 'lost', settled: 'abandoned' };
@@ -109,6 +110,8 @@ export class Settlement {
   readonly tracked: boolean;
   private readonly loop: ConfirmLoop;
   private readonly after: AfterSettle;
+  /** settle() through the interceptors; undefined without any (the hot path keeps its one frame). */
+  private readonly chain: SettleNext | undefined;
 
   constructor(private readonly options: SettlementOptions) {
     const names = new BrokerNames(options.config.prefix);
@@ -130,6 +133,8 @@ export class Settlement {
       ack: (delivery) => this.after.ack(delivery),
       withReport: (publish, report, deadOnRefusal) => this.reports.withReport(publish, report, deadOnRefusal),
     });
+    const interceptors = options.interceptors ?? [];
+    this.chain = interceptors.length === 0 ? undefined : intercepted(interceptors, (call) => this.core(call.delivery, call.input));
   }
 
   /**
@@ -137,7 +142,11 @@ export class Settlement {
    * refuses the delivery to its queue's dead-letter route rather than leaving it in limbo, unless
    * the delivery's channel went meanwhile (then the broker has it again: `abandoned`).
    */
-  async settle(delivery: Delivery, outcome: SettlementInput): Promise<SettledResult> {
+  settle(delivery: Delivery, outcome: SettlementInput): Promise<SettledResult> {
+    return this.chain === undefined ? this.core(delivery, outcome) : this.chain({ delivery, input: outcome });
+  }
+
+  private async core(delivery: Delivery, outcome: SettlementInput): Promise<SettledResult> {
     // Lost with its channel (its handler aborted, or done too late): the broker delivers it
     // again, so nothing of this run is published, acknowledged or counted (see JobContext).
     if (delivery.source.closed) return this.lost(delivery, outcome);

@@ -35,6 +35,7 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     await ctx.admin.schedules.append(scheduleRecord({ kind: 'clear' }));
     ctx.envelopes.clear();
     ctx.retries.clear();
+    ctx.settlements.clear();
     ctx.events.clear();
     ctx.workers.clear();
     ctx.admin.log.warn('test reset: every job of the prefix deleted', { prefix: config.prefix, queues: queues.length, purged, forgotten });
