@@ -2,7 +2,7 @@ import { foldJob, type JobRow } from '../../job-state/job-lifecycle.js';
 import { recordableResult } from '../../job/job-result.js';
 import type { Job } from '../../job/job.types.js';
 import type { SettledResult } from '../../runner/settlement-result.js';
-import { trackingOutcome } from '../../runner/settlement-result.js';
+import { assertNever, trackingOutcome } from '../../runner/settlement-result.js';
 import type { SettleNext, SettlementCall, SettlementInterceptor } from '../../runner/settlement-interceptor.js';
 import type { SettlementOutcome } from '../../tracking/tracking-report.js';
 import { batchOf, settledReport, type ReportDetails } from '../../tracking/tracking-stream.js';
@@ -153,8 +153,14 @@ export class SettlementWaits implements SettlementInterceptor {
         return { outcome, details: { error: errorOf(result.error) } };
       case 'parked':
         return { outcome, details: { next_attempt: result.job.attempt } };
-      default:
+      case 'cancelled':
         return { outcome, details: {} };
+      case 'given-back':
+      case 'lost':
+      case 'settlement-failed':
+        return undefined;
+      default:
+        return assertNever(result);
     }
   }
 }
