@@ -50,8 +50,12 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
   // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
   const since = new Date().toISOString();
   const held = ctx.board.cancel(id);
-  if (held !== undefined)
-    return { status: 200, body: { job: bindingJobView(await waitForSettlement(ctx, id, held.job.attempt, since), pushed) } };
+  if (held !== undefined) {
+    // Settled by its runner here, not before this turn ends: the wait is registered in time.
+    const local = await ctx.settlements.wait(id, held.job.attempt, held.claim?.at);
+    const row = local?.row ?? (await waitForSettlement(ctx, id, held.job.attempt, since));
+    return { status: 200, body: { job: bindingJobView(row, pushed) } };
+  }
   if (row === undefined) throw unknownJob(id);
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();

@@ -9,7 +9,7 @@ import { TenantRequiredError, StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { Logger } from '../../logging/logger.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
-import type { RetryObserver } from '../../runner/after-settle.js';
+import type { SettlementInterceptor } from '../../runner/settlement-interceptor.js';
 import type { EventSink } from '../../events/job-events.js';
 import { StageRunner } from '../../runner/stage-runner.js';
 import { DirectiveGate } from '../../runner/directive-gate.js';
@@ -60,7 +60,7 @@ export class RemoteStages {
     private readonly loadConfig: () => Promise<CompiledConfig>,
     private readonly board: ClaimBoard,
     private readonly log: Logger,
-    private readonly onRetryScheduled?: RetryObserver,
+    private readonly interceptors: readonly SettlementInterceptor[] = [],
     /** Where the runners publish the `job.*` events of queues with `events: true`. */
     private readonly events?: EventSink,
     /** Unconfigured queues one tenant's token may make this server hold (AdminServerLimits.queuesPerTenant). */
@@ -256,7 +256,7 @@ export class RemoteStages {
       payloads,
       directives,
       flow,
-      ...(this.onRetryScheduled === undefined ? {} : { onRetryScheduled: this.onRetryScheduled }),
+      interceptors: this.interceptors,
       ...(this.events === undefined ? {} : { events: this.events }),
     });
     runner.on('fatal', (err: Error) => {

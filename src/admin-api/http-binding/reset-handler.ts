@@ -35,6 +35,7 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     await ctx.admin.schedules.append(scheduleRecord({ kind: 'clear' }));
     ctx.envelopes.clear();
     ctx.retries.clear();
+    ctx.settlements.clear();
     ctx.events.clear();
     ctx.workers.clear();
     ctx.progress.clear();
