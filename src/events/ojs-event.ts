@@ -27,6 +27,8 @@ export const EVENT_TYPES = [
   'job.failed',
   'job.discarded',
   'job.cancelled',
+  // An HTTP worker's progress report (spec/ojs-progress.md 11.1; docs/http-binding.md).
+  'progress.updated',
   // Workflows (spec/ojs-workflows.md appendix B; docs/workflows.md), from the holder of the workflow lock.
   'workflow.started',
   'workflow.completed',

@@ -109,7 +109,7 @@ export class Publisher {
       payloads,
       options.payloads === undefined,
       enqueue,
-      new RouteWatch(connection, config.prefix, log),
+      new RouteWatch(connection, config, log),
     );
   }
 

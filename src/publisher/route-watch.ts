@@ -1,4 +1,6 @@
 import type { AmqpConnection } from '../broker/amqp-connection.js';
+import type { CompiledConfig } from '../config/config.types.js';
+import { queueFor } from '../config/queue-resolver.js';
 import { UnroutableJobError, type UnroutableReason } from '../errors/errors.js';
 import { FlagChannel } from '../flags/flag-channel.js';
 import type { Job } from '../job/job.types.js';
@@ -11,7 +13,8 @@ import { BrokerNames } from '../topology/names.js';
  * never returned to a `mandatory` publisher. So the route the job takes is checked with passive
  * declares: the tenant's exchange (a tenant never provisioned has none), the
  * physical queue (a queue no stage declared does not exist) and the queue's drain flag (a draining
- * queue's entry is cut). The check runs while the job is on its way (its answer is awaited with
+ * queue's entry is cut). A shared queue is one physical queue whatever tenant its jobs carry, as
+ * the router sends them (job-router.ts): no tenant exchange is on its way. The check runs while the job is on its way (its answer is awaited with
  * the confirm), and jobs to one route published while a check of it runs share that check, so a
  * stream of jobs costs one check at a time per route, not one per job. Nothing is remembered: a
  * queue drained a moment ago is reported for the next job. A check that fails for another reason
@@ -24,22 +27,23 @@ export class RouteWatch {
 
   constructor(
     private readonly connection: AmqpConnection,
-    prefix: string,
+    private readonly config: CompiledConfig,
     private readonly log: Logger,
   ) {
-    this.names = new BrokerNames(prefix);
+    this.names = new BrokerNames(config.prefix);
   }
 
   /** @throws UnroutableJobError when the job's route is closed: it is in the unroutable queue. */
   async check(job: Job): Promise<void> {
-    const key = job.tenant === undefined ? job.queue : `${job.queue}/${job.tenant}`;
+    const tenant = queueFor(this.config, job.queue).scope === 'shared' ? undefined : job.tenant;
+    const key = tenant === undefined ? job.queue : `${job.queue}/${tenant}`;
     let checking = this.checking.get(key);
     if (checking === undefined) {
-      checking = this.closedBecause(job.queue, job.tenant).finally(() => this.checking.delete(key));
+      checking = this.closedBecause(job.queue, tenant).finally(() => this.checking.delete(key));
       this.checking.set(key, checking);
     }
     const reason = await checking;
-    if (reason !== undefined) throw new UnroutableJobError(job.id, job.queue, job.tenant, reason);
+    if (reason !== undefined) throw new UnroutableJobError(job.id, job.queue, tenant, reason);
   }
 
   async close(): Promise<void> {

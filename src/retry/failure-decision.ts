@@ -3,10 +3,14 @@ import { StagecoachError } from '../errors/errors.js';
 import { DeadLetterJob, DiscardJob, RetryJob } from './handler-outcomes.js';
 import { isNonRetryable, retryDelayMs } from './retry-policy.js';
 
+/**
+ * What a retry policy decides for a failed attempt: named by the settlement result it leads to
+ * (SettlementResult, src/runner/settlement-result.ts, which checks that each kind is one of its own).
+ */
 export type FailureDecision =
-  | { action: 'retry'; nextAttempt: number; delayMs: number }
-  | { action: 'dead_letter'; exhausted: boolean }
-  | { action: 'discard'; exhausted: boolean };
+  | { kind: 'retried'; nextAttempt: number; delayMs: number }
+  | { kind: 'dead-lettered'; exhausted: boolean }
+  | { kind: 'discarded'; exhausted: boolean };
 
 /** Failures no retry can mend: the job or the code is wrong, not the weather. */
 const NEVER_RETRIED = new Set([
@@ -32,14 +36,14 @@ export function decideFailure(
   thrown: unknown,
   random = Math.random(),
 ): FailureDecision {
-  if (thrown instanceof DiscardJob) return { action: 'discard', exhausted: false };
+  if (thrown instanceof DiscardJob) return { kind: 'discarded', exhausted: false };
   const code = thrown instanceof StagecoachError ? thrown.code : undefined;
   if (thrown instanceof DeadLetterJob || (code !== undefined && NEVER_RETRIED.has(code)) || isNonRetryable(policy, error.type)) {
-    return { action: 'dead_letter', exhausted: false };
+    return { kind: 'dead-lettered', exhausted: false };
   }
   if (attempt >= policy.max_attempts) {
-    return { action: policy.on_exhaustion === 'discard' ? 'discard' : 'dead_letter', exhausted: true };
+    return policy.on_exhaustion === 'discard' ? { kind: 'discarded', exhausted: true } : { kind: 'dead-lettered', exhausted: true };
   }
   const delayMs = thrown instanceof RetryJob && thrown.delayMs !== undefined ? thrown.delayMs : retryDelayMs(policy, attempt, random);
-  return { action: 'retry', nextAttempt: attempt + 1, delayMs };
+  return { kind: 'retried', nextAttempt: attempt + 1, delayMs };
 }

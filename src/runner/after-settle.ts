@@ -7,7 +7,8 @@ import type { Logger } from '../logging/logger.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Delivery } from './delivery.js';
 import type { RunnerCounts } from './runner-stats.js';
-import type { Route, Settled } from './settlement-route.js';
+import type { Route } from './settlement-route.js';
+import { assertNever, type Settled, type SettledResult } from './settlement-result.js';
 
 export interface AfterSettleOptions {
   log: Logger;
@@ -18,12 +19,7 @@ export interface AfterSettleOptions {
   payloads?: PayloadOffloader;
   /** The input queue's `job.*` events; absent when its `events` is off (the default). */
   events?: JobEvents | undefined;
-  /** Told of each retry once its delivery is acknowledged (the HTTP binding's nack answer shows its time). */
-  onRetryScheduled?: RetryObserver | undefined;
 }
-
-/** A retry put on the delay ladder: the job comes back at `nextAttempt` after `delayMs`, from `at` (Date.now()). */
-export type RetryObserver = (retry: { job: Job; nextAttempt: number; delayMs: number; at: number }) => void;
 
 /**
  * What follows a settlement, around the routes rather than inside them: its counts, its log
@@ -46,12 +42,12 @@ export class AfterSettle {
    * The end of a completion whose emits (and report) are confirmed: acknowledged, then its
    * payload deleted, then counted (and evented). The hot path: no allocation, no await (events off).
    */
-  completed(delivery: Delivery, job: Job, emitted: number, seconds: number): 'acked' {
+  completed(delivery: Delivery, job: Job, emitted: number, seconds: number): SettledResult {
     this.ack(delivery);
     this.options.payloads?.release(delivery.message.properties.headers);
     this.options.counts.completed(seconds, emitted);
     this.options.events?.completed(job, seconds);
-    return 'acked';
+    return { kind: 'completed', settled: 'acked', job, emitted, seconds };
   }
 
   /** A handler (or an emit) failed: counted when it happens, whatever route follows. */
@@ -64,10 +60,10 @@ export class AfterSettle {
    * After a route's ConfirmLoop: what it came to, counted, logged and evented.
    * @param failed the route follows a failed attempt (Settlement.fail), not a discard without one
    */
-  settled(delivery: Delivery, route: Route, settled: Settled, failed = false): Settled {
+  settled(delivery: Delivery, route: Route, settled: Settled, failed = false): SettledResult {
     const { log, counts, events } = this.options;
     const { message } = delivery;
-    const event = route.event;
+    const event = route.result;
     switch (event.kind) {
       case 'dead-lettered':
         if (settled === 'abandoned') break;
@@ -114,7 +110,6 @@ export class AfterSettle {
           error: event.error.message,
         });
         events?.failed(event.job, event.error, true);
-        this.options.onRetryScheduled?.({ job: event.job, nextAttempt: event.nextAttempt, delayMs: event.delayMs, at: Date.now() });
         break;
       case 'suspected':
         if (settled !== 'acked') break;
@@ -132,8 +127,10 @@ export class AfterSettle {
       case 'given-back':
         if (settled === 'acked') counts.givenBack();
         break;
+      default:
+        return assertNever(event);
     }
-    return settled;
+    return { ...event, settled };
   }
 }
 

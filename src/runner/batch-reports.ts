@@ -15,8 +15,8 @@ import type { Job, JobError } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import type { Publish } from './confirm-loop.js';
-import type { Delivery, Outcome } from './delivery.js';
-import type { RouteEvent } from './settlement-route.js';
+import type { Delivery, SettlementInput } from './delivery.js';
+import { assertNever, type RouteResult } from './settlement-result.js';
 
 export interface BatchReportsOptions {
   publishers: ChannelSupervisor<ConfirmPublisher>;
@@ -114,7 +114,7 @@ export class BatchReports {
    * a retraction, unsent children) from the outcome that led to the route. A hand-back's report
    * is made by the completion it undoes (see Settlement.giveBack).
    */
-  forRoute(event: RouteEvent, details: ReportDetails | undefined): SettledReport | undefined {
+  forRoute(event: RouteResult, details: ReportDetails | undefined): SettledReport | undefined {
     switch (event.kind) {
       case 'retried':
         return details === undefined ? undefined : this.of(event.job, 'retrying', { ...details, next_attempt: event.nextAttempt });
@@ -138,6 +138,8 @@ export class BatchReports {
         return this.of(event.job, 'suspect', { next_attempt: event.nextAttempt, error: event.error });
       case 'given-back':
         return undefined;
+      default:
+        return assertNever(event);
     }
   }
 
@@ -187,7 +189,7 @@ export class BatchReports {
    * on. What it cannot know: whether a `completed` report of this settlement was already
    * confirmed; if so the tracker keeps the first final report and counts a conflict.
    */
-  async rejected(delivery: Delivery, outcome: Outcome, err: unknown): Promise<void> {
+  async rejected(delivery: Delivery, outcome: SettlementInput, err: unknown): Promise<void> {
     const { log, place } = this.options;
     const job = outcome.job ?? (outcome.kind === 'failed' ? outcome.refused : undefined);
     const batch = batchOf(job);

@@ -13,7 +13,7 @@ import { hasExpired, JobExpiredError } from '../retry/handler-outcomes.js';
 import { JobContext, type UniqueEnqueue } from '../stage/job-context.js';
 import type { EnqueueMiddleware } from '../stage/middleware/middleware.types.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
-import type { Delivery, Outcome } from './delivery.js';
+import type { Delivery, SettlementInput } from './delivery.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ConsumerTimeoutError } from './consumer-timeout.js';
 
@@ -55,7 +55,7 @@ export interface DeliveryProcessorOptions {
 }
 
 /**
- * Takes one delivery from the wire to an {@link Outcome}: decodes it, admits it (its validated
+ * Takes one delivery from the wire to an {@link SettlementInput}: decodes it, admits it (its validated
  * publisher may act for its tenant, its tenant is the queue's, its type is the stage's, it is
  * not a crash redelivery), asks its batch's and tenant's directives (cancelled, paused), runs the handler under
  * its timeout and trace span. It never settles anything and never rejects: what happens to the
@@ -64,7 +64,7 @@ export interface DeliveryProcessorOptions {
 export class DeliveryProcessor {
   constructor(private readonly options: DeliveryProcessorOptions) {}
 
-  async run(delivery: Delivery): Promise<Outcome> {
+  async run(delivery: Delivery): Promise<SettlementInput> {
     let admitted = this.admit(delivery);
     // Its process may live and say so (a broker restart, closed connections): then not a crash's.
     if ('kind' in admitted && admitted.kind === 'crashed' && (await this.options.excused?.(delivery.message.properties.messageId)))
@@ -151,7 +151,7 @@ export class DeliveryProcessor {
   }
 
   /** The decoded job when it may run (fromWire's own object: no wrapper per job), else its outcome. */
-  private admit(delivery: Delivery): Outcome | DecodedJob {
+  private admit(delivery: Delivery): SettlementInput | DecodedJob {
     const { stage, tenant, tenantHeader, publisherCheck } = this.options;
     let job: Job | undefined;
     try {

@@ -27,7 +27,8 @@ export interface Delivery {
 }
 
 /**
- * What processing a delivery came to; the settlement turns each into broker operations.
+ * What processing a delivery came to: the settlement's input, which it turns into broker
+ * operations and a SettlementResult (settlement-result.ts).
  * - `completed`: the handler returned; its emits are settled before the ack.
  * - `failed`: refused at admission (`job` undefined when the body is not a job) or the handler
  *   threw; the retry policy decides. `seconds` is the handler's run time, when it ran.
@@ -40,7 +41,7 @@ export interface Delivery {
  * - `rate-limited`: the handler threw RateLimitedError: handed back until then, same attempt,
  *   what it emitted dropped; its limits are held meanwhile (docs/flow-control.md).
  */
-export type Outcome =
+export type SettlementInput =
   | { kind: 'completed'; job: Job; ctx: JobContext; seconds: number }
   | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number; refused?: Job }
   | { kind: 'crashed'; job: Job }

@@ -1,4 +1,4 @@
-import type { RetryObserver } from './after-settle.js';
+import type { SettlementInterceptor } from './settlement-interceptor.js';
 import type { FlowControl } from '../flow/flow-control.js';
 import type { ConfirmPublisher, QueueFullObserver } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
@@ -78,8 +78,11 @@ export interface StageRunnerOptions {
    * runner's `job.*` events go there when its input queue has `events` on. Without it, none.
    */
   events?: EventSink;
-  /** Told of each retry put on the delay ladder, once its delivery is acknowledged (the HTTP binding's remote stages). */
-  onRetryScheduled?: RetryObserver;
+  /**
+   * Concerns around each settlement (settlement-interceptor.ts), the first outermost, around the
+   * runner's own (counts, logs, events, tracking reports, payload release). @defaultValue none
+   */
+  interceptors?: readonly SettlementInterceptor[];
 }
 
 /**

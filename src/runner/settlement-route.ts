@@ -1,11 +1,11 @@
 import type { Options } from 'amqplib';
 import type { CompiledConfig } from '../config/config.types.js';
-import type { Job, JobError } from '../job/job.types.js';
 import type { BrokerNames } from '../topology/names.js';
 import type { DeadLetterOrigin } from './dead-letters.js';
 
-/** Where a delivery ended: acknowledged, refused to its queue's dead-letter route, or left to the broker. */
-export type Settled = 'acked' | 'rejected' | 'abandoned';
+import type { RouteResult } from './settlement-result.js';
+
+export type { Settled } from './settlement-result.js';
 
 /** One message a route publishes in place of the delivery, before the delivery is acknowledged. */
 export interface RouteMessage {
@@ -28,16 +28,6 @@ export interface RouteMessage {
  */
 export type Refusal = { kind: 'reject' } | { kind: 'fallback'; route: () => Route } | { kind: 'wait' };
 
-/** What a settled route tells the after-settle hook (counts, logs, payload release) and the batch reports. */
-export type RouteEvent =
-  | { kind: 'retried'; job: Job; nextAttempt: number; delayMs: number; error: JobError }
-  | { kind: 'dead-lettered'; job: Job | undefined; error: JobError; exhausted: boolean }
-  | { kind: 'discarded'; job: Job; error: JobError; exhausted: boolean }
-  | { kind: 'cancelled'; job: Job; by: 'batch' | 'job' }
-  | { kind: 'parked'; job: Job; by: 'tenant' | 'batch'; returnQueue: string }
-  | { kind: 'suspected'; job: Job; nextAttempt: number; error: JobError }
-  | { kind: 'given-back' };
-
 /**
  * A settlement route: built by a pure builder (settlement-routes.ts) from the delivery and its
  * outcome, carried out by the ConfirmLoop. `message` absent: nothing replaces the delivery
@@ -48,7 +38,8 @@ export interface Route {
   what: string;
   message: RouteMessage | undefined;
   refusal: Refusal;
-  event: RouteEvent;
+  /** What it comes to once carried out (AfterSettle, BatchReports). */
+  result: RouteResult;
   /** Why the route is not the one asked for (a `dead_letter_queue` that cannot take the job): logged. */
   detour?: { reason: string; target: string };
   /**

@@ -11,6 +11,7 @@ import { boundedError, fittedHeaders } from './dead-letter-bounds.js';
 import { deadLetterMessage, jobDeadLetter, originHeaders } from './dead-letters.js';
 import type { Delivery } from './delivery.js';
 import type { Route, RouteContext } from './settlement-route.js';
+import { assertNever } from './settlement-result.js';
 
 /*
  * The settlement routes, one pure builder each: what replaces the delivery (exchange, routing
@@ -48,7 +49,7 @@ export function retryRoute(ctx: RouteContext, delivery: Delivery, job: Job, next
     what: 'retry',
     message: { exchange: ctx.names.retry, routingKey, content: wire.content, options: wire.options },
     refusal: WAIT,
-    event: { kind: 'retried', job, nextAttempt, delayMs, error },
+    result: { kind: 'retried', job, nextAttempt, delayMs, error },
   };
 }
 
@@ -70,7 +71,7 @@ export function suspectRoute(ctx: RouteContext, delivery: Delivery, job: Job): R
       options: wire.options,
     },
     refusal: WAIT,
-    event: { kind: 'suspected', job, nextAttempt: job.attempt + 1, error },
+    result: { kind: 'suspected', job, nextAttempt: job.attempt + 1, error },
     // Its only writer is this runner: a queue declared on first use is declared now (SuspectDeclaration).
     ...(ctx.ensureSuspect === undefined ? {} : { prepare: ctx.ensureSuspect }),
   };
@@ -93,7 +94,7 @@ export function handBackRoute(ctx: RouteContext, delivery: Delivery, delayMs = 0
       options: { ...message.properties, headers: withoutBrokerHeaders(message.properties.headers) },
     },
     refusal: WAIT,
-    event: { kind: 'given-back' },
+    result: { kind: 'given-back' },
   };
 }
 
@@ -116,18 +117,18 @@ export function parkRoute(ctx: RouteContext, delivery: Delivery, job: Job, by: '
       options: { ...message.properties, headers },
     },
     refusal: WAIT,
-    event: { kind: 'parked', job, by, returnQueue: back },
+    result: { kind: 'parked', job, by, returnQueue: back },
   };
 }
 
 /** A job discarded on purpose (OJS discard): replaced by nothing, only acknowledged. */
 export function discardRoute(job: Job, error: JobError, exhausted: boolean): Route {
-  return { what: 'discard report', message: undefined, refusal: REJECT, event: { kind: 'discarded', job, error, exhausted } };
+  return { what: 'discard report', message: undefined, refusal: REJECT, result: { kind: 'discarded', job, error, exhausted } };
 }
 
 /** A cancelled job, or a job of a cancelled batch, met before it ran: replaced by nothing, only acknowledged. */
 export function cancelRoute(job: Job, by: 'batch' | 'job'): Route {
-  return { what: 'cancel report', message: undefined, refusal: REJECT, event: { kind: 'cancelled', job, by } };
+  return { what: 'cancel report', message: undefined, refusal: REJECT, result: { kind: 'cancelled', job, by } };
 }
 
 /**
@@ -147,7 +148,7 @@ export function deadLetterHereRoute(
     what: 'dead letter',
     message: { exchange: ctx.names.dlx, routingKey: ctx.queues.dead, content: wire.content, options: wire.options },
     refusal: WAIT,
-    event: { kind: 'dead-lettered', job, error, exhausted },
+    result: { kind: 'dead-lettered', job, error, exhausted },
   };
 }
 
@@ -179,7 +180,7 @@ export function deadLetterRoute(
       what: 'dead letter',
       message: { exchange: route.exchange, routingKey: route.routingKey, content: wire.content, options: wire.options },
       refusal: { kind: 'fallback', route: here },
-      event: { kind: 'dead-lettered', job, error, exhausted },
+      result: { kind: 'dead-lettered', job, error, exhausted },
     };
   } catch (err) {
     // The configured queue cannot take it (a type it does not allow): its own dead letters can.
@@ -197,13 +198,15 @@ export function failureRoute(
   thrown: unknown,
 ): Route {
   const decision = decideFailure(resolveRetryPolicy(input, job.retry), job.attempt, error, thrown);
-  switch (decision.action) {
-    case 'retry':
+  switch (decision.kind) {
+    case 'retried':
       return retryRoute(ctx, delivery, job, decision.nextAttempt, decision.delayMs, error);
-    case 'dead_letter':
+    case 'dead-lettered':
       return deadLetterRoute(ctx, input, delivery, job, error, decision.exhausted);
-    case 'discard':
+    case 'discarded':
       return discardRoute(job, error, decision.exhausted);
+    default:
+      return assertNever(decision);
   }
 }
 

@@ -14,14 +14,16 @@ import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { BrokerNames } from '../topology/names.js';
 import type { JobEvents } from '../events/job-events.js';
-import { AfterSettle, type RetryObserver } from './after-settle.js';
+import { AfterSettle } from './after-settle.js';
+import { intercepted, type SettleNext, type SettlementInterceptor } from './settlement-interceptor.js';
 import { BatchReports } from './batch-reports.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import { ConfirmLoop } from './confirm-loop.js';
 import type { DeadLetterOrigin } from './dead-letters.js';
-import type { Delivery, Outcome } from './delivery.js';
+import type { Delivery, SettlementInput } from './delivery.js';
 import { RunnerCounts, type StageRunnerStats } from './runner-stats.js';
-import type { Route, RouteContext, Settled } from './settlement-route.js';
+import type { Route, RouteContext } from './settlement-route.js';
+import { assertNever, type SettledResult } from './settlement-result.js';
 import {
   cancelRoute,
   deadLetterHereRoute,
@@ -33,7 +35,7 @@ import {
   suspectRoute,
 } from './settlement-routes.js';
 
-export type { Settled } from './settlement-route.js';
+export type { Settled, SettledResult } from './settlement-result.js';
 
 export interface SettlementOptions {
   config: CompiledConfig;
@@ -65,9 +67,11 @@ export interface SettlementOptions {
   payloads?: PayloadOffloader;
   /** The input queue's `job.*` events, published by the after-settle hook; absent when its `events` is off. */
   events?: JobEvents | undefined;
-  /** Told of each retry once acknowledged (AfterSettleOptions.onRetryScheduled). */
-  onRetryScheduled?: RetryObserver | undefined;
+  /** Around each settle() (StageRunnerOptions.interceptors), the first outermost. @defaultValue none */
+  interceptors?: readonly SettlementInterceptor[] | undefined;
 }
+
+const LOST: SettledResult = { kind: 'lost', settled: 'abandoned' };
 
 /** See SettlementOptions.refusalWaitsMs: longer than a quorum queue's leader election. */
 export const REFUSAL_WAITS_MS: readonly number[] = [250, 500, 1000, 2000, 2000, 2000, 2000, 2000];
@@ -106,6 +110,8 @@ export class Settlement {
   readonly tracked: boolean;
   private readonly loop: ConfirmLoop;
   private readonly after: AfterSettle;
+  /** settle() through the interceptors; undefined without any (the hot path keeps its one frame). */
+  private readonly chain: SettleNext | undefined;
 
   constructor(private readonly options: SettlementOptions) {
     const names = new BrokerNames(options.config.prefix);
@@ -127,6 +133,8 @@ export class Settlement {
       ack: (delivery) => this.after.ack(delivery),
       withReport: (publish, report, deadOnRefusal) => this.reports.withReport(publish, report, deadOnRefusal),
     });
+    const interceptors = options.interceptors ?? [];
+    this.chain = interceptors.length === 0 ? undefined : intercepted(interceptors, (call) => this.core(call.delivery, call.input));
   }
 
   /**
@@ -134,7 +142,11 @@ export class Settlement {
    * refuses the delivery to its queue's dead-letter route rather than leaving it in limbo, unless
    * the delivery's channel went meanwhile (then the broker has it again: `abandoned`).
    */
-  async settle(delivery: Delivery, outcome: Outcome): Promise<Settled> {
+  settle(delivery: Delivery, outcome: SettlementInput): Promise<SettledResult> {
+    return this.chain === undefined ? this.core(delivery, outcome) : this.chain({ delivery, input: outcome });
+  }
+
+  private async core(delivery: Delivery, outcome: SettlementInput): Promise<SettledResult> {
     // Lost with its channel (its handler aborted, or done too late): the broker delivers it
     // again, so nothing of this run is published, acknowledged or counted (see JobContext).
     if (delivery.source.closed) return this.lost(delivery, outcome);
@@ -191,6 +203,8 @@ export class Settlement {
           // Back on the ladder for the rest of its wait (at most the ladder's reach again), byte for
           // byte, to this due queue; no report: the job store still has it `scheduled`.
           return await this.take(delivery, handBackRoute(this.routes, delivery, outcome.waitMs));
+        default:
+          return assertNever(outcome);
       }
     } catch (err) {
       // Failed because its connection went meanwhile (no publisher to be had for its report):
@@ -203,18 +217,18 @@ export class Settlement {
       });
       await this.reports.rejected(delivery, outcome, err);
       delivery.source.reject(delivery.message);
-      return 'rejected';
+      return { kind: 'settlement-failed', settled: 'rejected', job: outcome.job, error: err };
     }
   }
 
-  private lost(delivery: Delivery, outcome: Outcome): Settled {
+  private lost(delivery: Delivery, outcome: SettlementInput): SettledResult {
     if ('ctx' in outcome) outcome.ctx?.close();
     this.options.log.debug('delivery lost with its channel; nothing settled', {
       queue: delivery.queue,
       job_id: delivery.message.properties.messageId,
       outcome: outcome.kind,
     });
-    return 'abandoned';
+    return LOST;
   }
 
   /**
@@ -222,7 +236,7 @@ export class Settlement {
    * handBackRoute). `report`: the `retrying` report of a batched completion it undoes.
    * `waitMs`: how long it stays on the delay ladder first.
    */
-  async giveBack(delivery: Delivery, report?: SettledReport, waitMs = 0): Promise<Settled> {
+  async giveBack(delivery: Delivery, report?: SettledReport, waitMs = 0): Promise<SettledResult> {
     return this.take(delivery, handBackRoute(this.routes, delivery, waitMs), report);
   }
 
@@ -232,7 +246,7 @@ export class Settlement {
    * `drop` discards it (lossy, as asked: counted, evented `rate_limit.dropped`). A body that is
    * not a job is handed back instead: its refusal, with the reason, is the processor's.
    */
-  async limitReached(delivery: Delivery, action: 'reschedule' | 'drop', waitMs: number, flow?: FlowControl): Promise<Settled> {
+  async limitReached(delivery: Delivery, action: 'reschedule' | 'drop', waitMs: number, flow?: FlowControl): Promise<SettledResult> {
     if (action === 'reschedule') return this.take(delivery, handBackRoute(this.routes, delivery, waitMs));
     let job: Job;
     try {
@@ -261,9 +275,9 @@ export class Settlement {
    */
   private async completeTracked(
     delivery: Delivery,
-    outcome: Extract<Outcome, { kind: 'completed' }>,
+    outcome: Extract<SettlementInput, { kind: 'completed' }>,
     batch: string | undefined,
-  ): Promise<Settled> {
+  ): Promise<SettledResult> {
     const { job, ctx } = outcome;
     // settle() closes the context at once: the children listed below are all there will be
     // (a closed context adds none), so the report can name the context's own list.
@@ -310,7 +324,13 @@ export class Settlement {
   }
 
   /** A failure, routed by the job's retry policy; a body that is not a job is dead-lettered as it is. */
-  private fail(delivery: Delivery, job: Job | undefined, thrown: unknown, seconds?: number, details?: ReportDetails): Promise<Settled> {
+  private fail(
+    delivery: Delivery,
+    job: Job | undefined,
+    thrown: unknown,
+    seconds?: number,
+    details?: ReportDetails,
+  ): Promise<SettledResult> {
     const error = toJobError(thrown);
     this.after.failed(seconds, error.type, job !== undefined && thrown instanceof StagecoachError && thrown.code === 'POISON');
     if (job === undefined) return this.take(delivery, deadLetterRoute(this.routes, this.options.input, delivery, undefined, error, false));
@@ -325,11 +345,11 @@ export class Settlement {
   }
 
   /** Takes a route with the report its event makes for a batched job. `failed`: see AfterSettle.settled. */
-  private route(delivery: Delivery, route: Route, details?: ReportDetails, failed = false): Promise<Settled> {
-    return this.take(delivery, route, this.reports.forRoute(route.event, details), failed);
+  private route(delivery: Delivery, route: Route, details?: ReportDetails, failed = false): Promise<SettledResult> {
+    return this.take(delivery, route, this.reports.forRoute(route.result, details), failed);
   }
 
-  private async take(delivery: Delivery, route: Route, report?: SettledReport, failed = false): Promise<Settled> {
+  private async take(delivery: Delivery, route: Route, report?: SettledReport, failed = false): Promise<SettledResult> {
     if (route.detour !== undefined) {
       this.options.log.warn('dead_letter_queue cannot take the job; using the dead letters of its queue', {
         target: route.detour.target,

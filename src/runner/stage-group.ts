@@ -296,11 +296,7 @@ export class StageGroup {
   /** Ready when connected, heard from (StallWatch), and every runner consumes or is meant not to; see {@link readinessOf}. */
   readiness(): Readiness {
     const { connected, attached, blocked, silentMs } = this.connection;
-    const readiness = readinessOf(connected, attached, this.runners, blocked, silentMs);
-    // The broker closed the token channel (a token held past its consumer_timeout): no limited job starts until it is back.
-    if (readiness.ready && !this.services.flow.tokensOpen)
-      return { ...readiness, ready: false, reason: 'flow-control token channel down (re-opening it)' };
-    return readiness;
+    return readinessOf(connected, attached, this.runners, blocked, silentMs, !this.services.flow.tokensOpen);
   }
 
   /**

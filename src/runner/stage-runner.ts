@@ -123,7 +123,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       ...(declaration === undefined ? {} : { ensureSuspect: () => declaration.ensure() }),
       ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
       events: JobEvents.of(config, { queue: meta.input, tenant, stage: meta.name }, options.events),
-      onRetryScheduled: options.onRetryScheduled,
+      interceptors: options.interceptors,
     });
     // A runner of a tenant-scoped input declared its tenant's exchange (stageTopology): its emits go there directly.
     const ownTenant = input.scope === 'tenant' ? tenant : undefined;

@@ -55,19 +55,13 @@ export interface SuspectWatchOptions {
   /** Runs one suspect with nothing else in flight (the gate suspended everything first). */
   runAlone(delivery: Delivery): Promise<void>;
   onFatal(err: Error): void;
-  /**
-   * Told what was in hand when the channel closed, and per queue how many more the broker may
-   * have sent into it that never arrived (see LossLedger).
-   */
+  /** Told what was in hand when the channel closed, per queue how many more never arrived (LossLedger), and what the broker timed out. */
   lost(messageIds: string[], unseen?: ReadonlyMap<string, number>, timedOut?: ConsumerSource['timedOut']): void;
   /** Told of every suspect as it arrives (see LossLedger.arrived). */
   arrived(queue: string, message: GetMessage): void;
   /** Between looks, read at each (a pooled process spreads its tenants' looks thinner as it grows). @defaultValue DEFAULT_SUSPECT_CHECK_MS */
   checkMs?: number | (() => number);
-  /**
-   * Pooled: `basic.get` on this channel, shared with other tenants' runners, and look at the
-   * queue through the probe (a passive declare of a missing queue would close the shared channel).
-   */
+  /** Pooled: `basic.get` on this channel, shared with other tenants' runners; the queue looked at through the probe (a passive declare of a missing queue would close the shared channel). */
   shared?: { channel: SharedChannel; probe: QueueProbe };
   /**
    * Pooled: the queue is declared on first use (SuspectDeclaration), so most likely missing: it is

@@ -3,6 +3,7 @@ import { replayUnroutable } from '../../src/admin/unroutable.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
+import { UnroutableJobError } from '../../src/errors/errors.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
@@ -133,7 +134,13 @@ describe('tenant routing on the broker', function () {
     try {
       await publisher.publish('conversions', { type: 'doc.convert', tenant: 'globex', headers: { mime: PDF } });
       await publisher.publish('scan-specs', { type: 'scan.folder', tenant: 'acme' });
-      await publisher.publish('conversions', { type: 'doc.convert', tenant: 'nobody' });
+      // Kept in unroutable, and the producer is told so.
+      const refused = await publisher.publish('conversions', { type: 'doc.convert', tenant: 'nobody' }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(refused).to.be.instanceOf(UnroutableJobError);
+      expect(refused).to.include({ reason: 'tenant-not-provisioned', tenant: 'nobody' });
     } finally {
       await publisher.close();
     }

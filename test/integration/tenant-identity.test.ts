@@ -49,7 +49,8 @@ describe('tenant slugs and known tenants on the command line', function () {
     await project.remove();
   });
 
-  it('refuses a bad --tenant on every command that takes one, with exit 2 and the rule, before touching the broker', async () => {
+  it('refuses a bad --tenant on every command that takes one, with exit 2 and the rule, before touching the broker', async function () {
+    this.timeout(60_000);
     const commands = [
       ['run', 'flaky'],
       ['provision'],
@@ -63,7 +64,7 @@ describe('tenant slugs and known tenants on the command line', function () {
       ['quiet'],
       ['terminate'],
     ];
-    const results = await Promise.all(commands.map((command) => runCli([...command, '--tenant', BAD, '--config', file], env, 15000)));
+    const results = await Promise.all(commands.map((command) => runCli([...command, '--tenant', BAD, '--config', file], env, 40000)));
     results.forEach((result, i) => {
       const what = commands[i].join(' ');
       expect(result.code, `${what}: ${result.stderr}`).to.equal(2);

@@ -52,6 +52,12 @@ describe('a producer is told when no queue took its job (kept in unroutable)', f
     expect(await unroutableIds()).to.not.include(id);
   });
 
+  it('Publisher: a tenant job to a shared queue resolves: the one shared queue takes it, whatever tenant it carries', async () => {
+    const id = await publisher.publish('jobs', { type: 'route.probe', args: [9], tenant: 'acme' });
+    expect(id).to.be.a('string');
+    expect(await unroutableIds()).to.not.include(id);
+  });
+
   it('Publisher: a tenant never provisioned rejects with UnroutableJobError, the job kept in unroutable', async () => {
     const err = await refusal(publisher.publish('work', { type: 'route.probe', args: [2], tenant: 'initech' }));
     expect(err).to.be.instanceOf(UnroutableJobError);

@@ -266,7 +266,7 @@ describe('OJS HTTP binding', () => {
   });
 
   it('an OJS endpoint this server does not serve is 422 unsupported; any other path none of its business', () => {
-    for (const path of ['/ojs/v1/schemas', '/ojs/v1/schemas/urn:x', '/ojs/v1/workers/progress', '/ojs/v1/jobs/x/progress']) {
+    for (const path of ['/ojs/v1/schemas', '/ojs/v1/schemas/urn:x', '/ojs/v1/workers/progress']) {
       const err = unsupportedEndpoint('GET', path);
       expect(err, path).to.be.instanceOf(ApiError).with.property('status', 422);
       expect(toBindingError(err).body.error.code, path).to.equal('unsupported');

@@ -81,38 +81,38 @@ describe('OJS retry policy', () => {
 
 describe('failure decisions', () => {
   it('retries until max_attempts attempts were made, then dead-letters', () => {
-    expect(decideFailure(policy(), 1, err(), new Error())).to.deep.equal({ action: 'retry', nextAttempt: 2, delayMs: 1000 });
-    expect(decideFailure(policy(), 2, err(), new Error())).to.deep.equal({ action: 'retry', nextAttempt: 3, delayMs: 2000 });
-    expect(decideFailure(policy(), 3, err(), new Error())).to.deep.equal({ action: 'dead_letter', exhausted: true });
+    expect(decideFailure(policy(), 1, err(), new Error())).to.deep.equal({ kind: 'retried', nextAttempt: 2, delayMs: 1000 });
+    expect(decideFailure(policy(), 2, err(), new Error())).to.deep.equal({ kind: 'retried', nextAttempt: 3, delayMs: 2000 });
+    expect(decideFailure(policy(), 3, err(), new Error())).to.deep.equal({ kind: 'dead-lettered', exhausted: true });
   });
 
   it('never retries when max_attempts is 1, and discards on exhaustion when asked', () => {
-    expect(decideFailure(policy({ max_attempts: 1 }), 1, err(), new Error())).to.deep.equal({ action: 'dead_letter', exhausted: true });
+    expect(decideFailure(policy({ max_attempts: 1 }), 1, err(), new Error())).to.deep.equal({ kind: 'dead-lettered', exhausted: true });
     expect(decideFailure(policy({ max_attempts: 1, on_exhaustion: 'discard' }), 1, err(), new Error())).to.deep.equal({
-      action: 'discard',
+      kind: 'discarded',
       exhausted: true,
     });
   });
 
   it('dead-letters non-retryable errors by exact type and by prefix.*', () => {
     const p = policy({ non_retryable_errors: ['AuthError', 'Validation.*'] });
-    expect(decideFailure(p, 1, err('AuthError'), new Error()).action).to.equal('dead_letter');
-    expect(decideFailure(p, 1, err('Validation.Email'), new Error()).action).to.equal('dead_letter');
-    expect(decideFailure(p, 1, err('ValidationError'), new Error()).action).to.equal('retry');
-    expect(decideFailure(p, 1, err('Auth'), new Error()).action).to.equal('retry');
+    expect(decideFailure(p, 1, err('AuthError'), new Error()).kind).to.equal('dead-lettered');
+    expect(decideFailure(p, 1, err('Validation.Email'), new Error()).kind).to.equal('dead-lettered');
+    expect(decideFailure(p, 1, err('ValidationError'), new Error()).kind).to.equal('retried');
+    expect(decideFailure(p, 1, err('Auth'), new Error()).kind).to.equal('retried');
   });
 
   it('never retries invalid payloads, unknown outputs and NonRetryableError', () => {
     for (const thrown of [new InvalidPayloadError('bad'), new UnknownOutputError('s', 'o', []), new NonRetryableError('no')]) {
-      expect(decideFailure(policy(), 1, err(), thrown)).to.deep.equal({ action: 'dead_letter', exhausted: false });
+      expect(decideFailure(policy(), 1, err(), thrown)).to.deep.equal({ kind: 'dead-lettered', exhausted: false });
     }
   });
 
   it('follows the handler outcomes RETRY (with its delay), DISCARD and DEAD_LETTER', () => {
-    expect(decideFailure(policy(), 1, err(), new RetryJob('PT45S'))).to.deep.equal({ action: 'retry', nextAttempt: 2, delayMs: 45000 });
-    expect(decideFailure(policy(), 3, err(), new RetryJob('PT45S'))).to.deep.equal({ action: 'dead_letter', exhausted: true });
-    expect(decideFailure(policy(), 1, err(), new DiscardJob())).to.deep.equal({ action: 'discard', exhausted: false });
-    expect(decideFailure(policy(), 1, err(), new DeadLetterJob())).to.deep.equal({ action: 'dead_letter', exhausted: false });
+    expect(decideFailure(policy(), 1, err(), new RetryJob('PT45S'))).to.deep.equal({ kind: 'retried', nextAttempt: 2, delayMs: 45000 });
+    expect(decideFailure(policy(), 3, err(), new RetryJob('PT45S'))).to.deep.equal({ kind: 'dead-lettered', exhausted: true });
+    expect(decideFailure(policy(), 1, err(), new DiscardJob())).to.deep.equal({ kind: 'discarded', exhausted: false });
+    expect(decideFailure(policy(), 1, err(), new DeadLetterJob())).to.deep.equal({ kind: 'dead-lettered', exhausted: false });
     expect(() => new RetryJob('soon')).to.throw(/not an ISO 8601 duration/);
   });
 });

@@ -91,7 +91,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)[OJS_HEADERS.traceparent]).to.equal(TRACEPARENT);
     expect(route.message?.options.expiration).to.equal(undefined);
     expect(route.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.event).to.deep.equal({ kind: 'retried', job, nextAttempt: 2, delayMs: 4000, error });
+    expect(route.result).to.deep.equal({ kind: 'retried', job, nextAttempt: 2, delayMs: 4000, error });
   });
 
   it('retry of a delivery from the suspect queue goes back to the suspect queue', () => {
@@ -109,7 +109,7 @@ describe('settlement routes (pure builders)', () => {
     expect(bodyOf(route).attempt).to.equal(3);
     expect((bodyOf(route).meta as { last_error: { type: string } }).last_error.type).to.equal('REDELIVERED');
     expect(route.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.event).to.include({ kind: 'suspected', nextAttempt: 3 });
+    expect(route.result).to.include({ kind: 'suspected', nextAttempt: 3 });
   });
 
   it('hand-back: the message byte for byte, without broker headers, without delay to due; a refusal is waited out', () => {
@@ -123,7 +123,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(route.message?.options.messageId).to.equal(job.id);
     expect(route.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.event).to.deep.equal({ kind: 'given-back' });
+    expect(route.result).to.deep.equal({ kind: 'given-back' });
   });
 
   it('park: byte for byte through the park exchange, keyed by tenant, with who paused it and where it returns; same attempt; a refusal is waited out', () => {
@@ -137,15 +137,15 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)[OJS_HEADERS.parkedReturn]).to.equal(ctx.queues.suspect);
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(route.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.event).to.deep.equal({ kind: 'parked', job, by: 'batch', returnQueue: ctx.queues.suspect });
+    expect(route.result).to.deep.equal({ kind: 'parked', job, by: 'batch', returnQueue: ctx.queues.suspect });
     expect(parkRoute(ctx, deliveryOf(newJob('incoming')), newJob('incoming'), 'tenant').message?.routingKey).to.equal('_');
   });
 
   it('discard and cancel: nothing replaces the delivery', () => {
     const job = newJob('incoming');
     expect(discardRoute(job, error, true)).to.deep.include({ message: undefined, refusal: { kind: 'reject' } });
-    expect(discardRoute(job, error, true).event).to.deep.equal({ kind: 'discarded', job, error, exhausted: true });
-    expect(cancelRoute(job, 'batch')).to.deep.include({ message: undefined, event: { kind: 'cancelled', job, by: 'batch' } });
+    expect(discardRoute(job, error, true).result).to.deep.equal({ kind: 'discarded', job, error, exhausted: true });
+    expect(cancelRoute(job, 'batch')).to.deep.include({ message: undefined, result: { kind: 'cancelled', job, by: 'batch' } });
   });
 
   it('dead letter here: to the dead-letter exchange, routed to the own dead queue, error and origin aboard; a refusal is waited out', () => {
@@ -160,7 +160,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(route.message?.options.expiration).to.equal(undefined);
     expect(route.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.event).to.deep.equal({ kind: 'dead-lettered', job, error, exhausted: true });
+    expect(route.result).to.deep.equal({ kind: 'dead-lettered', job, error, exhausted: true });
   });
 
   it('dead letter of a body that is not a job: byte for byte, the reason in headers', () => {
@@ -186,7 +186,7 @@ describe('settlement routes (pure builders)', () => {
     expect(fallback.message?.exchange).to.equal(names.dlx);
     expect(fallback.message?.routingKey).to.equal(names.deadQueue('guarded'));
     expect(fallback.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.event).to.deep.equal(fallback.event);
+    expect(route.result).to.deep.equal(fallback.result);
   });
 
   it('dead letter of a job refused at admission, or without a dead_letter_queue, stays in the dead letters of its queue', () => {
@@ -210,20 +210,20 @@ describe('settlement routes (pure builders)', () => {
     const incoming = queueFor(config, 'incoming');
     const first = newJob('incoming', { attempt: 1 });
     const retry = failureRoute(ctx, incoming, deliveryOf(first), first, error, new Error('boom'));
-    expect(retry.event).to.deep.include({ kind: 'retried', nextAttempt: 2, delayMs: 2000 });
+    expect(retry.result).to.deep.include({ kind: 'retried', nextAttempt: 2, delayMs: 2000 });
     const last = newJob('incoming', { attempt: 3 });
-    expect(failureRoute(ctx, incoming, deliveryOf(last), last, error, new Error('boom')).event).to.deep.include({
+    expect(failureRoute(ctx, incoming, deliveryOf(last), last, error, new Error('boom')).result).to.deep.include({
       kind: 'dead-lettered',
       exhausted: true,
     });
     const careless = newJob('careless', { attempt: 1 });
     expect(
-      failureRoute(contextOf('careless'), queueFor(config, 'careless'), deliveryOf(careless), careless, error, new Error('x')).event.kind,
+      failureRoute(contextOf('careless'), queueFor(config, 'careless'), deliveryOf(careless), careless, error, new Error('x')).result.kind,
     ).to.equal('discarded');
     const discard = new DiscardJob('not wanted');
-    expect(failureRoute(ctx, incoming, deliveryOf(first), first, toJobError(discard), discard).event.kind).to.equal('discarded');
+    expect(failureRoute(ctx, incoming, deliveryOf(first), first, toJobError(discard), discard).result.kind).to.equal('discarded');
     const fatal = new NonRetryableError('no');
-    expect(failureRoute(ctx, incoming, deliveryOf(first), first, toJobError(fatal), fatal).event).to.deep.include({
+    expect(failureRoute(ctx, incoming, deliveryOf(first), first, toJobError(fatal), fatal).result).to.deep.include({
       kind: 'dead-lettered',
     });
   });

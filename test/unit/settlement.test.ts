@@ -16,7 +16,7 @@ import type { InstanceMetrics } from '../../src/observability/stage-metrics.js';
 import { DiscardJob } from '../../src/retry/handler-outcomes.js';
 import type { ChannelSupervisor } from '../../src/runner/channel-supervisor.js';
 import { ConsumerSource } from '../../src/runner/consumer-source.js';
-import type { Delivery, InputKind, Outcome } from '../../src/runner/delivery.js';
+import type { Delivery, InputKind, SettlementInput } from '../../src/runner/delivery.js';
 import { emptyStats, type StageRunnerStats } from '../../src/runner/runner-stats.js';
 import { Settlement, type Settled } from '../../src/runner/settlement.js';
 import { SuspectDeclaration } from '../../src/runner/suspect-declaration.js';
@@ -300,7 +300,7 @@ describe('Settlement', () => {
       await expectClosed(ctx);
       expect(sink.sent).to.have.length(2);
       sink.sent[1].confirm();
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.stats).to.include({ completed: 1, emitted: 2, retried: 0, deadLettered: 0, discarded: 0, givenBack: 0 });
       expect(t.counts).to.deep.equal({ completed: 1, acked: 1 });
@@ -316,7 +316,7 @@ describe('Settlement', () => {
       void ctx.emit('converted', { type: 'doc.converted' });
       const settled = t.settlement.settle(delivery, { kind: 'completed', job, ctx, seconds: 0.5 });
       sink.sent[0].refuse(new PublishError('channel closed', 'ojs.direct', 'converted', true));
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       const publisher = t.publishers.current as FakePublisher;
       expect(publisher.published).to.have.length(1);
       const [copy] = publisher.published;
@@ -343,7 +343,7 @@ describe('Settlement', () => {
       void ctx.emit('converted', { type: 'doc.converted' });
       const settled = t.settlement.settle(delivery, { kind: 'completed', job, ctx, seconds: 0.5 });
       sink.sent[0].refuse(new PublishError('channel closed', 'ojs.direct', 'converted', true));
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       const [copy] = (t.publishers.current as FakePublisher).published;
       expect(copy.routingKey).to.equal(delayRoutingKey(0, t.queues.suspect));
       expect(copy.body.attempt).to.equal(2);
@@ -359,7 +359,7 @@ describe('Settlement', () => {
       void ctx.emit('converted', { type: 'doc.converted' });
       const settled = t.settlement.settle(delivery, { kind: 'completed', job, ctx, seconds: 0.5 });
       sink.sent[0].refuse(new PublishError('message nacked (queue full)', 'ojs.direct', 'converted', false));
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       const [retry] = (t.publishers.current as FakePublisher).published;
       expect(retry.routingKey).to.equal(delayRoutingKey(2000, t.queues.due));
       expect(retry.body.attempt).to.equal(2);
@@ -382,7 +382,7 @@ describe('Settlement', () => {
       expect(publisher.published).to.have.length(1);
       expect(await settledOps(t.channel), 'no ack before the retry is confirmed').to.deep.equal([]);
       publisher.confirms[0].confirm();
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       const [retry] = publisher.published;
       expect(retry.exchange).to.equal(`${config.prefix}.retry`);
       // Attempt 1 failed: initial_interval PT2S, no jitter.
@@ -403,7 +403,7 @@ describe('Settlement', () => {
     it('backs off by attempt: attempt 2 waits initial_interval * coefficient', async () => {
       const t = setup();
       const job = t.newJob({ attempt: 2 });
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('again') })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('again') })).settled).to.equal('acked');
       const [retry] = (t.publishers.current as FakePublisher).published;
       expect(retry.routingKey).to.equal(delayRoutingKey(4000, t.queues.due));
       expect(retry.body.attempt).to.equal(3);
@@ -413,7 +413,7 @@ describe('Settlement', () => {
       const t = setup();
       const job = t.newJob({ attempt: 2 });
       const delivery = t.deliver(job, 'suspect');
-      expect(await t.settlement.settle(delivery, { kind: 'failed', job, error: new Error('still failing') })).to.equal('acked');
+      expect((await t.settlement.settle(delivery, { kind: 'failed', job, error: new Error('still failing') })).settled).to.equal('acked');
       const [retry] = (t.publishers.current as FakePublisher).published;
       expect(retry.exchange).to.equal(names.retry);
       expect(retry.routingKey).to.equal(delayRoutingKey(4000, t.queues.suspect));
@@ -428,7 +428,9 @@ describe('Settlement', () => {
       const job = t.newJob({ attempt: 3 });
       const delivery = t.deliver(job);
       const ctx = t.context(job);
-      expect(await t.settlement.settle(delivery, { kind: 'failed', job, error: new Error('last try'), ctx, seconds: 1 })).to.equal('acked');
+      expect(
+        (await t.settlement.settle(delivery, { kind: 'failed', job, error: new Error('last try'), ctx, seconds: 1 })).settled,
+      ).to.equal('acked');
       const [dead] = (t.publishers.current as FakePublisher).published;
       expect(dead.exchange).to.equal(`${config.prefix}.dlx`);
       expect(dead.routingKey).to.equal(t.queues.dead);
@@ -446,7 +448,7 @@ describe('Settlement', () => {
       const t = setup('careless');
       const job = t.newJob();
       const ctx = t.context(job);
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('once'), ctx })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('once'), ctx })).settled).to.equal('acked');
       expect((t.publishers.current as FakePublisher).published).to.deep.equal([]);
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.stats).to.include({ discarded: 1, retried: 0, deadLettered: 0 });
@@ -457,7 +459,7 @@ describe('Settlement', () => {
     it('discarded when the handler asks for it, whatever attempts remain', async () => {
       const t = setup();
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new DiscardJob() })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new DiscardJob() })).settled).to.equal('acked');
       expect((t.publishers.current as FakePublisher).published).to.deep.equal([]);
       expect(t.stats.discarded).to.equal(1);
     });
@@ -466,7 +468,7 @@ describe('Settlement', () => {
       const t = setup();
       const job = t.newJob();
       const error = new StagecoachError('POISON', 'redelivered too often');
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error })).settled).to.equal('acked');
       expect(t.stats).to.include({ poisonRedeliveries: 1, retried: 1 });
     });
 
@@ -474,7 +476,7 @@ describe('Settlement', () => {
       const t = setup();
       const delivery = t.deliver(t.newJob());
       const error = new StagecoachError('INVALID_PAYLOAD', 'the body is not JSON');
-      expect(await t.settlement.settle(delivery, { kind: 'failed', job: undefined, error })).to.equal('acked');
+      expect((await t.settlement.settle(delivery, { kind: 'failed', job: undefined, error })).settled).to.equal('acked');
       const [dead] = (t.publishers.current as FakePublisher).published;
       expect(dead.exchange).to.equal(names.dlx);
       expect(dead.routingKey).to.equal(t.queues.dead);
@@ -497,7 +499,7 @@ describe('Settlement', () => {
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.suspected(), 'not before the suspect copy is confirmed').to.equal(0);
       publisher.confirms[0].confirm();
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       const [suspect] = publisher.published;
       expect(suspect.exchange).to.equal(names.retry);
       expect(suspect.routingKey).to.equal(delayRoutingKey(0, t.queues.suspect));
@@ -541,16 +543,18 @@ describe('Settlement', () => {
       const t = setup('incoming', publisher, undefined, [], () => declaration.ensure());
       const suspect = `publish ${delayRoutingKey(0, t.queues.suspect)}`;
       for (const job of [t.newJob(), t.newJob()])
-        expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+        expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
       expect(log).to.deep.equal(['declare', suspect, suspect]);
       // Anything else goes where it always did, declaring nothing.
       const failed = t.newJob();
-      expect(await t.settlement.settle(t.deliver(failed), { kind: 'failed', job: failed, error: new Error('boom') })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(failed), { kind: 'failed', job: failed, error: new Error('boom') })).settled).to.equal(
+        'acked',
+      );
       expect(log.filter((entry) => entry === 'declare')).to.have.length(1);
       // A new connection: declared again (the queue may have been deleted meanwhile).
       declaration.attach({} as AmqpConnection);
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
       expect(log.slice(-2)).to.deep.equal(['declare', suspect]);
       expect(await settledOps(t.channel)).to.deep.equal([ack(4)]);
     });
@@ -560,7 +564,7 @@ describe('Settlement', () => {
       const declaration = declaring(log, ['fail', 'ok']);
       const t = setup('incoming', new FakePublisher('p1'), undefined, [1, 1], () => declaration.ensure());
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
       const publisher = t.publishers.current as FakePublisher;
       expect(log).to.deep.equal(['declare', 'declare']);
       expect(publisher.published).to.have.length(1);
@@ -569,7 +573,7 @@ describe('Settlement', () => {
       const failing = declaring([], ['fail', 'fail', 'fail']);
       const spent = setup('incoming', new FakePublisher('p1'), undefined, [1, 1], () => failing.ensure());
       const again = spent.newJob();
-      expect(await spent.settlement.settle(spent.deliver(again), { kind: 'crashed', job: again })).to.equal('rejected');
+      expect((await spent.settlement.settle(spent.deliver(again), { kind: 'crashed', job: again })).settled).to.equal('rejected');
       expect((spent.publishers.current as FakePublisher).published, 'never published to a queue that may not exist').to.deep.equal([]);
       expect(await settledOps(spent.channel)).to.deep.equal([reject(1)]);
       expect(spent.suspected()).to.equal(0);
@@ -591,7 +595,7 @@ describe('Settlement', () => {
       expect(t.channel.calls).to.deep.equal([]);
       const healed = new FakePublisher('p2');
       t.publishers.heal(healed);
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       expect(first.published).to.have.length(1);
       expect(healed.published).to.have.length(1);
       expect(healed.published[0].routingKey).to.equal(first.published[0].routingKey);
@@ -611,7 +615,7 @@ describe('Settlement', () => {
       expect(await state(settled)).to.equal('pending');
       expect(first.published, 'not published again on the stale publisher').to.have.length(1);
       t.publishers.heal(new FakePublisher('p2'));
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       expect(first.published).to.have.length(1);
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.suspected()).to.equal(1);
@@ -622,9 +626,9 @@ describe('Settlement', () => {
       const t = setup('incoming', publisher);
       const job = t.newJob();
       const ctx = t.context(job);
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('boom'), ctx, seconds: 1 })).to.equal(
-        'rejected',
-      );
+      expect(
+        (await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('boom'), ctx, seconds: 1 })).settled,
+      ).to.equal('rejected');
       expect(publisher.published).to.have.length(1);
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
       expect(t.stats).to.include({ retried: 0, deadLettered: 0, givenBack: 0 });
@@ -635,7 +639,7 @@ describe('Settlement', () => {
     it('a refused suspect copy rejects the delivery, and the runner is not told of a suspect', async () => {
       const t = setup('incoming', new FakePublisher('p1', 'refuse'));
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('rejected');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('rejected');
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
       expect(t.suspected()).to.equal(0);
     });
@@ -645,7 +649,7 @@ describe('Settlement', () => {
       publisher.plan = ['refuse', 'refuse'];
       const t = setup('incoming', publisher, undefined, [1, 1, 1]);
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
       expect(publisher.published, 'published three times: refused twice, then confirmed').to.have.length(3);
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.suspected()).to.equal(1);
@@ -654,13 +658,13 @@ describe('Settlement', () => {
     it('a suspect copy refused past every wait rejects the delivery', async () => {
       const t = setup('incoming', new FakePublisher('p1', 'refuse'), undefined, [1, 1]);
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('rejected');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('rejected');
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
     });
 
     it('a refused hand-back rejects the delivery and is not counted as given back', async () => {
       const t = setup('incoming', new FakePublisher('p1', 'refuse'));
-      expect(await t.settlement.giveBack(t.deliver(t.newJob()))).to.equal('rejected');
+      expect((await t.settlement.giveBack(t.deliver(t.newJob()))).settled).to.equal('rejected');
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
       expect(t.stats.givenBack).to.equal(0);
     });
@@ -671,7 +675,7 @@ describe('Settlement', () => {
       const delivery = t.deliver(job);
       const ctx = t.context(job);
       t.source.abandon();
-      expect(await t.settlement.settle(delivery, { kind: 'failed', job, error: new Error('boom'), ctx })).to.equal('abandoned');
+      expect((await t.settlement.settle(delivery, { kind: 'failed', job, error: new Error('boom'), ctx })).settled).to.equal('abandoned');
       expect((t.publishers.current as FakePublisher).published, 'nothing republished').to.deep.equal([]);
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.stats).to.include({ retried: 0, deadLettered: 0, discarded: 0, givenBack: 0 });
@@ -690,7 +694,7 @@ describe('Settlement', () => {
       t.source.abandon();
       const healed = new FakePublisher('p2');
       t.publishers.heal(healed);
-      expect(await settled).to.equal('abandoned');
+      expect((await settled).settled).to.equal('abandoned');
       expect(healed.published, 'a retry published now would run beside the redelivered original').to.deep.equal([]);
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.stats.retried).to.equal(0);
@@ -706,7 +710,7 @@ describe('Settlement', () => {
         t.source.closed = true;
         return Promise.reject(new PublishError('channel closed', exchange, routingKey, true));
       };
-      expect(await t.settlement.settle(delivery, { kind: 'crashed', job })).to.equal('abandoned');
+      expect((await t.settlement.settle(delivery, { kind: 'crashed', job })).settled).to.equal('abandoned');
       expect(t.publishers.readyCalls, 'not asked for another publisher').to.deep.equal([undefined]);
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.suspected()).to.equal(0);
@@ -720,7 +724,7 @@ describe('Settlement', () => {
       const settled = t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('boom'), ctx });
       await nextTurn();
       t.publishers.lose();
-      expect(await settled).to.equal('abandoned');
+      expect((await settled).settled).to.equal('abandoned');
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.stats).to.include({ retried: 0, deadLettered: 0, givenBack: 0 });
       await expectClosed(ctx);
@@ -730,7 +734,7 @@ describe('Settlement', () => {
       const t = setup();
       t.publishers.lose();
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).to.equal('abandoned');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('abandoned');
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.suspected()).to.equal(0);
     });
@@ -744,7 +748,7 @@ describe('Settlement', () => {
       t.publishers.lose();
       const settled = t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 1 });
       sink.sent[0].refuse(new PublishError('channel closed', 'ojs.direct', 'converted', true));
-      expect(await settled).to.equal('abandoned');
+      expect((await settled).settled).to.equal('abandoned');
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.stats).to.include({ givenBack: 0, completed: 0 });
     });
@@ -754,9 +758,9 @@ describe('Settlement', () => {
     it('publishes the dead letter to the configured queue, error and all, then acks', async () => {
       const t = setup('guarded');
       const job = t.newJob({ attempt: 2 });
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('exhausted'), seconds: 1 })).to.equal(
-        'acked',
-      );
+      expect(
+        (await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('exhausted'), seconds: 1 })).settled,
+      ).to.equal('acked');
       const [dead] = (t.publishers.current as FakePublisher).published;
       expect(dead.exchange).to.equal(names.direct);
       expect(dead.routingKey).to.equal('graveyard');
@@ -774,7 +778,7 @@ describe('Settlement', () => {
       const t = setup('guarded', publisher);
       const job = t.newJob();
       const error = new NonRetryableError('corrupt input');
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error })).settled).to.equal('acked');
       expect(publisher.published).to.have.length(2);
       const [refused, fallback] = publisher.published;
       expect(refused.routingKey).to.equal('graveyard');
@@ -790,7 +794,9 @@ describe('Settlement', () => {
     it('refused by the configured queue and then by the own dead queue: rejected, counted once', async () => {
       const t = setup('guarded', new FakePublisher('p1', 'refuse'));
       const job = t.newJob();
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new NonRetryableError('bad') })).to.equal('rejected');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new NonRetryableError('bad') })).settled).to.equal(
+        'rejected',
+      );
       expect((t.publishers.current as FakePublisher).published).to.have.length(2);
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
       expect(t.stats.deadLettered).to.equal(1);
@@ -804,7 +810,7 @@ describe('Settlement', () => {
       await nextTurn();
       const healed = new FakePublisher('p2');
       t.publishers.heal(healed);
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       expect(healed.published.map((p) => p.routingKey)).to.deep.equal(['graveyard']);
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.stats.deadLettered).to.equal(1);
@@ -851,7 +857,7 @@ describe('Settlement', () => {
       expect(await state(settled)).to.equal('pending');
       expect(t.channel.calls, 'no ack before the report is confirmed').to.deep.equal([]);
       publisher.confirms[0].confirm();
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.stats).to.include({ completed: 1, emitted: 2 });
     });
@@ -871,7 +877,7 @@ describe('Settlement', () => {
       );
       expect(t.channel.calls).to.deep.equal([]);
       publisher.confirms[0].confirm();
-      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      expect((await Promise.all(settled)).map((s) => s.settled)).to.deep.equal(['acked', 'acked']);
       // A later settlement starts a message of its own.
       const late = t.newJob({ meta: { batch: BATCH } });
       const lateSettled = t.settlement.settle(t.deliver(late), { kind: 'completed', job: late, ctx: t.context(late), seconds: 0 });
@@ -880,7 +886,7 @@ describe('Settlement', () => {
       expect(reportsOf(publisher)).to.have.length(2);
       expect(reportsOf(publisher)[1].body).to.deep.include({ job: late.id, outcome: 'completed' });
       publisher.confirms[1].confirm();
-      expect(await lateSettled).to.equal('acked');
+      expect((await lateSettled).settled).to.equal('acked');
     });
 
     it('completed: a lost report message hands back every job whose report it held', async () => {
@@ -892,7 +898,7 @@ describe('Settlement', () => {
       // The hand-backs wait for a healed publisher, and report there (no retraction: nothing was confirmed).
       const healed = new FakePublisher('p2');
       t.publishers.heal(healed);
-      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      expect((await Promise.all(settled)).map((s) => s.settled)).to.deep.equal(['acked', 'acked']);
       expect(reportsOf(healed).map((r) => [r.body.outcome, r.body.retracts])).to.deep.equal([
         ['retrying', undefined],
         ['retrying', undefined],
@@ -908,7 +914,7 @@ describe('Settlement', () => {
       // and the broker takes the delivery back (it comes again, redelivered).
       t.publishers.lose();
       t.source.abandon();
-      expect(await settled).to.equal('abandoned');
+      expect((await settled).settled).to.equal('abandoned');
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.stats).to.include({ completed: 0, givenBack: 0 });
     });
@@ -924,18 +930,18 @@ describe('Settlement', () => {
       expect(reportsOf(t.publishers.current as FakePublisher)).to.have.length(1);
       expect(t.channel.calls).to.deep.equal([]);
       sink.sent[0].confirm();
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
     });
 
     for (const [what, outcome, input, make] of [
-      ['retry', 'retrying', 'incoming', (job: Job): Outcome => ({ kind: 'failed', job, error: new Error('flaky') })],
-      ['suspect', 'suspect', 'incoming', (job: Job): Outcome => ({ kind: 'crashed', job })],
-      ['dead letter', 'dead', 'incoming', (job: Job): Outcome => ({ kind: 'failed', job, error: new NonRetryableError('broken') })],
+      ['retry', 'retrying', 'incoming', (job: Job): SettlementInput => ({ kind: 'failed', job, error: new Error('flaky') })],
+      ['suspect', 'suspect', 'incoming', (job: Job): SettlementInput => ({ kind: 'crashed', job })],
+      ['dead letter', 'dead', 'incoming', (job: Job): SettlementInput => ({ kind: 'failed', job, error: new NonRetryableError('broken') })],
       [
         'dead letter to dead_letter_queue',
         'dead',
         'guarded',
-        (job: Job): Outcome => ({ kind: 'failed', job, error: new NonRetryableError('x') }),
+        (job: Job): SettlementInput => ({ kind: 'failed', job, error: new NonRetryableError('x') }),
       ],
     ] as const) {
       it(`${what}: the "${outcome}" report and the replacement in one confirm wait; the ack only after both`, async () => {
@@ -955,7 +961,7 @@ describe('Settlement', () => {
         expect(await state(settled)).to.equal('pending');
         expect(t.channel.calls).to.deep.equal([]);
         publisher.confirms[publisher.published.indexOf(report)].confirm();
-        expect(await settled).to.equal('acked');
+        expect((await settled).settled).to.equal('acked');
         expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       });
     }
@@ -970,12 +976,12 @@ describe('Settlement', () => {
       expect(reportsOf(publisher).map((r) => r.body.outcome)).to.deep.equal(['discarded']);
       expect(t.channel.calls).to.deep.equal([]);
       publisher.confirms[0].confirm();
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       expect(t.stats.discarded).to.equal(1);
     });
 
     it('a job without a batch publishes no report, whatever its outcome', async () => {
-      const outcomes: Array<[string, (job: Job, ctx: JobContext) => Outcome]> = [
+      const outcomes: Array<[string, (job: Job, ctx: JobContext) => SettlementInput]> = [
         ['incoming', (job, ctx) => ({ kind: 'completed', job, ctx, seconds: 0 })],
         ['incoming', (job, ctx) => ({ kind: 'failed', job, error: new Error('retry me'), ctx })],
         ['incoming', (job, ctx) => ({ kind: 'failed', job, error: new NonRetryableError('dead'), ctx })],
@@ -985,7 +991,7 @@ describe('Settlement', () => {
       for (const [input, outcome] of outcomes) {
         const t = setup(input);
         const job = t.newJob();
-        expect(await t.settlement.settle(t.deliver(job), outcome(job, t.context(job)))).to.equal('acked');
+        expect((await t.settlement.settle(t.deliver(job), outcome(job, t.context(job)))).settled).to.equal('acked');
         expect(reportsOf(t.publishers.current as FakePublisher)).to.deep.equal([]);
       }
     });
@@ -995,7 +1001,7 @@ describe('Settlement', () => {
       const done = t.newJob();
       const ctx = trackedContext(done, { pages: 3 });
       t.settlement.started(done);
-      expect(await t.settlement.settle(t.deliver(done), { kind: 'completed', job: done, ctx, seconds: 0 })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(done), { kind: 'completed', job: done, ctx, seconds: 0 })).settled).to.equal('acked');
       const failing = t.newJob();
       await t.settlement.settle(t.deliver(failing), { kind: 'failed', job: failing, error: new Error('no luck'), ctx: t.context(failing) });
       const records = reportsOf(t.publishers.current as FakePublisher).flatMap((p) => parseRecords(p.content));
@@ -1018,7 +1024,7 @@ describe('Settlement', () => {
       const good = tracked({ pages: 3 });
       // Settled in one turn: their completed reports share one stream message.
       const settled = [bad, good].map(({ job, ctx }) => t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0 }));
-      expect(await Promise.all(settled)).to.deep.equal(['acked', 'acked']);
+      expect((await Promise.all(settled)).map((s) => s.settled)).to.deep.equal(['acked', 'acked']);
       const records = reportsOf(t.publishers.current as FakePublisher).flatMap((p) => parseRecords(p.content));
       expect(records.map((r) => (r.kind === 'settled' ? [r.job, r.outcome, r.result] : r.kind))).to.deep.equal([
         [bad.job.id, 'completed', undefined],
@@ -1036,7 +1042,7 @@ describe('Settlement', () => {
       const settled = t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0.1 });
       sink.sent[0].confirm();
       sink.sent[1].refuse(new PublishError('message nacked (queue full)', 'ojs.direct', 'converted', false));
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       const publisher = t.publishers.current as FakePublisher;
       const [completed, retrying] = reportsOf(publisher);
       expect(completed.body.outcome).to.equal('completed');
@@ -1054,7 +1060,7 @@ describe('Settlement', () => {
       void ctx.emit('converted', { type: 'doc.converted' });
       const settled = t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx, seconds: 0.1 });
       sink.sent[0].refuse(new PublishError('channel closed', 'ojs.direct', 'converted', true));
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       const [completed, handBack] = reportsOf(t.publishers.current as FakePublisher);
       // Not an attempt: it runs again at the same one.
       expect(handBack.body).to.deep.include({ outcome: 'retrying', retracts: completed.body.id, next_attempt: 1 });
@@ -1066,7 +1072,7 @@ describe('Settlement', () => {
       publisher.plan = ['refuse', 'ok', 'ok'];
       const t = setup('incoming', publisher);
       const job = t.newJob({ meta: { batch: BATCH } });
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('flaky') })).to.equal('rejected');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error: new Error('flaky') })).settled).to.equal('rejected');
       const [retrying, dead] = reportsOf(publisher);
       expect(retrying.body.outcome).to.equal('retrying');
       expect(dead.body).to.deep.include({ outcome: 'dead', retracts: retrying.body.id, id: `${retrying.body.id as string}.refused` });
@@ -1091,7 +1097,7 @@ describe('Settlement', () => {
       expect(report.body.error).to.deep.include({ type: 'TENANT_MISMATCH' });
       expect(t.channel.calls).to.deep.equal([]);
       for (const c of publisher.confirms) c.confirm();
-      expect(await settled).to.equal('acked');
+      expect((await settled).settled).to.equal('acked');
       expect(t.stats.deadLettered).to.equal(1);
     });
 
@@ -1099,7 +1105,9 @@ describe('Settlement', () => {
       const t = setup();
       const claim = t.newJob({ tenant: 'globex', meta: { batch: BATCH } });
       const error = new TenantMismatchError('globex', 'ojs.producer.acme', 'not acme');
-      expect(await t.settlement.settle(t.deliver(claim), { kind: 'failed', job: undefined, error, refused: claim })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(claim), { kind: 'failed', job: undefined, error, refused: claim })).settled).to.equal(
+        'acked',
+      );
       const [report] = reportsOf(t.publishers.current as FakePublisher);
       expect(report.body).to.not.have.property('tenant');
       expect(report.body).to.deep.include({ job: claim.id, outcome: 'dead' });
@@ -1109,7 +1117,7 @@ describe('Settlement', () => {
       const t = setup();
       const job = t.newJob({ meta: { batch: BATCH } });
       const error = new TenantMismatchError('globex', 'ojs.stage.acme', 'may not emit for globex');
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error })).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'failed', job, error })).settled).to.equal('acked');
       const [report] = reportsOf(t.publishers.current as FakePublisher);
       expect(report.body).to.deep.include({ job: job.id, outcome: 'dead' });
     });
@@ -1125,7 +1133,7 @@ describe('Settlement', () => {
           throw new Error('bug');
         },
       } as unknown as JobContext;
-      expect(await t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).to.equal('rejected');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).settled).to.equal('rejected');
       const [report] = reportsOf(t.publishers.current as FakePublisher);
       expect(report.body).to.deep.include({ job: job.id, batch: BATCH, outcome: 'dead' });
       expect(report.body.error).to.deep.include({ type: 'SETTLEMENT_FAILED' });
@@ -1142,15 +1150,17 @@ describe('Settlement', () => {
       } as unknown as JobContext;
       const refusing = setup('incoming', new FakePublisher('p1', 'refuse'));
       const job = refusing.newJob({ meta: { batch: BATCH } });
-      expect(await refusing.settlement.settle(refusing.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).to.equal(
-        'rejected',
-      );
+      expect(
+        (await refusing.settlement.settle(refusing.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).settled,
+      ).to.equal('rejected');
       expect(reportsOf(refusing.publishers.current as FakePublisher)).to.have.length(1);
       expect(await settledOps(refusing.channel)).to.deep.equal([reject(1)]);
       // No publisher now: the reject does not wait for one to heal.
       const none = setup();
       none.publishers.current = undefined;
-      expect(await none.settlement.settle(none.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).to.equal('rejected');
+      expect((await none.settlement.settle(none.deliver(job), { kind: 'completed', job, ctx: broken, seconds: 0 })).settled).to.equal(
+        'rejected',
+      );
       expect(none.publishers.readyCalls).to.deep.equal([]);
       expect(await settledOps(none.channel)).to.deep.equal([reject(1)]);
     });
@@ -1160,7 +1170,7 @@ describe('Settlement', () => {
     const t = setup();
     const job = t.newJob({ attempt: 2 });
     const delivery = t.deliver(job, 'due');
-    expect(await t.settlement.giveBack(delivery)).to.equal('acked');
+    expect((await t.settlement.giveBack(delivery)).settled).to.equal('acked');
     const [copy] = (t.publishers.current as FakePublisher).published;
     expect(copy.exchange).to.equal(names.retry);
     expect(copy.routingKey).to.equal(delayRoutingKey(0, t.queues.due));
@@ -1172,7 +1182,7 @@ describe('Settlement', () => {
   });
 
   it('every outcome leaves the context closed', async () => {
-    const outcomes: Array<(job: Job, ctx: JobContext) => Outcome> = [
+    const outcomes: Array<(job: Job, ctx: JobContext) => SettlementInput> = [
       (job, ctx) => ({ kind: 'completed', job, ctx, seconds: 0 }),
       (job, ctx) => ({ kind: 'failed', job, error: new Error('retry me'), ctx }),
       (job, ctx) => ({ kind: 'failed', job, error: new NonRetryableError('dead'), ctx }),
@@ -1183,7 +1193,7 @@ describe('Settlement', () => {
       const t = setup();
       const job = t.newJob();
       const ctx = t.context(job);
-      results.push(await t.settlement.settle(t.deliver(job), outcome(job, ctx)));
+      results.push((await t.settlement.settle(t.deliver(job), outcome(job, ctx))).settled);
       await expectClosed(ctx);
     }
     expect(results).to.deep.equal(['acked', 'acked', 'acked', 'acked']);

@@ -77,7 +77,7 @@ describe('tenant users (security.tenantUsers)', () => {
     it('never retries a TENANT_MISMATCH', () => {
       const policy = resolveRetryPolicy(compileConfig({}).defaultQueue, undefined);
       const error = new TenantMismatchError('globex', 'p.producer.acme', 'no');
-      expect(decideFailure(policy, 1, { type: 'TENANT_MISMATCH' }, error)).to.deep.equal({ action: 'dead_letter', exhausted: false });
+      expect(decideFailure(policy, 1, { type: 'TENANT_MISMATCH' }, error)).to.deep.equal({ kind: 'dead-lettered', exhausted: false });
     });
   });
 

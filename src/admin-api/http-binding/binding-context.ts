@@ -4,7 +4,9 @@ import { ClaimBoard } from './claim-board.js';
 import { EnvelopeCache } from './envelope-cache.js';
 import { RemoteStages } from './remote-stages.js';
 import { RetryTimes } from './retry-times.js';
+import { SettlementWaits } from './settlement-waits.js';
 import { EventLog } from './event-log.js';
+import { ProgressBoard } from './job-progress.js';
 import { WorkerDirectory } from './worker-directory.js';
 import { EventPublisher } from '../../events/event-publisher.js';
 import type { EventSink } from '../../events/job-events.js';
@@ -23,6 +25,10 @@ export interface BindingContext {
   remote: RemoteStages;
   /** When the retries those runners scheduled come back. */
   retries: RetryTimes;
+  /** The progress HTTP workers reported for the jobs they hold. */
+  progress: ProgressBoard;
+  /** Those runners' settlements, as they happen: what an ack, nack or cancel answers. */
+  settlements: SettlementWaits;
   /** The HTTP workers seen, and the state operators want of each. */
   workers: WorkerDirectory;
   /** The events of the prefix this server has read (`GET /ojs/v1/events`). */
@@ -40,6 +46,7 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
   let opened: Promise<Publisher> | undefined;
   const board = new ClaimBoard();
   const retries = new RetryTimes();
+  const settlements = new SettlementWaits(retries);
   const events = new EventLog(() => admin.configFile.load(), admin.log);
   let eventPublisher: Promise<EventPublisher> | undefined;
   const publishEvent: EventSink = (type, subject, data) => {
@@ -49,21 +56,16 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
     eventPublisher.catch(() => (eventPublisher = undefined));
     return eventPublisher.then((publisher) => publisher.publish(type, subject, data)).catch(() => undefined);
   };
-  const remote = new RemoteStages(
-    () => admin.configFile.load(),
-    board,
-    admin.log,
-    ({ job, nextAttempt, delayMs, at }) => retries.add(job.id, { nextAttempt, delayMs, at }),
-    publishEvent,
-    options.queuesPerTenant,
-  );
+  const remote = new RemoteStages(() => admin.configFile.load(), board, admin.log, [settlements], publishEvent, options.queuesPerTenant);
   return {
     admin,
     envelopes: new EnvelopeCache(),
     board,
     remote,
     retries,
+    settlements,
     workers: new WorkerDirectory(),
+    progress: new ProgressBoard(),
     events,
     publishEvent,
     testReset: options.testReset,

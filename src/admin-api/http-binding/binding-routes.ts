@@ -6,6 +6,9 @@ import { pushBatch, pushJob } from './push-handlers.js';
 import { resetJobs } from './reset-handler.js';
 import { deleteDeadLetter, listDeadLetter, retryDeadLetter } from './dead-letter-handlers.js';
 import { listEvents } from './event-handlers.js';
+import { queueStats } from './queue-stats-handler.js';
+import { tenantStats } from './tenant-stats-handler.js';
+import { getProgress, putProgress } from './progress-handlers.js';
 import { deleteCron, getCron, listCrons, registerCron, toggleCron, triggerCron } from './cron-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
@@ -29,6 +32,8 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'GET', path: '/ojs/v1/jobs/{id}', mutating: false, access: 'tenant', handle: bind(jobInfo) },
     { method: 'DELETE', path: '/ojs/v1/jobs/{id}', mutating: true, access: 'tenant', handle: bind(jobCancel) },
     { method: 'POST', path: '/ojs/v1/jobs/{id}/activate', mutating: true, access: 'tenant', handle: bind(jobActivate) },
+    { method: 'PUT', path: '/ojs/v1/jobs/{id}/progress', mutating: true, access: 'tenant', handle: bind(putProgress) },
+    { method: 'GET', path: '/ojs/v1/jobs/{id}/progress', mutating: false, access: 'tenant', handle: bind(getProgress) },
     // `job status --json`'s view of a job (the dashboard's), beside the binding's INFO.
     { method: 'GET', path: '/ojs/v1/jobs/{id}/status', mutating: false, access: 'tenant', handle: bind(jobStatus) },
     { method: 'POST', path: '/ojs/v1/workers/fetch', mutating: true, access: 'tenant', handle: bind(fetchJobs) },
@@ -38,6 +43,7 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'GET', path: '/ojs/v1/dead-letter', mutating: false, access: 'tenant', handle: bind(listDeadLetter) },
     { method: 'POST', path: '/ojs/v1/dead-letter/{id}/retry', mutating: true, access: 'tenant', handle: bind(retryDeadLetter) },
     { method: 'DELETE', path: '/ojs/v1/dead-letter/{id}', mutating: true, access: 'tenant', handle: bind(deleteDeadLetter) },
+    { method: 'GET', path: '/ojs/v1/queues/{name}/stats', mutating: false, access: 'tenant', handle: bind(queueStats) },
     { method: 'GET', path: '/ojs/v1/events', mutating: false, access: 'tenant', handle: bind(listEvents) },
     { method: 'POST', path: '/ojs/v1/workflows', mutating: true, access: 'tenant', handle: bind(createWorkflow) },
     { method: 'GET', path: '/ojs/v1/workflows', mutating: false, access: 'tenant', handle: bind(listWorkflows) },
@@ -49,6 +55,8 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'DELETE', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(deleteCron) },
     { method: 'PATCH', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(toggleCron) },
     { method: 'POST', path: '/ojs/v1/cron/{name}/trigger', mutating: true, access: 'tenant', handle: bind(triggerCron) },
+    // A tenant's token reads its own tenant's only (tenant-stats-handler.ts).
+    { method: 'GET', path: '/ojs/v1/admin/tenants/{id}/stats', mutating: false, access: 'tenant', handle: bind(tenantStats) },
     // An operator's: the admin token only.
     { method: 'GET', path: '/ojs/v1/admin/workers', mutating: false, handle: bind(listWorkers) },
     { method: 'POST', path: '/ojs/v1/admin/workers/{id}/quiet', mutating: true, handle: bind(orderWorker('quiet')) },

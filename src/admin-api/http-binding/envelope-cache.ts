@@ -45,6 +45,11 @@ export class EnvelopeCache {
     return this.jobs.has(id);
   }
 
+  /** Every envelope kept, oldest first. */
+  values(): IterableIterator<PushedJob> {
+    return this.jobs.values();
+  }
+
   clear(): void {
     this.jobs.clear();
   }

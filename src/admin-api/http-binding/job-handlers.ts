@@ -9,6 +9,7 @@ import { checkVisible, visibleJobs } from './request-tenant.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { releasePending } from './pending-jobs.js';
+import { progressFields } from './progress-handlers.js';
 
 /** `GET /ojs/v1/jobs/{id}` (INFO): `{ job }`, whatever `Accept` says (binding 4.3). */
 export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
@@ -17,13 +18,14 @@ export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise
   const held = ctx.board.claimOf(id);
   if (held !== undefined) {
     checkVisible(request, id, held.job.tenant);
-    return { status: 200, body: { job: claimedView(ctx, held) } };
+    return { status: 200, body: { job: { ...claimedView(ctx, held), ...progressFields(ctx.progress.get(id), 'active') } } };
   }
   const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
   const pushed = ctx.envelopes.get(id);
   if (row === undefined && pushed === undefined) throw unknownJob(id);
   checkVisible(request, id, row?.tenant ?? pushed?.job.tenant);
-  return { status: 200, body: { job: bindingJobView(row, pushed) } };
+  const job = bindingJobView(row, pushed);
+  return { status: 200, body: { job: { ...job, ...progressFields(ctx.progress.get(id), job.state) } } };
 }
 
 /** `GET /ojs/v1/jobs/{id}/status`: the job as `job status <id> --json` prints it (docs/job-state.md), the dashboard's view. */
@@ -48,8 +50,12 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
   // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
   const since = new Date().toISOString();
   const held = ctx.board.cancel(id);
-  if (held !== undefined)
-    return { status: 200, body: { job: bindingJobView(await waitForSettlement(ctx, id, held.job.attempt, since), pushed) } };
+  if (held !== undefined) {
+    // Settled by its runner here, not before this turn ends: the wait is registered in time.
+    const local = await ctx.settlements.wait(id, held.job.attempt, held.claim?.at);
+    const row = local?.row ?? (await waitForSettlement(ctx, id, held.job.attempt, since));
+    return { status: 200, body: { job: bindingJobView(row, pushed) } };
+  }
   if (row === undefined) throw unknownJob(id);
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();

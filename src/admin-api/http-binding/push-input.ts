@@ -6,6 +6,7 @@ import { childJobId } from '../../job/child-id.js';
 import { isTenantSlug, notATenantSlug } from '../../util/tenant-slug.js';
 import type { RetryPolicy } from '../../config/config.types.js';
 import type { PublishSpec, UniquePolicy } from '../../job/job.types.js';
+import { rateLimitOf } from './rate-limit-input.js';
 
 /** The queue of a job pushed without `options.queue` (OJS core: `default`). */
 export const DEFAULT_QUEUE = 'default';
@@ -114,6 +115,7 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
   // ojs-multi-tenancy 5.3: the tenant the request acts for is written into the job.
   if (jobTenant !== undefined) meta.tenant_id = jobTenant;
   const childId = derivedId(job, meta, jobTenant);
+  const rateLimit = rateLimitOf(options.rate_limit, queue as string, jobTenant);
   const spec: PublishSpec = {
     type: job.type,
     args: job.args,
@@ -126,6 +128,7 @@ export function readPushInput(body: unknown, tenant: string | undefined): PushIn
     // OJS unique jobs: `options.unique` (or a top-level `unique`), checked by createJob.
     ...((options.unique ?? job.unique) === undefined ? {} : { unique: (options.unique ?? job.unique) as UniquePolicy }),
     ...(tags === undefined ? {} : { tags: tags as string[] }),
+    ...(rateLimit === undefined ? {} : { rate_limit: rateLimit }),
     ...(options.pending === true ? { pending: true } : {}),
     ...(jobTenant === undefined ? {} : { tenant: jobTenant }),
   };

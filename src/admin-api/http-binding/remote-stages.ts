@@ -9,10 +9,11 @@ import { TenantRequiredError, StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { Logger } from '../../logging/logger.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
-import type { RetryObserver } from '../../runner/after-settle.js';
+import type { SettlementInterceptor } from '../../runner/settlement-interceptor.js';
 import type { EventSink } from '../../events/job-events.js';
 import { StageRunner } from '../../runner/stage-runner.js';
 import { DirectiveGate } from '../../runner/directive-gate.js';
+import { FlowControl } from '../../flow/flow-control.js';
 import { JobCancels } from '../../runner/job-cancels.js';
 import type { LoadedStage } from '../../stage/stage-loader.js';
 import type { StageContext, StageMetadata } from '../../stage/stage.types.js';
@@ -59,7 +60,7 @@ export class RemoteStages {
     private readonly loadConfig: () => Promise<CompiledConfig>,
     private readonly board: ClaimBoard,
     private readonly log: Logger,
-    private readonly onRetryScheduled?: RetryObserver,
+    private readonly interceptors: readonly SettlementInterceptor[] = [],
     /** Where the runners publish the `job.*` events of queues with `events: true`. */
     private readonly events?: EventSink,
     /** Unconfigured queues one tenant's token may make this server hold (AdminServerLimits.queuesPerTenant). */
@@ -229,11 +230,12 @@ export class RemoteStages {
     await opened?.control.close();
     await opened?.payloads.store.close();
     await opened?.directives.close();
+    await opened?.flow.close();
     await opened?.connection.close().catch(() => undefined);
   }
 
   private async start(key: string, queue: string, tenant: string | undefined): Promise<RemoteQueue> {
-    const { connection, config, payloads, directives } = await this.open();
+    const { connection, config, payloads, directives, flow } = await this.open();
     const metadata = metadataOf(config, queue);
     await this.applySettings(config, queue);
     const board = this.board;
@@ -253,7 +255,8 @@ export class RemoteStages {
       log: this.log,
       payloads,
       directives,
-      ...(this.onRetryScheduled === undefined ? {} : { onRetryScheduled: this.onRetryScheduled }),
+      flow,
+      interceptors: this.interceptors,
       ...(this.events === undefined ? {} : { events: this.events }),
     });
     runner.on('fatal', (err: Error) => {
@@ -299,7 +302,10 @@ export class RemoteStages {
     this.connection ??= (async () => {
       const config = await this.loadConfig();
       const connection = await openConnection(config, this.log, 'stagecoach-http-workers');
+      // The queues' and the jobs' own limits (a push's `options.rate_limit`), as native stages take them.
+      const flow = new FlowControl(config, this.log);
       connection.on('close', () => {
+        void flow.close();
         // Every delivery held is back with the broker: the next fetch opens anew.
         this.log.warn("the HTTP workers' broker connection closed; held jobs go back to their queues");
         this.connection = undefined;
@@ -317,7 +323,8 @@ export class RemoteStages {
         () => this.syncStates(connection, () => true),
       );
       await control.attach(connection);
-      return { connection, config, payloads: payloadOffloaderFor(config, this.log), directives, control };
+      await flow.attach(connection);
+      return { connection, config, payloads: payloadOffloaderFor(config, this.log), directives, control, flow };
     })();
     this.connection.catch(() => (this.connection = undefined));
     return this.connection;
@@ -333,6 +340,8 @@ interface Opened {
   directives: DirectiveGate;
   /** Queue states and directives changed elsewhere (onControl). */
   control: ControlListener;
+  /** The tokens of the limits its runners' jobs take (docs/flow-control.md). */
+  flow: FlowControl;
 }
 
 export function keyOf(queue: string, tenant: string | undefined): string {

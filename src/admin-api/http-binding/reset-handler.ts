@@ -35,8 +35,10 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     await ctx.admin.schedules.append(scheduleRecord({ kind: 'clear' }));
     ctx.envelopes.clear();
     ctx.retries.clear();
+    ctx.settlements.clear();
     ctx.events.clear();
     ctx.workers.clear();
+    ctx.progress.clear();
     ctx.admin.log.warn('test reset: every job of the prefix deleted', { prefix: config.prefix, queues: queues.length, purged, forgotten });
     return { status: 200, body: { status: 'ok', queues: queues.length, purged, forgotten } };
   });

@@ -11,6 +11,7 @@ import { REMOTE_CONCURRENCY, type RemoteQueue } from './remote-stages.js';
 import { checkVisible, confinedTo, tenantOf, visibleJobs } from './request-tenant.js';
 import { isQueueName, QUEUE_NAME_RULE } from '../../util/queue-name.js';
 import { waitForSettlement } from './settlement-wait.js';
+import type { LocalSettlement } from './settlement-waits.js';
 
 /** Jobs one fetch claims unless it asks for another `count` (at most REMOTE_CONCURRENCY). */
 export const DEFAULT_FETCH_COUNT = 1;
@@ -108,8 +109,9 @@ export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const held = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.emit !== undefined && !Array.isArray(body.emit)) throw new ApiError(400, 'INVALID_REQUEST', '"emit" must be an array of jobs');
+  const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at);
   await ctx.board.ack(held, body as AckBody);
-  return settled(ctx, held, since);
+  return settled(ctx, held, since, local);
 }
 
 /**
@@ -123,9 +125,10 @@ export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise
   const held = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.requeue !== undefined && typeof body.requeue !== 'boolean')
     throw new ApiError(400, 'INVALID_REQUEST', '"requeue" must be a boolean');
+  const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at);
   if (body.requeue === true) ctx.board.requeue(held);
   else ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
-  return settled(ctx, held, since);
+  return settled(ctx, held, since, local);
 }
 
 /**
@@ -164,20 +167,25 @@ async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): P
   );
 }
 
-/** The answer to an ack or nack: the job once its settlement is in the store (or as far as it got within the wait). */
-/** The answer to an ack or nack that arrived at `since`: the job once its settlement is in the store. */
-async function settled(ctx: BindingContext, held: Held, since: string): Promise<ApiResponse> {
-  const row: JobRow | undefined = await waitForSettlement(ctx, held.job.id, held.job.attempt, since);
+/**
+ * The answer to an ack or nack that arrived at `since`: the job as its runner here settled it
+ * (`local`, SettlementWaits). Only when it was not settled here (its delivery went back to the
+ * broker with a lost channel) is the job store asked, until its settlement shows there.
+ */
+async function settled(ctx: BindingContext, held: Held, since: string, local: Promise<LocalSettlement | undefined>): Promise<ApiResponse> {
+  const here = await local;
+  const row: JobRow | undefined = here?.row ?? (await waitForSettlement(ctx, held.job.id, held.job.attempt, since));
   const view = bindingJobView(row, ctx.envelopes.get(held.job.id) ?? { job: held.job, extensions: {} });
   // A retry: when it comes back. The runner tells of it right after its ack, which follows the
   // report the store reads: on a loaded machine the store may show it first, so wait (bounded).
-  if (row?.state === 'retryable') {
+  if (row?.state === 'retryable' && here === undefined) {
     const deadline = Date.now() + RETRY_TIME_WAIT_MS;
     while (ctx.retries.of(held.job.id, row.attempt) === undefined && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
   }
+  if (row?.state === 'retryable') Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
   return { status: 200, body: { acknowledged: true, job_id: held.job.id, ...view, job: view } };
 }
 

@@ -27,11 +27,14 @@ export function readinessOf(
   blocked?: Blocked,
   /** How long the broker has said nothing, once past `broker.stallTimeout` (StallWatch). */
   silentMs?: number,
+  /** The broker closed the flow-control token channel (a token held past its consumer_timeout): no limited job starts until it is back. */
+  tokensDown = false,
 ): Readiness {
   const detail = blocked === undefined ? {} : { blocked };
   if (connected && silentMs !== undefined) {
     return { ready: false, reason: `no answer from the broker for ${Math.round(silentMs / 1000)} s (the connection looks cut)`, ...detail };
   }
+  if (connected && started && tokensDown) return { ready: false, reason: 'flow-control token channel down (re-opening it)', ...detail };
   return { ...readinessOfRunners(connected, started, runners), ...detail };
 }
 

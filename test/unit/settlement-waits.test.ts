@@ -1,0 +1,84 @@
+import { expect } from 'chai';
+import { createJob } from '../../src/job/envelope.js';
+import type { Job } from '../../src/job/job.types.js';
+import type { JobContext } from '../../src/stage/job-context.js';
+import type { Delivery } from '../../src/runner/delivery.js';
+import { intercepted, type SettlementCall } from '../../src/runner/settlement-interceptor.js';
+import type { SettledResult } from '../../src/runner/settlement-result.js';
+import { RetryTimes } from '../../src/admin-api/http-binding/retry-times.js';
+import { SettlementWaits } from '../../src/admin-api/http-binding/settlement-waits.js';
+
+const delivery = {} as Delivery;
+const error = { type: 'Boom', message: 'boom' };
+
+function jobAt(attempt: number): Job {
+  return { ...createJob({ type: 'doc.convert', args: [1] }, { queue: 'remote' }), attempt };
+}
+
+describe('settlement waits (the HTTP binding awaits its runner)', () => {
+  it("answers an ack with its runner's settlement as it happens, the job store never read (there is none)", async () => {
+    const waits = new SettlementWaits(new RetryTimes());
+    const job = jobAt(1);
+    const ctx = { result: { pages: 3 } } as unknown as JobContext;
+    const settle = intercepted([waits], () =>
+      Promise.resolve<SettledResult>({ kind: 'completed', settled: 'acked', job, emitted: 0, seconds: 0.1 }),
+    );
+    const answer = waits.wait(job.id, 1, '2026-01-01T00:00:00.000Z');
+    let told = false;
+    void answer.then(() => (told = true));
+    await settle({ delivery, input: { kind: 'completed', job, ctx, seconds: 0.1 } });
+    // Told within the settlement's own turn: no poll in between.
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(told).to.equal(true);
+    const local = await answer;
+    expect(local?.result.kind).to.equal('completed');
+    expect(local?.row).to.include({ state: 'completed', attempt: 1, started_at: '2026-01-01T00:00:00.000Z' });
+    expect(local?.row.result).to.deep.equal({ pages: 3 });
+  });
+
+  it("a nack's retry: the row waits for attempt 2 with the error, and its time is kept for the answer", async () => {
+    const retries = new RetryTimes();
+    const waits = new SettlementWaits(retries);
+    const job = jobAt(1);
+    const settle = intercepted([waits], () =>
+      Promise.resolve<SettledResult>({ kind: 'retried', settled: 'acked', job, nextAttempt: 2, delayMs: 1500, error }),
+    );
+    const answer = waits.wait(job.id, 1, undefined);
+    await settle({ delivery, input: { kind: 'failed', job, error: new Error('boom') } } as SettlementCall);
+    const local = await answer;
+    expect(local?.row).to.include({ state: 'retryable', attempt: 2 });
+    expect(local?.row.errors.map((e) => e.type)).to.deep.equal(['Boom']);
+    expect(retries.fields(job.id, 2).retry_delay_ms).to.equal(1500);
+  });
+
+  it('a delivery lost with its channel, or no settlement within the bound, answers undefined (the store is asked then)', async () => {
+    const waits = new SettlementWaits(new RetryTimes());
+    const job = jobAt(1);
+    const lost = waits.wait(job.id, 1, undefined);
+    await intercepted([waits], () => Promise.resolve<SettledResult>({ kind: 'lost', settled: 'abandoned' }))({
+      delivery,
+      input: { kind: 'crashed', job },
+    });
+    expect(await lost).to.equal(undefined);
+    expect(await waits.wait('elsewhere', 1, undefined, 5)).to.equal(undefined);
+  });
+
+  it('runs interceptors around the settlement, the first registered outermost', async () => {
+    const order: string[] = [];
+    const around = (name: string) => ({
+      async settle(call: SettlementCall, next: (call: SettlementCall) => Promise<SettledResult>): Promise<SettledResult> {
+        order.push(`${name} in`);
+        const result = await next(call);
+        order.push(`${name} out`);
+        return result;
+      },
+    });
+    const settle = intercepted([around('a'), around('b')], () => {
+      order.push('settle');
+      return Promise.resolve<SettledResult>({ kind: 'given-back', settled: 'acked' });
+    });
+    await settle({ delivery, input: { kind: 'crashed', job: jobAt(1) } });
+    expect(order).to.deep.equal(['a in', 'b in', 'settle', 'b out', 'a out']);
+  });
+});
