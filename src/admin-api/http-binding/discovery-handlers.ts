@@ -18,12 +18,16 @@ export function manifest(): Promise<ApiResponse> {
       backend: 'rabbitmq',
       // Workflows (level 3's chain, group, batch: docs/workflows.md) are served; the level claimed
       // stays the highest whose levels below all pass too.
-      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs', 'workflows'],
+      // `progress`: PUT|GET /ojs/v1/jobs/{id}/progress for HTTP workers (the suite's ext-progress passes).
+      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs', 'workflows', 'progress'],
       // OJS unique jobs 8.3 (docs/unique-jobs.md): claims are atomic (reject, ignore), but `replace`
       // cancels its holder through the job-cancels stream, which a holder starting meanwhile outruns.
       capabilities: {
         // Level 2 (docs/schedules.md): cron over the broker, `scheduled_at` on the delay ladder, `expires_at`.
         cron_jobs: true,
+        // Level 4, in part (docs/http-binding.md, Conformance): batch push, unique jobs, queue
+        // pause, resume and stats, a push's rate limit; not priority ordering.
+        queue_stats: true,
         delayed_jobs: true,
         job_ttl: true,
         unique_jobs: {
