@@ -83,7 +83,9 @@ describe('workflows over HTTP and in the dashboard', function () {
     });
     expect(created.status).to.equal(201);
     const id = workflowOf(created).id as string;
-    expect(workflowOf(created)).to.include({ type: 'chain', state: 'running', tenant: 'acme', steps_total: 2 });
+    expect(workflowOf(created)).to.include({ type: 'chain', tenant: 'acme', steps_total: 2 });
+    // Answered once its first step is out: acme's steps may have run to the end by then.
+    expect(workflowOf(created).state).to.be.oneOf(['running', 'completed']);
     const done = await waitFor('the chain completed', async () => {
       const now = workflowOf(await call('GET', `/ojs/v1/workflows/${id}`, acme));
       return now.state === 'completed' ? now : undefined;
