@@ -16,6 +16,7 @@ import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { Delivery, SettlementInput } from './delivery.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ConsumerTimeoutError } from './consumer-timeout.js';
+import { ProgressReporter, type ProgressOutlets } from './progress-reporter.js';
 
 export interface DeliveryProcessorOptions {
   stage: StageMetadata;
@@ -52,6 +53,8 @@ export interface DeliveryProcessorOptions {
   enqueue?: readonly EnqueueMiddleware[];
   /** Where emitted jobs carrying `unique` claim their keys (docs/unique-jobs.md). */
   unique?: UniqueEnqueue;
+  /** Where a job's `ctx.progress()` goes; without it, nowhere. */
+  progress?: (job: Job) => ProgressOutlets;
 }
 
 /**
@@ -113,6 +116,8 @@ export class DeliveryProcessor {
         return { kind: 'failed', job, error };
       }
     }
+    const outlets = this.options.progress?.(job);
+    const progress = outlets === undefined ? undefined : new ProgressReporter(job, { stage: stage.name, queue: stage.input }, outlets);
     const ctx = new JobContext(
       stage.name,
       stage.outputs,
@@ -126,6 +131,7 @@ export class DeliveryProcessor {
       this.options.enqueue,
       this.options.tracked,
       this.options.unique,
+      progress === undefined || progress.idle ? undefined : (fraction, message) => progress.report(fraction, message),
     );
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
@@ -139,8 +145,10 @@ export class DeliveryProcessor {
       if (sdkRegistered())
         await inJobSpan(stage.name, delivery.queue, handled, headers, () => invokeHandler(handler, handled, ctx, timeout));
       else await invokeHandler(handler, handled, ctx, timeout);
+      progress?.end(true);
       return { kind: 'completed', job, ctx, seconds: (performance.now() - began) / 1000 };
     } catch (error) {
+      progress?.end(false);
       if (error instanceof RateLimitedError) return { kind: 'rate-limited', job, error, ctx };
       if (error instanceof JobCancelledError) {
         ctx.close();
