@@ -5,7 +5,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import type { OjsEvent } from '../../src/events/ojs-event.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';
 import { convertGate } from '../fixtures/progress-stages.js';
-import { REPO_ROOT } from '../helpers/cli.js';
+import { REPO_ROOT, runCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { EventTap } from '../helpers/event-tap.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
@@ -73,6 +73,8 @@ describe('ctx.progress: a native stage reports how far a job got (docs/job-state
       headers: { authorization: `Bearer ${TOKEN}` },
     });
     expect(await progress.json()).to.deep.include({ job_id: id, state: 'active', progress: 0.5, message: 'halfway' });
+    const status = await runCli(['job', 'status', id, '--config', project.file], { AMQP_URL });
+    expect(status.stdout, status.stderr).to.include('progress: 50% (halfway)');
     convertGate.releaseAll();
     const done = await waitFor('INFO shows the job completed', async () => {
       const { job } = await info(id);
