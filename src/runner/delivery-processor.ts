@@ -116,8 +116,22 @@ export class DeliveryProcessor {
         return { kind: 'failed', job, error };
       }
     }
-    const outlets = this.options.progress?.(job);
-    const progress = outlets === undefined ? undefined : new ProgressReporter(job, { stage: stage.name, queue: stage.input }, outlets);
+    // Made at the first `ctx.progress()`: most handlers never report, and pay one closure.
+    let progress: ProgressReporter | undefined;
+    let runOver = false;
+    const outletsOf = this.options.progress;
+    const reportProgress =
+      outletsOf === undefined
+        ? undefined
+        : (fraction: number, message?: string): void => {
+            if (runOver) return;
+            progress ??= new ProgressReporter(job, { stage: stage.name, queue: stage.input }, outletsOf(job));
+            progress.report(fraction, message);
+          };
+    const endProgress = (completed: boolean): void => {
+      runOver = true;
+      progress?.end(completed);
+    };
     const ctx = new JobContext(
       stage.name,
       stage.outputs,
@@ -131,7 +145,7 @@ export class DeliveryProcessor {
       this.options.enqueue,
       this.options.tracked,
       this.options.unique,
-      progress === undefined || progress.idle ? undefined : (fraction, message) => progress.report(fraction, message),
+      reportProgress,
     );
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
@@ -145,10 +159,10 @@ export class DeliveryProcessor {
       if (sdkRegistered())
         await inJobSpan(stage.name, delivery.queue, handled, headers, () => invokeHandler(handler, handled, ctx, timeout));
       else await invokeHandler(handler, handled, ctx, timeout);
-      progress?.end(true);
+      endProgress(true);
       return { kind: 'completed', job, ctx, seconds: (performance.now() - began) / 1000 };
     } catch (error) {
-      progress?.end(false);
+      endProgress(false);
       if (error instanceof RateLimitedError) return { kind: 'rate-limited', job, error, ctx };
       if (error instanceof JobCancelledError) {
         ctx.close();

@@ -38,13 +38,9 @@ export class ProgressReporter {
     private readonly intervalMs = PROGRESS_INTERVAL_MS,
   ) {}
 
-  /** Nothing to report to: the job is neither tracked nor its queue's events on. */
-  get idle(): boolean {
-    return this.outlets.record === undefined && this.outlets.event === undefined;
-  }
-
   report(fraction: number, message?: string): void {
-    if (this.ended) return;
+    // Nothing to report to (the job neither tracked nor its queue's events on), or the run is over.
+    if (this.ended || (this.outlets.record === undefined && this.outlets.event === undefined)) return;
     // Fire and forget (ojs-progress 5.1): a value that is no number is no progress, not an error.
     if (typeof fraction === 'number' && !Number.isNaN(fraction)) {
       this.value = Math.max(Math.min(1, Math.max(0, fraction)), this.value ?? 0);
