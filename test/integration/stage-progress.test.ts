@@ -13,7 +13,10 @@ import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const MODULE = path.join(REPO_ROOT, 'dist/test/fixtures/progress-stages.js');
-const STAGES = [{ name: 'converter', input: 'convert', outputs: [] }] as unknown as StageMetadata[];
+const STAGES = [
+  { name: 'converter', input: 'convert', outputs: [] },
+  { name: 'threaded', input: 'convert_threaded', outputs: [] },
+] as unknown as StageMetadata[];
 const TOKEN = 'stage-progress-token';
 const log = createLogger({ test: 'stage-progress' }, 'error');
 
@@ -36,14 +39,24 @@ describe('ctx.progress: a native stage reports how far a job got (docs/job-state
     project = await writeConfigFile(
       {
         tenants: ['acme'],
-        queues: { convert: { events: true, default_retry: { max_attempts: 1 } } },
-        stages: { converter: { module: MODULE } },
+        queues: {
+          convert: { events: true, default_retry: { max_attempts: 1 } },
+          convert_threaded: { default_retry: { max_attempts: 1 } },
+        },
+        stages: { converter: { module: MODULE }, threaded: { module: MODULE, threads: 1 } },
       },
       STAGES,
       'stage-progress',
     );
     tap = await EventTap.open(project.config.broker.url, project.names.events);
-    group = await startGroup(project.config, [{ stage: 'converter', tenant: 'acme' }], log);
+    group = await startGroup(
+      project.config,
+      [
+        { stage: 'converter', tenant: 'acme' },
+        { stage: 'threaded', tenant: 'acme' },
+      ],
+      log,
+    );
     server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL } });
   });
 
@@ -93,5 +106,14 @@ describe('ctx.progress: a native stage reports how far a job got (docs/job-state
       return job?.state === 'discarded' && job;
     });
     expect(failed).to.deep.include({ progress: 0.5, progress_message: 'halfway' });
+  });
+
+  it('a stage in worker threads reports through the main thread', async () => {
+    const id = await group.publisher.publish('convert_threaded', { type: 'convert.pdf', args: [], tenant: 'acme' });
+    const failed = await waitFor('INFO shows the threaded job discarded', async () => {
+      const { job } = await info(id);
+      return job?.state === 'discarded' && job;
+    });
+    expect(failed).to.deep.include({ progress: 0.3, progress_message: 'in a thread' });
   });
 });
