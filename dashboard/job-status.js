@@ -1,5 +1,5 @@
 // One tracked job as `stagecoach job status` shows it (docs/job-state.md): OJS state, attempt,
-// stage, parent, children, result and an error per failed attempt; fetched when opened.
+// stage, parent, children, progress, result and an error per failed attempt; fetched when opened.
 import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
@@ -52,6 +52,16 @@ export function JobStatus({ id }) {
         <dt>children</dt>
         <dd>${job.children.length}</dd>
       </div>
+      ${
+        job.progress !== undefined
+          ? html`<div class="wide">
+              <dt>progress</dt>
+              <dd data-field="job-progress">
+                ${job.progress === null ? '—' : `${Math.round(job.progress * 100)}%`}${job.progress_message === undefined ? '' : ` · ${job.progress_message}`}
+              </dd>
+            </div>`
+          : null
+      }
       ${
         (job.tags ?? []).length > 0
           ? html`<div class="wide">

@@ -123,6 +123,8 @@ export class BatchFold {
   apply(record: TrackingRecord): FoldResult {
     switch (record.kind) {
       case 'mark':
+      case 'progress':
+        // Progress is the job store's (src/job-state): it settles nothing.
         return {};
       case 'directive': {
         // A tenant's directives are for stages only; a batch's show in its state.

@@ -261,7 +261,7 @@ export async function readJobStore(config: CompiledConfig, log: Logger): Promise
  * tenant: the tracker publishes them with its own (trusted) user, so a tenant's producer must not
  * make it publish jobs for another tenant; the record still counts. A directive record only from
  * the operator or the internal user (batch-directives.ts): it changes a batch's state word. A
- * `created` or `settled` record only from a user that may act for the tenant it names (that
+ * `created`, `settled` or `progress` record only from a user that may act for the tenant it names (that
  * tenant's producer or stage user, the internal user, the operator): a tenant user cannot settle,
  * create or kill jobs in another tenant's batch. Without tenant users every record is taken.
  */
@@ -273,11 +273,11 @@ export function trustedRecord(config: CompiledConfig, record: TrackingRecord, us
     return { kind: 'mark', id: record.id, at: record.at };
   }
   if (
-    (record.kind === 'settled' || record.kind === 'created' || record.kind === 'workflow') &&
+    (record.kind === 'settled' || record.kind === 'created' || record.kind === 'workflow' || record.kind === 'progress') &&
     !identities.mayActFor(record.tenant, userId)
   ) {
     log.warn('tracking record ignored: its broker user may not act for the tenant it names', {
-      batch: record.kind === 'workflow' ? record.workflow : record.batch,
+      batch: record.kind === 'workflow' ? record.workflow : record.kind === 'progress' ? undefined : record.batch,
       ...(record.kind === 'workflow' ? {} : { job_id: record.job }),
       tenant: record.tenant,
       user_id: userId,

@@ -66,6 +66,11 @@ export class JobEvents {
     );
   }
 
+  /** A running job's progress (`ctx.progress`), as the HTTP binding publishes an HTTP worker's. */
+  progress(job: Job, progress: number | null, message: string | undefined): void {
+    this.send('progress.updated', job, { progress, ...(message === undefined ? {} : { message }) });
+  }
+
   private send(type: EventType, job: Job, data: Record<string, unknown>): void {
     this.publish(type, job.id, {
       job_type: job.type,

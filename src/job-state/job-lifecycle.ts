@@ -1,4 +1,4 @@
-import type { CreatedReport, DirectiveRecord, SettledReport, SettlementOutcome } from '../tracking/tracking-report.js';
+import type { CreatedReport, DirectiveRecord, ProgressRecord, SettledReport, SettlementOutcome } from '../tracking/tracking-report.js';
 
 /** The OJS lifecycle (src/job/job-states.ts): kept here too for the store's readers. */
 export { JOB_STATES, type JobState } from '../job/job-states.js';
@@ -52,13 +52,25 @@ export interface JobRow {
   cancel_requested?: string;
   /** ISO 8601: the store may drop it from then on (its queue's `retention` for its end state). */
   expires_at?: string;
+  /** How far its latest reporting attempt got (`ctx.progress`), see foldProgress. */
+  progress?: RowProgress;
+}
+
+/** A job's progress in the store: the highest fraction of its latest attempt, the latest message. */
+export interface RowProgress {
+  attempt: number;
+  /** 0.0 to 1.0; null while only messages were reported. */
+  value: number | null;
+  message?: string;
+  /** ISO 8601 of the latest report. */
+  at: string;
 }
 
 /** [attempt, at, rank]: compared in that order; rank 0 waiting, 1 active, 2 ended. */
 export type StateKey = [number, string, number];
 
 /** A record the job store folds. */
-export type JobRecord = CreatedReport | SettledReport | (DirectiveRecord & { job: string });
+export type JobRecord = CreatedReport | SettledReport | ProgressRecord | (DirectiveRecord & { job: string });
 
 /** Milliseconds a job is kept once ended in `state` (its queue's retention), or undefined: kept. */
 export type RetentionOf = (row: JobRow) => number | undefined;
@@ -112,6 +124,11 @@ export function foldJob(existing: JobRow | undefined, record: JobRecord, retenti
     row.cancel_requested = minTime(row.cancel_requested, record.at);
     return row;
   }
+  if (record.kind === 'progress') {
+    // A report naming another tenant than the job's is not this job's (tenant confinement).
+    if (existing?.tenant === undefined || existing.tenant === record.tenant) row.progress = foldProgress(row.progress, record);
+    return row;
+  }
   if (record.tenant !== undefined) row.tenant ??= record.tenant;
   if (record.type !== undefined) row.type ??= record.type;
   if (record.batch !== undefined) row.batch ??= record.batch;
@@ -154,6 +171,25 @@ export function foldJob(existing: JobRow | undefined, record: JobRecord, retenti
   }
   row.created_at = minTime(row.created_at, record.at);
   return row;
+}
+
+/**
+ * A progress report folded into the job's progress, commutatively: a later attempt's replaces an
+ * earlier one's (spec/ojs-progress.md: non-decreasing within one execution); within an attempt
+ * the highest fraction stands and the latest report's message (by time, then text) is shown.
+ */
+export function foldProgress(known: RowProgress | undefined, record: ProgressRecord): RowProgress {
+  const mine: RowProgress = {
+    attempt: record.attempt,
+    value: record.progress,
+    ...(record.message === undefined ? {} : { message: record.message }),
+    at: record.at,
+  };
+  if (known === undefined || record.attempt > known.attempt) return mine;
+  if (record.attempt < known.attempt) return known;
+  const value = known.value === null ? mine.value : mine.value === null ? known.value : Math.max(known.value, mine.value);
+  const later = mine.at > known.at || (mine.at === known.at && (mine.message ?? '') > (known.message ?? '')) ? mine : known;
+  return { ...later, value };
 }
 
 /**

@@ -26,6 +26,9 @@ export interface JobStateView {
   started_at: string | null;
   completed_at: string | null;
   cancelled_at: string | null;
+  /** 0.0 to 1.0 (`ctx.progress`), 1 once completed; present only when the job reported progress. */
+  progress?: number | null;
+  progress_message?: string;
 }
 
 export function jobStateView(row: JobRow, now: number = Date.now()): JobStateView {
@@ -50,5 +53,16 @@ export function jobStateView(row: JobRow, now: number = Date.now()): JobStateVie
     started_at: row.started_at ?? null,
     completed_at: row.completed_at ?? null,
     cancelled_at: row.cancelled_at ?? row.cancel_requested ?? null,
+    ...progressOf(row),
+  };
+}
+
+/** spec/ojs-progress.md 8: a completed job that reported progress is done; a failed one keeps its last. */
+function progressOf(row: JobRow): Pick<JobStateView, 'progress' | 'progress_message'> {
+  const known = row.progress;
+  if (known === undefined) return {};
+  return {
+    progress: row.state === 'completed' ? 1 : known.value,
+    ...(known.message === undefined ? {} : { progress_message: known.message }),
   };
 }

@@ -15,9 +15,9 @@ export const STORE_LINGER_MS = 250;
 /** The wait before a failed write is tried again (the database away): its records are kept. */
 export const STORE_RETRY_MS = 1000;
 
-/** The records the job store folds: created, settled, and a `job cancel` directive. */
+/** The records the job store folds: created, settled, progress, and a `job cancel` directive. */
 export function jobRecordOf(record: TrackingRecord): JobRecord | undefined {
-  if (record.kind === 'created' || record.kind === 'settled') return record;
+  if (record.kind === 'created' || record.kind === 'settled' || record.kind === 'progress') return record;
   if (record.kind === 'directive' && record.action === 'cancel' && typeof record.job === 'string') return record as JobRecord;
   return undefined;
 }

@@ -16,6 +16,7 @@ import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { Delivery, SettlementInput } from './delivery.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ConsumerTimeoutError } from './consumer-timeout.js';
+import { ProgressReporter, type ProgressOutlets } from './progress-reporter.js';
 
 export interface DeliveryProcessorOptions {
   stage: StageMetadata;
@@ -52,6 +53,8 @@ export interface DeliveryProcessorOptions {
   enqueue?: readonly EnqueueMiddleware[];
   /** Where emitted jobs carrying `unique` claim their keys (docs/unique-jobs.md). */
   unique?: UniqueEnqueue;
+  /** Where a job's `ctx.progress()` goes; without it, nowhere. */
+  progress?: (job: Job) => ProgressOutlets;
 }
 
 /**
@@ -113,6 +116,22 @@ export class DeliveryProcessor {
         return { kind: 'failed', job, error };
       }
     }
+    // Made at the first `ctx.progress()`: most handlers never report, and pay one closure.
+    let progress: ProgressReporter | undefined;
+    let runOver = false;
+    const outletsOf = this.options.progress;
+    const reportProgress =
+      outletsOf === undefined
+        ? undefined
+        : (fraction: number, message?: string): void => {
+            if (runOver) return;
+            progress ??= new ProgressReporter(job, { stage: stage.name, queue: stage.input }, outletsOf(job));
+            progress.report(fraction, message);
+          };
+    const endProgress = (completed: boolean): void => {
+      runOver = true;
+      progress?.end(completed);
+    };
     const ctx = new JobContext(
       stage.name,
       stage.outputs,
@@ -126,6 +145,7 @@ export class DeliveryProcessor {
       this.options.enqueue,
       this.options.tracked,
       this.options.unique,
+      reportProgress,
     );
     // Its rate and throttle tokens are spent now, as late as can be: a window counts handler
     // starts, not deliveries refused, cancelled or parked before (docs/flow-control.md).
@@ -139,8 +159,10 @@ export class DeliveryProcessor {
       if (sdkRegistered())
         await inJobSpan(stage.name, delivery.queue, handled, headers, () => invokeHandler(handler, handled, ctx, timeout));
       else await invokeHandler(handler, handled, ctx, timeout);
+      endProgress(true);
       return { kind: 'completed', job, ctx, seconds: (performance.now() - began) / 1000 };
     } catch (error) {
+      endProgress(false);
       if (error instanceof RateLimitedError) return { kind: 'rate-limited', job, error, ctx };
       if (error instanceof JobCancelledError) {
         ctx.close();

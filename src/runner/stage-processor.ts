@@ -1,4 +1,5 @@
 import { publishRecord } from '../tracking/tracking-stream.js';
+import type { ProgressRecord } from '../tracking/tracking-report.js';
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
@@ -11,6 +12,8 @@ import { BrokerNames } from '../topology/names.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { uniqueGateFor } from '../job-state/unique/unique-gate.js';
 import { DeliveryProcessor } from './delivery-processor.js';
+import { JobEvents } from '../events/job-events.js';
+import { batchOf } from '../tracking/tracking-stream.js';
 import { healingPublisher } from './healing-publisher.js';
 import type { StageRunnerOptions } from './runner-options.js';
 import type { RunnerResources } from './runner-resources.js';
@@ -43,6 +46,8 @@ export function createStageProcessor(options: StageRunnerOptions, parts: StagePr
   const { resources } = parts;
   const names = new BrokerNames(config.prefix);
   const tracking = names.tracking;
+  const events = JobEvents.of(config, { queue: stage.metadata.input, tenant, stage: stage.metadata.name }, options.events);
+  const record = (progress: ProgressRecord): Promise<void> => publishRecord(healingPublisher(resources.publishers), tracking, progress);
   return new DeliveryProcessor({
     stage: stage.metadata,
     input: parts.input,
@@ -62,6 +67,11 @@ export function createStageProcessor(options: StageRunnerOptions, parts: StagePr
     onStarted: parts.onStarted,
     ...(payloads === undefined ? {} : { payloads }),
     enqueue: [...(middleware?.enqueue ?? []), ...stage.middleware.enqueue],
+    // Progress of a tracked job goes to the job store; of a queue with `events`, to `progress.updated`.
+    progress: (job) => ({
+      ...(parts.tracked || batchOf(job) !== undefined ? { record } : {}),
+      ...(events === undefined ? {} : { event: (sent, report) => events.progress(sent, report.progress, report.message) }),
+    }),
     unique: {
       gate: uniqueGateFor(config),
       host: {

@@ -91,6 +91,8 @@ export class JobContext implements StageContext {
     tracked = false,
     /** Where an emitted job carrying `unique` claims its key; without it, such a job is refused. */
     private readonly unique?: UniqueEnqueue,
+    /** Takes `ctx.progress()` (throttled, src/runner/progress-reporter.ts); without it, progress goes nowhere. */
+    private readonly progressTo?: (fraction: number, message?: string) => void,
   ) {
     const batch = job.meta.batch;
     if (typeof batch === 'string') {
@@ -201,6 +203,11 @@ export class JobContext implements StageContext {
     this.pending.push(started);
     started.catch(ignore);
     return started;
+  }
+
+  progress(fraction: number, message?: string): void {
+    // After the run, a report would describe a settled job: dropped, as a late emit is refused.
+    if (!this.closed) this.progressTo?.(fraction, message);
   }
 
   async confirmed(): Promise<void> {

@@ -66,6 +66,14 @@ export interface StageContext {
    * output is durable before it goes on, such as one that deletes its source file after emitting.
    */
   confirmed(): Promise<void>;
+  /**
+   * Reports how far the job got (spec/ojs-progress.md): `fraction` from 0.0 to 1.0 (clamped;
+   * lower than an earlier report of this run is ignored), `message` shown beside it until another
+   * is given. Shown by `job status`, `GET /ojs/v1/jobs/{id}` and the dashboard for a tracked job,
+   * and published as `progress.updated` on a queue with `events`. Fire and forget: never throws,
+   * and at most one report a second per job goes out (the latest); the job's completion shows 1.0.
+   */
+  progress(fraction: number, message?: string): void;
 }
 
 /**

@@ -25,12 +25,19 @@ export interface HarnessResult {
   result: unknown;
   /** The workflows it started (`ctx.emit(workflow)`), as their records: definition, tenant, parent. */
   workflows: WorkflowRecord[];
+  /** Every `ctx.progress()` call, in order, as made: not clamped, not throttled. */
+  progress: ProgressCall[];
+}
+
+export interface ProgressCall {
+  fraction: number;
+  message?: string;
 }
 
 /**
  * Runs a stage's `handle()` in memory, without a broker: the stage is built through the same
  * container as in production (its injected services included), and every `ctx.emit()` is
- * recorded instead of published. Middleware runs as in a stage group: `options.middleware` (the
+ * recorded instead of published, and so is every `ctx.progress()`. Middleware runs as in a stage group: `options.middleware` (the
  * group's, process-wide) outside the stage's own (`@Stage({ middleware })`); the recorded jobs
  * are what the enqueue middleware let through, as it changed them.
  *
@@ -109,6 +116,7 @@ export class StageHarness {
       if (record.kind === 'workflow') workflows.push(record);
       return Promise.resolve();
     };
+    const progress: ProgressCall[] = [];
     const ctx = new JobContext(
       this.metadata.name,
       this.metadata.outputs,
@@ -120,9 +128,12 @@ export class StageHarness {
       undefined,
       track,
       this.enqueue,
+      false,
+      undefined,
+      (fraction, message) => progress.push({ fraction, ...(message === undefined ? {} : { message }) }),
     );
     const result = await this.handler.handle(job, ctx);
     await ctx.settle();
-    return { emitted, result, workflows };
+    return { emitted, result, workflows, progress };
   }
 }

@@ -130,6 +130,25 @@ export interface WorkflowRecord {
   at: string;
 }
 
+/**
+ * How far a running job got (`ctx.progress`, spec/ojs-progress.md): information, not a
+ * settlement. Published unconfirmed and throttled by the stage (at most one a second per job);
+ * the job store keeps the highest fraction of the latest attempt (docs/job-state.md).
+ */
+export interface ProgressRecord {
+  kind: 'progress';
+  id: string;
+  job: string;
+  tenant?: string;
+  stage: string;
+  queue: string;
+  attempt: number;
+  /** 0.0 to 1.0; null when the handler reported a message only. */
+  progress: number | null;
+  message?: string;
+  at: string;
+}
+
 /** Written by a reader to know when it has read everything before it (replay to the present). */
 export interface MarkReport {
   kind: 'mark';
@@ -137,7 +156,8 @@ export interface MarkReport {
   at: string;
 }
 
-export type TrackingRecord = SettledReport | CreatedReport | AnnouncedReport | DirectiveRecord | WorkflowRecord | MarkReport;
+export type TrackingRecord =
+  SettledReport | CreatedReport | AnnouncedReport | DirectiveRecord | WorkflowRecord | ProgressRecord | MarkReport;
 
 /**
  * Several settlement reports of one stage in one stream message (AMQP `type`
@@ -250,6 +270,12 @@ function recordOf(body: unknown): TrackingRecord | undefined {
         Array.isArray(record.jobs) &&
         record.jobs.every((job) => typeof job === 'string')
         ? (record as WorkflowRecord)
+        : undefined;
+    case 'progress':
+      return typeof record.job === 'string' &&
+        typeof record.attempt === 'number' &&
+        (record.progress === null || typeof record.progress === 'number')
+        ? (record as ProgressRecord)
         : undefined;
     case 'mark':
       return record as MarkReport;

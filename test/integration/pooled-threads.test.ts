@@ -86,6 +86,7 @@ describe('one worker-thread pool for many tenants', function () {
       headers: { 'x-ojs-tenant': tenant },
       signal,
       log,
+      progress: () => undefined,
       emit: ((_output: string, spec: EmitSpec) => {
         seen.push((spec.args as [Sighting])[0]);
         return Promise.resolve(`id-${seen.length}`);

@@ -289,6 +289,7 @@ describe('worker threads for CPU-bound stages', function () {
         headers: {},
         signal,
         log,
+        progress: () => undefined,
         emit: ((_output: string, spec: EmitSpec) => {
           emitted.push(spec.args ?? []);
           return Promise.resolve(`id-${emitted.length}`);

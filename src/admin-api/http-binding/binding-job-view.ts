@@ -52,6 +52,11 @@ export function bindingJobView(row: JobRow | undefined, pushed: PushedJob | unde
   set('retry', job?.retry);
   // A workflow step's input (openapi.yaml Job.parent_results; docs/workflows.md).
   set('parent_results', job?.parent_results);
+  // A native stage's `ctx.progress` (an HTTP worker's, kept by this server, is laid over it).
+  if (row?.progress !== undefined) {
+    view.progress = state === 'completed' ? 1 : row.progress.value;
+    set('progress_message', row.progress.message);
+  }
   return view;
 }
 

@@ -5,6 +5,7 @@ import type { ApiRequest, ApiResponse } from '../router.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import type { JobProgress } from './job-progress.js';
+import type { JobRow } from '../../job-state/job-lifecycle.js';
 import { checkVisible, visibleJobs } from './request-tenant.js';
 
 const MAX_PROGRESS_BYTES = 64 * 1024;
@@ -57,8 +58,14 @@ export async function putProgress(ctx: BindingContext, request: ApiRequest): Pro
 /** `GET /ojs/v1/jobs/{id}/progress` (ojs-progress 7.1): `progress: null` when none was reported; 1.0 once completed. */
 export async function getProgress(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const id = request.params.id ?? '';
-  const { state } = await stateOf(ctx, request, id);
-  const report = ctx.progress.get(id);
+  const { state, row } = await stateOf(ctx, request, id);
+  // An HTTP worker's report, else a native stage's (`ctx.progress`) from the job store.
+  const stored = row?.progress;
+  const report =
+    ctx.progress.get(id) ??
+    (stored === undefined
+      ? undefined
+      : { progress: stored.value, ...(stored.message === undefined ? {} : { message: stored.message }), updated_at: stored.at });
   return { status: 200, body: progressView(id, state, report), headers: { 'Cache-Control': 'no-cache' } };
 }
 
@@ -84,7 +91,11 @@ function progressView(id: string, state: string, report: JobProgress | undefined
   };
 }
 
-async function stateOf(ctx: BindingContext, request: ApiRequest, id: string): Promise<{ state: string; tenant: string | undefined }> {
+async function stateOf(
+  ctx: BindingContext,
+  request: ApiRequest,
+  id: string,
+): Promise<{ state: string; tenant: string | undefined; row?: JobRow }> {
   const held = ctx.board.claimOf(id);
   if (held !== undefined) {
     checkVisible(request, id, held.job.tenant);
@@ -95,5 +106,5 @@ async function stateOf(ctx: BindingContext, request: ApiRequest, id: string): Pr
   if (row === undefined && pushed === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
   const tenant = row?.tenant ?? pushed?.job.tenant;
   checkVisible(request, id, tenant);
-  return { state: String(bindingJobView(row, pushed).state), tenant };
+  return { state: String(bindingJobView(row, pushed).state), tenant, ...(row === undefined ? {} : { row }) };
 }

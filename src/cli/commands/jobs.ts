@@ -75,10 +75,16 @@ async function withStore<T>(configFile: string | undefined, use: (store: JobStor
   }
 }
 
+function progressText(progress: number | null, message: string | undefined): string {
+  const percent = progress === null ? '-' : `${Math.round(progress * 100)}%`;
+  return message === undefined ? percent : `${percent} (${message})`;
+}
+
 function describe(view: JobStateView): string {
   const lines = [
     `job ${view.id} (${view.type ?? '?'} on ${view.queue ?? '?'}, tenant ${view.tenant ?? '-'}${view.batch === null ? '' : `, batch ${view.batch}`}): ${view.state}, attempt ${view.attempt}, last at stage ${view.stage ?? '-'}`,
     `  created ${view.created_at ?? '-'}, started ${view.started_at ?? '-'}, completed ${view.completed_at ?? '-'}${view.cancelled_at === null ? '' : `, cancelled ${view.cancelled_at}`}`,
+    ...(view.progress === undefined ? [] : [`  progress: ${progressText(view.progress, view.progress_message)}`]),
     ...view.errors.map((error) => `  attempt ${error.attempt}: ${error.type}: ${error.message}`),
     ...(view.result === null ? [] : [`  result: ${JSON.stringify(view.result)}`]),
     `  parent: ${view.parent_id ?? '-'}; children: ${view.children.length === 0 ? '-' : view.children.join(', ')}`,

@@ -44,6 +44,8 @@ export type FromWorker =
   | { kind: 'emit'; seq: number; call: number; output: string | undefined; spec: EmitSpec | WorkflowSpec }
   /** `ctx.confirmed()`: answered by `emit-result` (id '') or `emit-error` on the same call. */
   | { kind: 'confirmed'; seq: number; call: number }
+  /** `ctx.progress(fraction, message)`: not answered (fire and forget). */
+  | { kind: 'progress'; seq: number; fraction: number; message: string | undefined }
   /**
    * The handler returned: `result` is what it returned, as JSON text (job-result.ts); `problem`
    * why it could not be written so (the job completes without a recorded result).

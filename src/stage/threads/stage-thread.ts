@@ -179,6 +179,10 @@ export class StageThread {
         );
         return;
       }
+      case 'progress':
+        // The run it belongs to may be over: then it is dropped, as the real context drops it.
+        if (running?.seq === message.seq) running.ctx.progress(message.fraction, message.message);
+        return;
       case 'confirmed': {
         const confirmed = running?.seq === message.seq ? running.ctx.confirmed() : Promise.resolve();
         confirmed.then(

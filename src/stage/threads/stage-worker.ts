@@ -183,6 +183,14 @@ class WorkerJobContext implements StageContext {
     });
   }
 
+  progress(fraction: number, message?: string): void {
+    try {
+      post({ kind: 'progress', seq: this.seq, fraction, message: typeof message === 'string' ? message : undefined });
+    } catch {
+      // Fire and forget: a value that cannot be posted is no progress.
+    }
+  }
+
   emit(output: string, spec: EmitSpec): Promise<string>;
   emit(workflow: WorkflowSpec): Promise<string>;
   emit(target: string | WorkflowSpec, spec?: EmitSpec): Promise<string> {
