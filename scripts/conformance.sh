@@ -25,7 +25,7 @@ MIN_LEVEL2=${MIN_LEVEL2:-13}
 MIN_LEVEL3=${MIN_LEVEL3:-14}
 MIN_LEVEL4=${MIN_LEVEL4:-13}
 # suite:minimum. The cases still failing, and why, are in docs/http-binding.md (Conformance).
-EXT_MINS=${EXT_MINS:-ext-progress:3 ext-rate-limiting:3 ext-middleware:3 ext-observability:2 ext-multi-tenancy:1 ext-fair-scheduling:1 ext-admin-api:1}
+EXT_MINS=${EXT_MINS:-ext-progress:3 ext-rate-limiting:3 ext-middleware:3 ext-observability:2 ext-multi-tenancy:7 ext-fair-scheduling:1 ext-admin-api:1}
 URL="http://127.0.0.1:$PORT"
 # The broker prefix of the run (the configuration's, unless STAGECOACH_PREFIX overrides it, as it
 # does for `stagecoach admin`): two runs on one broker need two prefixes and two ports.
