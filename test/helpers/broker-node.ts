@@ -7,6 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import amqplib from 'amqplib';
+import type { CompiledConfig } from '../../src/config/config.types.js';
+import type { RawConfig } from '../../src/config/raw-config.types.js';
+import { withTestConfig } from '../../src/testing/test-config.js';
 
 const run = promisify(execFile);
 
@@ -403,5 +406,20 @@ async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
     return await Promise.race([promise.then(() => true), timeout]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * The test preset's configuration on a private node, whatever AMQP_URL says (withTestConfig
+ * reads the environment first): the variable is swapped for the call and put back.
+ */
+export function configOnNode(node: BrokerNode, raw: RawConfig, source?: string): CompiledConfig {
+  const saved = process.env.AMQP_URL;
+  process.env.AMQP_URL = node.url;
+  try {
+    return withTestConfig(raw, source);
+  } finally {
+    if (saved === undefined) delete process.env.AMQP_URL;
+    else process.env.AMQP_URL = saved;
   }
 }

@@ -2,12 +2,10 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import type { CompiledConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { withTestConfig } from '../../src/testing/test-config.js';
 import { seen } from '../fixtures/failure-stages.js';
-import { BrokerNode, brokerNodeUnsupported } from '../helpers/broker-node.js';
+import { BrokerNode, brokerNodeUnsupported, configOnNode } from '../helpers/broker-node.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -48,24 +46,15 @@ describe('consumer_timeout: a job longer than the broker allows (private broker 
   });
 
   it('dead-letters the long job as CONSUMER_TIMEOUT, re-opens the token channel, and limited jobs start again', async () => {
-    const url = (node as BrokerNode).url;
-    // The private node, whatever AMQP_URL says (withTestConfig reads it first).
-    const saved = process.env.AMQP_URL;
-    process.env.AMQP_URL = url;
-    let config: CompiledConfig;
-    try {
-      config = withTestConfig(
-        {
-          tenants: ['acme'],
-          queues: { work: { concurrency: 2 } },
-          stages: { flaky: { module: './failure-stages.js', concurrency: 4 } },
-        },
-        path.join(here, '../fixtures/config.json'),
-      );
-    } finally {
-      if (saved === undefined) delete process.env.AMQP_URL;
-      else process.env.AMQP_URL = saved;
-    }
+    const config = configOnNode(
+      node as BrokerNode,
+      {
+        tenants: ['acme'],
+        queues: { work: { concurrency: 2 } },
+        stages: { flaky: { module: './failure-stages.js', concurrency: 4 } },
+      },
+      path.join(here, '../fixtures/config.json'),
+    );
     running = await startGroup(config, [{ stage: 'flaky', tenant: 'acme' }], log);
     const { group, publisher, raw, names } = running;
     const runner = group.runners[0];

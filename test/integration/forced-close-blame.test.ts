@@ -2,13 +2,11 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages } from '../../src/stage/stage-loader.js';
-import { withTestConfig } from '../../src/testing/test-config.js';
 import { seen } from '../fixtures/failure-stages.js';
-import { BrokerNode, brokerNodeUnsupported } from '../helpers/broker-node.js';
+import { BrokerNode, brokerNodeUnsupported, configOnNode } from '../helpers/broker-node.js';
 import { RawBroker } from '../helpers/raw-broker.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -46,24 +44,15 @@ describe('closed connections: no innocent job blamed as a crash (private broker 
   });
 
   it('counts no suspect and no extra attempt among the jobs two live processes held', async () => {
-    const url = (node as BrokerNode).url;
-    // The private node, whatever AMQP_URL says (withTestConfig reads it first).
-    const saved = process.env.AMQP_URL;
-    process.env.AMQP_URL = url;
-    let config: CompiledConfig;
-    try {
-      config = withTestConfig(
-        {
-          tenants: ['acme'],
-          broker: { reconnect: { initialDelay: 0.2, maxDelay: 1 } },
-          stages: { flaky: { module: './failure-stages.js', concurrency: 3 } },
-        },
-        path.join(here, '../fixtures/config.json'),
-      );
-    } finally {
-      if (saved === undefined) delete process.env.AMQP_URL;
-      else process.env.AMQP_URL = saved;
-    }
+    const config = configOnNode(
+      node as BrokerNode,
+      {
+        tenants: ['acme'],
+        broker: { reconnect: { initialDelay: 0.2, maxDelay: 1 } },
+        stages: { flaky: { module: './failure-stages.js', concurrency: 3 } },
+      },
+      path.join(here, '../fixtures/config.json'),
+    );
     running = await startGroup(config, [{ stage: 'flaky', tenant: 'acme' }], log);
     const stage = (await loadAllStages(config)).find((s) => s.metadata.name === 'flaky');
     second = new StageGroup(config, [{ stage: stage as NonNullable<typeof stage>, tenant: 'acme' }], log);
@@ -78,7 +67,7 @@ describe('closed connections: no innocent job blamed as a crash (private broker 
     await waitFor('both processes running jobs', () => groups.every((g) => g.runners[0].inFlight > 0) && seen.size > 0, 15_000);
     await (node as BrokerNode).ctl(['close_all_connections', 'test: forced close']);
     // The test's own clients went too.
-    const raw = await RawBroker.connect(url);
+    const raw = await RawBroker.connect((node as BrokerNode).url);
 
     const done = names.queue('done', 'acme');
     await waitFor(

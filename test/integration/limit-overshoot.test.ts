@@ -2,13 +2,11 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages } from '../../src/stage/stage-loader.js';
-import { withTestConfig } from '../../src/testing/test-config.js';
 import { seen } from '../fixtures/failure-stages.js';
-import { BrokerNode, brokerNodeUnsupported } from '../helpers/broker-node.js';
+import { BrokerNode, brokerNodeUnsupported, configOnNode } from '../helpers/broker-node.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -51,24 +49,16 @@ describe('a concurrency limit when the broker drops one process (private broker 
   });
 
   it('overshoots for no longer than the dropped handlers take to see their signal', async () => {
-    const url = (node as BrokerNode).url;
-    const saved = process.env.AMQP_URL;
-    process.env.AMQP_URL = url;
-    let config: CompiledConfig;
-    try {
-      config = withTestConfig(
-        {
-          tenants: ['acme'],
-          broker: { reconnect: { initialDelay: 0.2, maxDelay: 1 } },
-          queues: { work: { concurrency: LIMIT } },
-          stages: { flaky: { module: './failure-stages.js', concurrency: LIMIT } },
-        },
-        path.join(here, '../fixtures/config.json'),
-      );
-    } finally {
-      if (saved === undefined) delete process.env.AMQP_URL;
-      else process.env.AMQP_URL = saved;
-    }
+    const config = configOnNode(
+      node as BrokerNode,
+      {
+        tenants: ['acme'],
+        broker: { reconnect: { initialDelay: 0.2, maxDelay: 1 } },
+        queues: { work: { concurrency: LIMIT } },
+        stages: { flaky: { module: './failure-stages.js', concurrency: LIMIT } },
+      },
+      path.join(here, '../fixtures/config.json'),
+    );
     running = await startGroup(config, [{ stage: 'flaky', tenant: 'acme' }], log);
     const stage = (await loadAllStages(config)).find((s) => s.metadata.name === 'flaky');
     second = new StageGroup(config, [{ stage: stage as NonNullable<typeof stage>, tenant: 'acme' }], log);
