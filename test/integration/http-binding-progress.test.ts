@@ -1,36 +1,29 @@
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
-import { createLogger } from '../../src/logging/logger.js';
-import { deletePrefix } from '../../src/testing/delete-prefix.js';
-import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
+import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';
+import type { ConfigFile } from '../helpers/config-file.js';
 import { ojsClient, type Json } from '../helpers/ojs-client.js';
-import { AMQP_URL } from '../helpers/raw-broker.js';
 
-const log = createLogger({ test: 'http-binding-progress' }, 'error');
 const TOKEN = 'test-http-binding-progress-token-0123456789';
 const ojs = ojsClient(TOKEN);
 
 describe('the HTTP binding: job progress reported by HTTP workers', function () {
   this.timeout(90_000);
   let project: ConfigFile;
-  let server: AdminServer;
+  let binding: BindingServer | undefined;
   let base: string;
 
   before(async () => {
-    project = await writeConfigFile(
+    binding = await startBindingServer(
       { tenants: ['acme', 'globex'], queues: { _default: { scope: 'shared' }, convert: { scope: 'tenant' } }, stages: {} },
-      [],
       'http-binding-progress',
+      TOKEN,
     );
-    server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL }, stages: [] });
-    base = `http://127.0.0.1:${server.port}`;
+    ({ project, base } = binding);
   });
 
   after(async () => {
-    await server?.close();
-    await project?.remove();
-    if (project !== undefined) await deletePrefix(AMQP_URL, project.config.broker.management, project.config.prefix);
+    await binding?.close();
   });
 
   it('keeps the latest progress of a claimed job (clamped, never back), shows it in INFO and 1.0 once completed', async () => {
