@@ -1,11 +1,9 @@
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { setQueueState } from '../../src/state/set-queue-state.js';
-import { deletePrefix } from '../../src/testing/delete-prefix.js';
-import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
+import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';
+import type { ConfigFile } from '../helpers/config-file.js';
 import { ojsClient, type Json } from '../helpers/ojs-client.js';
-import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const log = createLogger({ test: 'http-binding-queue-states' }, 'error');
@@ -15,7 +13,7 @@ const ojs = ojsClient(TOKEN);
 describe('the HTTP binding follows queue states (pause, resume)', function () {
   this.timeout(90_000);
   let project: ConfigFile;
-  let server: AdminServer;
+  let binding: BindingServer | undefined;
   let base: string;
 
   const push = async (queue: string, n: number): Promise<string> => {
@@ -44,19 +42,16 @@ describe('the HTTP binding follows queue states (pause, resume)', function () {
   };
 
   before(async () => {
-    project = await writeConfigFile(
+    binding = await startBindingServer(
       { queues: { _default: { scope: 'shared' }, work: {}, idle: {} }, stages: {} },
-      [],
       'http-binding-states',
+      TOKEN,
     );
-    server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env: { AMQP_URL }, stages: [] });
-    base = `http://127.0.0.1:${server.port}`;
+    ({ project, base } = binding);
   });
 
   after(async () => {
-    await server?.close();
-    await project?.remove();
-    if (project !== undefined) await deletePrefix(AMQP_URL, project.config.broker.management, project.config.prefix);
+    await binding?.close();
   });
 
   it('a pause after the first fetch stops fetches, and a resume lets them go on', async () => {
