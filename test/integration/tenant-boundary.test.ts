@@ -186,6 +186,7 @@ describe('the tenant boundary on the admin port', function () {
       const closed = [
         `/ojs/v1/jobs/${job.id as string}`,
         `/ojs/v1/jobs/${job.id as string}/status`,
+        `/ojs/v1/jobs/${job.id as string}/progress`,
         '/ojs/v1/jobs',
         '/ojs/v1/jobs?tenant=globex',
         '/ojs/v1/dead-letter',
@@ -194,6 +195,8 @@ describe('the tenant boundary on the admin port', function () {
         '/ojs/v1/admin/workers',
         '/ojs/v1/queues',
         '/ojs/v1/queues/conversions/config',
+        '/ojs/v1/queues/conversions/stats',
+        '/ojs/v1/admin/tenants/globex/stats',
         '/ojs/v1/queues/conversions/dead-letters?tenant=globex',
         '/ojs/v1/dashboard/matrix',
         '/ojs/v1/unroutable',
