@@ -22,6 +22,10 @@ import { ConfigError } from '../errors/errors.js';
  * key order and spacing are not kept.
  */
 export class ConfigFile {
+  /** The last compile and the file identity it came from (inode, size, change times in ns). */
+  private last?: { identity: string; config: CompiledConfig };
+  private looking?: Promise<string | undefined>;
+
   constructor(
     readonly file: string,
     private readonly env: NodeJS.ProcessEnv = process.env,
@@ -47,9 +51,22 @@ export class ConfigFile {
     return compileConfig(applyEnvironment(raw, this.env), this.file);
   }
 
-  /** The file as it is now, compiled. */
+  /**
+   * The file as it is now, compiled. Every request of the HTTP binding asks, so the compile is
+   * kept while the file's identity holds: an edit (in place, or a rename over it as {@link write}
+   * does) changes its size, inode or change time and is compiled anew on the next call. The
+   * object returned is shared between calls: callers read it, never change it.
+   */
   async load(): Promise<CompiledConfig> {
-    return this.compile(await this.readRaw());
+    // Calls at once share one stat: an edit racing a request may be seen by the next one.
+    this.looking ??= identityOf(this.file).finally(() => (this.looking = undefined));
+    const before = await this.looking;
+    if (before !== undefined && this.last?.identity === before) return this.last.config;
+    const config = this.compile(await this.readRaw());
+    // A change between the stat and the read leaves a newer compile under the older identity:
+    // the next call sees another identity and compiles again.
+    this.last = before === undefined ? undefined : { identity: before, config };
+    return config;
   }
 
   /** Compiles `raw` (throws ConfigError, and writes nothing, when it does not), then replaces the file with it. */
@@ -72,6 +89,12 @@ export class ConfigFile {
     }
     return compiled;
   }
+}
+
+/** What tells one version of the file from another, or undefined when it cannot be read. */
+async function identityOf(file: string): Promise<string | undefined> {
+  const info = await stat(file, { bigint: true }).catch(() => undefined);
+  return info === undefined ? undefined : `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}`;
 }
 
 /** Runs tasks one after another: the admin API's changes never interleave. */
