@@ -4,7 +4,7 @@ import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { userOfAmqpUrl } from '../security/broker-users.js';
 import { nodeLabel, nodeOrder, rememberNode } from './broker-nodes.js';
-import { coalesceWrites } from './coalesced-writes.js';
+import { coalesceWrites, type WriteFlush } from './coalesced-writes.js';
 
 export type AmqpConnection = ChannelModel;
 
@@ -17,9 +17,16 @@ const publisherUserIds = new WeakMap<AmqpConnection, string>();
 /**
  * Opens one AMQP connection with the configured heartbeat; its channels are the caller's. On a
  * cluster (`broker.urls`) it tries every node once, from `firstNode` on, and takes the first
- * that answers (`nodeOf()` tells which); it fails only when none does.
+ * that answers (`nodeOf()` tells which); it fails only when none does. `flush`: when the frames
+ * written in one turn leave (coalesced-writes.ts).
  */
-export async function openConnection(config: CompiledConfig, log: Logger, name = 'stagecoach', firstNode = 0): Promise<AmqpConnection> {
+export async function openConnection(
+  config: CompiledConfig,
+  log: Logger,
+  name = 'stagecoach',
+  firstNode = 0,
+  flush: WriteFlush = 'tick',
+): Promise<AmqpConnection> {
   const urls = config.broker.urls;
   const failures: string[] = [];
   let connection: AmqpConnection | undefined;
@@ -51,7 +58,7 @@ export async function openConnection(config: CompiledConfig, log: Logger, name =
     }
   }
   if (connection === undefined) throw new StagecoachError('CONNECTION_FAILED', 'no broker URL configured');
-  coalesceWrites(connection);
+  coalesceWrites(connection, flush);
   // An 'error' event without a listener would crash the process; 'close' follows it anyway.
   connection.on('error', (err: Error) => log.error('broker connection error', { err: err.message }));
   if (config.security.tenantUsers) publisherUserIds.set(connection, userOfAmqpUrl(config.broker.url));

@@ -301,7 +301,7 @@ export class RemoteStages {
   private open(): Promise<Opened> {
     this.connection ??= (async () => {
       const config = await this.loadConfig();
-      const connection = await openConnection(config, this.log, 'stagecoach-http-workers');
+      const connection = await openConnection(config, this.log, 'stagecoach-http-workers', 0, 'turn');
       // The queues' and the jobs' own limits (a push's `options.rate_limit`), as native stages take them.
       const flow = new FlowControl(config, this.log);
       connection.on('close', () => {
