@@ -10,6 +10,21 @@ export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['localhost', '127.0.
 export function hostAllowed(boundHost: string, hostHeader: string | undefined): boolean {
   if (!LOOPBACK_HOSTS.has(boundHost)) return true;
   if (hostHeader === undefined) return false;
+  // Every request asks, with one of a few headers: each is parsed once (a bounded memory).
+  let allowed = judged.get(hostHeader);
+  if (allowed === undefined) {
+    if (judged.size >= JUDGED_HOSTS) judged.clear();
+    allowed = loopbackName(hostHeader);
+    judged.set(hostHeader, allowed);
+  }
+  return allowed;
+}
+
+/** Most `Host` headers remembered; past it, the memory starts again. */
+const JUDGED_HOSTS = 256;
+const judged = new Map<string, boolean>();
+
+function loopbackName(hostHeader: string): boolean {
   let hostname: string;
   try {
     hostname = new URL(`http://${hostHeader}`).hostname;
