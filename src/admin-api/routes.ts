@@ -4,6 +4,7 @@ import { listJobs } from './job-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
 import { getRateLimit, listRateLimits, putRateLimit } from './rate-limit-handlers.js';
+import { getPool, listPools, schedulingStats } from './pool-handlers.js';
 import { deleteQueue } from './delete-handler.js';
 import { changeState, listQueues, queueDetails } from './queue-handlers.js';
 import type { ApiRequest, ApiResponse, Route } from './router.js';
@@ -46,5 +47,9 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
     { method: 'GET', path: '/ojs/v1/rate-limits/{key}', mutating: false, handle: bind(getRateLimit) },
     { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },
+    // The pooled share (ojs-fair-scheduling 10): a tenant's token sees its own tenant's place only.
+    { method: 'GET', path: '/ojs/v1/admin/pools', mutating: false, access: 'tenant', handle: bind(listPools) },
+    { method: 'GET', path: '/ojs/v1/admin/pools/{name}', mutating: false, access: 'tenant', handle: bind(getPool) },
+    { method: 'GET', path: '/ojs/v1/admin/scheduling/stats', mutating: false, access: 'tenant', handle: bind(schedulingStats) },
   ];
 }
