@@ -29,7 +29,11 @@ export async function getPool(ctx: AdminContext, request: ApiRequest): Promise<A
 async function poolNamed(ctx: AdminContext, name: string): Promise<PoolView> {
   const pool = poolsOf(await ctx.configFile.load(), ctx.stages).find((candidate) => candidate.name === name);
   if (pool === undefined)
-    throw new ApiError(404, 'NOT_FOUND', `no pool "${name}": a pool is a configured stage reading a tenant-scoped queue (docs/pooled-workers.md)`);
+    throw new ApiError(
+      404,
+      'NOT_FOUND',
+      `no pool "${name}": a pool is a configured stage reading a tenant-scoped queue (docs/pooled-workers.md)`,
+    );
   return pool;
 }
 

@@ -3,7 +3,7 @@ import { batchDetails, batchDirective, batchJobs, listBatches, tenantDirective }
 import { listJobs } from './job-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
-import { getRateLimit, listRateLimits, putRateLimit } from './rate-limit-handlers.js';
+import { listRateLimits, putRateLimit } from './rate-limit-handlers.js';
 import { getPool, listPools, schedulingStats } from './pool-handlers.js';
 import { deleteQueue } from './delete-handler.js';
 import { changeState, listQueues, queueDetails } from './queue-handlers.js';
@@ -15,7 +15,8 @@ const BATCHES = '/ojs/v1/batches';
 /**
  * Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1,
  * batch and job status, and the rate-limiting extension's section 10). `GET` and `DELETE
- * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/). Every route is
+ * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/), and so is `GET
+ * /ojs/v1/rate-limits/{key}`, which also knows the policies of jobs pushed there. Every route is
  * the operator's (the admin token; a viewer's on reads) unless its `access` says otherwise.
  */
 export function adminRoutes(ctx: AdminContext): Route[] {
@@ -45,7 +46,6 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/resume', mutating: true, handle: bind(tenantDirective('resume')) },
     { method: 'GET', path: '/ojs/v1/jobs', mutating: false, access: 'tenant', handle: bind(listJobs) },
     { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
-    { method: 'GET', path: '/ojs/v1/rate-limits/{key}', mutating: false, handle: bind(getRateLimit) },
     { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },
     // The pooled share (ojs-fair-scheduling 10): a tenant's token sees its own tenant's place only.
     { method: 'GET', path: '/ojs/v1/admin/pools', mutating: false, access: 'tenant', handle: bind(listPools) },
