@@ -5,6 +5,7 @@ import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
 import { listRateLimits, putRateLimit } from './rate-limit-handlers.js';
 import { getPool, listPools, schedulingStats } from './pool-handlers.js';
+import { bulkRetry } from './bulk-handlers.js';
 import { deleteQueue } from './delete-handler.js';
 import { changeState, listQueues, queueDetails } from './queue-handlers.js';
 import type { ApiRequest, ApiResponse, Route } from './router.js';
@@ -47,6 +48,10 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'GET', path: '/ojs/v1/jobs', mutating: false, access: 'tenant', handle: bind(listJobs) },
     { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
     { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },
+    // ojs-admin-api's paths (6.3, 6.4, 8.1) beside this API's own: the operator's.
+    { method: 'POST', path: '/ojs/v1/admin/queues/{name}/pause', mutating: true, handle: bind(changeState('pause')) },
+    { method: 'POST', path: '/ojs/v1/admin/queues/{name}/resume', mutating: true, handle: bind(changeState('resume')) },
+    { method: 'POST', path: '/ojs/v1/admin/jobs/bulk/retry', mutating: true, handle: bind(bulkRetry) },
     // The pooled share (ojs-fair-scheduling 10): a tenant's token sees its own tenant's place only.
     { method: 'GET', path: '/ojs/v1/admin/pools', mutating: false, access: 'tenant', handle: bind(listPools) },
     { method: 'GET', path: '/ojs/v1/admin/pools/{name}', mutating: false, access: 'tenant', handle: bind(getPool) },
