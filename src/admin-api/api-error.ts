@@ -11,6 +11,8 @@ export class ApiError extends StagecoachError {
     code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
+    /** Answered beside the error: `Retry-After` of a refusal that may pass later, and `retryable` true with it. */
+    readonly retry?: { afterSeconds: number },
   ) {
     super(code, message);
   }
@@ -67,6 +69,7 @@ const RETRYABLE: ReadonlySet<string> = new Set(['CONNECTION_FAILED', 'MANAGEMENT
 export function toOjsError(err: unknown): { status: number; body: OjsErrorBody; headers?: Record<string, string> } {
   if (err instanceof StagecoachError) {
     const status = err instanceof ApiError ? err.status : (STATUS_OF[err.code] ?? 500);
+    const retryAfter = err.code === 'QUEUE_FULL' ? QUEUE_FULL_RETRY_AFTER_S : err instanceof ApiError ? err.retry?.afterSeconds : undefined;
     const details =
       err instanceof ApiError || err instanceof DuplicateJobError
         ? err.details
@@ -76,9 +79,14 @@ export function toOjsError(err: unknown): { status: number; body: OjsErrorBody; 
     return {
       status,
       body: {
-        error: { code: err.code, message: err.message, retryable: RETRYABLE.has(err.code), ...(details === undefined ? {} : { details }) },
+        error: {
+          code: err.code,
+          message: err.message,
+          retryable: RETRYABLE.has(err.code) || retryAfter !== undefined,
+          ...(details === undefined ? {} : { details }),
+        },
       },
-      ...(err.code === 'QUEUE_FULL' ? { headers: { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) } } : {}),
+      ...(retryAfter === undefined ? {} : { headers: { 'Retry-After': String(retryAfter) } }),
     };
   }
   return {

@@ -72,7 +72,8 @@ export async function queueDetails(ctx: AdminContext, { params, query }: ApiRequ
 const STATE_OF = { pause: 'paused', resume: 'active', drain: 'draining' } as const satisfies Record<string, QueueState>;
 
 /**
- * `POST /ojs/v1/queues/{name}/pause|resume|drain[?tenant=T][&variant=V]`: the queue's state, kept
+ * `POST /ojs/v1/queues/{name}/pause|resume|drain[?tenant=T][&variant=V]` (and ojs-admin-api's
+ * `POST /ojs/v1/admin/queues/{name}/pause|resume`): the queue's state, kept
  * on the broker as `stagecoach pause|resume|drain` keeps it (setQueueState). Without `?tenant=`,
  * a tenant-scoped queue changes for every configured tenant. A queue that does not exist yet is
  * made (OJS implicit creation) in that state, so that it is paused before its first job.
@@ -96,6 +97,9 @@ export function changeState(action: keyof typeof STATE_OF) {
           ...(tenant === undefined ? {} : { tenant }),
           ...(variant === undefined ? {} : { variant }),
           state: STATE_OF[action],
+          // ojs-admin-api 6.3's shape (`POST /ojs/v1/admin/queues/{name}/pause` answers the same).
+          paused: STATE_OF[action] === 'paused',
+          ...(action === 'pause' ? { paused_at: new Date().toISOString() } : {}),
           // The shape of the OJS HTTP binding's queue operations (conformance level 4).
           queue: { name, state: STATE_OF[action], paused: STATE_OF[action] === 'paused' },
           queues: results.map((r) => ({

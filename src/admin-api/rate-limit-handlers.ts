@@ -1,6 +1,6 @@
 import type { LimitConfig } from '../config/config.types.js';
 import { announceLimits } from '../control/announce-limits.js';
-import { inspectLimits } from '../inspect/limit-report.js';
+import { configuredLimitOf, inspectLimits, unusedLimitReport, type LimitShape } from '../inspect/limit-report.js';
 import type { AdminContext } from './admin-context.js';
 import { ApiError } from './api-error.js';
 import { readJsonObject } from './request-body.js';
@@ -20,13 +20,27 @@ export async function listRateLimits(ctx: AdminContext, { query }: ApiRequest): 
   return { status: 200, body: { items, pagination: { total: all.length, page, per_page: perPage } } };
 }
 
-/** `GET /ojs/v1/rate-limits/{key}`: one partition (extension 10.1); 404 when the broker holds none. */
-export async function getRateLimit(ctx: AdminContext, { params }: ApiRequest): Promise<ApiResponse> {
+/**
+ * `GET /ojs/v1/rate-limits/{key}`: one partition (extension 10.1). One the broker does not hold
+ * yet (no job has needed a token of it) is answered with every token free (`on_broker: false`)
+ * when the configuration names its limit, or else when `pushed` knows a job carrying a policy of
+ * that key; 404 otherwise.
+ * @param pushed the policy of a job pushed through this server under `key`, if any
+ */
+export async function getRateLimit(
+  ctx: AdminContext,
+  { params }: ApiRequest,
+  pushed: (key: string) => LimitShape | undefined = () => undefined,
+): Promise<ApiResponse> {
   const config = await ctx.configFile.load();
-  const [report] = await inspectLimits(config, params.key);
-  if (report === undefined)
-    throw new ApiError(404, 'NOT_FOUND', `no flow-limit partition "${params.key}" on the broker (no job has needed it yet)`);
-  return { status: 200, body: report };
+  const key = params.key;
+  const [report] = await inspectLimits(config, key);
+  if (report !== undefined) return { status: 200, body: report };
+  const configured = configuredLimitOf(config, key);
+  if (configured !== undefined) return { status: 200, body: unusedLimitReport(key, configured, true) };
+  const carried = pushed(key);
+  if (carried !== undefined) return { status: 200, body: unusedLimitReport(key, carried, false) };
+  throw new ApiError(404, 'NOT_FOUND', `no flow limit "${key}": not configured, not on the broker, and no job pushed here carries it`);
 }
 
 /**

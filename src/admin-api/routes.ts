@@ -3,7 +3,9 @@ import { batchDetails, batchDirective, batchJobs, listBatches, tenantDirective }
 import { listJobs } from './job-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { createQueue } from './create-handler.js';
-import { getRateLimit, listRateLimits, putRateLimit } from './rate-limit-handlers.js';
+import { listRateLimits, putRateLimit } from './rate-limit-handlers.js';
+import { getPool, listPools, schedulingStats } from './pool-handlers.js';
+import { bulkRetry } from './bulk-handlers.js';
 import { deleteQueue } from './delete-handler.js';
 import { changeState, listQueues, queueDetails } from './queue-handlers.js';
 import type { ApiRequest, ApiResponse, Route } from './router.js';
@@ -14,7 +16,8 @@ const BATCHES = '/ojs/v1/batches';
 /**
  * Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1,
  * batch and job status, and the rate-limiting extension's section 10). `GET` and `DELETE
- * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/). Every route is
+ * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/), and so is `GET
+ * /ojs/v1/rate-limits/{key}`, which also knows the policies of jobs pushed there. Every route is
  * the operator's (the admin token; a viewer's on reads) unless its `access` says otherwise.
  */
 export function adminRoutes(ctx: AdminContext): Route[] {
@@ -44,7 +47,14 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: '/ojs/v1/tenants/{tenant}/resume', mutating: true, handle: bind(tenantDirective('resume')) },
     { method: 'GET', path: '/ojs/v1/jobs', mutating: false, access: 'tenant', handle: bind(listJobs) },
     { method: 'GET', path: '/ojs/v1/rate-limits', mutating: false, handle: bind(listRateLimits) },
-    { method: 'GET', path: '/ojs/v1/rate-limits/{key}', mutating: false, handle: bind(getRateLimit) },
     { method: 'PUT', path: '/ojs/v1/rate-limits/{key}', mutating: true, handle: bind(putRateLimit) },
+    // ojs-admin-api's paths (6.3, 6.4, 8.1) beside this API's own: the operator's.
+    { method: 'POST', path: '/ojs/v1/admin/queues/{name}/pause', mutating: true, handle: bind(changeState('pause')) },
+    { method: 'POST', path: '/ojs/v1/admin/queues/{name}/resume', mutating: true, handle: bind(changeState('resume')) },
+    { method: 'POST', path: '/ojs/v1/admin/jobs/bulk/retry', mutating: true, handle: bind(bulkRetry) },
+    // The pooled share (ojs-fair-scheduling 10): a tenant's token sees its own tenant's place only.
+    { method: 'GET', path: '/ojs/v1/admin/pools', mutating: false, access: 'tenant', handle: bind(listPools) },
+    { method: 'GET', path: '/ojs/v1/admin/pools/{name}', mutating: false, access: 'tenant', handle: bind(getPool) },
+    { method: 'GET', path: '/ojs/v1/admin/scheduling/stats', mutating: false, access: 'tenant', handle: bind(schedulingStats) },
   ];
 }

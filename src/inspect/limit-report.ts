@@ -20,6 +20,18 @@ export interface LimitReport {
   concurrency?: { limit: number; tokens: number; active: number; available: number };
   rate?: { limit: number; tokens: number; period_ms: number; current_count: number };
   throttle?: { limit: number; period_ms: number; cooling: boolean };
+  /**
+   * false when the broker holds no partition yet (no job has needed a token of it): the limit as
+   * configured or as a job carries it, every token free. Absent on partitions the broker holds.
+   */
+  on_broker?: false;
+}
+
+/** A limit as configured (`limits.<key>`) or carried by a job, its windows in ms. */
+export interface LimitShape {
+  concurrency?: number | undefined;
+  rate?: { limit: number; periodMs: number } | undefined;
+  throttle?: { limit: number; periodMs: number } | undefined;
 }
 
 const FLOW = '.flow.';
@@ -30,6 +42,35 @@ export async function inspectLimits(config: CompiledConfig, key?: string): Promi
   const api = managementApiOf(config);
   const stats = await api.queueStatistics(vhostOfAmqpUrl(config.broker.url));
   return buildLimitReports(config, stats, key);
+}
+
+/**
+ * The report of a partition the broker does not hold yet: its limit with every token free, as
+ * the first job to need it will find it.
+ */
+export function unusedLimitReport(key: string, limit: LimitShape, configured: boolean): LimitReport {
+  return {
+    key,
+    configured,
+    ...(limit.concurrency === undefined
+      ? {}
+      : { concurrency: { limit: limit.concurrency, tokens: limit.concurrency, active: 0, available: limit.concurrency } }),
+    ...(limit.rate === undefined
+      ? {}
+      : { rate: { limit: limit.rate.limit, tokens: limit.rate.limit, period_ms: limit.rate.periodMs, current_count: 0 } }),
+    ...(limit.throttle === undefined
+      ? {}
+      : { throttle: { limit: limit.throttle.limit, period_ms: limit.throttle.periodMs, cooling: false } }),
+    on_broker: false,
+  };
+}
+
+/** The named limit a partition key stands for (`<limit>`, or `<limit>@<tenant>` of a per-tenant limit); undefined when none is configured. */
+export function configuredLimitOf(config: CompiledConfig, key: string): LimitShape | undefined {
+  const [name, tenant, ...rest] = key.split('@');
+  const limit = config.limits.get(name);
+  if (limit === undefined || rest.length > 0 || (tenant !== undefined && (!limit.perTenant || tenant === ''))) return undefined;
+  return limit;
 }
 
 /** The reports out of the queues' statistics (pure, for tests). */

@@ -1,6 +1,7 @@
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import type { RawConfig } from '../../src/config/raw-config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
+import type { StageEndpoints } from '../../src/topology/topology.types.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { writeConfigFile, type ConfigFile } from './config-file.js';
 import { AMQP_URL } from './raw-broker.js';
@@ -15,10 +16,16 @@ export interface BindingServer {
   close(): Promise<void>;
 }
 
-export async function startBindingServer(settings: RawConfig, name: string, token: string): Promise<BindingServer> {
+/** @param stages the configured stages' queues, as `stagecoach admin` loads them from their modules (none unless given). */
+export async function startBindingServer(
+  settings: RawConfig,
+  name: string,
+  token: string,
+  stages: readonly StageEndpoints[] = [],
+): Promise<BindingServer> {
   const project = await writeConfigFile(settings, [], name);
   const log = createLogger({ test: name }, 'error');
-  const server = await startAdminServer({ configFile: project.file, port: 0, token, log, env: { AMQP_URL }, stages: [] }).catch(
+  const server = await startAdminServer({ configFile: project.file, port: 0, token, log, env: { AMQP_URL }, stages }).catch(
     async (err: unknown) => {
       await project.remove();
       throw err;

@@ -346,7 +346,13 @@ describe('flow control: limits held across processes (docs/flow-control.md)', fu
         'the partition seen',
         async () => {
           const answer = await get('ocr');
-          return answer.status === 200 && (answer.body.concurrency as { tokens: number }).tokens === 2 && answer.body;
+          // Before the stage took a token, the configured limit is answered with `on_broker: false`.
+          return (
+            answer.status === 200 &&
+            answer.body.on_broker === undefined &&
+            (answer.body.concurrency as { tokens: number }).tokens === 2 &&
+            answer.body
+          );
         },
         20_000,
         500,

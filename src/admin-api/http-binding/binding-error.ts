@@ -11,6 +11,8 @@ const HINTS: Readonly<Record<string, string>> = {
   invalid_payload: 'the request body must be an OJS job (spec/ojs-http-binding.md section 4)',
   invalid_request: 'see the message for the field that is wrong',
   invalid_retry_policy: 'options.retry must follow spec/ojs-retry.md section 11 (the message names the field)',
+  tenant_limit_exceeded:
+    "the tenant reached a limit of its own (details.limit, or the message): try again after Retry-After seconds when there is one, or raise the tenant's limit",
   queue_full: "the queue is at its max_size: try again after Retry-After seconds (an OJS SDK does), or raise the queue's max_size",
   job_type_not_allowed:
     "the queue's allowed_job_types do not name this type: push it to another queue, or change the queue's configuration",

@@ -12,6 +12,8 @@ import { getProgress, putProgress } from './progress-handlers.js';
 import { deleteCron, getCron, listCrons, registerCron, toggleCron, triggerCron } from './cron-handlers.js';
 import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
+import { getRateLimit } from '../rate-limit-handlers.js';
+import { pushedPolicy } from './rate-limit-input.js';
 import { cancelWorkflow, createWorkflow, getWorkflow, listWorkflows } from './workflow-handlers.js';
 
 /**
@@ -59,6 +61,13 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'GET', path: '/ojs/v1/admin/tenants/{id}/stats', mutating: false, access: 'tenant', handle: bind(tenantStats) },
     // An operator's: the admin token only.
     { method: 'GET', path: '/ojs/v1/admin/workers', mutating: false, handle: bind(listWorkers) },
+    // A partition no job took a token of yet is known from the policies of the jobs pushed here.
+    {
+      method: 'GET',
+      path: '/ojs/v1/rate-limits/{key}',
+      mutating: false,
+      handle: bind((binding, request) => getRateLimit(binding.admin, request, (key) => pushedPolicy(binding.envelopes, key))),
+    },
     { method: 'POST', path: '/ojs/v1/admin/workers/{id}/quiet', mutating: true, handle: bind(orderWorker('quiet')) },
     { method: 'POST', path: '/ojs/v1/admin/workers/{id}/terminate', mutating: true, handle: bind(orderWorker('terminate')) },
     ...(ctx.testReset ? [{ method: 'POST' as const, path: '/ojs/v1/admin/reset', mutating: true, handle: bind(resetJobs) }] : []),

@@ -10,6 +10,7 @@ import { readPushInput, type PushInput } from './push-input.js';
 import { confinedTo, tenantOf } from './request-tenant.js';
 import { testDirectiveOf } from './worker-directory.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
+import { asTenantLimit } from './tenant-quota.js';
 
 /** The largest push body: arguments above `payloads.threshold` are offloaded (docs/payloads.md), so a job may be large. */
 export const MAX_PUSH_BYTES = 16 * 1024 * 1024;
@@ -90,7 +91,10 @@ async function push(
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
   // Listening before the push: its `job.enqueued` is in GET /ojs/v1/events.
   await ctx.events.listen();
-  const sent = await publisher.send(job, input.spec);
+  // A tenant's own full queue is its quota reached (TENANT_LIMIT_EXCEEDED), not the queue's bound.
+  const sent = await publisher.send(job, input.spec).catch(async (err: unknown) => {
+    throw asTenantLimit(err, await ctx.admin.configFile.load());
+  });
   if (sent !== job.id) {
     const holder = await store.get(sent);
     return { view: { id: sent, type: job.type, state: holder === undefined ? 'available' : shownState(holder) }, deduplicated: true };

@@ -1,6 +1,9 @@
 import { InvalidPayloadError } from '../../errors/errors.js';
 import type { RateLimitPolicy } from '../../job/job.types.js';
 import { validateRateLimitPolicy } from '../../job/rate-limit-policy.js';
+import type { LimitShape } from '../../inspect/limit-report.js';
+import { parseDuration } from '../../util/duration.js';
+import type { EnvelopeCache } from './envelope-cache.js';
 
 /** The unit words of the `rate`/`period` shorthand, as ISO 8601 durations. */
 const UNITS: Readonly<Record<string, string>> = { second: 'PT1S', minute: 'PT1M', hour: 'PT1H', day: 'P1D' };
@@ -35,4 +38,18 @@ export function rateLimitOf(value: unknown, queue: string, tenant: string | unde
   };
   validateRateLimitPolicy(policy, '"options.rate_limit"');
   return policy;
+}
+
+/**
+ * The policy of key `key` as the newest job pushed through this server carrying it says (its
+ * windows in ms): what `GET /ojs/v1/rate-limits/{key}` shows of a partition no job has taken a
+ * token of yet. Undefined when no envelope kept carries it.
+ */
+export function pushedPolicy(envelopes: EnvelopeCache, key: string): LimitShape | undefined {
+  let found: RateLimitPolicy | undefined;
+  for (const { job } of envelopes.values()) if (job.rate_limit?.key === key) found = job.rate_limit;
+  if (found === undefined) return undefined;
+  const window = (value: { limit: number; period: string } | undefined): LimitShape['rate'] =>
+    value === undefined ? undefined : { limit: value.limit, periodMs: parseDuration(value.period) ?? 0 };
+  return { concurrency: found.concurrency, rate: window(found.rate), throttle: window(found.throttle) };
 }
