@@ -11,6 +11,8 @@ export class ApiError extends StagecoachError {
     code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
+    /** Headers the answer carries besides the ones its code implies (a full queue's depth and bound). */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(code, message);
   }
@@ -78,11 +80,20 @@ export function toOjsError(err: unknown): { status: number; body: OjsErrorBody; 
       body: {
         error: { code: err.code, message: err.message, retryable: RETRYABLE.has(err.code), ...(details === undefined ? {} : { details }) },
       },
-      ...(err.code === 'QUEUE_FULL' ? { headers: { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) } } : {}),
+      ...headersOf(err),
     };
   }
   return {
     status: 500,
     body: { error: { code: 'INTERNAL_ERROR', message: 'internal error (see the admin server log)', retryable: true } },
   };
+}
+
+/** `Retry-After` for a full queue, and the headers an {@link ApiError} names; undefined when none. */
+function headersOf(err: StagecoachError): { headers: Record<string, string> } | undefined {
+  const headers: Record<string, string> = {
+    ...(err.code === 'QUEUE_FULL' ? { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) } : {}),
+    ...(err instanceof ApiError ? err.headers : undefined),
+  };
+  return Object.keys(headers).length === 0 ? undefined : { headers };
 }
