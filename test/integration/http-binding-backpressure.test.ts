@@ -67,6 +67,7 @@ describe('the HTTP binding: queue bounds (ojs-backpressure) through queue config
     expect(stats.body.stats).to.include({ queue: 'burst', depth: 4, max_depth: 4 });
     const read = await ojs(base, 'GET', '/ojs/v1/admin/queues/burst/config');
     expect(read.body).to.deep.equal({ name: 'burst', backpressure: put.body.backpressure });
+    expect((await ojs(base, 'GET', '/ojs/manifest')).body.extensions).to.include('backpressure');
   });
 
   it("a native Publisher is refused by the same bound as an HTTP push, and the bound's removal (0) lets both in", async () => {
