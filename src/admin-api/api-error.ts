@@ -11,8 +11,8 @@ export class ApiError extends StagecoachError {
     code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
-    /** Answered beside the error: `Retry-After` of a refusal that may pass later, and `retryable` true with it. */
-    readonly retry?: { afterSeconds: number },
+    /** Headers the answer carries besides the ones its code implies (a full queue's depth and bound). */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(code, message);
   }
@@ -69,28 +69,38 @@ const RETRYABLE: ReadonlySet<string> = new Set(['CONNECTION_FAILED', 'MANAGEMENT
 export function toOjsError(err: unknown): { status: number; body: OjsErrorBody; headers?: Record<string, string> } {
   if (err instanceof StagecoachError) {
     const status = err instanceof ApiError ? err.status : (STATUS_OF[err.code] ?? 500);
-    const retryAfter = err.code === 'QUEUE_FULL' ? QUEUE_FULL_RETRY_AFTER_S : err instanceof ApiError ? err.retry?.afterSeconds : undefined;
     const details =
       err instanceof ApiError || err instanceof DuplicateJobError
         ? err.details
         : err instanceof ConfigError
           ? { key: err.key, expected: err.expected }
           : undefined;
+    const extra = headersOf(err);
     return {
       status,
       body: {
         error: {
           code: err.code,
           message: err.message,
-          retryable: RETRYABLE.has(err.code) || retryAfter !== undefined,
+          // A refusal that names when to try again may pass then.
+          retryable: RETRYABLE.has(err.code) || extra?.headers['Retry-After'] !== undefined,
           ...(details === undefined ? {} : { details }),
         },
       },
-      ...(retryAfter === undefined ? {} : { headers: { 'Retry-After': String(retryAfter) } }),
+      ...extra,
     };
   }
   return {
     status: 500,
     body: { error: { code: 'INTERNAL_ERROR', message: 'internal error (see the admin server log)', retryable: true } },
   };
+}
+
+/** `Retry-After` for a full queue, and the headers an {@link ApiError} names; undefined when none. */
+function headersOf(err: StagecoachError): { headers: Record<string, string> } | undefined {
+  const headers: Record<string, string> = {
+    ...(err.code === 'QUEUE_FULL' ? { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) } : {}),
+    ...(err instanceof ApiError ? err.headers : undefined),
+  };
+  return Object.keys(headers).length === 0 ? undefined : { headers };
 }

@@ -61,65 +61,83 @@ export function putConfig(fixed?: '_default') {
     const name = fixed ?? queueName(params);
     const tenant = tenantParam(query);
     const body = await readJsonObject(req);
-    return ctx.serializer.run(async () => {
-      const raw = await ctx.configFile.readRaw();
-      const before = ctx.configFile.compile(raw);
-      if (name !== '_default') {
-        checkScope(before, name, tenant);
-        await reportsOf(ctx, before, name, tenant);
-      }
-      const next = tenant === undefined ? withQueueEntry(before, raw, name, body) : withTenantEntry(before, raw, name, tenant, body);
-      const removed = droppedFields(ownEntry(raw, name, tenant), ownEntry(next, name, tenant));
-      // Compiled first (a 422 naming the key, nothing touched), then put on the broker, and
-      // written only once the broker has it: a refusal leaves the file as it was.
-      const after = ctx.configFile.compile(next);
-      // `_default` concerns every queue provision knows; only those (a stage module the server
-      // could not load would keep its queue's policies).
-      const queues = name === '_default' ? provisionQueues(after, ctx.stages).map((queue) => queue.name) : [name];
-      const sync = (config: CompiledConfig): Promise<SettingsSync> =>
-        withCommandEvents(config, 'admin', ctx.log, (onEvent) =>
-          syncQueueSettings(config, ctx.stages, ctx.api(config), { removeStale: true, queues, onEvent }),
-        );
-      let policies: SettingsSync;
-      try {
-        policies = await sync(after);
-        await ctx.configFile.write(next);
-      } catch (err) {
-        // Part of it may be on the broker: the file's settings go back (as `apply` would put them).
-        await sync(before).catch((undo: unknown) =>
-          ctx.log.error('queue settings not restored after a failed change: run `stagecoach apply`', {
-            queue: name,
-            tenant,
-            err: (undo as Error).message,
-          }),
-        );
-        throw err;
-      }
-      // Running stages read the file again and resize their limits' tokens (docs/flow-control.md).
-      if (limitsChanged(before, after, name, tenant)) {
-        await announceLimits(after, ctx.log);
-      }
-      const restart = tenant === undefined ? changedStageFields(before, after, name) : changedTenantFields(before, after, name, tenant);
-      ctx.log.info('queue configuration changed through the admin API', {
-        queue: name,
-        tenant,
-        policies,
+    return { status: 200, body: (await replaceQueueEntry(ctx, name, tenant, () => body)).body };
+  };
+}
+
+/**
+ * Replaces the queue's own entry (`queues.<name>`, or with `tenant` that tenant's own settings of
+ * it) by what `entryOf` makes of the file as it is now, as `PUT /ojs/v1/queues/{name}/config`
+ * describes: compiled, put on the broker, then written; one change at a time. The answer's body
+ * and the configuration it compiled to. `configureNew`: a queue nothing knows yet (not configured,
+ * used by no stage, not on the broker) is given its entry, where it is otherwise a 404.
+ */
+export async function replaceQueueEntry(
+  ctx: AdminContext,
+  name: string,
+  tenant: string | undefined,
+  entryOf: (raw: RawConfig) => Record<string, unknown>,
+  configureNew = false,
+): Promise<{ body: Record<string, unknown>; after: CompiledConfig }> {
+  return ctx.serializer.run(async () => {
+    const raw = await ctx.configFile.readRaw();
+    const before = ctx.configFile.compile(raw);
+    if (name !== '_default') {
+      checkScope(before, name, tenant);
+      if (!configureNew || tenant !== undefined) await reportsOf(ctx, before, name, tenant);
+    }
+    const body = entryOf(raw);
+    const next = tenant === undefined ? withQueueEntry(before, raw, name, body) : withTenantEntry(before, raw, name, tenant, body);
+    const removed = droppedFields(ownEntry(raw, name, tenant), ownEntry(next, name, tenant));
+    // Compiled first (a 422 naming the key, nothing touched), then put on the broker, and
+    // written only once the broker has it: a refusal leaves the file as it was.
+    const after = ctx.configFile.compile(next);
+    // `_default` concerns every queue provision knows; only those (a stage module the server
+    // could not load would keep its queue's policies).
+    const queues = name === '_default' ? provisionQueues(after, ctx.stages).map((queue) => queue.name) : [name];
+    const sync = (config: CompiledConfig): Promise<SettingsSync> =>
+      withCommandEvents(config, 'admin', ctx.log, (onEvent) =>
+        syncQueueSettings(config, ctx.stages, ctx.api(config), { removeStale: true, queues, onEvent }),
+      );
+    let policies: SettingsSync;
+    try {
+      policies = await sync(after);
+      await ctx.configFile.write(next);
+    } catch (err) {
+      // Part of it may be on the broker: the file's settings go back (as `apply` would put them).
+      await sync(before).catch((undo: unknown) =>
+        ctx.log.error('queue settings not restored after a failed change: run `stagecoach apply`', {
+          queue: name,
+          tenant,
+          err: (undo as Error).message,
+        }),
+      );
+      throw err;
+    }
+    // Running stages read the file again and resize their limits' tokens (docs/flow-control.md).
+    if (limitsChanged(before, after, name, tenant)) {
+      await announceLimits(after, ctx.log);
+    }
+    const restart = tenant === undefined ? changedStageFields(before, after, name) : changedTenantFields(before, after, name, tenant);
+    ctx.log.info('queue configuration changed through the admin API', {
+      queue: name,
+      tenant,
+      policies,
+      restart_needed: restart,
+      removed,
+    });
+    return {
+      after,
+      body: {
+        name,
+        ...(tenant === undefined ? {} : { tenant }),
+        config: configView(after, name, tenant),
+        applied: { policies_put: policies.put, policies_deleted: policies.deleted },
         restart_needed: restart,
         removed,
-      });
-      return {
-        status: 200,
-        body: {
-          name,
-          ...(tenant === undefined ? {} : { tenant }),
-          config: configView(after, name, tenant),
-          applied: { policies_put: policies.put, policies_deleted: policies.deleted },
-          restart_needed: restart,
-          removed,
-        },
-      };
-    });
-  };
+      },
+    };
+  });
 }
 
 /** The file with `queues.<name>` replaced by `body`, its topology fields kept or checked unchanged. */
@@ -171,7 +189,7 @@ function withTenantEntry(before: CompiledConfig, raw: RawConfig, name: string, t
 }
 
 /** The queue's own entry in a raw file: `queues.<name>`, or the tenant's own settings of it. */
-function ownEntry(raw: RawConfig, name: string, tenant: string | undefined): Record<string, unknown> {
+export function ownEntry(raw: RawConfig, name: string, tenant: string | undefined): Record<string, unknown> {
   if (tenant === undefined) return (raw.queues?.[name] ?? {}) as Record<string, unknown>;
   const entry = (raw.tenants ?? []).find((t): t is TenantConfig => typeof t !== 'string' && t.name === tenant);
   return (entry?.queues?.[name] ?? {}) as Record<string, unknown>;

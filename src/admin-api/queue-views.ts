@@ -22,6 +22,7 @@ export function configView(config: CompiledConfig, name: string, tenant?: string
     ...(queue.variants === undefined ? {} : { variants: queue.variants }),
     max_size: settings.max_size ?? null,
     max_size_bytes: settings.max_size_bytes ?? null,
+    max_size_warning: settings.max_size_warning,
     overflow_policy: settings.overflow_policy,
     ...(settings.block_timeout === undefined ? {} : { block_timeout: settings.block_timeout }),
     dead_letter_ttl: settings.dead_letter_ttl ?? null,

@@ -2,6 +2,7 @@ import type { AdminContext } from './admin-context.js';
 import { batchDetails, batchDirective, batchJobs, listBatches, tenantDirective } from './batch-handlers.js';
 import { listJobs } from './job-handlers.js';
 import { getConfig, putConfig } from './config-handlers.js';
+import { getBackpressure, putBackpressure } from './backpressure-handlers.js';
 import { createQueue } from './create-handler.js';
 import { listRateLimits, putRateLimit } from './rate-limit-handlers.js';
 import { getPool, listPools, schedulingStats } from './pool-handlers.js';
@@ -15,9 +16,10 @@ const BATCHES = '/ojs/v1/batches';
 
 /**
  * Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1,
- * batch and job status, and the rate-limiting extension's section 10). `GET` and `DELETE
- * /ojs/v1/jobs/{id}` are the HTTP binding's routes (src/admin-api/http-binding/), and so is `GET
- * /ojs/v1/rate-limits/{key}`, which also knows the policies of jobs pushed there. Every route is
+ * batch and job status, the rate-limiting extension's section 10, and the backpressure extension's
+ * queue bounds). `GET` and `DELETE /ojs/v1/jobs/{id}` are the HTTP binding's routes
+ * (src/admin-api/http-binding/), and so is `GET /ojs/v1/rate-limits/{key}`, which also knows the
+ * policies of jobs pushed there. Every route is
  * the operator's (the admin token; a viewer's on reads) unless its `access` says otherwise.
  */
 export function adminRoutes(ctx: AdminContext): Route[] {
@@ -37,6 +39,9 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     { method: 'POST', path: `${BASE}/{name}/pause`, mutating: true, handle: bind(changeState('pause')) },
     { method: 'POST', path: `${BASE}/{name}/resume`, mutating: true, handle: bind(changeState('resume')) },
     { method: 'POST', path: `${BASE}/{name}/drain`, mutating: true, handle: bind(changeState('drain')) },
+    // ojs-backpressure 6.2: the same settings in the extension's words.
+    { method: 'GET', path: '/ojs/v1/admin/queues/{name}/config', mutating: false, handle: bind(getBackpressure) },
+    { method: 'PUT', path: '/ojs/v1/admin/queues/{name}/config', mutating: true, handle: bind(putBackpressure) },
     { method: 'GET', path: BATCHES, mutating: false, handle: bind(listBatches) },
     { method: 'GET', path: `${BATCHES}/{id}`, mutating: false, handle: bind(batchDetails) },
     { method: 'GET', path: `${BATCHES}/{id}/jobs`, mutating: false, handle: bind(batchJobs) },

@@ -65,6 +65,8 @@ export interface ResolvedQueueConfig
 export interface ResolvedQueueSettings {
   max_size?: number;
   max_size_bytes?: number;
+  /** Fraction of `max_size` from which HTTP pushes carry the queue's pressure (its default filled in). */
+  max_size_warning: number;
   overflow_policy: 'reject' | 'drop_oldest' | 'block';
   /** ISO 8601; present with `overflow_policy` `block` only (its default filled in). */
   block_timeout?: string;

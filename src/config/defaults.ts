@@ -22,12 +22,13 @@ export const SYSTEM_RETRY_DEFAULTS: DefaultedRetryPolicy = {
 /**
  * The system defaults of the settings the broker enforces: no bound, `reject` when a bound is
  * set, dead letters kept 30 days (OJS queue configuration 6.4); a `block` queue's producers wait
- * 30 s for room.
+ * 30 s for room; HTTP pushes carry the queue's pressure from 80 % of its `max_size`.
  */
 export const SYSTEM_QUEUE_SETTINGS = {
   overflow_policy: 'reject',
   dead_letter_ttl: 'P30D',
   block_timeout: 'PT30S',
+  max_size_warning: 0.8,
   events: false,
 } as const satisfies QueueSettings;
 

@@ -15,6 +15,7 @@ import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_QUEUE_SETTINGS, SYSTEM_RETRY_DEFAULTS } f
 export const SETTING_KEYS = [
   'max_size',
   'max_size_bytes',
+  'max_size_warning',
   'overflow_policy',
   'block_timeout',
   'dead_letter_ttl',
@@ -66,6 +67,7 @@ export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings
   const resolved: ResolvedQueueSettings = {
     overflow_policy: merged.overflow_policy ?? SYSTEM_QUEUE_SETTINGS.overflow_policy,
     events: merged.events ?? SYSTEM_QUEUE_SETTINGS.events,
+    max_size_warning: merged.max_size_warning ?? SYSTEM_QUEUE_SETTINGS.max_size_warning,
   };
   if (resolved.overflow_policy === 'block') resolved.block_timeout = merged.block_timeout ?? SYSTEM_QUEUE_SETTINGS.block_timeout;
   if (typeof merged.max_size === 'number') resolved.max_size = merged.max_size;

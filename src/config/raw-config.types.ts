@@ -32,6 +32,13 @@ export interface QueueSettings {
   /** Most bytes of job bodies the physical queue holds (policy `max-length-bytes`). @defaultValue unlimited */
   max_size_bytes?: number | null;
   /**
+   * The fraction of `max_size` (0 to 1) from which an HTTP push into the queue is
+   * answered with the queue's pressure (`X-OJS-Queue-Depth`, `X-OJS-Queue-Bound`,
+   * `X-OJS-Queue-Pressure`: ojs-backpressure 7.3), so that a producer slows down before it is
+   * refused. Read by the admin server at each push; nothing without `max_size`. @defaultValue 0.8
+   */
+  max_size_warning?: number;
+  /**
    * What a full queue does: `reject` (the publish is nacked: QUEUE_FULL at once), `drop_oldest`
    * (the oldest job is dead-lettered to make room), or `block` (the broker refuses as for
    * `reject`, and the producer, a `Publisher` or a stage's `ctx.emit`, waits for room and tries

@@ -156,6 +156,11 @@ export class Publisher {
     });
   }
 
+  /** A physical queue's ready jobs (what its `max_size` counts), or undefined when the broker does not answer. */
+  readyMessages(physicalQueue: string): Promise<number | undefined> {
+    return this.publisher.readyMessages(physicalQueue);
+  }
+
   /**
    * Starts a workflow (docs/workflows.md): `publisher.workflow(chain(a, group(b, c), d), { tenant })`.
    * Its definition is checked against the configuration before anything is sent; then the record

@@ -2,10 +2,11 @@ import { OJS_MEDIA_TYPE } from '../../src/admin-api/http-binding/ojs-media.js';
 
 export type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-/** What one request answered: its status and its JSON body. */
+/** What one request answered: its status, its headers and its JSON body. */
 export interface OjsAnswer {
   status: number;
   body: Json;
+  headers: Headers;
 }
 
 /**
@@ -26,6 +27,6 @@ export function ojsClient(
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
-    return { status: response.status, body: (await response.json()) as Json };
+    return { status: response.status, body: (await response.json()) as Json, headers: response.headers };
   };
 }

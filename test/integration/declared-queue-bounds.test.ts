@@ -45,7 +45,7 @@ describe('queue bounds hold on a queue first declared by a push or a stage, with
         codes.push(answer.body.error?.code);
       }
       expect(statuses).to.deep.equal([201, 201, 429]);
-      expect(codes[2]).to.equal('queue_full');
+      expect(codes[2]).to.equal('QUEUE_FULL');
       expect(await project.raw.count(project.names.queue('burst'))).to.equal(2);
     } finally {
       await server?.close();

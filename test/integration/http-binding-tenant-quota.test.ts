@@ -75,6 +75,6 @@ describe("the HTTP binding: a tenant's quota refused at enqueue (429 TENANT_LIMI
     // `capped` bounds every tenant's queue alike: that is the queue's bound, QUEUE_FULL.
     const full = await pushUntilRefused('capped', { tenant: 'initech' }, 1);
     expect(full.status).to.equal(429);
-    expect(full.body.error.code).to.equal('queue_full');
+    expect(full.body.error.code).to.equal('QUEUE_FULL');
   });
 });

@@ -131,12 +131,12 @@ describe('the official OJS SDKs: their requests, as their READMEs make them', fu
       expect(schemas.body.error).to.include({ code: 'unsupported', retryable: false });
     });
 
-    it('a push into a full queue is 429 queue_full, retryable, with Retry-After; a job type the queue refuses is 422', async () => {
+    it('a push into a full queue is 429 QUEUE_FULL, retryable, with Retry-After; a job type the queue refuses is 422', async () => {
       expect((await push({ type: 'fill.one', options: { queue: 'small' } })).status).to.equal(201);
       const full = await push({ type: 'fill.two', options: { queue: 'small' } });
       expect(full.status, JSON.stringify(full.body)).to.equal(429);
       expect(full.headers.get('retry-after')).to.equal('1');
-      expect(full.body.error).to.include({ code: 'queue_full', retryable: true });
+      expect(full.body.error).to.include({ code: 'QUEUE_FULL', retryable: true });
       const refused = await push({ type: 'email.send', options: { queue: 'picky' } });
       expect(refused.status, JSON.stringify(refused.body)).to.equal(422);
       expect(refused.body.error).to.include({ code: 'job_type_not_allowed', retryable: false });

@@ -255,10 +255,10 @@ describe('OJS HTTP binding', () => {
     expect(toBindingError(new StagecoachError('DUPLICATE', 'twice')).body.error.code).to.equal('duplicate');
   });
 
-  it('a full queue is 429 queue_full, retryable, with Retry-After; a job type the queue refuses a 422 (ojs-backpressure 7.1, ojs-errors)', () => {
+  it('a full queue is 429 QUEUE_FULL, retryable, with Retry-After; a job type the queue refuses a 422 (ojs-backpressure 7.1, ojs-errors)', () => {
     const full = toBindingError(new QueueFullError('ojs.direct', 'work', { queue: 'work' }));
     expect(full.status).to.equal(429);
-    expect(full.body.error).to.include({ code: 'queue_full', retryable: true });
+    expect(full.body.error).to.include({ code: 'QUEUE_FULL', retryable: true });
     expect(full.headers).to.deep.equal({ 'Retry-After': '1' });
     const refused = toBindingError(new StagecoachError('JOB_TYPE_NOT_ALLOWED', 'no'));
     expect(refused.status).to.equal(422);

@@ -175,12 +175,14 @@ describe('queue settings in the configuration', () => {
       dead_letter_ttl: 'P30D',
       dead_letter_max_size: 500,
       events: false,
+      max_size_warning: 0.8,
     });
     expect(settingsFor(config, 'conversions', 'globex')).to.deep.equal({
       overflow_policy: 'reject',
       max_size: 10,
       dead_letter_max_size: 500,
       events: false,
+      max_size_warning: 0.8,
     });
     expect(settingsFor(config, 'conversions', 'acme')).to.deep.equal(settingsFor(config, 'conversions'));
     const layered = compileConfig({

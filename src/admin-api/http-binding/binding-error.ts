@@ -13,7 +13,7 @@ const HINTS: Readonly<Record<string, string>> = {
   invalid_retry_policy: 'options.retry must follow spec/ojs-retry.md section 11 (the message names the field)',
   tenant_limit_exceeded:
     "the tenant reached a limit of its own (details.limit, or the message): try again after Retry-After seconds when there is one, or raise the tenant's limit",
-  queue_full: "the queue is at its max_size: try again after Retry-After seconds (an OJS SDK does), or raise the queue's max_size",
+  QUEUE_FULL: "the queue is at its max_size: try again after Retry-After seconds (an OJS SDK does), or raise the queue's max_size",
   job_type_not_allowed:
     "the queue's allowed_job_types do not name this type: push it to another queue, or change the queue's configuration",
   unroutable:
@@ -23,13 +23,19 @@ const HINTS: Readonly<Record<string, string>> = {
 };
 
 /**
+ * Codes an extension's binding spells out as the error catalog writes them (SCREAMING_SNAKE_CASE):
+ * ojs-backpressure 7.1 answers a full queue with `QUEUE_FULL`, and its clients compare it so.
+ */
+const CATALOG_CODES: ReadonlySet<string> = new Set(['QUEUE_FULL']);
+
+/**
  * The binding's error object: the admin API's OJS error (toOjsError: status and message) with the
- * binding's lowercase code (`not_found`, `duplicate`, `invalid_payload`...), a hint and a docs URL
- * (spec/ojs-http-binding.md section 7).
+ * binding's lowercase code (`not_found`, `duplicate`, `invalid_payload`...; `QUEUE_FULL` as
+ * ojs-backpressure writes it), a hint and a docs URL (spec/ojs-http-binding.md section 7).
  */
 export function toBindingError(err: unknown): { status: number; body: OjsErrorBody; headers?: Record<string, string> } {
   const { status, body, headers } = toOjsError(err);
-  const code = body.error.code.toLowerCase();
+  const code = CATALOG_CODES.has(body.error.code) ? body.error.code : body.error.code.toLowerCase();
   const validation = VALIDATION.get(code);
   return {
     status: validation ?? status,

@@ -2,7 +2,7 @@ import { ApiError } from '../api-error.js';
 import { readJsonValue } from '../request-body.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
 import { queueFor, settingsFor } from '../../config/queue-resolver.js';
-import { StagecoachError } from '../../errors/errors.js';
+import { QueueFullError, StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
@@ -11,6 +11,7 @@ import { confinedTo, tenantOf } from './request-tenant.js';
 import { testDirectiveOf } from './worker-directory.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
 import { asTenantLimit } from './tenant-quota.js';
+import { checkBatchRoom, pushPressure, queueFullAnswer } from './queue-pressure.js';
 
 /** The largest push body: arguments above `payloads.threshold` are offloaded (docs/payloads.md), so a job may be large. */
 export const MAX_PUSH_BYTES = 16 * 1024 * 1024;
@@ -26,14 +27,15 @@ export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise
   const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
   const input = readPushInput(body, tenantOf(request));
-  const { view, deduplicated } = await push(ctx, input, body, confinedTo(request));
+  const { view, deduplicated, pressure } = await push(ctx, input, body, confinedTo(request));
   if (deduplicated) return { status: 200, body: { job: view, deduplicated } };
-  return { status: 201, body: { job: view }, headers: { Location: `/ojs/v1/jobs/${encodeURIComponent(String(view.id))}` } };
+  return { status: 201, body: { job: view }, headers: { Location: `/ojs/v1/jobs/${encodeURIComponent(String(view.id))}`, ...pressure } };
 }
 
 /**
  * `POST /ojs/v1/jobs/batch` `{ jobs: [...] }`: every job is read before any is sent (one bad job
- * refuses the request, naming its index); then they are published in order. 201 `{ jobs, count }`.
+ * refuses the request, naming its index), and a batch that does not fit in a bounded queue's room
+ * is refused whole (checkBatchRoom); then they are published in order. 201 `{ jobs, count }`.
  */
 export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const { req } = request;
@@ -50,6 +52,16 @@ export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promi
       throw new ApiError(400, 'INVALID_PAYLOAD', `jobs[${index}]: ${(err as Error).message}`);
     }
   });
+  const publisher = await ctx.publisher();
+  const batch = inputs.map((input) => ({
+    job: publisher.build(input.queue, input.spec),
+    headers: input.spec.headers ?? {},
+    pending: input.spec.pending === true,
+  }));
+  // Declared first (as each push would), so that a queue's depth reads 0 rather than unknown.
+  const queues = new Map(batch.map(({ job }) => [`${job.queue}\u0000${job.tenant ?? ''}`, job]));
+  for (const job of queues.values()) await ctx.remote.declare(job.queue, job.tenant, confinedTo(request));
+  await checkBatchRoom(await ctx.admin.configFile.load(), batch, (queue) => publisher.readyMessages(queue));
   const views: unknown[] = [];
   for (const [index, input] of inputs.entries()) {
     const { view, deduplicated } = await push(ctx, input, jobs[index], confinedTo(request));
@@ -61,13 +73,14 @@ export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promi
 /**
  * Publishes one job as any producer's (tenant routing, variants, limits, payload offloading,
  * tracking). `bounded`: the tenant whose token pushes, bounded in the queues it can create.
+ * `pressure`: the queue's depth headers once it is near its bound (queue-pressure.ts).
  */
 async function push(
   ctx: BindingContext,
   input: PushInput,
   raw: unknown,
   bounded: string | undefined,
-): Promise<{ view: Record<string, unknown>; deduplicated: boolean }> {
+): Promise<{ view: Record<string, unknown>; deduplicated: boolean; pressure?: Record<string, string> | undefined }> {
   const store = await ctx.admin.jobs();
   if (input.derived === true && input.id !== undefined) {
     // The same parent and key again (its run is run again): the first push's job is the answer.
@@ -91,9 +104,13 @@ async function push(
   const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
   // Listening before the push: its `job.enqueued` is in GET /ojs/v1/events.
   await ctx.events.listen();
-  // A tenant's own full queue is its quota reached (TENANT_LIMIT_EXCEEDED), not the queue's bound.
+  const readDepth = (queue: string): Promise<number | undefined> => publisher.readyMessages(queue);
   const sent = await publisher.send(job, input.spec).catch(async (err: unknown) => {
-    throw asTenantLimit(err, await ctx.admin.configFile.load());
+    if (!(err instanceof QueueFullError)) throw err;
+    const config = await ctx.admin.configFile.load();
+    // A tenant's own full queue is its quota reached (TENANT_LIMIT_EXCEEDED), not the queue's bound.
+    const quota = asTenantLimit(err, config);
+    throw quota !== err ? quota : await queueFullAnswer(config, err, readDepth);
   });
   if (sent !== job.id) {
     const holder = await store.get(sent);
@@ -121,5 +138,6 @@ async function push(
   ctx.envelopes.add(pushed);
   const directive = ctx.testReset ? testDirectiveOf(raw) : undefined;
   if (directive !== undefined) ctx.workers.orderClaimerOf(job.id, directive);
-  return { view: bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed), deduplicated: false };
+  const pressure = await pushPressure(config, { job, headers: input.spec.headers ?? {}, pending: input.spec.pending === true }, readDepth);
+  return { view: bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed), deduplicated: false, pressure };
 }

@@ -4,6 +4,7 @@ import { shownState, type JobRow, type JobState } from '../../job-state/job-life
 import { MAX_JOB_PAGE } from '../../job-state/job-filter.js';
 import type { BindingContext } from './binding-context.js';
 import { tenantOf, visibleJobs } from './request-tenant.js';
+import { backpressureView } from '../backpressure-handlers.js';
 
 /** A queue's counts by state, with the day's completions and failures (OJS queue configuration 9.3). */
 export interface QueueCounts {
@@ -35,11 +36,15 @@ export async function queueStats(ctx: BindingContext, request: ApiRequest): Prom
   const name = queueName(request.params);
   const tenant = tenantOf(request);
   const counts = await countJobs(ctx, request, { queue: name, tenant });
+  const config = await ctx.admin.configFile.load();
+  // ojs-backpressure 8: the bound beside the depth (0: unbounded); a shared queue's is the queue's.
+  const shared = (config.queues.get(name) ?? config.defaultQueue).scope === 'shared';
+  const { max_depth } = backpressureView(config, name, shared ? undefined : tenant);
   return {
     status: 200,
     body: {
-      queue: { name, ...(tenant === undefined ? {} : { tenant }), ...counts },
-      stats: { queue: name, ...counts },
+      queue: { name, ...(tenant === undefined ? {} : { tenant }), ...counts, max_depth },
+      stats: { queue: name, ...counts, max_depth },
       created_at: counts.created_at,
       updated_at: counts.updated_at,
       computed_at: new Date().toISOString(),

@@ -51,6 +51,6 @@ export function asTenantLimit(err: unknown, config: CompiledConfig): unknown {
     'TENANT_LIMIT_EXCEEDED',
     `tenant "${err.tenant}" has reached its ${quota.limit} (${quota.maximum}) on queue "${err.queue}" (${quota.source}): try again once its jobs are consumed`,
     { tenant_id: err.tenant, queue: err.queue, limit: quota.limit, maximum: quota.maximum },
-    { afterSeconds: QUEUE_FULL_RETRY_AFTER_S },
+    { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) },
   );
 }
