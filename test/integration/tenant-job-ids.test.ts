@@ -137,6 +137,11 @@ describe('job ids are per tenant on the HTTP binding', function () {
     expect(ours.body.workflow).to.include({ id: 'nightly-scan', tenant: 'acme' });
     expect((await ojs(base, 'GET', '/ojs/v1/workflows/nightly-scan', undefined, acme)).body.workflow).to.include({ tenant: 'acme' });
     expect((await ojs(base, 'GET', '/ojs/v1/workflows/nightly-scan', undefined, globex)).body.workflow).to.include({ tenant: 'globex' });
+    const listed = (await ojs(base, 'GET', '/ojs/v1/workflows', undefined, acme)).body.workflows as Json[];
+    expect(listed.map((shown) => `${shown.tenant as string}/${shown.id as string}`)).to.deep.equal(['acme/nightly-scan']);
+    // The admin sees both, under the ids they are kept by.
+    const all = (await ojs(base, 'GET', '/ojs/v1/workflows')).body.workflows as Json[];
+    expect(all.map((shown) => shown.id)).to.include.members(['acme:nightly-scan', 'globex:nightly-scan']);
     expect((await ojs(base, 'DELETE', '/ojs/v1/workflows/nightly-scan', undefined, acme)).status).to.equal(200);
     expect((await ojs(base, 'GET', '/ojs/v1/workflows/nightly-scan', undefined, globex)).body.workflow.state).to.not.equal('cancelled');
   });

@@ -10,7 +10,7 @@ import { bindingJobView } from './binding-job-view.js';
 import { parseBrokerName } from '../../topology/names.js';
 import { confinedTo, tenantOf } from './request-tenant.js';
 import { shownIdOf } from './tenant-job-ids.js';
-import { tenantJobId } from '../../job/tenant-job-id.js';
+import { tenantJobId } from '../../job/tenant-ids.js';
 
 /** Dead letters one request reads per dead-letter queue at most (a listing's `total` counts no further). */
 export const DEAD_LETTER_READ_MAX = 1000;

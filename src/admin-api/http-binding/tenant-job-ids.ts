@@ -1,4 +1,4 @@
-import { tenantJobId } from '../../job/tenant-job-id.js';
+import { tenantJobId } from '../../job/tenant-ids.js';
 import type { ApiRequest } from '../router.js';
 import type { BindingContext } from './binding-context.js';
 import { confinedTo, tenantOf } from './request-tenant.js';

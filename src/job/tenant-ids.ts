@@ -22,3 +22,17 @@ export function tenantJobId(tenant: string, clientId: string): string {
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
+
+/**
+ * The id under which stagecoach keeps a workflow whose id a tenant's client chose: `<tenant>:<id>`
+ * (a batch id may hold `:`, a tenant slug never does), so two tenants' same id names two
+ * workflows, and the kept id reads back as the tenant's with clientWorkflowId.
+ */
+export function tenantWorkflowId(tenant: string, clientId: string): string {
+  return `${tenant}:${clientId}`;
+}
+
+/** The id a tenant gave the workflow kept under `kept`, or `kept` for a workflow whose id it did not choose. */
+export function clientWorkflowId(tenant: string, kept: string): string {
+  return kept.startsWith(`${tenant}:`) ? kept.slice(tenant.length + 1) : kept;
+}
