@@ -64,6 +64,11 @@ describe('job ids are per tenant on the HTTP binding', function () {
     expect((await push(globex, shared, ['again'])).status).to.equal(409);
     const batch = { jobs: [{ id: shared, type: 'doc.convert', args: [], options: { queue: 'convert' } }] };
     expect((await ojs(base, 'POST', '/ojs/v1/jobs/batch', batch, acme)).status).to.equal(409);
+    // An id the server gave its own job is its own too; another tenant may use it.
+    const drawn = (await ojs(base, 'POST', '/ojs/v1/jobs', { type: 'doc.convert', args: [], options: { queue: 'convert' } }, acme)).body.job
+      .id as string;
+    expect((await push(acme, drawn, [])).status).to.equal(409);
+    expect((await push(globex, drawn, [])).status).to.equal(201);
     // A batch with an id only the other tenant holds is pushed.
     const theirsOnly = uuidv7();
     expect((await push(globex, theirsOnly, ['g'])).status).to.equal(201);
