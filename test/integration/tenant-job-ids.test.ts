@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
 import { uuidv7 } from '../../src/job/uuid-v7.js';
+import { tenantJobId } from '../../src/job/tenant-ids.js';
 import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';
 import { ojsClient, type Json, type OjsAnswer } from '../helpers/ojs-client.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -127,6 +128,30 @@ describe('job ids are per tenant on the HTTP binding', function () {
     // The other tenant's ack of the same id reaches its own job only, which it never fetched.
     expect((await ojs(base, 'POST', '/ojs/v1/workers/ack', { job_id: shared }, globex)).status).to.equal(409);
     expect((await ojs(base, 'GET', `/ojs/v1/jobs/${shared}`, undefined, globex)).body.job).to.include({ state: 'available' });
+  });
+
+  it("a child pushed under its parent's own id is the same child whichever of the parent's ids the worker names", async () => {
+    const parent = uuidv7();
+    expect((await push(acme, parent, ['p'])).status).to.equal(201);
+    const child = (parentId: string): Json => ({
+      type: 'doc.convert',
+      args: ['c'],
+      meta: { parent_id: parentId, idempotency_key: 'page-1' },
+      options: { queue: 'convert' },
+    });
+    const first = await ojs(base, 'POST', '/ojs/v1/jobs', child(parent), acme);
+    expect(first.status, JSON.stringify(first.body)).to.equal(201);
+    // After a restart the worker is shown the parent's kept id: the same child, not a second one.
+    const again = await ojs(base, 'POST', '/ojs/v1/jobs', child(tenantJobId('acme', parent)), acme);
+    expect(again.status, JSON.stringify(again.body)).to.equal(200);
+    expect(again.body).to.include({ deduplicated: true });
+    expect(again.body.job.id).to.equal(first.body.job.id);
+    // The job store files it under its parent's kept id, the parent's row.
+    const filed = await waitFor('the store to know the child', async () => {
+      const status = await ojs(base, 'GET', `/ojs/v1/jobs/${first.body.job.id as string}/status`, undefined, acme);
+      return status.status === 200 ? status.body : undefined;
+    });
+    expect(filed.parent_id).to.equal(tenantJobId('acme', parent));
   });
 
   it("a workflow id another tenant uses starts the tenant's own workflow, never shows the other's", async () => {

@@ -8,7 +8,7 @@ import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { readPushInput, type PushInput } from './push-input.js';
 import { confinedTo, tenantOf } from './request-tenant.js';
-import { isTaken, keptIdOf, shownIdOf } from './tenant-job-ids.js';
+import { isTaken, keptIdOf, shownIdOf, withKeptParent } from './tenant-job-ids.js';
 import { testDirectiveOf } from './worker-directory.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
 
@@ -24,7 +24,7 @@ export const MAX_BATCH_JOBS = 1000;
  */
 export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const { req } = request;
-  const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
+  const body = await withKeptParent(ctx, request, await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD'));
   const input = readPushInput(body, tenantOf(request));
   const { view, deduplicated } = await push(ctx, input, body, request);
   if (deduplicated) return { status: 200, body: { job: view, deduplicated } };
@@ -38,10 +38,12 @@ export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise
 export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
-  const jobs = (body as { jobs?: unknown } | null)?.jobs;
-  if (!Array.isArray(jobs) || jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
+  const given = (body as { jobs?: unknown } | null)?.jobs;
+  if (!Array.isArray(given) || given.length === 0 || given.length > MAX_BATCH_JOBS) {
     throw new ApiError(400, 'INVALID_PAYLOAD', `"jobs" must be an array of 1 to ${MAX_BATCH_JOBS} jobs`);
   }
+  const jobs: unknown[] = [];
+  for (const job of given) jobs.push(await withKeptParent(ctx, request, job));
   const tenant = tenantOf(request);
   const inputs = jobs.map((job, index) => {
     try {

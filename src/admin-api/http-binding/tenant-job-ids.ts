@@ -72,3 +72,17 @@ export function shownIdOf(ctx: BindingContext, request: ApiRequest, kept: string
   const pushed = ctx.envelopes.get(kept);
   return tenant !== undefined && pushed?.clientId !== undefined && pushed.job.tenant === tenant ? pushed.clientId : kept;
 }
+
+/**
+ * A push body whose `meta.parent_id` names the parent as the request's tenant names it, with the
+ * parent's kept id instead: the child's derived id (childJobId) and its place under its parent in
+ * the job store then do not depend on which of the parent's ids the worker was shown.
+ */
+export async function withKeptParent(ctx: BindingContext, request: ApiRequest, body: unknown): Promise<unknown> {
+  const meta = (body as { meta?: unknown } | null)?.meta;
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return body;
+  const parent = (meta as { parent_id?: unknown }).parent_id;
+  if (typeof parent !== 'string' || parent === '' || parent.length > 255) return body;
+  const kept = await jobIdOf(ctx, request, parent);
+  return kept === parent ? body : { ...(body as object), meta: { ...meta, parent_id: kept } };
+}
