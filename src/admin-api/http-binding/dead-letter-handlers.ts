@@ -9,6 +9,8 @@ import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { parseBrokerName } from '../../topology/names.js';
 import { confinedTo, tenantOf } from './request-tenant.js';
+import { shownIdOf } from './tenant-job-ids.js';
+import { tenantJobId } from '../../job/tenant-ids.js';
 
 /** Dead letters one request reads per dead-letter queue at most (a listing's `total` counts no further). */
 export const DEAD_LETTER_READ_MAX = 1000;
@@ -34,7 +36,11 @@ export async function listDeadLetter(ctx: BindingContext, request: ApiRequest): 
   const limit = intParam(request, 'limit', 1, DEAD_LETTER_PAGE_MAX) ?? DEAD_LETTER_PAGE;
   const offset = intParam(request, 'offset', 0, Number.MAX_SAFE_INTEGER) ?? 0;
   const found = await deadLetters(ctx, request, request.query.get('queue') ?? undefined);
-  const jobs = await Promise.all(found.slice(offset, offset + limit).map((found) => deadView(ctx, found.origin, found.entry)));
+  const jobs = await Promise.all(
+    found
+      .slice(offset, offset + limit)
+      .map(async (found) => ({ ...(await deadView(ctx, found.origin, found.entry)), id: shownIdOf(ctx, request, found.entry.id ?? '') })),
+  );
   return { status: 200, body: { jobs, pagination: { total: found.length, limit, offset, has_more: offset + limit < found.length } } };
 }
 
@@ -43,7 +49,7 @@ export async function listDeadLetter(ctx: BindingContext, request: ApiRequest): 
  * (`stagecoach dead retry`'s mechanism, for this job only); 200 `{ job }`, `available`, attempt 0.
  */
 export async function retryDeadLetter(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const { origin, entry } = await findDeadLetter(ctx, request);
+  const { origin, entry, asked } = await findDeadLetter(ctx, request);
   const config = await ctx.admin.configFile.load();
   const result = await retryDeadLetters(config, origin.queue, origin.tenant, ctx.admin.log, { ids: new Set([entry.id as string]) });
   if (result.retried === 0) {
@@ -54,24 +60,31 @@ export async function retryDeadLetter(ctx: BindingContext, request: ApiRequest):
   await storeShowsWaiting(ctx, entry.id as string);
   const job = entry.job === undefined ? undefined : { ...entry.job, queue: origin.queue, attempt: 1 };
   const view = bindingJobView(undefined, job === undefined ? undefined : { job, extensions: ctx.envelopes.get(job.id)?.extensions ?? {} });
-  return { status: 200, body: { job: { ...view, state: 'available', attempt: 0, re_enqueued_at: new Date().toISOString() } } };
+  return { status: 200, body: { job: { ...view, id: asked, state: 'available', attempt: 0, re_enqueued_at: new Date().toISOString() } } };
 }
 
 /** `DELETE /ojs/v1/dead-letter/{id}`: the dead letter is dropped for good; 200 `{ deleted: true, job_id }`. */
 export async function deleteDeadLetter(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const { origin, entry } = await findDeadLetter(ctx, request);
+  const { origin, entry, asked } = await findDeadLetter(ctx, request);
   const config = await ctx.admin.configFile.load();
   const deleted = await deleteDeadLetters(config, origin.queue, origin.tenant, new Set([entry.id as string]), ctx.admin.log);
   if (deleted.length === 0) throw new ApiError(404, 'NOT_FOUND', `no dead letter "${entry.id}" (taken meanwhile)`);
-  return { status: 200, body: { deleted: true, job_id: entry.id } };
+  return { status: 200, body: { deleted: true, job_id: asked } };
 }
 
-async function findDeadLetter(ctx: BindingContext, request: ApiRequest): Promise<{ origin: DeadOrigin; entry: DeadLetterJob }> {
-  const id = request.params.id ?? '';
-  const found = (await deadLetters(ctx, request, undefined)).find(({ entry }) => entry.id === id && entry.isJob);
+/** The dead letter the path names: the request's tenant's own job of that id first (tenant-job-ids.ts), else the id as kept. */
+async function findDeadLetter(
+  ctx: BindingContext,
+  request: ApiRequest,
+): Promise<{ origin: DeadOrigin; entry: DeadLetterJob; asked: string }> {
+  const asked = request.params.id ?? '';
+  const tenant = tenantOf(request);
+  const own = tenant === undefined ? undefined : tenantJobId(tenant, asked);
+  const all = (await deadLetters(ctx, request, undefined)).filter(({ entry }) => entry.isJob);
+  const found = all.find(({ entry }) => entry.id === own) ?? all.find(({ entry }) => entry.id === asked);
   // Another tenant's dead letter is not found either (deadLetters reads the request's tenant's only).
-  if (found === undefined) throw new ApiError(404, 'NOT_FOUND', `no dead letter "${id}"`);
-  return found;
+  if (found === undefined) throw new ApiError(404, 'NOT_FOUND', `no dead letter "${asked}"`);
+  return { ...found, asked };
 }
 
 /** The dead letters the request may see, oldest first within each dead-letter queue, queues by name. */

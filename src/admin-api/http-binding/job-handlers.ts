@@ -10,30 +10,32 @@ import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { releasePending } from './pending-jobs.js';
 import { progressFields } from './progress-handlers.js';
+import { jobIdOf } from './tenant-job-ids.js';
 
 /** `GET /ojs/v1/jobs/{id}` (INFO): `{ job }`, whatever `Accept` says (binding 4.3). */
 export async function jobInfo(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const id = request.params.id ?? '';
+  const asked = request.params.id ?? '';
+  const id = await jobIdOf(ctx, request, asked);
   // Claimed here: active now, whether or not its `started` report has reached the store.
   const held = ctx.board.claimOf(id);
   if (held !== undefined) {
-    checkVisible(request, id, held.job.tenant);
-    return { status: 200, body: { job: { ...claimedView(ctx, held), ...progressFields(ctx.progress.get(id), 'active') } } };
+    checkVisible(request, asked, held.job.tenant);
+    return { status: 200, body: { job: { ...claimedView(ctx, held), ...progressFields(ctx.progress.get(id), 'active'), id: asked } } };
   }
   const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
   const pushed = ctx.envelopes.get(id);
-  if (row === undefined && pushed === undefined) throw unknownJob(id);
-  checkVisible(request, id, row?.tenant ?? pushed?.job.tenant);
+  if (row === undefined && pushed === undefined) throw unknownJob(asked);
+  checkVisible(request, asked, row?.tenant ?? pushed?.job.tenant);
   const job = bindingJobView(row, pushed);
-  return { status: 200, body: { job: { ...job, ...progressFields(ctx.progress.get(id), job.state) } } };
+  return { status: 200, body: { job: { ...job, ...progressFields(ctx.progress.get(id), job.state), id: asked } } };
 }
 
 /** `GET /ojs/v1/jobs/{id}/status`: the job as `job status <id> --json` prints it (docs/job-state.md), the dashboard's view. */
 export async function jobStatus(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const id = request.params.id ?? '';
-  const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
-  if (row === undefined) throw unknownJob(id);
-  return { status: 200, body: jobStateView(row) };
+  const asked = request.params.id ?? '';
+  const row = await visibleJobs(await ctx.admin.jobs(), request).get(await jobIdOf(ctx, request, asked));
+  if (row === undefined) throw unknownJob(asked);
+  return { status: 200, body: { ...jobStateView(row), id: asked } };
 }
 
 /**
@@ -42,11 +44,12 @@ export async function jobStatus(ctx: BindingContext, request: ApiRequest): Promi
  * `job cancel`; one active elsewhere, ended or already cancelled is a 409 `conflict`.
  */
 export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const id = request.params.id ?? '';
+  const asked = request.params.id ?? '';
+  const id = await jobIdOf(ctx, request, asked);
   const pushed = ctx.envelopes.get(id);
   const store = await ctx.admin.jobs();
   const row = await visibleJobs(store, request).get(id);
-  checkVisible(request, id, ctx.board.claimOf(id)?.job.tenant ?? row?.tenant ?? pushed?.job.tenant);
+  checkVisible(request, asked, ctx.board.claimOf(id)?.job.tenant ?? row?.tenant ?? pushed?.job.tenant);
   // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
   const since = new Date().toISOString();
   const held = ctx.board.cancel(id);
@@ -54,9 +57,9 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
     // Settled by its runner here, not before this turn ends: the wait is registered in time.
     const local = await ctx.settlements.wait(id, held.job.attempt, held.claim?.at);
     const row = local?.row ?? (await waitForSettlement(ctx, id, held.job.attempt, since));
-    return { status: 200, body: { job: bindingJobView(row, pushed) } };
+    return { status: 200, body: { job: { ...bindingJobView(row, pushed), id: asked } } };
   }
-  if (row === undefined) throw unknownJob(id);
+  if (row === undefined) throw unknownJob(asked);
   return ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();
     const view = await cancelJob(config, id, ctx.admin.log, store);
@@ -64,7 +67,7 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
     if (shownState(row) === 'pending' && (await releasePending(ctx, id, 'drop')) && pushed !== undefined) pushed.pending = false;
     return {
       status: 200,
-      body: { job: bindingJobView({ ...row, cancel_requested: view.cancelled_at ?? new Date().toISOString() }, pushed) },
+      body: { job: { ...bindingJobView({ ...row, cancel_requested: view.cancelled_at ?? new Date().toISOString() }, pushed), id: asked } },
     };
   });
 }
@@ -75,24 +78,25 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
  * any other state is 409 (`details.current_state`), an unknown one 404.
  */
 export async function jobActivate(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const id = request.params.id ?? '';
+  const asked = request.params.id ?? '';
+  const id = await jobIdOf(ctx, request, asked);
   const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
   const pushed = ctx.envelopes.get(id);
-  if (row === undefined && pushed === undefined) throw unknownJob(id);
-  checkVisible(request, id, row?.tenant ?? pushed?.job.tenant);
+  if (row === undefined && pushed === undefined) throw unknownJob(asked);
+  checkVisible(request, asked, row?.tenant ?? pushed?.job.tenant);
   const state = bindingJobView(row, pushed).state as string;
   if (state !== 'pending' || !(await releasePending(ctx, id, 'activate'))) {
     // Not held (any more): another ACTIVATE or a CANCEL took it meanwhile, or it never was.
     const current = state === 'pending' ? 'available' : state;
-    throw new ApiError(409, 'CONFLICT', `cannot activate job "${id}" in state "${current}": only a pending job can be activated`, {
-      job_id: id,
+    throw new ApiError(409, 'CONFLICT', `cannot activate job "${asked}" in state "${current}": only a pending job can be activated`, {
+      job_id: asked,
       current_state: current,
     });
   }
   if (pushed !== undefined) pushed.pending = false;
   const activatedAt = new Date().toISOString();
   const job = { ...bindingJobView(row === undefined ? undefined : { ...row, state: 'available' }, pushed) };
-  return { status: 200, body: { job: { ...job, state: 'available', activated_at: activatedAt, previous_state: 'pending' } } };
+  return { status: 200, body: { job: { ...job, id: asked, state: 'available', activated_at: activatedAt, previous_state: 'pending' } } };
 }
 
 function unknownJob(id: string): ApiError {

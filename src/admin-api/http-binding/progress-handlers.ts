@@ -7,6 +7,7 @@ import { bindingJobView } from './binding-job-view.js';
 import type { JobProgress } from './job-progress.js';
 import type { JobRow } from '../../job-state/job-lifecycle.js';
 import { checkVisible, visibleJobs } from './request-tenant.js';
+import { jobIdOf } from './tenant-job-ids.js';
 
 const MAX_PROGRESS_BYTES = 64 * 1024;
 
@@ -17,7 +18,7 @@ const MAX_PROGRESS_BYTES = 64 * 1024;
  * the caller may not see is 404.
  */
 export async function putProgress(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const id = request.params.id ?? '';
+  const asked = request.params.id ?? '';
   const body = (await readJsonValue(request.req, MAX_PROGRESS_BYTES, 'INVALID_REQUEST')) as Record<string, unknown> | null;
   const { progress, message, data } = body ?? {};
   if (progress !== undefined && progress !== null && (typeof progress !== 'number' || !Number.isFinite(progress))) {
@@ -32,7 +33,8 @@ export async function putProgress(ctx: BindingContext, request: ApiRequest): Pro
   if ((progress ?? undefined) === undefined && (message ?? undefined) === undefined && (data ?? undefined) === undefined) {
     throw new ApiError(400, 'INVALID_REQUEST', 'a progress report needs "progress", "message" or "data"');
   }
-  const { state, tenant } = await stateOf(ctx, request, id);
+  const id = await jobIdOf(ctx, request, asked);
+  const { state, tenant } = await stateOf(ctx, request, id, asked);
   const held = ctx.board.claimOf(id);
   if (held !== undefined) {
     const report = ctx.progress.report(
@@ -52,13 +54,14 @@ export async function putProgress(ctx: BindingContext, request: ApiRequest): Pro
         ...(report.message === undefined ? {} : { message: report.message }),
       });
   }
-  return { status: 200, body: progressView(id, state, ctx.progress.get(id)) };
+  return { status: 200, body: progressView(asked, state, ctx.progress.get(id)) };
 }
 
 /** `GET /ojs/v1/jobs/{id}/progress` (ojs-progress 7.1): `progress: null` when none was reported; 1.0 once completed. */
 export async function getProgress(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const id = request.params.id ?? '';
-  const { state, row } = await stateOf(ctx, request, id);
+  const asked = request.params.id ?? '';
+  const id = await jobIdOf(ctx, request, asked);
+  const { state, row } = await stateOf(ctx, request, id, asked);
   // An HTTP worker's report, else a native stage's (`ctx.progress`) from the job store.
   const stored = row?.progress;
   const report =
@@ -66,7 +69,7 @@ export async function getProgress(ctx: BindingContext, request: ApiRequest): Pro
     (stored === undefined
       ? undefined
       : { progress: stored.value, ...(stored.message === undefined ? {} : { message: stored.message }), updated_at: stored.at });
-  return { status: 200, body: progressView(id, state, report), headers: { 'Cache-Control': 'no-cache' } };
+  return { status: 200, body: progressView(asked, state, report), headers: { 'Cache-Control': 'no-cache' } };
 }
 
 /** The job's progress as INFO shows it beside the job's fields (absent when none was reported). */
@@ -91,20 +94,22 @@ function progressView(id: string, state: string, report: JobProgress | undefined
   };
 }
 
+/** The state of the job kept under `id`, which the request names `asked`. */
 async function stateOf(
   ctx: BindingContext,
   request: ApiRequest,
   id: string,
+  asked: string,
 ): Promise<{ state: string; tenant: string | undefined; row?: JobRow }> {
   const held = ctx.board.claimOf(id);
   if (held !== undefined) {
-    checkVisible(request, id, held.job.tenant);
+    checkVisible(request, asked, held.job.tenant);
     return { state: 'active', tenant: held.job.tenant };
   }
   const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
   const pushed = ctx.envelopes.get(id);
-  if (row === undefined && pushed === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
+  if (row === undefined && pushed === undefined) throw new ApiError(404, 'NOT_FOUND', `no job "${asked}" is known`);
   const tenant = row?.tenant ?? pushed?.job.tenant;
-  checkVisible(request, id, tenant);
+  checkVisible(request, asked, tenant);
   return { state: String(bindingJobView(row, pushed).state), tenant, ...(row === undefined ? {} : { row }) };
 }

@@ -8,6 +8,7 @@ import type { BindingContext } from './binding-context.js';
 import { bindingJobView } from './binding-job-view.js';
 import { readPushInput, type PushInput } from './push-input.js';
 import { confinedTo, tenantOf } from './request-tenant.js';
+import { isTaken, keptIdOf, shownIdOf, withKeptParent } from './tenant-job-ids.js';
 import { testDirectiveOf } from './worker-directory.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
 import { asTenantLimit } from './tenant-quota.js';
@@ -25,9 +26,9 @@ export const MAX_BATCH_JOBS = 1000;
  */
 export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const { req } = request;
-  const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
+  const body = await withKeptParent(ctx, request, await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD'));
   const input = readPushInput(body, tenantOf(request));
-  const { view, deduplicated, pressure } = await push(ctx, input, body, confinedTo(request));
+  const { view, deduplicated, pressure } = await push(ctx, input, body, request);
   if (deduplicated) return { status: 200, body: { job: view, deduplicated } };
   return { status: 201, body: { job: view }, headers: { Location: `/ojs/v1/jobs/${encodeURIComponent(String(view.id))}`, ...pressure } };
 }
@@ -40,10 +41,12 @@ export async function pushJob(ctx: BindingContext, request: ApiRequest): Promise
 export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const { req } = request;
   const body = await readJsonValue(req, MAX_PUSH_BYTES, 'INVALID_PAYLOAD');
-  const jobs = (body as { jobs?: unknown } | null)?.jobs;
-  if (!Array.isArray(jobs) || jobs.length === 0 || jobs.length > MAX_BATCH_JOBS) {
+  const given = (body as { jobs?: unknown } | null)?.jobs;
+  if (!Array.isArray(given) || given.length === 0 || given.length > MAX_BATCH_JOBS) {
     throw new ApiError(400, 'INVALID_PAYLOAD', `"jobs" must be an array of 1 to ${MAX_BATCH_JOBS} jobs`);
   }
+  const jobs: unknown[] = [];
+  for (const job of given) jobs.push(await withKeptParent(ctx, request, job));
   const tenant = tenantOf(request);
   const inputs = jobs.map((job, index) => {
     try {
@@ -64,7 +67,7 @@ export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promi
   await checkBatchRoom(await ctx.admin.configFile.load(), batch, (queue) => publisher.readyMessages(queue));
   const views: unknown[] = [];
   for (const [index, input] of inputs.entries()) {
-    const { view, deduplicated } = await push(ctx, input, jobs[index], confinedTo(request));
+    const { view, deduplicated } = await push(ctx, input, jobs[index], request);
     views.push(deduplicated ? { ...view, deduplicated } : view);
   }
   return { status: 201, body: { jobs: views, count: views.length } };
@@ -72,15 +75,17 @@ export async function pushBatch(ctx: BindingContext, request: ApiRequest): Promi
 
 /**
  * Publishes one job as any producer's (tenant routing, variants, limits, payload offloading,
- * tracking). `bounded`: the tenant whose token pushes, bounded in the queues it can create.
+ * tracking). A tenant's token is bounded in the queues it can create, and the id its client
+ * gives is its tenant's own (tenant-job-ids.ts): kept under another, shown back as given.
  * `pressure`: the queue's depth headers once it is near its bound (queue-pressure.ts).
  */
 async function push(
   ctx: BindingContext,
   input: PushInput,
   raw: unknown,
-  bounded: string | undefined,
+  request: ApiRequest,
 ): Promise<{ view: Record<string, unknown>; deduplicated: boolean; pressure?: Record<string, string> | undefined }> {
+  const bounded = confinedTo(request);
   const store = await ctx.admin.jobs();
   if (input.derived === true && input.id !== undefined) {
     // The same parent and key again (its run is run again): the first push's job is the answer.
@@ -89,19 +94,23 @@ async function push(
     return ctx.pushing.serialize(id, async () => {
       const row = await store.get(id);
       const pushed = ctx.envelopes.get(id);
-      if (row === undefined && pushed === undefined) return push(ctx, { ...input, derived: false }, raw, bounded);
+      if (row === undefined && pushed === undefined) return push(ctx, { ...input, derived: false }, raw, request);
       return { view: bindingJobView(row, pushed), deduplicated: true };
     });
   }
-  if (input.id !== undefined && (ctx.envelopes.has(input.id) || (await store.get(input.id)) !== undefined)) {
+  // A derived id (`derived: false` here, once found new) is its tenant's already, as childJobId
+  // hashes the tenant in: kept as it is.
+  const kept = input.id === undefined ? undefined : input.derived === false ? input.id : keptIdOf(request, input.id);
+  if (input.id !== undefined && kept !== undefined && (await isTaken(ctx, request, input.id, kept))) {
     throw new StagecoachError('DUPLICATE', `a job with id "${input.id}" exists`);
   }
+  const clientId = kept === input.id ? undefined : input.id;
   const publisher = await ctx.publisher();
   const built = publisher.build(input.queue, input.spec);
   // Its queue must exist before it is sent, or it would be unroutable until a worker fetched.
   await ctx.remote.declare(built.queue, built.tenant, bounded);
   // Extensions ride on the envelope (OJS core: unknown fields are preserved end to end).
-  const job: Job = { ...input.extensions, ...built, ...(input.id === undefined ? {} : { id: input.id }) };
+  const job: Job = { ...input.extensions, ...built, ...(kept === undefined ? {} : { id: kept }) };
   // Listening before the push: its `job.enqueued` is in GET /ojs/v1/events.
   await ctx.events.listen();
   const readDepth = (queue: string): Promise<number | undefined> => publisher.readyMessages(queue);
@@ -114,7 +123,8 @@ async function push(
   });
   if (sent !== job.id) {
     const holder = await store.get(sent);
-    return { view: { id: sent, type: job.type, state: holder === undefined ? 'available' : shownState(holder) }, deduplicated: true };
+    const id = shownIdOf(ctx, request, sent);
+    return { view: { id, type: job.type, state: holder === undefined ? 'available' : shownState(holder) }, deduplicated: true };
   }
   const config = await ctx.admin.configFile.load();
   const maxAttempts = job.retry?.max_attempts ?? queueFor(config, job.queue).default_retry.max_attempts;
@@ -129,6 +139,7 @@ async function push(
   }
   const pushed = {
     job,
+    ...(clientId === undefined ? {} : { clientId }),
     extensions: input.extensions,
     maxAttempts,
     ...(input.priority === undefined ? {} : { priority: input.priority }),
@@ -139,5 +150,6 @@ async function push(
   const directive = ctx.testReset ? testDirectiveOf(raw) : undefined;
   if (directive !== undefined) ctx.workers.orderClaimerOf(job.id, directive);
   const pressure = await pushPressure(config, { job, headers: input.spec.headers ?? {}, pending: input.spec.pending === true }, readDepth);
-  return { view: bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed), deduplicated: false, pressure };
+  const view = bindingJobView(await (await ctx.admin.jobs()).get(job.id), pushed);
+  return { view: { ...view, id: clientId ?? job.id }, deduplicated: false, pressure };
 }

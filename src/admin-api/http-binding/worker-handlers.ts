@@ -12,6 +12,7 @@ import { checkVisible, confinedTo, tenantOf, visibleJobs } from './request-tenan
 import { isQueueName, QUEUE_NAME_RULE } from '../../util/queue-name.js';
 import { waitForSettlement } from './settlement-wait.js';
 import type { LocalSettlement } from './settlement-waits.js';
+import { heldIdOf, jobIdOf, shownIdOf } from './tenant-job-ids.js';
 
 /** Jobs one fetch claims unless it asks for another `count` (at most REMOTE_CONCURRENCY). */
 export const DEFAULT_FETCH_COUNT = 1;
@@ -87,7 +88,8 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
       );
       // `wait_ms` (long-poll): nothing anywhere yet, wait for an arrival.
       if (taken.length > 0 || waitMs === undefined || Date.now() >= deadline) {
-        return { status: 200, body: { jobs: taken.map((held) => claimedView(ctx, held)) } };
+        const views = taken.map((held) => ({ ...claimedView(ctx, held), id: shownIdOf(ctx, request, held.job.id) }));
+        return { status: 200, body: { jobs: views } };
       }
     }
     await ctx.board.arrival(Math.min(100, Math.max(0, deadline - Date.now())));
@@ -107,11 +109,11 @@ async function firstComing(ctx: BindingContext, served: readonly RemoteQueue[]):
 export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const since = new Date().toISOString();
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
-  const held = await claimOf(ctx, request, body.job_id ?? body.id);
+  const { held, asked } = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.emit !== undefined && !Array.isArray(body.emit)) throw new ApiError(400, 'INVALID_REQUEST', '"emit" must be an array of jobs');
   const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at);
   await ctx.board.ack(held, body as AckBody);
-  return settled(ctx, held, since, local);
+  return settled(ctx, held, asked, since, local);
 }
 
 /**
@@ -122,13 +124,13 @@ export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<
 export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const since = new Date().toISOString();
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
-  const held = await claimOf(ctx, request, body.job_id ?? body.id);
+  const { held, asked } = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.requeue !== undefined && typeof body.requeue !== 'boolean')
     throw new ApiError(400, 'INVALID_REQUEST', '"requeue" must be a boolean');
   const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at);
   if (body.requeue === true) ctx.board.requeue(held);
   else ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
-  return settled(ctx, held, since, local);
+  return settled(ctx, held, asked, since, local);
 }
 
 /**
@@ -141,29 +143,38 @@ export async function heartbeat(ctx: BindingContext, request: ApiRequest): Promi
   const worker = typeof body.worker_id === 'string' && body.worker_id !== '' ? body.worker_id : 'anonymous';
   // The worker protocol names the ids `active_job_ids` (`active_jobs` its count); openapi.yaml, `active_jobs`.
   const listed = Array.isArray(body.active_job_ids) ? body.active_job_ids : body.active_jobs;
-  const ids = Array.isArray(listed) ? listed.filter((id): id is string => typeof id === 'string') : undefined;
+  const named = Array.isArray(listed) ? listed.filter((id): id is string => typeof id === 'string') : undefined;
+  // Each as the worker's tenant names it (tenant-job-ids.ts), and shown back so.
+  const shown = new Map(named?.map((id) => [heldIdOf(ctx, request, id), id]));
+  const ids = named === undefined ? undefined : [...shown.keys()];
   const visibilityMs = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);
   const state = ctx.workers.seen(worker, confinedTo(request), ids?.length ?? activeCount(body));
-  const extended = ctx.board.heartbeat(worker, ids, visibilityMs, confinedTo(request));
+  const extended = ctx.board
+    .heartbeat(worker, ids, visibilityMs, confinedTo(request))
+    .map((id) => shown.get(id) ?? shownIdOf(ctx, request, id));
   const directive = state === 'running' ? '' : state;
   return { status: 200, body: { state, directive, jobs_extended: extended, server_time: new Date().toISOString() } };
 }
 
-/** The claim a worker settles; 404 for a job no one knows, 409 for one not claimed here (waiting, or ended). */
-async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): Promise<Held> {
-  if (typeof id !== 'string' || id === '') throw new ApiError(400, 'INVALID_REQUEST', '"job_id" must be a job id');
+/**
+ * The claim a worker settles, and the id the worker named it by; 404 for a job no one knows, 409
+ * for one not claimed here (waiting, or ended).
+ */
+async function claimOf(ctx: BindingContext, request: ApiRequest, asked: unknown): Promise<{ held: Held; asked: string }> {
+  if (typeof asked !== 'string' || asked === '') throw new ApiError(400, 'INVALID_REQUEST', '"job_id" must be a job id');
+  const id = await jobIdOf(ctx, request, asked);
   const held = ctx.board.claimOf(id);
   if (held !== undefined) {
-    checkVisible(request, id, held.job.tenant);
-    return held;
+    checkVisible(request, asked, held.job.tenant);
+    return { held, asked };
   }
   const row = await visibleJobs(await ctx.admin.jobs(), request).get(id);
-  if (row === undefined && !ctx.envelopes.has(id)) throw new ApiError(404, 'NOT_FOUND', `no job "${id}" is known`);
-  checkVisible(request, id, row?.tenant ?? ctx.envelopes.get(id)?.job.tenant);
+  if (row === undefined && !ctx.envelopes.has(id)) throw new ApiError(404, 'NOT_FOUND', `no job "${asked}" is known`);
+  checkVisible(request, asked, row?.tenant ?? ctx.envelopes.get(id)?.job.tenant);
   throw new ApiError(
     409,
     'CONFLICT',
-    `job "${id}" is not active here: only a job fetched from this server, and not settled, can be acknowledged`,
+    `job "${asked}" is not active here: only a job fetched from this server, and not settled, can be acknowledged`,
   );
 }
 
@@ -172,7 +183,13 @@ async function claimOf(ctx: BindingContext, request: ApiRequest, id: unknown): P
  * (`local`, SettlementWaits). Only when it was not settled here (its delivery went back to the
  * broker with a lost channel) is the job store asked, until its settlement shows there.
  */
-async function settled(ctx: BindingContext, held: Held, since: string, local: Promise<LocalSettlement | undefined>): Promise<ApiResponse> {
+async function settled(
+  ctx: BindingContext,
+  held: Held,
+  asked: string,
+  since: string,
+  local: Promise<LocalSettlement | undefined>,
+): Promise<ApiResponse> {
   const here = await local;
   const row: JobRow | undefined = here?.row ?? (await waitForSettlement(ctx, held.job.id, held.job.attempt, since));
   const view = bindingJobView(row, ctx.envelopes.get(held.job.id) ?? { job: held.job, extensions: {} });
@@ -186,7 +203,8 @@ async function settled(ctx: BindingContext, held: Held, since: string, local: Pr
     Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
   }
   if (row?.state === 'retryable') Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
-  return { status: 200, body: { acknowledged: true, job_id: held.job.id, ...view, job: view } };
+  view.id = asked;
+  return { status: 200, body: { acknowledged: true, job_id: asked, ...view, job: view } };
 }
 
 export function claimedView(ctx: BindingContext, held: Held): Record<string, unknown> {

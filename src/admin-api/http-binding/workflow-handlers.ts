@@ -12,6 +12,7 @@ import type { BindingContext } from './binding-context.js';
 import { MAX_PUSH_BYTES } from './push-handlers.js';
 import { confinedTo, tenantFilterOf, tenantOf } from './request-tenant.js';
 import { readWorkflowInput } from './workflow-input.js';
+import { clientWorkflowId, tenantWorkflowId } from '../../job/tenant-ids.js';
 
 /** How long `POST /ojs/v1/workflows` waits for the workflow's first steps to be published before answering it `pending`. */
 export const START_WAIT_MS = 10_000;
@@ -37,12 +38,19 @@ export async function createWorkflow(ctx: BindingContext, request: ApiRequest): 
     // As a push declares its job's queue (an unconfigured one counted against a tenant token's bound).
     await ctx.remote.declare(queue, tenant, confinedTo(request));
   }
-  const started = await publisher.workflow(checked, { ...(tenant === undefined ? {} : { tenant }), ...(id === undefined ? {} : { id }) });
+  // A tenant's own id names its own workflow (as its job ids do, tenant-job-ids.ts): the same id
+  // from another tenant is another workflow, and neither learns of the other's.
+  const confined = confinedTo(request);
+  const kept = id === undefined || confined === undefined ? id : tenantWorkflowId(confined, id);
+  const started = await publisher.workflow(checked, {
+    ...(tenant === undefined ? {} : { tenant }),
+    ...(kept === undefined ? {} : { id: kept }),
+  });
   const deadline = Date.now() + START_WAIT_MS;
   for (;;) {
     const found = await find(ctx, started);
     if (found !== undefined && (found.evaluation.state !== 'pending' || Date.now() >= deadline)) {
-      return { status: 201, body: { workflow: await view(ctx, found) } };
+      return { status: 201, body: { workflow: await view(ctx, found, request) } };
     }
     if (Date.now() >= deadline)
       throw new ApiError(
@@ -57,7 +65,7 @@ export async function createWorkflow(ctx: BindingContext, request: ApiRequest): 
 /** `GET /ojs/v1/workflows/{id}`: `{ workflow }` with every step's state; 404 for one unknown, or another tenant's. */
 export async function getWorkflow(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const found = await visible(ctx, request);
-  return { status: 200, body: { workflow: await view(ctx, found) } };
+  return { status: 200, body: { workflow: await view(ctx, found, request) } };
 }
 
 /** `GET /ojs/v1/workflows?state=&tenant=&limit=`: `{ workflows, total }`, oldest first (`limit` keeps the latest). */
@@ -72,7 +80,7 @@ export async function listWorkflows(ctx: BindingContext, request: ApiRequest): P
     if (tenant !== undefined && workflow.tenant !== tenant) continue;
     const evaluation = advancer.workflows.evaluate(workflow.id) as Evaluation;
     if (state !== undefined && evaluation.state !== state) continue;
-    all.push(await view(ctx, { workflow, evaluation }));
+    all.push(await view(ctx, { workflow, evaluation }, request));
   }
   return { status: 200, body: { workflows: all.slice(-limit), total: all.length } };
 }
@@ -99,7 +107,7 @@ export async function cancelWorkflow(ctx: BindingContext, request: ApiRequest): 
     if (ctx.board.claimOf(id) === undefined) ctx.board.cancel(id);
   }
   const after = (await find(ctx, workflow.id)) ?? found;
-  return { status: 200, body: { workflow: { ...(await view(ctx, after)), cancelled_at: new Date().toISOString() } } };
+  return { status: 200, body: { workflow: { ...(await view(ctx, after, request)), cancelled_at: new Date().toISOString() } } };
 }
 
 interface Found {
@@ -114,10 +122,14 @@ async function find(ctx: BindingContext, id: string): Promise<Found | undefined>
   return workflow === undefined || evaluation === undefined ? undefined : { workflow, evaluation };
 }
 
-/** The workflow of the path, or a 404 (unknown, or another tenant's: a tenant learns nothing of another's). */
+/**
+ * The workflow of the path (the request's tenant's own of that id first, then the id as kept), or
+ * a 404 (unknown, or another tenant's: a tenant learns nothing of another's).
+ */
 async function visible(ctx: BindingContext, request: ApiRequest): Promise<Found> {
   const id = request.params.id ?? '';
-  const found = await find(ctx, id);
+  const tenant = tenantOf(request);
+  const found = (tenant === undefined ? undefined : await find(ctx, tenantWorkflowId(tenant, id))) ?? (await find(ctx, id));
   const confined = confinedTo(request);
   if (found === undefined || (confined !== undefined && found.workflow.tenant !== confined)) {
     throw new ApiError(404, 'NOT_FOUND', `workflow ${id} not found`);
@@ -125,15 +137,20 @@ async function visible(ctx: BindingContext, request: ApiRequest): Promise<Found>
   return found;
 }
 
-/** The view, a `pending` step whose job a worker claimed or the store shows started shown `active`. */
-async function view(ctx: BindingContext, { workflow, evaluation }: Found): Promise<Record<string, unknown>> {
+/**
+ * The view, a `pending` step whose job a worker claimed or the store shows started shown `active`;
+ * to a tenant (its token, or the admin acting for it), under the id the tenant gave it.
+ */
+async function view(ctx: BindingContext, { workflow, evaluation }: Found, request: ApiRequest): Promise<Record<string, unknown>> {
   const store = await ctx.admin.jobs();
   const started = new Set<string>();
   for (const node of jobNodes(workflow.plan)) {
     const id = node.job as string;
     if (ctx.board.claimOf(id) !== undefined || (await store.get(id))?.state === 'active') started.add(id);
   }
-  return workflowView(workflow, evaluation, (id) => started.has(id));
+  const shown = workflowView(workflow, evaluation, (id) => started.has(id));
+  const tenant = tenantOf(request);
+  return tenant === undefined || workflow.tenant !== tenant ? shown : { ...shown, id: clientWorkflowId(tenant, workflow.id) };
 }
 
 function queuesOf(spec: WorkflowSpec): Set<string> {
