@@ -1,9 +1,13 @@
 import { eventMatches, eventTenant } from '../events/event-filter.js';
 import type { OjsEvent } from '../events/ojs-event.js';
 import type { Logger } from '../logging/logger.js';
-import type { ScheduleBook } from '../schedule/schedule-book.js';
 import { WebhookQueue, type WebhookDeliveryOptions } from './webhook-queue.js';
 import type { WebhookSubscription } from './webhook-subscription.js';
+
+/** Where the subscriptions are known, as they change (the schedules stream's book). */
+export interface WebhookBook {
+  readonly webhooks: ReadonlyMap<string, WebhookSubscription>;
+}
 
 /** How often the dispatcher makes sure it hears events while subscriptions exist, and forgets deleted ones. */
 const TICK_MS = 5000;
@@ -20,7 +24,7 @@ const TICK_MS = 5000;
  */
 export class WebhookDispatcher {
   private readonly queues = new Map<string, WebhookQueue>();
-  private book: ScheduleBook | undefined;
+  private book: WebhookBook | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -30,7 +34,7 @@ export class WebhookDispatcher {
   ) {}
 
   /** The book to read subscriptions from (each new one as the schedules stream is read anew). */
-  follow(book: ScheduleBook): void {
+  follow(book: WebhookBook): void {
     this.book = book;
     this.tick();
   }

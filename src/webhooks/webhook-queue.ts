@@ -109,7 +109,13 @@ export class WebhookQueue {
     const outcome = await this.post(subscription, delivery);
     if (outcome.ok) return;
     const delay = this.delays[delivery.attempt - 1];
-    const fields = { subscription: this.id, delivery: delivery.id, event: delivery.event.id, attempt: delivery.attempt, reason: outcome.reason };
+    const fields = {
+      subscription: this.id,
+      delivery: delivery.id,
+      event: delivery.event.id,
+      attempt: delivery.attempt,
+      reason: outcome.reason,
+    };
     if (!outcome.retry || delay === undefined || this.closed) {
       this.log.warn('webhook delivery given up', fields);
       return;
@@ -147,7 +153,14 @@ export class WebhookQueue {
       return { ok: false, retry: response.status >= 500, reason };
     } catch (err) {
       const error = err as Error;
-      return { ok: false, retry: true, reason: error.name === 'TimeoutError' ? `no answer within ${this.timeoutMs} ms` : ((error.cause as Error | undefined)?.message ?? error.message) };
+      return {
+        ok: false,
+        retry: true,
+        reason:
+          error.name === 'TimeoutError'
+            ? `no answer within ${this.timeoutMs} ms`
+            : ((error.cause as Error | undefined)?.message ?? error.message),
+      };
     }
   }
 }

@@ -131,7 +131,11 @@ function checkFilter(value: unknown): WebhookFilter {
   for (const field of ['queues', 'job_types'] as const) {
     const list = raw[field];
     if (list === undefined || list === null) continue;
-    if (!Array.isArray(list) || list.length > MAX_FILTER_ITEMS || list.some((item) => typeof item !== 'string' || item === '' || item.length > 255))
+    if (
+      !Array.isArray(list) ||
+      list.length > MAX_FILTER_ITEMS ||
+      list.some((item) => typeof item !== 'string' || item === '' || item.length > 255)
+    )
       throw invalid(`"filter.${field}" must be a list of at most ${MAX_FILTER_ITEMS} names`);
     filter[field] = list as string[];
   }

@@ -1,4 +1,4 @@
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer, type AdminServerOptions } from '../../src/admin-api/admin-server.js';
 import type { RawConfig } from '../../src/config/raw-config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
@@ -15,10 +15,16 @@ export interface BindingServer {
   close(): Promise<void>;
 }
 
-export async function startBindingServer(settings: RawConfig, name: string, token: string): Promise<BindingServer> {
+/** @param options more of the server's options (webhook delivery timings, limits). */
+export async function startBindingServer(
+  settings: RawConfig,
+  name: string,
+  token: string,
+  options: Partial<AdminServerOptions> = {},
+): Promise<BindingServer> {
   const project = await writeConfigFile(settings, [], name);
   const log = createLogger({ test: name }, 'error');
-  const server = await startAdminServer({ configFile: project.file, port: 0, token, log, env: { AMQP_URL }, stages: [] }).catch(
+  const server = await startAdminServer({ ...options, configFile: project.file, port: 0, token, log, env: { AMQP_URL }, stages: [] }).catch(
     async (err: unknown) => {
       await project.remove();
       throw err;

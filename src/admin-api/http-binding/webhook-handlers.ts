@@ -33,18 +33,18 @@ export async function createWebhook(ctx: BindingContext, request: ApiRequest): P
   const owner = tenantOf(request);
   const input = readWebhookInput(await readJsonValue(request.req, MAX_BODY_BYTES, 'INVALID_REQUEST'), false);
   return ctx.pushing.serialize(CHANGES, async () => {
-  const held = [...(await ctx.admin.schedules.book()).webhooks.values()].filter((known) => known.owner === owner).length;
-  if (held >= WEBHOOKS_PER_OWNER) {
-    throw new ApiError(
-      429,
-      'TENANT_LIMIT_EXCEEDED',
-      `${owner === undefined ? 'the admin holds' : `tenant "${owner}" holds`} ${WEBHOOKS_PER_OWNER} webhook subscriptions, the most it may: delete one first`,
-    );
-  }
-  const subscription = newSubscription(input, owner);
-  await ctx.admin.schedules.append(scheduleRecord({ kind: 'webhook', subscription }));
-  if (subscription.active) await ctx.webhooks.wake();
-  return { status: 201, body: { subscription: webhookView(subscription, true) } };
+    const held = [...(await ctx.admin.schedules.book()).webhooks.values()].filter((known) => known.owner === owner).length;
+    if (held >= WEBHOOKS_PER_OWNER) {
+      throw new ApiError(
+        429,
+        'TENANT_LIMIT_EXCEEDED',
+        `${owner === undefined ? 'the admin holds' : `tenant "${owner}" holds`} ${WEBHOOKS_PER_OWNER} webhook subscriptions, the most it may: delete one first`,
+      );
+    }
+    const subscription = newSubscription(input, owner);
+    await ctx.admin.schedules.append(scheduleRecord({ kind: 'webhook', subscription }));
+    if (subscription.active) await ctx.webhooks.wake();
+    return { status: 201, body: { subscription: webhookView(subscription, true) } };
   });
 }
 
@@ -67,11 +67,11 @@ export async function getWebhook(ctx: BindingContext, request: ApiRequest): Prom
 export async function updateWebhook(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const input = readWebhookInput(await readJsonValue(request.req, MAX_BODY_BYTES, 'INVALID_REQUEST'), true);
   return ctx.pushing.serialize(CHANGES, async () => {
-  const known = await subscriptionOf(ctx, request);
-  const subscription: WebhookSubscription = { ...known, ...input, updated_at: new Date().toISOString() };
-  await ctx.admin.schedules.append(scheduleRecord({ kind: 'webhook', subscription }));
-  if (subscription.active) await ctx.webhooks.wake();
-  return { status: 200, body: { subscription: webhookView(subscription) } };
+    const known = await subscriptionOf(ctx, request);
+    const subscription: WebhookSubscription = { ...known, ...input, updated_at: new Date().toISOString() };
+    await ctx.admin.schedules.append(scheduleRecord({ kind: 'webhook', subscription }));
+    if (subscription.active) await ctx.webhooks.wake();
+    return { status: 200, body: { subscription: webhookView(subscription) } };
   });
 }
 
