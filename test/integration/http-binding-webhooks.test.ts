@@ -116,6 +116,8 @@ describe('the HTTP binding: webhook subscriptions and their deliveries', functio
     expect(noEvents.body.error.message).to.contain('"events"');
     expect((await ojs(base, 'PATCH', path, { url: 'file:///etc/passwd' }, acme)).status).to.equal(400);
 
+    // The spec's test delivery and secret rotation are not served: 422, not a 404 that reads as a typo.
+    expect((await ojs(base, 'POST', `${path}/rotate-secret`, undefined, acme)).status).to.equal(422);
     expect((await ojs(base, 'DELETE', path, undefined, acme)).status).to.equal(200);
     expect((await ojs(base, 'GET', path, undefined, acme)).status).to.equal(404);
   });

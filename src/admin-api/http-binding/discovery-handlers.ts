@@ -19,7 +19,7 @@ export function manifest(): Promise<ApiResponse> {
       // Workflows (level 3's chain, group, batch: docs/workflows.md) are served; the level claimed
       // stays the highest whose levels below all pass too.
       // `progress`: PUT|GET /ojs/v1/jobs/{id}/progress for HTTP workers (the suite's ext-progress passes).
-      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs', 'workflows', 'progress'],
+      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs', 'workflows', 'progress', 'webhooks'],
       // OJS unique jobs 8.3 (docs/unique-jobs.md): claims are atomic (reject, ignore), but `replace`
       // cancels its holder through the job-cancels stream, which a holder starting meanwhile outruns.
       capabilities: {
