@@ -45,6 +45,8 @@ export class WebhookQueue {
   private closed = false;
   private timer: NodeJS.Timeout | undefined;
   private dropped = 0;
+  /** Aborts the attempt in flight when the queue closes (its subscription deleted, the server stopping). */
+  private readonly stop = new AbortController();
   private readonly delays: readonly number[];
   private readonly timeoutMs: number;
   private readonly maxPending: number;
@@ -80,6 +82,7 @@ export class WebhookQueue {
     this.closed = true;
     this.pending.length = 0;
     clearTimeout(this.timer);
+    this.stop.abort();
   }
 
   private pump(): void {
@@ -107,7 +110,7 @@ export class WebhookQueue {
     const subscription = this.lookup(this.id);
     if (subscription === undefined || !subscription.active) return;
     const outcome = await this.post(subscription, delivery);
-    if (outcome.ok) return;
+    if (outcome.ok || this.closed) return;
     const delay = this.delays[delivery.attempt - 1];
     const fields = {
       subscription: this.id,
@@ -116,7 +119,7 @@ export class WebhookQueue {
       attempt: delivery.attempt,
       reason: outcome.reason,
     };
-    if (!outcome.retry || delay === undefined || this.closed) {
+    if (!outcome.retry || delay === undefined) {
       this.log.warn('webhook delivery given up', fields);
       return;
     }
@@ -133,7 +136,7 @@ export class WebhookQueue {
       const response = await fetch(subscription.url, {
         method: 'POST',
         redirect: 'manual',
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.stop.signal]),
         headers: {
           'Content-Type': 'application/json',
           'User-Agent': 'OJS-Webhook/1.0 stagecoach',

@@ -68,8 +68,11 @@ export function readWebhookInput(body: unknown, partial: boolean): WebhookInput 
       throw invalid(`"secret" must be a string of ${MIN_SECRET} to ${MAX_SECRET} characters`);
     input.secret = raw.secret;
   }
-  if (raw.filter !== undefined && raw.filter !== null) input.filter = checkFilter(raw.filter);
-  if (raw.metadata !== undefined && raw.metadata !== null) {
+  // `null` clears a filter or metadata (an update's way to remove them).
+  if (raw.filter === null) input.filter = {};
+  else if (raw.filter !== undefined) input.filter = checkFilter(raw.filter);
+  if (raw.metadata === null) input.metadata = {};
+  else if (raw.metadata !== undefined) {
     if (typeof raw.metadata !== 'object' || Array.isArray(raw.metadata)) throw invalid('"metadata" must be a JSON object');
     if (Buffer.byteLength(JSON.stringify(raw.metadata)) > MAX_METADATA_BYTES)
       throw invalid(`"metadata" must be at most ${MAX_METADATA_BYTES} bytes of JSON`);
@@ -111,6 +114,9 @@ function checkUrl(value: unknown): string {
     throw invalid(`"url" is not a URL: ${JSON.stringify(value.slice(0, 100))}`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid(`"url" must be http or https, not ${url.protocol.slice(0, -1)}`);
+  // Shown in every answer about the subscription, and refused by fetch: never in the URL.
+  if (url.username !== '' || url.password !== '')
+    throw invalid('"url" must not carry a user or password: the signature authenticates deliveries');
   return value;
 }
 

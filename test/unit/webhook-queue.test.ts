@@ -110,11 +110,13 @@ describe('webhook deliveries (WebhookQueue)', function () {
     };
     expect(refused({ url: 'javascript:alert(1)', events: ['*'] })).to.contain('"url"');
     expect(refused({ url: 'not a url', events: ['*'] })).to.contain('"url"');
+    expect(refused({ url: 'https://user:pw@x.example/h', events: ['*'] })).to.contain('"url"');
     expect(refused({ events: ['*'] })).to.contain('"url"');
     expect(refused({ url: 'http://x.example', events: ['Job Completed'] })).to.contain('"events"');
     expect(refused({ url: 'http://x.example', events: ['*'], secret: 'short' })).to.contain('"secret"');
     expect(refused({ url: 'http://x.example', events: ['*'], filter: { queues: 'scans' } })).to.contain('"filter.queues"');
     expect(refused({ active: 'yes' }, true)).to.contain('"active"');
     expect(readWebhookInput({ active: false }, true)).to.deep.equal({ active: false });
+    expect(readWebhookInput({ filter: null }, true)).to.deep.equal({ filter: {} });
   });
 });
