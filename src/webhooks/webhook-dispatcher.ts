@@ -46,7 +46,9 @@ export class WebhookDispatcher {
 
   /** A subscription was created or activated: events are read from now on. */
   wake(): Promise<void> {
-    return this.listen();
+    return this.listen().catch((err: unknown) => {
+      this.log.warn('webhooks: events not read (tried again)', { err: (err as Error).message });
+    });
   }
 
   offer(event: OjsEvent): void {
