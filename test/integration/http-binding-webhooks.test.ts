@@ -1,12 +1,15 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { startAdminServer } from '../../src/admin-api/admin-server.js';
 import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { createLogger } from '../../src/logging/logger.js';
 import { OJS_MEDIA_TYPE } from '../../src/admin-api/http-binding/ojs-media.js';
 import { verifyWebhookSignature } from '../../src/webhooks/webhook-signature.js';
 import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';
 import type { ConfigFile } from '../helpers/config-file.js';
 import { ojsClient, type Json } from '../helpers/ojs-client.js';
+import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const TOKEN = 'test-http-binding-webhooks-token-0123456789';
@@ -115,6 +118,24 @@ describe('the HTTP binding: webhook subscriptions and their deliveries', functio
     expect(noEvents.status).to.equal(400);
     expect(noEvents.body.error.message).to.contain('"events"');
     expect((await ojs(base, 'PATCH', path, { url: 'file:///etc/passwd' }, acme)).status).to.equal(400);
+
+    // Kept in the schedules stream: another admin server of the prefix (or this one restarted) knows it.
+    const other = await startAdminServer({
+      configFile: project.file,
+      port: 0,
+      token: TOKEN,
+      log: createLogger({ test: 'http-binding-webhooks' }, 'error'),
+      env: { AMQP_URL },
+      stages: [],
+      scheduler: false,
+    });
+    try {
+      const seen = await ojs(`http://127.0.0.1:${other.port}`, 'GET', path, undefined, acme);
+      expect(seen.status).to.equal(200);
+      expect(seen.body.subscription).to.deep.include({ events: ['job.completed', 'job.failed'], active: false });
+    } finally {
+      await other.close();
+    }
 
     // The spec's test delivery and secret rotation are not served: 422, not a 404 that reads as a typo.
     expect((await ojs(base, 'POST', `${path}/rotate-secret`, undefined, acme)).status).to.equal(422);
