@@ -97,6 +97,9 @@ export { PostgresPayloadStore, type PostgresPayloadStoreOptions } from './payloa
 export { createPayloadStore } from './payload/create-payload-store.js';
 export { checkPayloadKey } from './payload/payload-key.js';
 
+// Webhooks: what a receiver checks (docs/webhooks.md).
+export { webhookSignature, verifyWebhookSignature } from './webhooks/webhook-signature.js';
+
 // Errors and logging.
 export {
   StagecoachError,

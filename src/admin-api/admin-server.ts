@@ -32,6 +32,7 @@ import { requestIdOf } from './request-id.js';
 import { ApiError } from './api-error.js';
 import { ScheduleFollower } from '../schedule/schedule-follower.js';
 import { Scheduler } from '../schedule/scheduler.js';
+import type { WebhookDeliveryOptions } from '../webhooks/webhook-queue.js';
 
 /** Where the admin API listens unless told otherwise: this machine only. */
 export const DEFAULT_ADMIN_HOST = '127.0.0.1';
@@ -74,6 +75,8 @@ export interface AdminServerOptions {
   scheduler?: boolean;
   /** What one caller can make the server hold, and how long a request may take to arrive. */
   limits?: AdminServerLimits;
+  /** How webhook deliveries are tried (docs/webhooks.md); the spec's retry schedule by default. */
+  webhooks?: WebhookDeliveryOptions;
 }
 
 /** The admin port's bounds (docs/security.md, "The admin port"). */
@@ -173,6 +176,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const binding = createBindingContext(ctx, {
     testReset: options.testReset === true,
     queuesPerTenant: options.limits?.queuesPerTenant ?? DEFAULT_QUEUES_PER_TENANT,
+    ...(options.webhooks === undefined ? {} : { webhooks: options.webhooks }),
   });
   const router = new Router([...adminRoutes(ctx), ...bindingRoutes(binding), ...dashboard.routes]);
   /**

@@ -1,6 +1,7 @@
 import type { ScheduleDefinition } from '../config/config.types.js';
 import type { BookSnapshot, OccurrenceSummary, ScheduleOrigin, ScheduleRecord, SnapshotEntry, TriggerRecord } from './schedule-records.js';
 import { scheduleKey } from './schedule-records.js';
+import type { WebhookSubscription } from '../webhooks/webhook-subscription.js';
 
 /** Occurrences remembered per schedule for people (`cron list`, the dashboard). */
 const RECENT = 10;
@@ -39,6 +40,8 @@ export class ScheduleBook {
   readonly joined = new Map<string, number>();
   /** Triggers not yet fired, in order. */
   readonly triggers: TriggerRecord[] = [];
+  /** Webhook subscriptions by id (docs/webhooks.md): registrations made over HTTP, kept beside the schedules. */
+  readonly webhooks = new Map<string, WebhookSubscription>();
   /** The last process that became the leader (it may have gone since: see leader-probe.ts). */
   leader: { process: string; at: string } | undefined;
   /** Records folded since the last snapshot: the leader writes one past a bound. */
@@ -101,6 +104,12 @@ export class ScheduleBook {
         if (!this.entries.has(record.key)) return undefined;
         this.triggers.push(record);
         return 'trigger';
+      case 'webhook':
+        this.webhooks.set(record.subscription.id, record.subscription);
+        return undefined;
+      case 'unhook':
+        this.webhooks.delete(record.subscription);
+        return undefined;
       case 'joined':
         this.joined.set(record.tenant, at);
         return 'tenants';
@@ -119,6 +128,7 @@ export class ScheduleBook {
         this.entries.clear();
         this.joined.clear();
         this.triggers.length = 0;
+        this.webhooks.clear();
         return 'schedules';
       case 'leader':
         this.leader = { process: record.process, at: record.at };
@@ -176,7 +186,7 @@ export class ScheduleBook {
         recent: entry.recent,
       });
     }
-    return { entries, joined: Object.fromEntries(this.joined), triggers: [...this.triggers] };
+    return { entries, joined: Object.fromEntries(this.joined), triggers: [...this.triggers], webhooks: [...this.webhooks.values()] };
   }
 
   private restore(state: BookSnapshot): void {
@@ -201,5 +211,7 @@ export class ScheduleBook {
       });
     }
     this.triggers.splice(0, this.triggers.length, ...(state.triggers ?? []));
+    this.webhooks.clear();
+    for (const subscription of state.webhooks ?? []) this.webhooks.set(subscription.id, subscription);
   }
 }

@@ -1,5 +1,6 @@
 import type { ScheduleDefinition } from '../config/config.types.js';
 import { uuidv7 } from '../job/uuid-v7.js';
+import type { WebhookSubscription } from '../webhooks/webhook-subscription.js';
 
 /** Where a schedule was registered: the configuration file (changed there only) or the API and command line. */
 export type ScheduleOrigin = 'config' | 'api';
@@ -36,9 +37,13 @@ export type ScheduleRecord =
   | (Stamp & { kind: 'joined'; tenant: string })
   /** A tenant retired: it leaves every schedule. */
   | (Stamp & { kind: 'left'; tenant: string })
+  /** A webhook subscription created or changed (docs/webhooks.md): kept here, with the other registrations made over HTTP. */
+  | (Stamp & { kind: 'webhook'; subscription: WebhookSubscription })
+  /** A webhook subscription deleted. */
+  | (Stamp & { kind: 'unhook'; subscription: string })
   /** The whole state, written by the leader now and then: readers need nothing before the last one. */
   | (Stamp & { kind: 'snapshot'; state: BookSnapshot })
-  /** Every schedule removed (`stagecoach admin --test-reset` only). */
+  /** Every schedule and webhook subscription removed (`stagecoach admin --test-reset` only). */
   | (Stamp & { kind: 'clear' })
   /** Written by a reader to learn when it has read everything before it (ScheduleStream.caughtUp). */
   | (Stamp & { kind: 'mark' })
@@ -75,6 +80,8 @@ export interface BookSnapshot {
   joined: Record<string, number>;
   /** Triggers not fired yet. */
   triggers: TriggerRecord[];
+  /** Webhook subscriptions (absent in snapshots written before there were any). */
+  webhooks?: WebhookSubscription[];
 }
 
 export type TriggerRecord = Extract<ScheduleRecord, { kind: 'trigger' }>;

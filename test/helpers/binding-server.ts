@@ -1,7 +1,6 @@
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer, type AdminServerOptions } from '../../src/admin-api/admin-server.js';
 import type { RawConfig } from '../../src/config/raw-config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import type { StageEndpoints } from '../../src/topology/topology.types.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { writeConfigFile, type ConfigFile } from './config-file.js';
 import { AMQP_URL } from './raw-broker.js';
@@ -16,21 +15,30 @@ export interface BindingServer {
   close(): Promise<void>;
 }
 
-/** @param stages the configured stages' queues, as `stagecoach admin` loads them from their modules (none unless given). */
+/**
+ * @param options more of the server's options: the configured stages' queues (`stages`, as `stagecoach admin`
+ * loads them from their modules; none unless given), webhook delivery timings, limits.
+ */
 export async function startBindingServer(
   settings: RawConfig,
   name: string,
   token: string,
-  stages: readonly StageEndpoints[] = [],
+  options: Partial<AdminServerOptions> = {},
 ): Promise<BindingServer> {
   const project = await writeConfigFile(settings, [], name);
   const log = createLogger({ test: name }, 'error');
-  const server = await startAdminServer({ configFile: project.file, port: 0, token, log, env: { AMQP_URL }, stages }).catch(
-    async (err: unknown) => {
-      await project.remove();
-      throw err;
-    },
-  );
+  const server = await startAdminServer({
+    ...options,
+    configFile: project.file,
+    port: 0,
+    token,
+    log,
+    env: { AMQP_URL },
+    stages: options.stages ?? [],
+  }).catch(async (err: unknown) => {
+    await project.remove();
+    throw err;
+  });
   return {
     project,
     server,

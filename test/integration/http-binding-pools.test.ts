@@ -30,10 +30,12 @@ describe('the admin port: pools and scheduling statistics (the pooled share)', f
       },
       'http-binding-pools',
       TOKEN,
-      [
-        { name: 'scanner', input: 'scans', outputs: [] },
-        { name: 'reporter', input: 'reports', outputs: [] },
-      ],
+      {
+        stages: [
+          { name: 'scanner', input: 'scans', outputs: [] },
+          { name: 'reporter', input: 'reports', outputs: [] },
+        ],
+      },
     );
     ({ project, base } = binding);
     acme = { token: tenantToken(TOKEN, project.config.prefix, 'acme') };

@@ -130,4 +130,28 @@ describe('schedules: the book and the plan', () => {
       'hourly',
     ]);
   });
+
+  it('keeps webhook subscriptions beside the schedules: changed, deleted, in snapshots, cleared by a reset', () => {
+    const hook = {
+      id: 'sub_1',
+      owner: 'acme',
+      url: 'https://hooks.acme.example/ojs',
+      events: ['job.completed'],
+      active: true,
+      secret: 'whsec_test',
+      created_at: '2026-03-01T09:00:00Z',
+      updated_at: '2026-03-01T09:00:00Z',
+    };
+    const book = bookWith(
+      { ...stamp('2026-03-01T09:00:00Z'), kind: 'webhook', subscription: hook },
+      { ...stamp('2026-03-01T09:00:01Z'), kind: 'webhook', subscription: { ...hook, id: 'sub_2' } },
+      { ...stamp('2026-03-01T09:00:02Z'), kind: 'webhook', subscription: { ...hook, active: false } },
+      { ...stamp('2026-03-01T09:00:03Z'), kind: 'unhook', subscription: 'sub_2' },
+    );
+    expect([...book.webhooks.values()]).to.deep.equal([{ ...hook, active: false }]);
+    const again = bookWith({ ...stamp('2026-03-01T10:00:00Z'), kind: 'snapshot', state: book.snapshot() });
+    expect([...again.webhooks.values()]).to.deep.equal([{ ...hook, active: false }]);
+    again.apply({ ...stamp('2026-03-01T11:00:00Z'), kind: 'clear' });
+    expect(again.webhooks.size).to.equal(0);
+  });
 });

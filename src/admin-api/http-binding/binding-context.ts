@@ -11,6 +11,8 @@ import { WorkerDirectory } from './worker-directory.js';
 import { EventPublisher } from '../../events/event-publisher.js';
 import type { EventSink } from '../../events/job-events.js';
 import { KeyedSerializer } from '../../util/keyed-serializer.js';
+import { WebhookDispatcher } from '../../webhooks/webhook-dispatcher.js';
+import type { WebhookDeliveryOptions } from '../../webhooks/webhook-queue.js';
 
 /** What the binding's handlers work with beside the admin API's context. */
 export interface BindingContext {
@@ -37,17 +39,26 @@ export interface BindingContext {
   publishEvent: EventSink;
   /** `--test-reset`: `POST /ojs/v1/admin/reset` is served. */
   testReset: boolean;
-  /** Pushes of one derived job id, one at a time (push-handlers.ts). */
+  /** Delivers the events read to the webhook subscriptions (docs/webhooks.md). */
+  webhooks: WebhookDispatcher;
+  /** Pushes of one derived job id, one at a time (push-handlers.ts); webhook subscription changes likewise. */
   pushing: KeyedSerializer;
   close(): Promise<void>;
 }
 
-export function createBindingContext(admin: AdminContext, options: { testReset: boolean; queuesPerTenant?: number }): BindingContext {
+export function createBindingContext(
+  admin: AdminContext,
+  options: { testReset: boolean; queuesPerTenant?: number; webhooks?: WebhookDeliveryOptions },
+): BindingContext {
   let opened: Promise<Publisher> | undefined;
   const board = new ClaimBoard();
   const retries = new RetryTimes();
   const settlements = new SettlementWaits(retries);
   const events = new EventLog(() => admin.configFile.load(), admin.log);
+  const webhooks = new WebhookDispatcher(() => events.listen(), admin.log, options.webhooks);
+  events.onEvent((event) => webhooks.offer(event));
+  admin.schedules.onBook((book) => webhooks.follow(book));
+  webhooks.start();
   let eventPublisher: Promise<EventPublisher> | undefined;
   const publishEvent: EventSink = (type, subject, data) => {
     eventPublisher ??= admin.configFile
@@ -68,6 +79,7 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
     progress: new ProgressBoard(),
     events,
     publishEvent,
+    webhooks,
     testReset: options.testReset,
     pushing: new KeyedSerializer(),
     publisher(): Promise<Publisher> {
@@ -77,6 +89,7 @@ export function createBindingContext(admin: AdminContext, options: { testReset: 
       return opened;
     },
     async close(): Promise<void> {
+      webhooks.close();
       await remote.close();
       await events.close();
       const publisher = await opened?.catch(() => undefined);

@@ -14,6 +14,7 @@ import { ackJob, fetchJobs, heartbeat, nackJob } from './worker-handlers.js';
 import { listWorkers, orderWorker } from './worker-admin-handlers.js';
 import { getRateLimit } from '../rate-limit-handlers.js';
 import { pushedPolicy } from './rate-limit-input.js';
+import { createWebhook, deleteWebhook, getWebhook, listWebhooks, updateWebhook } from './webhook-handlers.js';
 import { cancelWorkflow, createWorkflow, getWorkflow, listWorkflows } from './workflow-handlers.js';
 
 /**
@@ -57,6 +58,11 @@ export function bindingRoutes(ctx: BindingContext): Route[] {
     { method: 'DELETE', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(deleteCron) },
     { method: 'PATCH', path: '/ojs/v1/cron/{name}', mutating: true, access: 'tenant', handle: bind(toggleCron) },
     { method: 'POST', path: '/ojs/v1/cron/{name}/trigger', mutating: true, access: 'tenant', handle: bind(triggerCron) },
+    { method: 'POST', path: '/ojs/v1/webhooks/subscriptions', mutating: true, access: 'tenant', handle: bind(createWebhook) },
+    { method: 'GET', path: '/ojs/v1/webhooks/subscriptions', mutating: false, access: 'tenant', handle: bind(listWebhooks) },
+    { method: 'GET', path: '/ojs/v1/webhooks/subscriptions/{id}', mutating: false, access: 'tenant', handle: bind(getWebhook) },
+    { method: 'PATCH', path: '/ojs/v1/webhooks/subscriptions/{id}', mutating: true, access: 'tenant', handle: bind(updateWebhook) },
+    { method: 'DELETE', path: '/ojs/v1/webhooks/subscriptions/{id}', mutating: true, access: 'tenant', handle: bind(deleteWebhook) },
     // A tenant's token reads its own tenant's only (tenant-stats-handler.ts).
     { method: 'GET', path: '/ojs/v1/admin/tenants/{id}/stats', mutating: false, access: 'tenant', handle: bind(tenantStats) },
     // An operator's: the admin token only.

@@ -1,5 +1,6 @@
 import { openConnection, type AmqpConnection } from '../../broker/amqp-connection.js';
 import type { CompiledConfig } from '../../config/config.types.js';
+import { eventMatches, type EventFilter } from '../../events/event-filter.js';
 import type { OjsEvent } from '../../events/ojs-event.js';
 import type { Logger } from '../../logging/logger.js';
 import { BrokerNames } from '../../topology/names.js';
@@ -8,13 +9,7 @@ import { BrokerNames } from '../../topology/names.js';
 export const EVENT_LOG_SIZE = 10_000;
 
 /** What `GET /ojs/v1/events` filters by (spec/ojs-events.md 6.4). */
-export interface EventQuery {
-  /** Event types; `job.*` matches by prefix. */
-  types?: readonly string[];
-  queues?: readonly string[];
-  jobTypes?: readonly string[];
-  /** Only events of this tenant (a tenant's token, or the admin acting for one). */
-  tenant?: string;
+export interface EventQuery extends EventFilter {
   /** The id of the last event seen: only later ones. */
   after?: string;
   limit: number;
@@ -29,6 +24,7 @@ export interface EventQuery {
  */
 export class EventLog {
   private readonly events: OjsEvent[] = [];
+  private readonly listeners = new Set<(event: OjsEvent) => void>();
   private started: Promise<AmqpConnection> | undefined;
 
   constructor(
@@ -44,9 +40,15 @@ export class EventLog {
     return this.started.then(() => undefined);
   }
 
+  /** Told of every event as it arrives (webhook deliveries); returns the way to stop. */
+  onEvent(listener: (event: OjsEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
   /** The events matching `query`, oldest first, at most `limit`; `has_more` when more match after them. */
   read(query: EventQuery): { events: OjsEvent[]; has_more: boolean } {
-    const matching = this.events.filter((event) => (query.after === undefined || event.id > query.after) && matches(event, query));
+    const matching = this.events.filter((event) => (query.after === undefined || event.id > query.after) && eventMatches(event, query));
     return { events: matching.slice(0, query.limit), has_more: matching.length > query.limit };
   }
 
@@ -96,20 +98,6 @@ export class EventLog {
     while (at > 0 && (this.events[at - 1] as OjsEvent).id > event.id) at--;
     this.events.splice(at, 0, event);
     if (this.events.length > this.size) this.events.shift();
+    for (const listener of this.listeners) listener(event);
   }
-}
-
-function matches(event: OjsEvent, query: EventQuery): boolean {
-  const data = (event.data ?? {}) as Record<string, unknown>;
-  if (
-    query.types !== undefined &&
-    !query.types.some((type) => (type.endsWith('.*') ? event.type.startsWith(type.slice(0, -1)) : event.type === type))
-  )
-    return false;
-  // A job event names its queue in `data.queue`; a queue event is about the queue in `subject`.
-  const queue = typeof data.queue === 'string' ? data.queue : event.type.startsWith('queue.') ? event.subject : undefined;
-  if (query.queues !== undefined && (queue === undefined || !query.queues.includes(queue))) return false;
-  if (query.jobTypes !== undefined && (typeof data.job_type !== 'string' || !query.jobTypes.includes(data.job_type))) return false;
-  const tenant = typeof data.tenant === 'string' ? data.tenant : event.type.startsWith('tenant.') ? event.subject : undefined;
-  return query.tenant === undefined || tenant === query.tenant;
 }

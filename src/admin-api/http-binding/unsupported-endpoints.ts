@@ -9,6 +9,10 @@ import { ApiError } from '../api-error.js';
 const UNSERVED: ReadonlyArray<{ path: RegExp; feature: string }> = [
   { path: /^\/ojs\/v1\/schemas(\/.+)?$/, feature: 'the schema registry' },
   { path: /^\/ojs\/v1\/workers\/progress$/, feature: 'progress reporting (the progress extension)' },
+  {
+    path: /^\/ojs\/v1\/webhooks\/(subscriptions\/[^/]+\/(test|rotate-secret)|deliveries(\/.+)?)$/,
+    feature: 'webhook test deliveries, secret rotation by the server and delivery logs (change "secret" with PATCH)',
+  },
 ];
 
 /** The 422 `unsupported` for a path no route serves, when it is one of the binding's; undefined otherwise. */
