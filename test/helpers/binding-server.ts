@@ -16,16 +16,21 @@ export interface BindingServer {
   close(): Promise<void>;
 }
 
-/** @param stages the configured stages' queues, as `stagecoach admin` loads them from their modules (none unless given). */
+/**
+ * @param stages the configured stages' queues, as `stagecoach admin` loads them from their modules (none unless given).
+ * @param options `testReset`: serve `POST /ojs/v1/admin/reset`, as `stagecoach admin --test-reset` does.
+ */
 export async function startBindingServer(
   settings: RawConfig,
   name: string,
   token: string,
   stages: readonly StageEndpoints[] = [],
+  options: { testReset?: boolean } = {},
 ): Promise<BindingServer> {
   const project = await writeConfigFile(settings, [], name);
   const log = createLogger({ test: name }, 'error');
-  const server = await startAdminServer({ configFile: project.file, port: 0, token, log, env: { AMQP_URL }, stages }).catch(
+  const testReset = options.testReset ?? false;
+  const server = await startAdminServer({ configFile: project.file, port: 0, token, log, env: { AMQP_URL }, stages, testReset }).catch(
     async (err: unknown) => {
       await project.remove();
       throw err;

@@ -6,7 +6,7 @@ export const ENVELOPE_CACHE_SIZE = 20_000;
 /** A job as pushed through this server: the envelope sent, and what the binding shows beside it. */
 export interface PushedJob {
   job: Job;
-  /** The OJS priority as given (-100..100); the envelope's is the same number, clamped on the wire only. */
+  /** The OJS priority as given (-100..100); the envelope's is the same number, mapped onto the broker's levels on the wire only. */
   priority?: number;
   /** Top-level fields the binding does not know, shown back as given. */
   extensions: Record<string, unknown>;
