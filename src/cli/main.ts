@@ -204,7 +204,7 @@ export function buildProgram(): Command {
     .option('--on-failure <json>', 'with --batch: a job the tracker publishes when the batch completes with a failed job')
     .option('--header <k=v>', 'extra AMQP header (repeatable)', collect, [])
     .option('--tag <tag>', 'a tag kept on the job and in the job store, for `job list --tag` (repeatable)', collect, [])
-    .option('--priority <n>', 'job priority, an integer (the AMQP priority, 0-9, needs max_priority on the queue)')
+    .option('--priority <n>', 'job priority, an integer, higher first (ordered in a queue with max_priority)')
     .option('--timeout <seconds>', 'execution timeout in seconds, a positive number')
     .option('--retry <json>', 'the job\'s own OJS retry policy, a JSON object, e.g. {"max_attempts":5}')
     .option('--rate-limit <json>', 'the job\'s own OJS rate_limit policy, e.g. {"key":"ocr","concurrency":5} (docs/flow-control.md)')

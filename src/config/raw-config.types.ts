@@ -155,8 +155,9 @@ export interface QueueConfig extends QueueSettings {
   /** Job types accepted by the queue (`*` and `prefix.*` wildcards). @defaultValue ["*"] */
   allowed_job_types?: string[];
   /**
-   * AMQP `x-max-priority` of the physical queue (1-9); enables job priorities. A queue argument
-   * (no policy can set it): changing it needs the queue recreated. @defaultValue none
+   * AMQP `x-max-priority` of the physical queue (1-9): the broker orders its jobs by priority,
+   * higher first; 9 orders every level a job's priority maps to (docs/priorities.md). A queue
+   * argument (no policy can set it): changing it needs the queue recreated. @defaultValue none
    */
   max_priority?: number;
   /**

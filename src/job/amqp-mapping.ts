@@ -3,6 +3,7 @@ import { parseDuration } from '../util/duration.js';
 import { InvalidPayloadError } from '../errors/errors.js';
 import { isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import { isBatchId } from '../util/batch-id.js';
+import { amqpPriority } from './amqp-priority.js';
 import { JOB_CONTENT_TYPE, parseEnvelope } from './envelope.js';
 import type { HeaderValue, Job } from './job.types.js';
 import { headerBytes, MAX_INCOMING_HEADER_BYTES } from './wire-limits.js';
@@ -98,9 +99,11 @@ export function toWire(job: Job, wire: WireOptions): WireMessage {
     contentType: JOB_CONTENT_TYPE,
     persistent: true,
     timestamp: Math.floor(Date.parse(job.created_at) / 1000),
+    // Order-preserving onto the broker's levels (amqp-priority.ts): -10, 0 and 10 stay apart. Set
+    // on every job: one without a priority is 0, above the negative ones, not the broker's lowest.
+    priority: amqpPriority(job.priority),
     headers,
   };
-  if (job.priority !== undefined) options.priority = Math.max(0, Math.min(9, Math.round(job.priority)));
   if (job.enqueue_ttl !== undefined) {
     const ttl = parseDuration(job.enqueue_ttl);
     if (ttl === undefined) throw new InvalidPayloadError(`"enqueue_ttl" must be an ISO 8601 duration, got "${job.enqueue_ttl}"`, job.queue);

@@ -155,7 +155,7 @@ export function parseEnvelope(body: unknown): Job {
     job.timeout === undefined || (typeof job.timeout === 'number' && job.timeout > 0),
     '"timeout" must be a positive number of seconds',
   );
-  // OJS priority is any integer; the AMQP mapping clamps it to 0-9.
+  // OJS priority is any integer; the AMQP mapping keeps its order on the broker's 0-9 (amqp-priority.ts).
   expect(job.priority === undefined || Number.isInteger(job.priority), '"priority" must be an integer');
   expect(
     job.enqueue_ttl === undefined || (typeof job.enqueue_ttl === 'string' && parseDuration(job.enqueue_ttl) !== undefined),

@@ -18,7 +18,7 @@ export interface Job {
   queue: string;
   args: unknown[];
   meta: Record<string, unknown>;
-  /** 0-9, higher first (AMQP priority). */
+  /** OJS priority: an integer, higher first, 0 when absent (its AMQP priority: amqp-priority.ts). */
   priority?: number;
   /** Execution timeout, in seconds. */
   timeout?: number;

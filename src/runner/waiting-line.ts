@@ -1,11 +1,13 @@
+import { DEFAULT_AMQP_PRIORITY } from '../job/amqp-priority.js';
 import type { Delivery } from './delivery.js';
 
 /**
- * The deliveries a dispatcher holds unstarted, in two parts: those that may start, first come
- * first served, and those whose flow-limit permit is not granted yet (docs/flow-control.md).
- * A permit granted moves its delivery to the end of the first part. Every operation the
- * dispatcher makes per job is O(1): with limits, most of a prefetch may be waiting for tokens,
- * and scanning it for every start cost more than the limit itself.
+ * The deliveries a dispatcher holds unstarted, in two parts: those that may start, by the
+ * message's AMQP priority (higher first; amqp-priority.ts), first come first served within one,
+ * and those whose flow-limit permit is not granted yet (docs/flow-control.md). A permit granted
+ * moves its delivery behind those of its priority or higher. Every operation the dispatcher
+ * makes per job is O(1) when jobs share a priority: with limits, most of a prefetch may be
+ * waiting for tokens, and scanning it for every start cost more than the limit itself.
  */
 export class WaitingLine {
   private readonly ready: Delivery[] = [];
@@ -27,12 +29,20 @@ export class WaitingLine {
 
   push(delivery: Delivery): void {
     if (delivery.permit !== undefined && !delivery.permit.granted) this.held.add(delivery);
-    else this.ready.push(delivery);
+    else this.enter(delivery);
   }
 
   /** Its permit was granted: it may start, after those that could already. */
   granted(delivery: Delivery): void {
-    if (this.held.delete(delivery)) this.ready.push(delivery);
+    if (this.held.delete(delivery)) this.enter(delivery);
+  }
+
+  /** Into the startable part, after every delivery of its priority or higher (found from the end). */
+  private enter(delivery: Delivery): void {
+    const priority = levelOf(delivery);
+    let at = this.ready.length;
+    while (at > 0 && levelOf(this.ready[at - 1] as Delivery) < priority) at--;
+    this.ready.splice(at, 0, delivery);
   }
 
   /** The next delivery that may start, taken out of the line. */
@@ -72,4 +82,10 @@ export class WaitingLine {
   takeOverdue(now: number, ms: number): Delivery[] {
     return this.takeAll((delivery) => delivery.permit !== undefined && !delivery.permit.granted && now - delivery.permit.since >= ms);
   }
+}
+
+/** A delivery's AMQP priority; a message without one was published as OJS priority 0. */
+function levelOf(delivery: Delivery): number {
+  const priority: unknown = delivery.message.properties.priority;
+  return typeof priority === 'number' ? priority : DEFAULT_AMQP_PRIORITY;
 }

@@ -17,7 +17,8 @@ export interface BindingServer {
 
 /**
  * @param options more of the server's options: the configured stages' queues (`stages`, as `stagecoach admin`
- * loads them from their modules; none unless given), webhook delivery timings, limits.
+ * loads them from their modules; none unless given), webhook delivery timings, limits, `testReset`
+ * (serve `POST /ojs/v1/admin/reset`, as `stagecoach admin --test-reset` does).
  */
 export async function startBindingServer(
   settings: RawConfig,

@@ -15,8 +15,8 @@ function gate(): Gate {
   return { promise, open: () => open() };
 }
 
-const delivery = (tag: number): Delivery => ({
-  message: { fields: { deliveryTag: tag }, properties: { headers: {} }, content: Buffer.alloc(0) } as unknown as Message,
+const delivery = (tag: number, priority?: number): Delivery => ({
+  message: { fields: { deliveryTag: tag }, properties: { headers: {}, priority }, content: Buffer.alloc(0) } as unknown as Message,
   source: {} as ConsumerSource,
   input: 'main',
   queue: 'ojs.queue.q',
@@ -76,6 +76,23 @@ function setup(concurrency: number): {
 }
 
 describe('Dispatcher', () => {
+  it('starts the waiting delivery of highest AMQP priority first, first come first served within one', async () => {
+    const { dispatcher, started, finish } = setup(1);
+    dispatcher.openUp();
+    dispatcher.offer(delivery(1, 4));
+    // 1 runs; the rest wait for its slot, in priority order whatever order they came in.
+    dispatcher.offer(delivery(2, 3));
+    dispatcher.offer(delivery(3, 4));
+    dispatcher.offer(delivery(4));
+    dispatcher.offer(delivery(5, 5));
+    for (const tag of [1, 5, 3, 4, 2]) {
+      await settle();
+      finish(tag);
+    }
+    await settle();
+    expect(started).to.deep.equal([1, 5, 3, 4, 2]);
+  });
+
   it('frees a slot when the handler is done: the next job runs while the last one settles, and idle waits for both', async () => {
     const settlements = new Map<number, Gate>();
     const started: number[] = [];

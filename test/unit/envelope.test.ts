@@ -52,7 +52,8 @@ describe('job envelope and AMQP mapping', () => {
       type: 't',
       contentType: JOB_CONTENT_TYPE,
       persistent: true,
-      priority: 9,
+      // OJS 12 on the broker's levels (amqp-priority.ts): above 0's 4.
+      priority: 5,
       expiration: '30000',
     });
     expect(wire.options.timestamp).to.equal(Math.floor(Date.parse(job.created_at) / 1000));

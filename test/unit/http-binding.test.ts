@@ -237,6 +237,23 @@ describe('OJS HTTP binding', () => {
       expect(board.waitingOn('q')).to.equal(0);
     });
 
+    it('hands out the highest OJS priority it holds first, first come first served within one', async () => {
+      const board = new ClaimBoard();
+      const held = [
+        board.hold('q', job('low', { priority: -10 }), context(), () => undefined),
+        board.hold('q', job('none'), context(), () => undefined),
+        board.hold('q', job('normal', { priority: 0 }), context(), () => undefined),
+        board.hold('q', job('high', { priority: 10 }), context(), () => undefined),
+        board.hold('q', job('higher', { priority: 11 }), context(), () => undefined),
+        board.hold('q', job('low2', { priority: -10 }), context(), () => undefined),
+      ];
+      const first = board.claim(['q'], 1, 'w', () => 60_000);
+      const rest = board.claim(['q'], 10, 'w', () => 60_000);
+      expect([...first, ...rest].map((h) => h.job.id)).to.deep.equal(['higher', 'high', 'none', 'normal', 'low', 'low2']);
+      for (const h of [...first, ...rest]) await board.ack(h, {});
+      await Promise.all(held);
+    });
+
     it('a job whose delivery was lost leaves the board', async () => {
       const board = new ClaimBoard();
       const ctx = context();

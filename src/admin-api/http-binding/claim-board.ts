@@ -1,4 +1,5 @@
 import { JobCancelledError, JobRequeuedError, NonRetryableError, StagecoachError, VisibilityExpiredError } from '../../errors/errors.js';
+import { comparePriority } from '../../job/amqp-priority.js';
 import type { Job } from '../../job/job.types.js';
 import type { EmitSpec } from '../../job/job.types.js';
 import { hasExpired, JobExpiredError } from '../../retry/handler-outcomes.js';
@@ -36,7 +37,7 @@ export interface Held {
 
 /**
  * The jobs that remote stages' handlers hold for HTTP workers (src/admin-api/http-binding/remote-stages.ts):
- * a line per queue key, in delivery order. A fetch claims from the lines asked for, in order,
+ * a line per queue key, by OJS priority (higher first), then in delivery order. A fetch claims from the lines asked for, in order,
  * each job exactly once; the claim ends with the worker's ack (the handler returns its result
  * after emitting what it sent), its nack (the handler throws: retried or dead-lettered by the
  * settlement) or the visibility timeout (VisibilityExpiredError: handed back, same attempt).
@@ -55,7 +56,7 @@ export class ClaimBoard {
       const held: Held = { key, job, ctx, onClaim, settle: { resolve, reject } };
       let line = this.waiting.get(key);
       if (line === undefined) this.waiting.set(key, (line = []));
-      line.push(held);
+      insertByPriority(line, held);
       // A lost delivery (its channel died) will come again: it must not be handed out meanwhile.
       ctx.signal.addEventListener('abort', () => this.drop(held, ctx.signal.reason), { once: true });
       for (const wake of [...this.arrivals]) wake();
@@ -231,4 +232,15 @@ export class ClaimBoard {
     this.release(held);
     held.settle.reject(reason);
   }
+}
+
+/**
+ * Puts a job in its line after every job of its priority or higher: a fetch hands out the highest
+ * priority the server holds first, first come first served within a priority. Found from the
+ * end, so that jobs of one priority (the common case) cost one comparison each.
+ */
+function insertByPriority(line: Held[], held: Held): void {
+  let at = line.length;
+  while (at > 0 && comparePriority((line[at - 1] as Held).job, held.job) > 0) at--;
+  line.splice(at, 0, held);
 }

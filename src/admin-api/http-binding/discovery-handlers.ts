@@ -27,7 +27,8 @@ export function manifest(): Promise<ApiResponse> {
         // Level 2 (docs/schedules.md): cron over the broker, `scheduled_at` on the delay ladder, `expires_at`.
         cron_jobs: true,
         // Level 4, in part (docs/http-binding.md, Conformance): batch push, unique jobs, queue
-        // pause, resume and stats, a push's rate limit; not priority ordering.
+        // pause, resume and stats, a push's rate limit, priority ordering within a queue with
+        // max_priority (docs/priorities.md).
         queue_stats: true,
         delayed_jobs: true,
         job_ttl: true,

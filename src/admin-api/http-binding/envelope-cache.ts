@@ -8,7 +8,7 @@ export interface PushedJob {
   job: Job;
   /** The id its tenant's client gave it, when the job is kept under another (tenant-job-ids.ts): shown to that tenant. */
   clientId?: string;
-  /** The OJS priority as given (-100..100); the envelope's is the same number, clamped on the wire only. */
+  /** The OJS priority as given (-100..100); the envelope's is the same number, mapped onto the broker's levels on the wire only. */
   priority?: number;
   /** Top-level fields the binding does not know, shown back as given. */
   extensions: Record<string, unknown>;

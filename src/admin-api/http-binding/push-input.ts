@@ -40,7 +40,7 @@ export interface PushInput {
   spec: PublishSpec;
   /** The client's own id, when it gave one. */
   id?: string;
-  /** The OJS priority as given (-100..100): shown as such, clamped to 0-9 on the wire. */
+  /** The OJS priority as given (-100..100): shown as such, mapped onto the broker's 0-9 on the wire (amqp-priority.ts). */
   priority?: number;
   /** `options.visibility_timeout_ms`: the visibility timeout of its claims. */
   visibilityMs?: number;

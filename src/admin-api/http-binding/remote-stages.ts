@@ -35,6 +35,8 @@ export interface RemoteQueue {
   runner: StageRunner;
   /** Date.now() when it started consuming. */
   startedAt: number;
+  /** Whether a job of this runner reached the board: its first deliveries have come. */
+  held(): boolean;
 }
 
 /**
@@ -154,14 +156,16 @@ export class RemoteStages {
 
   /**
    * Whether jobs are on their way to one of these runners' lines on the board: the runner started
-   * a moment ago (its first deliveries are coming), it has jobs in hand that are not on the board
+   * a moment ago and none of its jobs reached the board yet (its first deliveries are coming; once
+   * one came, the rest came with it or the broker counts them ready: a job waiting for its flow
+   * limit's token is not coming, and a fetch does not wait for it), it has jobs in hand that are not on the board
    * yet (admitted, loading their payload), or the broker has some ready in its main or due queue
    * for a runner with room (fewer than REMOTE_CONCURRENCY in hand).
    */
   async readyFor(served: readonly RemoteQueue[]): Promise<boolean> {
-    for (const { key, runner, startedAt } of served) {
+    for (const { key, runner, startedAt, held } of served) {
       if (runner.state === 'paused') continue;
-      if (Date.now() - startedAt < STARTING_MS || runner.inFlight > this.board.heldOn(key)) return true;
+      if ((Date.now() - startedAt < STARTING_MS && !held()) || runner.inFlight > this.board.heldOn(key)) return true;
     }
     const { connection, config } = await this.open();
     const names = new BrokerNames(config.prefix);
@@ -241,9 +245,11 @@ export class RemoteStages {
     const board = this.board;
     // Claims come after the start (the runner exists by then): each is the job's `started` report.
     const onClaim = (job: Job): void => runner.started(job);
+    let held = false;
     // One class per queue: the container builds it like any stage; its handler is the claim board.
     class RemoteWorkerStage {
       handle(job: Job, ctx: StageContext): Promise<unknown> {
+        held = true;
         return board.hold(key, job, ctx, onClaim);
       }
     }
@@ -267,7 +273,7 @@ export class RemoteStages {
     // Started paused (its state was read at attach): the board holds its jobs until a resume.
     board.setPaused(key, runner.state === 'paused');
     this.log.info('serving a queue to HTTP workers', { queue, tenant, stage: metadata.name, state: runner.state });
-    return { key, queue, ...(tenant === undefined ? {} : { tenant }), runner, startedAt: Date.now() };
+    return { key, queue, ...(tenant === undefined ? {} : { tenant }), runner, startedAt: Date.now(), held: () => held };
   }
 
   /**

@@ -8,7 +8,8 @@ import { scheduleRecord } from '../../schedule/schedule-records.js';
 /**
  * `POST /ojs/v1/admin/reset`, served only with `stagecoach admin --test-reset` (never in
  * production): deletes every job of the prefix. Every queue of the prefix is purged (streams
- * cannot be, and need not: the job store forgets what they told it) and the job store and the
+ * cannot be, and need not: the job store forgets what they told it; the flow limits' tokens are
+ * not jobs and stay) and the job store and the
  * envelopes pushed here are cleared, and every schedule removed. The conformance runner calls it before each case.
  * Jobs held unacknowledged by a consumer are not purged: the broker still owns them.
  */
@@ -18,8 +19,14 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     // Held jobs first: handed back to their queues, then purged with them.
     await ctx.remote.stopAll();
     const queues = (await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
-      // Not streams (they cannot be purged), nor exclusive queues (locks: the scheduler's leadership, the workflow lock, a read's).
-      (queue) => queue.name.startsWith(`${config.prefix}.`) && queue.type !== 'stream' && !queue.exclusive,
+      // Not streams (they cannot be purged), nor exclusive queues (locks: the scheduler's leadership,
+      // the workflow lock, a read's), nor the flow limits' tokens (`<prefix>.flow.`: not jobs; a
+      // bucket purged stays empty, and the next case's jobs would wait for tokens that never come).
+      (queue) =>
+        queue.name.startsWith(`${config.prefix}.`) &&
+        !queue.name.startsWith(`${config.prefix}.flow.`) &&
+        queue.type !== 'stream' &&
+        !queue.exclusive,
     );
     let purged = 0;
     const connection = await openConnection(config, ctx.admin.log, 'stagecoach-test-reset');

@@ -99,8 +99,8 @@ function jobFields(opts: PublishOptions): JobSpec {
     spec.tags = opts.tag;
   }
   if (opts.priority !== undefined) {
-    // OJS priorities are integers; the AMQP priority property takes 0-9 (the mapping clamps).
-    if (!/^-?\d+$/.test(opts.priority)) usage(`--priority must be an integer (0-9 on the broker), got "${opts.priority}"`);
+    // OJS priorities are integers, higher first; the AMQP mapping keeps their order (amqp-priority.ts).
+    if (!/^-?\d+$/.test(opts.priority)) usage(`--priority must be an integer, got "${opts.priority}"`);
     spec.priority = Number(opts.priority);
   }
   if (opts.timeout !== undefined) {
