@@ -13,7 +13,6 @@ const BOUNDS = [
 const CEILINGS = {
   'src/topology/build-topology.ts': 476,
   'src/plan/plan.ts': 408,
-  'src/runner/stage-group.ts': 345,
   'src/runner/fair-share.ts': 334,
   'src/runner/dispatcher.ts': 325,
   'src/runner/stage-runner.ts': 324,
