@@ -3,14 +3,9 @@ import type { Logger } from '../logging/logger.js';
 import type { Deferred } from './deferred-counts.js';
 import { BoundInstance, DURATION_BUCKETS, STAGE_LABELS, type Families, type StageLabelName } from './instance-metrics.js';
 import { OTHER_TENANTS, TenantLabels } from './tenant-labels.js';
-import type {
-  InstanceMetrics,
-  QueueDepthSample,
-  QueueDepthSource,
-  RunnerSample,
-  StageMetricLabels,
-  StageMetricsOptions,
-} from './metric-types.js';
+import { QueueGauges } from './queue-gauges.js';
+import { RunnerGauges } from './runner-gauges.js';
+import type { InstanceMetrics, QueueDepthSource, RunnerSample, StageMetricLabels, StageMetricsOptions } from './metric-types.js';
 
 // The API of this module as its callers know it: the types live beside it, in files of their own.
 export type {
@@ -76,22 +71,12 @@ export class StageMetrics {
   private readonly errorTypes = new Set<string>();
   private readonly maxErrorTypes: number;
   private readonly tenants: TenantLabels;
-  private readonly queueDepthTimeoutMs: number;
-  /** By owner: the groups of one `dev` process share the registry, each with its queues. */
-  private readonly queueDepthSources = new Map<object, QueueDepthSource>();
-  private queueDepthFailing = false;
-  /** The samples of the scrape under way: the three queue gauges collect from one source call. */
-  private queueSampling: Promise<readonly QueueDepthSample[] | undefined> | undefined;
-
   private readonly families: Families;
-  private readonly queueDepth: Gauge<StageLabelName | 'physical_queue'>;
-  private readonly queueMaxSize: Gauge<StageLabelName | 'physical_queue'>;
-  private readonly queueUtilization: Gauge<StageLabelName | 'physical_queue'>;
+  private readonly queueGauges: QueueGauges;
+  private readonly runnerGauges: RunnerGauges;
   private readonly queueOverflows: Counter<'queue' | 'tenant' | 'physical_queue' | 'policy'>;
   private readonly connectionUp: Gauge;
   private readonly connectionBlocked: Gauge;
-  /** By owner, as the queue depth sources. */
-  private readonly runnerSources = new Map<object, () => readonly RunnerSample[]>();
   private readonly reconnects: Counter;
 
   constructor(options: StageMetricsOptions = {}) {
@@ -99,7 +84,6 @@ export class StageMetrics {
     this.log = options.log;
     this.maxErrorTypes = options.maxErrorTypes ?? 50;
     this.tenants = new TenantLabels(options.maxTenantSeries);
-    this.queueDepthTimeoutMs = options.queueDepthTimeoutMs ?? 5000;
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
 
     const registers = [this.registry];
@@ -130,33 +114,11 @@ export class StageMetrics {
         collect,
       }),
     };
-    this.queueDepth = new Gauge({
-      name: 'stagecoach_queue_depth',
-      help: 'Messages ready in a queue, as last read from the broker.',
-      labelNames: [...STAGE_LABELS, 'physical_queue'],
-      registers,
-      // Called by prom-client on every scrape of this gauge.
-      collect: () => this.collectQueues((gauge, s) => gauge.set(labelsOf(s), s.depth)),
-    });
-    this.queueMaxSize = new Gauge({
-      name: 'stagecoach_queue_max_size',
-      help: 'The max_size (messages) in force on a queue, read from the broker at scrape time; absent when unlimited.',
-      labelNames: [...STAGE_LABELS, 'physical_queue'],
-      registers,
-      collect: () =>
-        this.collectQueues((gauge, s) => {
-          if (s.maxSize !== undefined) gauge.set(labelsOf(s), s.maxSize);
-        }, 'max'),
-    });
-    this.queueUtilization = new Gauge({
-      name: 'stagecoach_queue_utilization',
-      help: 'Queue depth divided by its max_size (1 = full), at scrape time; absent when unlimited.',
-      labelNames: [...STAGE_LABELS, 'physical_queue'],
-      registers,
-      collect: () =>
-        this.collectQueues((gauge, s) => {
-          if (s.maxSize !== undefined && s.maxSize > 0) gauge.set(labelsOf(s), s.depth / s.maxSize);
-        }, 'utilization'),
+    this.queueGauges = new QueueGauges({
+      registry: this.registry,
+      tenants: this.tenants,
+      timeoutMs: options.queueDepthTimeoutMs ?? 5000,
+      log: this.log,
     });
     this.queueOverflows = new Counter({
       name: 'stagecoach_queue_overflow_total',
@@ -164,52 +126,7 @@ export class StageMetrics {
       labelNames: ['queue', 'tenant', 'physical_queue', 'policy'],
       registers,
     });
-    const runnerGauge = (
-      name: string,
-      help: string,
-      value: (sample: RunnerSample) => number,
-      combine: (a: number, b: number) => number,
-    ): Gauge<StageLabelName> =>
-      new Gauge({
-        name,
-        help,
-        labelNames: [...STAGE_LABELS],
-        registers,
-        collect() {
-          if (self.runnerSources.size === 0) return;
-          // Tenants released since the last scrape leave no stale series.
-          this.reset();
-          const others = new Map<string, { stage: string; queue: string; value: number }>();
-          for (const sample of [...self.runnerSources.values()].flatMap((source) => source())) {
-            const tenant = self.tenants.of(sample.tenant);
-            if (tenant !== OTHER_TENANTS) {
-              this.set({ stage: sample.stage, queue: sample.queue, tenant }, value(sample));
-              continue;
-            }
-            // Beyond the cap: one series per stage and queue, their values combined.
-            const key = `${sample.stage}\0${sample.queue}`;
-            const seen = others.get(key);
-            if (seen === undefined) others.set(key, { stage: sample.stage, queue: sample.queue, value: value(sample) });
-            else seen.value = combine(seen.value, value(sample));
-          }
-          for (const { stage, queue, value: v } of others.values()) this.set({ stage, queue, tenant: OTHER_TENANTS }, v);
-        },
-      });
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client binds `this` in collect() to the gauge
-    const self = this;
-    // `_other`: consuming only while all of them do; their jobs in flight summed.
-    runnerGauge(
-      'stagecoach_consuming',
-      'Whether the instance consumes as it should (1), or should and does not (0).',
-      (s) => (s.consuming ? 1 : 0),
-      Math.min,
-    );
-    runnerGauge(
-      'stagecoach_jobs_in_flight',
-      'Jobs of the instance being processed or settled now.',
-      (s) => s.inFlight,
-      (a, b) => a + b,
-    );
+    this.runnerGauges = new RunnerGauges(this.registry, this.tenants);
     this.connectionUp = new Gauge({ name: 'stagecoach_connection_up', help: '1 while the broker connection is up, else 0.', registers });
     this.connectionUp.set(0);
     this.connectionBlocked = new Gauge({
@@ -275,8 +192,7 @@ export class StageMetrics {
    * themselves, and every owner's samples are served together. @defaultValue the metrics
    */
   setQueueDepthSource(source: QueueDepthSource | undefined, owner: object = this): void {
-    if (source === undefined) this.queueDepthSources.delete(owner);
-    else this.queueDepthSources.set(owner, source);
+    this.queueGauges.setSource(source, owner);
   }
 
   /**
@@ -284,8 +200,7 @@ export class StageMetrics {
    * (synchronous, cheap). @param owner as for {@link setQueueDepthSource}
    */
   setRunnerSource(source: (() => readonly RunnerSample[]) | undefined, owner: object = this): void {
-    if (source === undefined) this.runnerSources.delete(owner);
-    else this.runnerSources.set(owner, source);
+    this.runnerGauges.setSource(source, owner);
   }
 
   /**
@@ -324,31 +239,6 @@ export class StageMetrics {
     this.reconnects.inc();
   }
 
-  /**
-   * The queues of tenants beyond the cap (TenantLabels) as one sample per stage and logical
-   * queue, `tenant` and `physical_queue` `_other`: their depths summed, and their max sizes when
-   * each has one (so utilization is theirs together).
-   */
-  private boundTenants(samples: readonly QueueDepthSample[]): readonly QueueDepthSample[] {
-    const kept: QueueDepthSample[] = [];
-    const others = new Map<string, QueueDepthSample>();
-    for (const sample of samples) {
-      if (this.tenants.of(sample.tenant ?? '') !== OTHER_TENANTS) {
-        kept.push(sample);
-        continue;
-      }
-      const key = `${sample.stage}\0${sample.queue}`;
-      const seen = others.get(key);
-      if (seen === undefined) {
-        others.set(key, { ...sample, tenant: OTHER_TENANTS, physicalQueue: OTHER_TENANTS });
-        continue;
-      }
-      seen.depth += sample.depth;
-      seen.maxSize = seen.maxSize === undefined || sample.maxSize === undefined ? undefined : seen.maxSize + sample.maxSize;
-    }
-    return others.size === 0 ? samples : [...kept, ...others.values()];
-  }
-
   /** The `error_type` label value, capped so that odd errors cannot explode the series. */
   private errorTypeLabel(errorType: string | undefined): string {
     const type = errorType === undefined || errorType === '' ? 'unknown' : errorType;
@@ -357,70 +247,6 @@ export class StageMetrics {
     this.errorTypes.add(type);
     return type;
   }
-
-  /**
-   * Fills one of the queue gauges from this scrape's samples. prom-client collects the metrics
-   * of a scrape concurrently: the first gauge to collect calls the source, the others share its
-   * answer, so depth, max size and utilization always come from the same reading.
-   */
-  private async collectQueues(
-    fill: (gauge: Gauge<StageLabelName | 'physical_queue'>, sample: QueueDepthSample) => void,
-    which: 'depth' | 'max' | 'utilization' = 'depth',
-  ): Promise<void> {
-    const gauge = which === 'depth' ? this.queueDepth : which === 'max' ? this.queueMaxSize : this.queueUtilization;
-    if (this.queueSampling === undefined) {
-      const sampling = this.sampleQueues();
-      this.queueSampling = sampling;
-      // Cleared once answered: the next scrape reads the broker again.
-      void sampling.finally(() => {
-        if (this.queueSampling === sampling) this.queueSampling = undefined;
-      });
-    }
-    const samples = await this.queueSampling;
-    // Stale values would mislead: a scrape without samples reports none.
-    gauge.reset();
-    for (const s of samples ?? []) {
-      if (Number.isFinite(s.depth)) fill(gauge, s);
-    }
-  }
-
-  /** The source's samples, or undefined (logged) when it fails or takes too long. */
-  private async sampleQueues(): Promise<readonly QueueDepthSample[] | undefined> {
-    const sources = [...this.queueDepthSources.values()];
-    if (sources.length === 0) return undefined;
-    let samples: readonly QueueDepthSample[];
-    try {
-      const all = Promise.all(sources.map((source) => Promise.resolve().then(source)));
-      samples = (await withTimeout(all, this.queueDepthTimeoutMs)).flat();
-    } catch (err) {
-      if (!this.queueDepthFailing) {
-        this.queueDepthFailing = true;
-        this.log?.warn('queue depth not available for this scrape', { error: err instanceof Error ? err.message : String(err) });
-      } else {
-        this.log?.debug('queue depth still not available', { error: err instanceof Error ? err.message : String(err) });
-      }
-      return undefined;
-    }
-    samples = this.boundTenants(samples);
-    if (this.queueDepthFailing) {
-      this.queueDepthFailing = false;
-      this.log?.info('queue depth available again');
-    }
-    return samples;
-  }
-}
-
-function labelsOf(s: QueueDepthSample): Record<StageLabelName | 'physical_queue', string> {
-  return { stage: s.stage, queue: s.queue, tenant: s.tenant ?? '', physical_queue: s.physicalQueue };
 }
 
 const OTHER_ERROR_TYPE = 'other';
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`queue depth source did not answer within ${ms} ms`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}

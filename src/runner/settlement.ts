@@ -1,29 +1,23 @@
 import { batchOf, type ReportDetails } from '../tracking/tracking-stream.js';
 import type { SettledReport } from '../tracking/tracking-report.js';
-import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
-import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';
-import { PublishError, QueueUnavailableError, StagecoachError } from '../errors/errors.js';
+import { StagecoachError } from '../errors/errors.js';
 import { toJobError } from '../job/job-error.js';
 import { fromWire } from '../job/amqp-mapping.js';
 import type { FlowControl } from '../flow/flow-control.js';
 import type { Job } from '../job/job.types.js';
-import type { Logger } from '../logging/logger.js';
-import { recordableResult, UNRECORDABLE_RESULT } from '../job/job-result.js';
-import type { InstanceMetrics } from '../observability/stage-metrics.js';
-import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { BrokerNames } from '../topology/names.js';
-import type { JobEvents } from '../events/job-events.js';
 import { AfterSettle } from './after-settle.js';
-import { intercepted, type SettleNext, type SettlementInterceptor } from './settlement-interceptor.js';
+import { intercepted, type SettleNext } from './settlement-interceptor.js';
 import { BatchReports } from './batch-reports.js';
-import type { ChannelSupervisor } from './channel-supervisor.js';
 import { ConfirmLoop } from './confirm-loop.js';
-import type { DeadLetterOrigin } from './dead-letters.js';
+import { handBackWait } from './hand-back-wait.js';
 import type { Delivery, SettlementInput } from './delivery.js';
-import { RunnerCounts, type StageRunnerStats } from './runner-stats.js';
+import { RunnerCounts } from './runner-stats.js';
 import type { Route, RouteContext } from './settlement-route.js';
 import { assertNever, type SettledResult } from './settlement-result.js';
+import { REFUSAL_WAITS_MS, type SettlementOptions } from './settlement-options.js';
+import { trackedCompletion } from './tracked-completion.js';
 import {
   cancelRoute,
   deadLetterHereRoute,
@@ -37,44 +31,9 @@ import {
 
 export type { Settled, SettledResult } from './settlement-result.js';
 
-export interface SettlementOptions {
-  config: CompiledConfig;
-  /** The stage's input queue, resolved. */
-  input: ResolvedQueueConfig;
-  stage: string;
-  /** The instance's own queues: retries and hand-backs return there, crashes go to `suspect`. */
-  queues: { due: string; suspect: string; dead: string };
-  /** Recorded on every dead letter: dead-letter actions route by it, not by the job's claim. */
-  origin: DeadLetterOrigin;
-  publishers: ChannelSupervisor<ConfirmPublisher>;
-  log: Logger;
-  stats: StageRunnerStats;
-  metrics: InstanceMetrics;
-  /** A job was moved to the suspect queue: the dispatcher should run suspects soon. */
-  onSuspected(): void;
-  /** Declares the suspect queue before a job is moved there, when it is declared on first use (SuspectDeclaration). */
-  ensureSuspect?: (() => Promise<void>) | undefined;
-  /**
-   * Waits before trying again a copy the broker refused into a queue that cannot be full (a
-   * retry or hand-back to `due`, a suspect copy, a dead letter, a parked job: settlement-routes.ts).
-   * A refusal there means the queue is unavailable for a moment (a quorum queue electing a new
-   * leader after its node went down): the copy is published again after each wait, and only when
-   * every wait is spent is the delivery rejected to its dead-letter route.
-   * @defaultValue REFUSAL_WAITS_MS (about 12 s in all)
-   */
-  refusalWaitsMs?: readonly number[];
-  /** Deletes the payload of a job sent by reference once it completed, was discarded or cancelled. */
-  payloads?: PayloadOffloader;
-  /** The input queue's `job.*` events, published by the after-settle hook; absent when its `events` is off. */
-  events?: JobEvents | undefined;
-  /** Around each settle() (StageRunnerOptions.interceptors), the first outermost. @defaultValue none */
-  interceptors?: readonly SettlementInterceptor[] | undefined;
-}
+export { REFUSAL_WAITS_MS, type SettlementOptions } from './settlement-options.js';
 
 const LOST: SettledResult = { kind: 'lost', settled: 'abandoned' };
-
-/** See SettlementOptions.refusalWaitsMs: longer than a quorum queue's leader election. */
-export const REFUSAL_WAITS_MS: readonly number[] = [250, 500, 1000, 2000, 2000, 2000, 2000, 2000];
 
 /**
  * The one place that acknowledges, refuses and republishes deliveries. Every outcome closes the
@@ -268,52 +227,19 @@ export class Settlement {
   }
 
   /**
-   * A tracked job's return: its `completed` report (naming every job it emitted) is published
-   * beside the emits and awaited with them, then the delivery is acknowledged. When an emit or
-   * the report fails, the job is not complete: it is handed back or failed as on the hot path,
-   * and that settlement's report retracts the `completed` one if it reached the stream.
+   * A tracked job's return (see trackedCompletion): once its emits and `completed` report are
+   * confirmed, the delivery is acknowledged; when either failed, the job is handed back or failed
+   * as on the hot path.
    */
   private async completeTracked(
     delivery: Delivery,
     outcome: Extract<SettlementInput, { kind: 'completed' }>,
     batch: string | undefined,
   ): Promise<SettledResult> {
-    const { job, ctx } = outcome;
-    // settle() closes the context at once: the children listed below are all there will be
-    // (a closed context adds none), so the report can name the context's own list.
-    const emits = ctx.settle();
-    const { result, problem } = recordableResult(ctx.result);
-    if (problem !== undefined)
-      this.options.log.warn(UNRECORDABLE_RESULT, {
-        job_id: job.id,
-        err: problem,
-      });
-    const { report, sent } = this.reports.completed(delivery, job, batch, {
-      emitted: ctx.children ?? [],
-      ...(batch === undefined && ctx.childQueues !== undefined && ctx.childQueues.length > 0 ? { emitted_to: ctx.childQueues } : {}),
-      ...(result === undefined ? {} : { result }),
-    });
-    // Both awaited, neither left unobserved: the report's confirm usually comes after the emits'.
-    let failure: { err: unknown; emitted: boolean } | undefined;
-    let emitted = 0;
-    try {
-      emitted = await emits;
-    } catch (err) {
-      failure = { err, emitted: false };
-    }
-    let reported = report !== undefined;
-    try {
-      await sent;
-    } catch (err) {
-      reported = false;
-      failure ??= { err, emitted: true };
-    }
-    if (failure === undefined) return this.after.completed(delivery, outcome.job, emitted, outcome.seconds);
-    const { err } = failure;
-    const details: ReportDetails = {
-      ...(reported ? { retracts: (report as SettledReport).id } : {}),
-      ...(ctx.unsent !== undefined && ctx.unsent.length > 0 ? { unsent: [...ctx.unsent] } : {}),
-    };
+    const { job } = outcome;
+    const { emitted, failure } = await trackedCompletion(this.reports, this.options.log, delivery, outcome, batch);
+    if (failure === undefined) return this.after.completed(delivery, job, emitted, outcome.seconds);
+    const { err, details } = failure;
     // As on the hot path: a lost channel or a leaderless queue is not the job's fault; a refused emit is a failure.
     const wait = handBackWait(err);
     if (wait !== undefined) {
@@ -358,19 +284,4 @@ export class Settlement {
     }
     return this.after.settled(delivery, route, await this.loop.run(delivery, route, report), failed);
   }
-}
-
-/** How long a job whose emit met a queue without a leader waits before it runs again: elections take seconds. */
-export const UNAVAILABLE_QUEUE_WAIT_MS = 1_000;
-
-/**
- * An emit that failed through no fault of its job (a lost channel, a queue without a leader:
- * PublishError.transient) hands the job back unflagged, no attempt spent, its confirmed emits
- * repeated when it runs again (at-least-once). @returns how long it waits first, or undefined
- * when the failure is the job's (a full queue refused an emit: it fails like a throw).
- */
-function handBackWait(err: unknown): number | undefined {
-  if (!(err instanceof PublishError) || !err.transient) return undefined;
-  // A lost channel is healed by the time the job is back; a leader is elected in seconds.
-  return err instanceof QueueUnavailableError ? UNAVAILABLE_QUEUE_WAIT_MS : 0;
 }

@@ -3,16 +3,13 @@ import { ConnectionManager } from '../broker/connection-manager.js';
 import { whenClosed } from '../broker/connection-state.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
-import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
 import { middlewareLists } from '../stage/middleware/middleware-lists.js';
-import type { Middleware } from '../stage/middleware/middleware.types.js';
 import type { QueueDepthCache } from '../observability/queue-depth-cache.js';
 import type { StageMetrics } from '../observability/stage-metrics.js';
-import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { settleWithin } from '../util/settle-within.js';
-import type { StageEndpoints, Topology } from '../topology/topology.types.js';
+import type { Topology } from '../topology/topology.types.js';
 import type { DirectiveGate } from './directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
 import { limitsControl } from './process/limits-control.js';
@@ -21,8 +18,9 @@ import { groupDepths } from './process/group-depths.js';
 import { GroupLifecycle, type GroupState } from './process/group-lifecycle.js';
 import { readinessOf, type Readiness } from './process/group-readiness.js';
 import { checkKnownTenants } from './process/known-tenants.js';
-import { PooledRoster, type PooledGroupOptions } from './process/pooled-roster.js';
+import { PooledRoster } from './process/pooled-roster.js';
 import { ProcessServices } from './process/process-services.js';
+import type { StageGroupOptions, StageProvisioning } from './process/stage-group-options.js';
 import type { StageInstance } from './process/stage-instance.js';
 import type { TenantPool } from './process/tenant-pool.js';
 import { TenantRoster } from './process/tenant-roster.js';
@@ -32,54 +30,7 @@ export { devInstances, type StageInstance } from './process/stage-instance.js';
 export type { PooledGroupOptions } from './process/pooled-roster.js';
 export type { Readiness } from './process/group-readiness.js';
 export type { GroupState } from './process/group-lifecycle.js';
-
-export interface StageGroupOptions {
-  /** Shared with other groups or a health server; a new registry by default. */
-  metrics?: StageMetrics;
-  /**
-   * Refuse to start for a tenant that is neither in the configuration's `tenants` nor provisioned
-   * on the broker (its tenant exchange exists): `start()` fails with a TenantError before
-   * anything is declared, instead of a stage creating that tenant's queues and waiting on them for
-   * ever. `stagecoach run` sets it. @defaultValue false
-   */
-  knownTenantsOnly?: boolean;
-  /**
-   * One process serving one stage for many tenants (`run --tenants` / `--all-tenants`): every
-   * instance is the same stage (and variant), and the runners share channels and the stage's
-   * `concurrency` slots by weight (TenantPool). Tenants can be added and removed while it runs.
-   */
-  pooled?: PooledGroupOptions;
-  /**
-   * Payload offloading to share; by default the configured store, which `stop()` closes. `false`
-   * turns it off: jobs go inline whatever their size, and a job sent by reference fails (benches).
-   */
-  payloads?: PayloadOffloader | false;
-  /**
-   * Process-wide middleware (docs/middleware.md), for every stage of the group and outside each
-   * stage's own (`@Stage({ middleware })`): `execution` wraps every handler (on the main thread,
-   * around the worker thread of a stage with `threads`), `enqueue` runs on every `ctx.emit()`
-   * before the stage's. @defaultValue none
-   */
-  middleware?: Middleware;
-}
-
-/**
- * What `start()` provisions beyond the topology (`stagecoach dev` passes one, built on the
- * command line: src/cli/dev-provisioning.ts).
- */
-export interface StageProvisioning {
-  /**
-   * Once, on the first connection (after the tenant check), before anything attaches. `events`
-   * publishes OJS events as the group, on its connection.
-   */
-  beforeAttach(events: AdminEventSink): Promise<void>;
-  /**
-   * The stages whose queues (of every configured tenant) the group declares on every connection.
-   * `dev` runs its stages in several groups and has one of them declare for all.
-   * @defaultValue the group's own
-   */
-  stages?: readonly StageEndpoints[];
-}
+export type { StageGroupOptions, StageProvisioning } from './process/stage-group-options.js';
 
 /**
  * Channels the provisioned topology is declared on at each attach: `dev` of a thousand tenants

@@ -1,30 +1,23 @@
 import { EventEmitter } from 'node:events';
 import { flowIntake } from './flow-intake.js';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
-import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
-import { JobRouter } from '../broker/job-router.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { Job } from '../job/job.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
 import { StateProbe } from '../state/state-probe.js';
 import type { QueueState } from '../state/queue-state.js';
 import type { Topology } from '../topology/topology.types.js';
-import type { ChannelSupervisor } from './channel-supervisor.js';
 import { ConsumeDecision } from './consume-decision.js';
-import type { Delivery, InputKind } from './delivery.js';
-import type { DeliveryProcessor } from './delivery-processor.js';
-import { healingPublisher } from './healing-publisher.js';
+import type { InputKind } from './delivery.js';
+import { DeliveryPipeline } from './delivery-pipeline.js';
 import type { Isolatable } from './isolation-gate.js';
 import { Lifecycle, type RunnerState } from './lifecycle.js';
 import type { AttachHints, PooledResources, StageRunnerOptions } from './runner-options.js';
 import { RunnerResources } from './runner-resources.js';
 import { emptyStats, NO_METRICS, type StageRunnerStats } from './runner-stats.js';
-import { Settlement } from './settlement.js';
 import { resolveStageInput, type StageInput } from './stage-input.js';
-import { createStageProcessor } from './stage-processor.js';
 import type { SuspectWatch } from './suspect-watch.js';
 import { WorkIntake } from './work-intake.js';
-import { JobEvents } from '../events/job-events.js';
 
 export type { RunnerState } from './lifecycle.js';
 export type { StageRunnerStats } from './runner-stats.js';
@@ -70,20 +63,18 @@ export class StageRunner extends EventEmitter implements Isolatable {
   private readonly lifecycle: Lifecycle;
   private readonly decision: ConsumeDecision;
   private readonly resources: RunnerResources;
-  private readonly publishers: ChannelSupervisor<ConfirmPublisher>;
   private readonly intake: WorkIntake;
   /** The intake's, as the settlement tells it of a new suspect. */
   private readonly suspects: SuspectWatch;
-  private readonly settlement: Settlement;
-  private readonly sink: JobRouter;
-  private processor: DeliveryProcessor | undefined;
+  /** Its processor and {@link Settlement}: what a delivery goes through. */
+  private readonly pipeline: DeliveryPipeline;
 
   constructor(private readonly options: StageRunnerOptions) {
     super();
     const { config, stage, tenant, variant, log } = options;
     const meta = stage.metadata;
     this.at = resolveStageInput(config, stage, tenant, variant);
-    const { name, settings, input, queues, topology } = this.at;
+    const { name, settings, queues, topology } = this.at;
     this.name = name;
     this.queues = queues;
     this.queue = queues.main;
@@ -91,7 +82,6 @@ export class StageRunner extends EventEmitter implements Isolatable {
     this.metrics = options.metrics ?? NO_METRICS;
     const fatal = (err: Error): void => void this.emit('fatal', err);
     this.resources = new RunnerResources(options, { settings, queue: this.queue, suspectQueue: queues.suspect, topology, onFatal: fatal });
-    this.publishers = this.resources.publishers;
     this.lifecycle = new Lifecycle((state) => {
       log[this.resources.notice]('stage state', { queue: this.queue, state });
       this.emit('state', state);
@@ -103,31 +93,18 @@ export class StageRunner extends EventEmitter implements Isolatable {
       decision: this.decision,
       log,
       onFatal: fatal,
-      process: (delivery, handled) => this.process(delivery, handled),
-      giveBack: (delivery) => this.settlement.giveBack(delivery),
-      ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.settlement),
+      process: (delivery, handled) => this.pipeline.run(delivery, handled),
+      giveBack: (delivery) => this.pipeline.settlement.giveBack(delivery),
+      ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.pipeline.settlement),
     });
     this.suspects = this.intake.suspects;
-    const declaration = this.resources.suspectDeclaration;
-    this.settlement = new Settlement({
-      config,
-      input,
-      stage: meta.name,
-      queues: { due: this.queues.due, suspect: this.queues.suspect, dead: this.queues.dead },
-      origin: { queue: this.queue, tenant, variant },
-      publishers: this.publishers,
-      log,
+    this.pipeline = new DeliveryPipeline(options, {
+      at: this.at,
+      resources: this.resources,
       stats: this.stats,
       metrics: this.metrics,
       onSuspected: () => this.suspects.moved(),
-      ...(declaration === undefined ? {} : { ensureSuspect: () => declaration.ensure() }),
-      ...(options.payloads === undefined ? {} : { payloads: options.payloads }),
-      events: JobEvents.of(config, { queue: meta.input, tenant, stage: meta.name }, options.events),
-      interceptors: options.interceptors,
     });
-    // A runner of a tenant-scoped input declared its tenant's exchange (stageTopology): its emits go there directly.
-    const ownTenant = input.scope === 'tenant' ? tenant : undefined;
-    this.sink = new JobRouter(config, healingPublisher(this.publishers), options.payloads, ownTenant);
   }
 
   get stageName(): string {
@@ -175,7 +152,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
 
   /** A job of a remote stage was claimed by its worker (StageMetadata.remote): its `started` report, as a handler's start makes it. */
   started(job: Job): void {
-    this.settlement.started(job);
+    this.pipeline.settlement.started(job);
   }
 
   /** Whether a control message addresses this instance. */
@@ -196,19 +173,8 @@ export class StageRunner extends EventEmitter implements Isolatable {
    * broker. `attach()` then connects it. Called once.
    */
   async prepare(): Promise<void> {
-    if (this.processor !== undefined) return;
-    const { at, sink, resources, metrics } = this;
-    const handler = await resources.handler();
-    const settlement = this.settlement;
-    this.processor = createStageProcessor(this.options, {
-      input: at.input,
-      handler,
-      sink,
-      resources,
-      metrics,
-      tracked: settlement.tracked,
-      onStarted: (job) => settlement.started(job),
-    });
+    if (this.pipeline.prepared) return;
+    await this.pipeline.prepare();
     if (!this.lifecycle.to('running')) return;
     this.intake.open();
     this.resources.gate.join(this);
@@ -309,16 +275,5 @@ export class StageRunner extends EventEmitter implements Isolatable {
 
   unsuspend(): void {
     this.intake.unsuspend();
-  }
-
-  private async process(delivery: Delivery, handled?: () => void): Promise<void> {
-    // Its channel died while it waited: the broker redelivers it; running it would duplicate.
-    if (delivery.source.closed) return;
-    this.metrics.consumed();
-    const outcome = await (this.processor as DeliveryProcessor).run(delivery);
-    // Held before its tokens go back with the slot: the next job must not take one first.
-    if (outcome.kind === 'rate-limited') this.options.flow?.rateLimited(delivery.permit, outcome.job, outcome.error);
-    handled?.();
-    await this.settlement.settle(delivery, outcome);
   }
 }
