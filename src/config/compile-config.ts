@@ -103,6 +103,7 @@ export function compileConfig(raw: unknown, source = '<inline>'): CompiledConfig
     httpPort: config.httpPort,
     metricsTenants: config.metricsTenants,
     tracking: { maxAgeSeconds: trackingMaxAge(source, config.tracking.max_age), store: jobStore(config.prefix, config.tracking.store) },
+    webhooks: { allowPrivateAddresses: config.webhooks.allow_private_addresses },
     payloads: compilePayloads(source, baseDir, config),
     defaultQueue,
     queues,

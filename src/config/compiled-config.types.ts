@@ -153,6 +153,7 @@ export interface ConfigWithDefaults {
   httpPort: number;
   metricsTenants: number;
   tracking: { max_age: string; store: JobStoreConfig };
+  webhooks: { allow_private_addresses: boolean };
   /** `store` with its `dir` (still relative to the file) or `table` filled in. */
   payloads: { threshold: number; store: CompiledPayloadStoreConfig; orphan_after: string; retention: string };
   limits: Record<string, LimitConfig>;
@@ -204,6 +205,8 @@ export interface CompiledConfig {
   tenantShares: ReadonlyMap<string, TenantShare>;
   /** Tracking: the report stream's retention, in whole seconds; the job store (docs/job-state.md). */
   tracking: { maxAgeSeconds: number; store: CompiledJobStoreConfig };
+  /** Webhook deliveries (docs/webhooks.md): whether internal addresses may be delivered to. */
+  webhooks: { allowPrivateAddresses: boolean };
   /** Payload offloading (docs/payloads.md). */
   payloads: {
     /** Bytes; each queue's own is its `payload_threshold`. */

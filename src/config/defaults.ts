@@ -165,6 +165,7 @@ export function withDefaults(raw: RawConfig): ConfigWithDefaults {
     httpPort: raw.httpPort ?? DEFAULT_HTTP_PORT,
     metricsTenants: raw.metricsTenants ?? DEFAULT_METRICS_TENANTS,
     tracking: { max_age: raw.tracking?.max_age ?? DEFAULT_TRACKING_MAX_AGE, store: raw.tracking?.store ?? { kind: 'memory' } },
+    webhooks: { allow_private_addresses: raw.webhooks?.allow_private_addresses ?? false },
     limits: raw.limits ?? {},
     payloads: {
       threshold: raw.payloads?.threshold ?? DEFAULT_PAYLOAD_THRESHOLD,

@@ -369,6 +369,15 @@ export interface RawConfig {
     /** TCP port; `--port` overrides. @defaultValue 9500 */
     port?: number;
   };
+  /** Webhook deliveries of `stagecoach admin` (docs/webhooks.md). */
+  webhooks?: {
+    /**
+     * Deliver to internal addresses too: loopback, private (RFC 1918, fc00::/7), link-local (cloud
+     * metadata included) and the like. Off, a subscription naming one is refused and a delivery
+     * whose host resolves to one is given up (docs/security.md). @defaultValue false
+     */
+    allow_private_addresses?: boolean;
+  };
   /** Batch tracking (docs/batches.md): the settlement-report stream `<prefix>.tracking`. */
   tracking?: {
     /**

@@ -1,7 +1,7 @@
 import { eventMatches, eventTenant } from '../events/event-filter.js';
 import type { OjsEvent } from '../events/ojs-event.js';
 import type { Logger } from '../logging/logger.js';
-import { WebhookQueue, type WebhookDeliveryOptions } from './webhook-queue.js';
+import { WebhookQueue, type WebhookQueueOptions } from './webhook-queue.js';
 import type { WebhookSubscription } from './webhook-subscription.js';
 
 /** Where the subscriptions are known, as they change (the schedules stream's book). */
@@ -30,7 +30,7 @@ export class WebhookDispatcher {
   constructor(
     private readonly listen: () => Promise<void>,
     private readonly log: Logger,
-    private readonly options: WebhookDeliveryOptions = {},
+    private readonly options: WebhookQueueOptions = {},
   ) {}
 
   /** The book to read subscriptions from (each new one as the schedules stream is read anew). */

@@ -1,6 +1,10 @@
+import http from 'node:http';
+import https from 'node:https';
+import { isIP } from 'node:net';
 import type { OjsEvent } from '../events/ojs-event.js';
 import { uuidv7 } from '../job/uuid-v7.js';
 import type { Logger } from '../logging/logger.js';
+import { hostOf, isInternalAddress, publicOnlyLookup, RefusedDestinationError } from './webhook-destination.js';
 import { webhookSignature } from './webhook-signature.js';
 import type { WebhookSubscription } from './webhook-subscription.js';
 
@@ -12,6 +16,12 @@ export interface WebhookDeliveryOptions {
   timeoutMs?: number;
   /** Deliveries one subscription holds, waiting or retrying; past it the oldest is dropped. @defaultValue 256 */
   maxPending?: number;
+}
+
+/** A queue's options: the delivery ones, and whether internal addresses may be delivered to now. */
+export interface WebhookQueueOptions extends WebhookDeliveryOptions {
+  /** Asked before each attempt (`webhooks.allow_private_addresses`, read as the file is now). @defaultValue never */
+  allowPrivateAddresses?: () => Promise<boolean>;
 }
 
 /** spec/ojs-webhooks.md 7.2: 30 s, 2 min, 10 min, 1 h, 4 h, 12 h, 24 h (8 attempts in all). */
@@ -50,13 +60,15 @@ export class WebhookQueue {
   private readonly delays: readonly number[];
   private readonly timeoutMs: number;
   private readonly maxPending: number;
+  private readonly allowPrivate: () => Promise<boolean>;
 
   constructor(
     private readonly id: string,
     private readonly lookup: (id: string) => WebhookSubscription | undefined,
     private readonly log: Logger,
-    options: WebhookDeliveryOptions = {},
+    options: WebhookQueueOptions = {},
   ) {
+    this.allowPrivate = options.allowPrivateAddresses ?? (() => Promise.resolve(false));
     this.delays = options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS;
     this.maxPending = options.maxPending ?? DEFAULT_MAX_PENDING;
@@ -133,39 +145,69 @@ export class WebhookQueue {
     const body = JSON.stringify(delivery.event);
     const timestamp = String(Math.floor(Date.now() / 1000));
     try {
-      const response = await fetch(subscription.url, {
-        method: 'POST',
-        redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.stop.signal]),
-        headers: {
-          'Content-Type': 'application/json',
-          'User-Agent': 'OJS-Webhook/1.0 stagecoach',
-          'X-OJS-Event-Type': delivery.event.type,
-          'X-OJS-Delivery-ID': delivery.id,
-          'X-OJS-Subscription-ID': subscription.id,
-          'X-OJS-Timestamp': timestamp,
-          'X-OJS-Signature': webhookSignature(subscription.secret, timestamp, body),
-        },
-        body,
+      const url = new URL(subscription.url);
+      const allowPrivate = await this.allowPrivate().catch(() => false);
+      // A literal address never goes through the lookup: checked here; a name is checked by the lookup.
+      const host = hostOf(url);
+      if (!allowPrivate && isIP(host) !== 0 && isInternalAddress(host))
+        throw new RefusedDestinationError(`${host} is an internal address (set webhooks.allow_private_addresses to deliver there)`);
+      const status = await send(url, allowPrivate, AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.stop.signal]), body, {
+        'Content-Type': 'application/json',
+        'User-Agent': 'OJS-Webhook/1.0 stagecoach',
+        'X-OJS-Event-Type': delivery.event.type,
+        'X-OJS-Delivery-ID': delivery.id,
+        'X-OJS-Subscription-ID': subscription.id,
+        'X-OJS-Timestamp': timestamp,
+        'X-OJS-Signature': webhookSignature(subscription.secret, timestamp, body),
       });
-      // The answer's body is not read: only its status counts.
-      await response.body?.cancel().catch(() => undefined);
-      if (response.status >= 200 && response.status < 300) return { ok: true };
-      const reason = `HTTP ${response.status}`;
-      if (response.status === 429) return { ok: false, retry: true, reason, ...retryAfter(response.headers.get('retry-after')) };
-      return { ok: false, retry: response.status >= 500, reason };
+      if (status.code >= 200 && status.code < 300) return { ok: true };
+      const reason = `HTTP ${status.code}`;
+      if (status.code === 429) return { ok: false, retry: true, reason, ...retryAfter(status.retryAfter) };
+      return { ok: false, retry: status.code >= 500, reason };
     } catch (err) {
       const error = err as Error;
+      if (error instanceof RefusedDestinationError) return { ok: false, retry: false, reason: `refused destination: ${error.message}` };
       return {
         ok: false,
         retry: true,
-        reason:
-          error.name === 'TimeoutError'
-            ? `no answer within ${this.timeoutMs} ms`
-            : ((error.cause as Error | undefined)?.message ?? error.message),
+        reason: error.name === 'TimeoutError' ? `no answer within ${this.timeoutMs} ms` : error.message,
       };
     }
   }
+}
+
+/**
+ * One POST; its status and `Retry-After`. Redirects are not followed (node:http never does); the
+ * answer's body is not read. Unless internal addresses are allowed, the socket connects only to
+ * an address publicOnlyLookup checked.
+ */
+function send(
+  url: URL,
+  allowPrivate: boolean,
+  signal: AbortSignal,
+  body: string,
+  headers: Record<string, string>,
+): Promise<{ code: number; retryAfter: string | null }> {
+  return new Promise((resolve, reject) => {
+    const request = (url.protocol === 'https:' ? https : http).request(
+      url,
+      {
+        method: 'POST',
+        signal,
+        headers: { ...headers, 'Content-Length': String(Buffer.byteLength(body)) },
+        agent: false,
+        ...(allowPrivate ? {} : { lookup: publicOnlyLookup }),
+      },
+      (response) => {
+        response.resume();
+        const header = response.headers['retry-after'];
+        resolve({ code: response.statusCode ?? 0, retryAfter: typeof header === 'string' ? header : null });
+        response.destroy();
+      },
+    );
+    request.on('error', (err: Error) => reject(signal.aborted && signal.reason instanceof Error ? signal.reason : err));
+    request.end(body);
+  });
 }
 
 function retryAfter(header: string | null): { retryAfterMs?: number } {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { StagecoachError } from '../errors/errors.js';
 import { uuidv7 } from '../job/uuid-v7.js';
+import { refusedHost } from './webhook-destination.js';
 
 /**
  * A webhook subscription (spec/ojs-webhooks.md 5.1; docs/webhooks.md): where the events of its
@@ -50,14 +51,16 @@ export type WebhookInput = Partial<Pick<WebhookSubscription, 'url' | 'events' | 
 
 /**
  * Reads a create (`partial` false: `url` and `events` required) or update body. Unknown fields
- * and system-managed ones (`id`, `created_at`) are ignored, as OJS bodies allow.
+ * and system-managed ones (`id`, `created_at`) are ignored, as OJS bodies allow. Unless
+ * `allowPrivateAddresses`, a `url` whose host is a literal internal address or `localhost` is refused
+ * (webhook-destination.ts; names are checked again at every delivery).
  * @throws StagecoachError `INVALID_REQUEST` naming the field.
  */
-export function readWebhookInput(body: unknown, partial: boolean): WebhookInput {
+export function readWebhookInput(body: unknown, partial: boolean, allowPrivateAddresses = false): WebhookInput {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be a JSON object');
   const raw = body as Record<string, unknown>;
   const input: WebhookInput = {};
-  if (raw.url !== undefined || !partial) input.url = checkUrl(raw.url);
+  if (raw.url !== undefined || !partial) input.url = checkUrl(raw.url, allowPrivateAddresses);
   if (raw.events !== undefined || !partial) input.events = checkEvents(raw.events);
   if (raw.active !== undefined) {
     if (typeof raw.active !== 'boolean') throw invalid('"active" must be true or false');
@@ -104,7 +107,7 @@ export function webhookView(subscription: WebhookSubscription, withSecret = fals
   return { ...shown, ...(owner === undefined ? {} : { tenant: owner }), ...(withSecret ? { secret } : {}) };
 }
 
-function checkUrl(value: unknown): string {
+function checkUrl(value: unknown, allowPrivateAddresses: boolean): string {
   if (typeof value !== 'string' || value === '') throw invalid('"url" must be an http or https URL');
   if (value.length > MAX_URL) throw invalid(`"url" must be at most ${MAX_URL} characters`);
   let url: URL;
@@ -117,6 +120,11 @@ function checkUrl(value: unknown): string {
   // Shown in every answer about the subscription, and refused by fetch: never in the URL.
   if (url.username !== '' || url.password !== '')
     throw invalid('"url" must not carry a user or password: the signature authenticates deliveries');
+  const refused = allowPrivateAddresses ? undefined : refusedHost(url);
+  if (refused !== undefined)
+    throw invalid(
+      `"url" must reach a public address: ${refused} (the operator allows internal ones with webhooks.allow_private_addresses)`,
+    );
   return value;
 }
 

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import { readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { startAdminServer } from '../../src/admin-api/admin-server.js';
 import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
@@ -55,7 +57,13 @@ describe('the HTTP binding: webhook subscriptions and their deliveries', functio
 
   before(async () => {
     binding = await startBindingServer(
-      { tenants: ['acme', 'globex'], queues: { _default: { scope: 'shared' }, scans: { scope: 'tenant', events: true } }, stages: {} },
+      {
+        tenants: ['acme', 'globex'],
+        queues: { _default: { scope: 'shared' }, scans: { scope: 'tenant', events: true } },
+        stages: {},
+        // The receivers listen on 127.0.0.1: an internal address, delivered to only when allowed.
+        webhooks: { allow_private_addresses: true },
+      },
       'http-binding-webhooks',
       TOKEN,
       { webhooks: { retryDelaysMs: [50, 50, 50], timeoutMs: 5000 } },
@@ -120,8 +128,13 @@ describe('the HTTP binding: webhook subscriptions and their deliveries', functio
     expect((await ojs(base, 'PATCH', path, { url: 'file:///etc/passwd' }, acme)).status).to.equal(400);
 
     // Kept in the schedules stream: another admin server of the prefix (or this one restarted) knows it.
+    // That one runs without the allowance of internal addresses: it refuses them, naming "url".
+    const strict = join(project.dir, 'strict.json');
+    const settings = JSON.parse(await readFile(project.file, 'utf8')) as Json;
+    delete settings.webhooks;
+    await writeFile(strict, JSON.stringify(settings));
     const other = await startAdminServer({
-      configFile: project.file,
+      configFile: strict,
       port: 0,
       token: TOKEN,
       log: createLogger({ test: 'http-binding-webhooks' }, 'error'),
@@ -133,6 +146,14 @@ describe('the HTTP binding: webhook subscriptions and their deliveries', functio
       const seen = await ojs(`http://127.0.0.1:${other.port}`, 'GET', path, undefined, acme);
       expect(seen.status).to.equal(200);
       expect(seen.body.subscription).to.deep.include({ events: ['job.completed', 'job.failed'], active: false });
+      for (const url of ['http://169.254.169.254/latest/meta-data/', 'http://10.0.0.7:8080/h', 'http://[::1]/h', 'http://localhost/h']) {
+        const internal = await ojs(`http://127.0.0.1:${other.port}`, 'POST', SUBSCRIPTIONS, { url, events: ['*'] }, acme);
+        expect(internal.status, url).to.equal(400);
+        expect(internal.body.error.message, url).to.contain('"url"');
+      }
+      const moved = await ojs(`http://127.0.0.1:${other.port}`, 'PATCH', path, { url: 'http://[fd00::1]/h' }, acme);
+      expect(moved.status).to.equal(400);
+      expect(moved.body.error.message).to.contain('"url"');
     } finally {
       await other.close();
     }

@@ -8,6 +8,8 @@ import { readWebhookInput, type WebhookSubscription } from '../../src/webhooks/w
 import { waitFor } from '../helpers/wait-for.js';
 
 const log = createLogger({ test: 'webhook-queue' }, 'error');
+/** The endpoint listens on 127.0.0.1: an internal address, delivered to only when allowed. */
+const allowPrivateAddresses = (): Promise<boolean> => Promise.resolve(true);
 
 function event(n: number): OjsEvent {
   return {
@@ -60,8 +62,17 @@ describe('webhook deliveries (WebhookQueue)', function () {
       ['hang', subscription('hang', `${base}/hang`)],
       ['fine', subscription('fine', `${base}/fine`)],
     ]);
-    const stuck = new WebhookQueue('hang', (id) => subscriptions.get(id), log, { maxPending: 3, timeoutMs: 60_000, retryDelaysMs: [] });
-    const fine = new WebhookQueue('fine', (id) => subscriptions.get(id), log, { timeoutMs: 60_000, retryDelaysMs: [] });
+    const stuck = new WebhookQueue('hang', (id) => subscriptions.get(id), log, {
+      maxPending: 3,
+      timeoutMs: 60_000,
+      retryDelaysMs: [],
+      allowPrivateAddresses,
+    });
+    const fine = new WebhookQueue('fine', (id) => subscriptions.get(id), log, {
+      timeoutMs: 60_000,
+      retryDelaysMs: [],
+      allowPrivateAddresses,
+    });
     try {
       for (let n = 0; n < 10; n++) stuck.add(event(n));
       await waitFor('the first delivery in flight', () => got['/hang']?.length === 1);
@@ -77,7 +88,7 @@ describe('webhook deliveries (WebhookQueue)', function () {
 
   it('gives up on a 4xx at once, and sends nothing for a subscription deleted meanwhile', async () => {
     const subscriptions = new Map([['gone', subscription('gone', `${base}/gone`)]]);
-    const queue = new WebhookQueue('gone', (id) => subscriptions.get(id), log, { retryDelaysMs: [10, 10, 10] });
+    const queue = new WebhookQueue('gone', (id) => subscriptions.get(id), log, { retryDelaysMs: [10, 10, 10], allowPrivateAddresses });
     try {
       queue.add(event(1));
       await waitFor('the 410', () => got['/gone']?.length === 1);

@@ -55,7 +55,10 @@ export function createBindingContext(
   const retries = new RetryTimes();
   const settlements = new SettlementWaits(retries);
   const events = new EventLog(() => admin.configFile.load(), admin.log);
-  const webhooks = new WebhookDispatcher(() => events.listen(), admin.log, options.webhooks);
+  const webhooks = new WebhookDispatcher(() => events.listen(), admin.log, {
+    ...options.webhooks,
+    allowPrivateAddresses: async () => (await admin.configFile.load()).webhooks.allowPrivateAddresses,
+  });
   events.onEvent((event) => webhooks.offer(event));
   admin.schedules.onBook((book) => webhooks.follow(book));
   webhooks.start();

@@ -31,7 +31,7 @@ const CHANGES = 'webhook-subscriptions';
 /** `POST /ojs/v1/webhooks/subscriptions`: 201 `{ subscription }`, the secret shown this once. */
 export async function createWebhook(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const owner = tenantOf(request);
-  const input = readWebhookInput(await readJsonValue(request.req, MAX_BODY_BYTES, 'INVALID_REQUEST'), false);
+  const input = readWebhookInput(await readJsonValue(request.req, MAX_BODY_BYTES, 'INVALID_REQUEST'), false, await privateAllowed(ctx));
   return ctx.pushing.serialize(CHANGES, async () => {
     const held = [...(await ctx.admin.schedules.book()).webhooks.values()].filter((known) => known.owner === owner).length;
     if (held >= WEBHOOKS_PER_OWNER) {
@@ -65,7 +65,7 @@ export async function getWebhook(ctx: BindingContext, request: ApiRequest): Prom
 
 /** `PATCH /ojs/v1/webhooks/subscriptions/{id}`: changes the fields given (`url`, `events`, `active`, `filter`, `metadata`, `secret`). */
 export async function updateWebhook(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const input = readWebhookInput(await readJsonValue(request.req, MAX_BODY_BYTES, 'INVALID_REQUEST'), true);
+  const input = readWebhookInput(await readJsonValue(request.req, MAX_BODY_BYTES, 'INVALID_REQUEST'), true, await privateAllowed(ctx));
   return ctx.pushing.serialize(CHANGES, async () => {
     const known = await subscriptionOf(ctx, request);
     const subscription: WebhookSubscription = { ...known, ...input, updated_at: new Date().toISOString() };
@@ -92,4 +92,9 @@ async function subscriptionOf(ctx: BindingContext, request: ApiRequest): Promise
   if (subscription === undefined || (owner !== undefined && subscription.owner !== owner))
     throw new ApiError(404, 'NOT_FOUND', `no webhook subscription "${id}"${owner === undefined ? '' : ` of tenant "${owner}"`}`);
   return subscription;
+}
+
+/** `webhooks.allow_private_addresses` of the configuration file as it is now. */
+async function privateAllowed(ctx: BindingContext): Promise<boolean> {
+  return (await ctx.admin.configFile.load()).webhooks.allowPrivateAddresses;
 }
