@@ -23,6 +23,7 @@ import { ConfigFile, Serializer } from './config-file.js';
 import { adminRoutes } from './routes.js';
 import { Router } from './router.js';
 import { createBindingContext } from './http-binding/binding-context.js';
+import { webhookDeliverer } from './http-binding/webhook-deliverer.js';
 import { toBindingError } from './http-binding/binding-error.js';
 import { bindingRoutes } from './http-binding/binding-routes.js';
 import { checkTenantHeader } from './http-binding/request-tenant.js';
@@ -178,6 +179,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     queuesPerTenant: options.limits?.queuesPerTenant ?? DEFAULT_QUEUES_PER_TENANT,
     ...(options.webhooks === undefined ? {} : { webhooks: options.webhooks }),
   });
+  const deliverer = webhookDeliverer(config, log, binding.webhooks, options.webhooks?.delivererRetryMs);
   const router = new Router([...adminRoutes(ctx), ...bindingRoutes(binding), ...dashboard.routes]);
   /**
    * The route of a request. A path under `/ojs/` that no route serves is answered as the binding
@@ -280,6 +282,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   sweeper?.start();
   schedules.start();
   scheduler?.start();
+  deliverer.start();
   const port = (server.address() as AddressInfo).port;
   log.info('admin API listening', {
     host,
@@ -309,6 +312,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         await closed;
         clearTimeout(timer);
         await scheduler?.stop();
+        await deliverer.stop();
         await binding.close();
         await schedules.close();
         unfold?.();

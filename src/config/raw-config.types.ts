@@ -371,11 +371,7 @@ export interface RawConfig {
   };
   /** Webhook deliveries of `stagecoach admin` (docs/webhooks.md). */
   webhooks?: {
-    /**
-     * Deliver to internal addresses too: loopback, private (RFC 1918, fc00::/7), link-local (cloud
-     * metadata included) and the like. Off, a subscription naming one is refused and a delivery
-     * whose host resolves to one is given up (docs/security.md). @defaultValue false
-     */
+    /** Deliver to internal addresses too (loopback, private, link-local, cloud metadata): docs/webhooks.md. @defaultValue false */
     allow_private_addresses?: boolean;
   };
   /** Batch tracking (docs/batches.md): the settlement-report stream `<prefix>.tracking`. */

@@ -35,8 +35,13 @@ export interface SchedulerLeaderFlag {
   kind: 'scheduler-leader';
 }
 
+/** Which admin server delivers the webhooks (docs/webhooks.md): an exclusive queue, held by its connection, gone with it. */
+export interface WebhookDelivererFlag {
+  kind: 'webhook-deliverer';
+}
+
 /** The flags held as exclusive queues. */
-export type HeldFlag = ReadLockFlag | SchedulerLeaderFlag;
+export type HeldFlag = ReadLockFlag | SchedulerLeaderFlag | WebhookDelivererFlag;
 
 /**
  * A tenant is provisioned while its tenant exchange exists. Read only: the exchange is topology,
@@ -62,12 +67,13 @@ export const FLAG_KINDS: readonly FlagKind[] = [
   'tenant-paused',
   'read-lock',
   'scheduler-leader',
+  'webhook-deliverer',
   'tenant-provisioned',
 ];
 
 /** The broker object a flag is: an exchange (passive `exchange.declare`) or an exclusive queue. */
 export function flagObject(flag: Pick<Flag, 'kind'>): 'exchange' | 'queue' {
-  return flag.kind === 'read-lock' || flag.kind === 'scheduler-leader' ? 'queue' : 'exchange';
+  return flag.kind === 'read-lock' || flag.kind === 'scheduler-leader' || flag.kind === 'webhook-deliverer' ? 'queue' : 'exchange';
 }
 
 /** The heads of the directive names, after `<prefix>.`: what follows is the batch or the tenant. */
@@ -83,7 +89,7 @@ const DIRECTIVE_HEADS = {
  *   (a queue as its word, queueWord; tenants and variants have no dots, so a name says exactly which queue);
  * - `<prefix>.batch-cancelled.<batch>`, `<prefix>.batch-paused.<batch>`, `<prefix>.tenant-paused.<tenant>`
  *   (batch ids may hold dots: read back by the head);
- * - `<prefix>.read-lock`, `<prefix>.scheduler-leader`; `<prefix>.tenant.<tenant>` (the tenant exchange).
+ * - `<prefix>.read-lock`, `<prefix>.scheduler-leader`, `<prefix>.webhook-deliverer`; `<prefix>.tenant.<tenant>` (the tenant exchange).
  */
 export function flagName(prefix: string, flag: Flag): string {
   switch (flag.kind) {
@@ -100,6 +106,8 @@ export function flagName(prefix: string, flag: Flag): string {
       return `${prefix}.read-lock`;
     case 'scheduler-leader':
       return `${prefix}.scheduler-leader`;
+    case 'webhook-deliverer':
+      return `${prefix}.webhook-deliverer`;
     case 'tenant-provisioned':
       return `${prefix}.tenant.${flag.tenant}`;
   }
@@ -114,6 +122,7 @@ export function parseFlagName(prefix: string, name: string): Exclude<Flag, Tenan
   const rest = name.slice(prefix.length + 1);
   if (rest === 'read-lock') return { kind: 'read-lock' };
   if (rest === 'scheduler-leader') return { kind: 'scheduler-leader' };
+  if (rest === 'webhook-deliverer') return { kind: 'webhook-deliverer' };
   if (rest.startsWith('state.')) return parseQueueFlag(rest.slice('state.'.length));
   for (const kind of ['batch-cancelled', 'batch-paused'] as const) {
     if (rest.startsWith(DIRECTIVE_HEADS[kind])) return { kind, batch: rest.slice(DIRECTIVE_HEADS[kind].length) };

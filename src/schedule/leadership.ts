@@ -1,6 +1,7 @@
 import { openConnection, type AmqpConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { BrokerFlags } from '../flags/broker-flags.js';
+import type { HeldFlag } from '../flags/flag.js';
 import type { Logger } from '../logging/logger.js';
 
 /** How often a process that is not the leader asks for the leadership again. */
@@ -15,8 +16,25 @@ export const LEADER_HEARTBEAT_SECONDS = 8;
 /** What the leader runs: called with the connection that holds the leadership; its promise ends with the leadership. */
 export type LeaderTerm = (connection: AmqpConnection, lost: Promise<void>) => Promise<void>;
 
+/** What is led: the flag held, and how logs and the broker's connection list name it. */
+export interface LeaderRole {
+  flag: HeldFlag;
+  /** In logs: `<what>: this process is the leader`. */
+  what: string;
+  /** The connection's name on the broker. */
+  connectionName: string;
+}
+
+/** The scheduler's leadership, `<prefix>.scheduler-leader`. */
+export const SCHEDULER_ROLE: LeaderRole = {
+  flag: { kind: 'scheduler-leader' },
+  what: 'scheduler',
+  connectionName: 'stagecoach-scheduler-leader',
+};
+
 /**
  * One process at a time is the scheduler's leader (OJS cron 7), elected through the broker
+ * (the same election picks the one admin server that delivers webhooks: another LeaderRole)
  * without any other server: the leader's connection holds an exclusive queue,
  * `<prefix>.scheduler-leader`. The broker lets one connection at a time declare it and deletes it
  * when that connection closes, however it closes: a killed process, a lost network, a broker
@@ -39,6 +57,7 @@ export class Leadership {
     private readonly log: Logger,
     private readonly term: LeaderTerm,
     private readonly retryMs = CANDIDATE_RETRY_MS,
+    private readonly role: LeaderRole = SCHEDULER_ROLE,
   ) {}
 
   get isLeader(): boolean {
@@ -69,7 +88,9 @@ export class Leadership {
         await this.candidate();
       } catch (err) {
         if (this.state === 'running') {
-          this.log.warn('scheduler: not leading (the broker away, or the term failed); asking again', { err: (err as Error).message });
+          this.log.warn(`${this.role.what}: not leading (the broker away, or the term failed); asking again`, {
+            err: (err as Error).message,
+          });
         }
       }
       if (this.state === 'running') await this.pause();
@@ -79,7 +100,7 @@ export class Leadership {
   /** One connection: asked for the leadership until held, then the term, until the connection goes. */
   private async candidate(): Promise<void> {
     const settings = { ...this.config, broker: { ...this.config.broker, heartbeat: LEADER_HEARTBEAT_SECONDS } };
-    const connection = await openConnection(settings, this.log, 'stagecoach-scheduler-leader');
+    const connection = await openConnection(settings, this.log, this.role.connectionName);
     this.connection = connection;
     const lost = new Promise<void>((resolve) => connection.once('close', () => resolve()));
     connection.on('error', () => undefined);
@@ -87,22 +108,22 @@ export class Leadership {
     try {
       for (;;) {
         if (this.state !== 'running') return;
-        const outcome = await flags.hold({ kind: 'scheduler-leader' });
+        const outcome = await flags.hold(this.role.flag);
         if (outcome === 'refused') {
           throw new Error(
-            `this broker user may not declare ${flags.name({ kind: 'scheduler-leader' })}: the scheduler needs configure permission on it`,
+            `this broker user may not declare ${flags.name(this.role.flag)}: the ${this.role.what} needs configure permission on it`,
           );
         }
         if (outcome === 'held') break;
         if (await Promise.race([this.pause().then(() => false), lost.then(() => true)])) return;
       }
       this.leading = true;
-      this.log.info('scheduler: this process is the leader');
+      this.log.info(`${this.role.what}: this process is the leader`);
       await this.term(connection, lost);
     } finally {
       const was = this.leading;
       this.leading = false;
-      if (was) this.log.warn('scheduler: leadership ended', { stopping: this.state !== 'running' });
+      if (was) this.log.warn(`${this.role.what}: leadership ended`, { stopping: this.state !== 'running' });
       await flags.close();
       await connection.close().catch(() => undefined);
       this.connection = undefined;

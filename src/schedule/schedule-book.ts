@@ -26,7 +26,7 @@ export interface BookEntry {
 }
 
 /** What changed for the leader's plan (ScheduleBook.onChange): a schedule's definition or the tenants, not an occurrence. */
-export type BookChange = 'schedules' | 'tenants' | 'occurrence' | 'trigger';
+export type BookChange = 'schedules' | 'tenants' | 'occurrence' | 'trigger' | 'webhooks';
 
 /**
  * The state of every schedule, folded from the schedules stream (schedule-records.ts) in stream
@@ -106,10 +106,9 @@ export class ScheduleBook {
         return 'trigger';
       case 'webhook':
         this.webhooks.set(record.subscription.id, record.subscription);
-        return undefined;
+        return 'webhooks';
       case 'unhook':
-        this.webhooks.delete(record.subscription);
-        return undefined;
+        return this.webhooks.delete(record.subscription) ? 'webhooks' : undefined;
       case 'joined':
         this.joined.set(record.tenant, at);
         return 'tenants';

@@ -7,6 +7,8 @@ import type { WebhookSubscription } from './webhook-subscription.js';
 /** Where the subscriptions are known, as they change (the schedules stream's book). */
 export interface WebhookBook {
   readonly webhooks: ReadonlyMap<string, WebhookSubscription>;
+  /** Told of each change (`webhooks`: a subscription created, changed or deleted); returns the way to stop. */
+  onChange(listener: (change: string) => void): () => void;
 }
 
 /** How often the dispatcher makes sure it hears events while subscriptions exist, and forgets deleted ones. */
@@ -20,12 +22,16 @@ const TICK_MS = 5000;
  * goes into that subscription's own bounded queue (WebhookQueue).
  *
  * Events are at most once (docs/broker.md "Events"): what was published while no admin server
- * listened is not delivered. Every admin server of a prefix delivers what it reads.
+ * listened is not delivered. Of the admin servers of a prefix, only the one elected to deliver
+ * (webhook-deliverer.ts: `deliver(true)` while it holds `<prefix>.webhook-deliverer`) delivers,
+ * so an event reaches a subscription once however many servers run.
  */
 export class WebhookDispatcher {
   private readonly queues = new Map<string, WebhookQueue>();
   private book: WebhookBook | undefined;
+  private unfollow: (() => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private delivering = false;
 
   constructor(
     private readonly listen: () => Promise<void>,
@@ -35,7 +41,12 @@ export class WebhookDispatcher {
 
   /** The book to read subscriptions from (each new one as the schedules stream is read anew). */
   follow(book: WebhookBook): void {
+    this.unfollow?.();
     this.book = book;
+    // A subscription created through another server: the deliverer listens for events at once.
+    this.unfollow = book.onChange((change) => {
+      if (change === 'webhooks') this.tick();
+    });
     this.tick();
   }
 
@@ -44,8 +55,16 @@ export class WebhookDispatcher {
     this.timer.unref();
   }
 
-  /** A subscription was created or activated: events are read from now on. */
+  /** Whether this server delivers (it holds the deliverer's election); off, its queues are dropped. */
+  deliver(on: boolean): void {
+    this.delivering = on;
+    if (on) this.tick();
+    else this.dropQueues();
+  }
+
+  /** A subscription was created or activated: the deliverer reads events from now on. */
   wake(): Promise<void> {
+    if (!this.delivering) return Promise.resolve();
     return this.listen().catch((err: unknown) => {
       this.log.warn('webhooks: events not read (tried again)', { err: (err as Error).message });
     });
@@ -53,7 +72,7 @@ export class WebhookDispatcher {
 
   offer(event: OjsEvent): void {
     const book = this.book;
-    if (book === undefined || book.webhooks.size === 0) return;
+    if (!this.delivering || book === undefined || book.webhooks.size === 0) return;
     const tenant = eventTenant(event);
     for (const subscription of book.webhooks.values()) {
       if (!subscription.active || !wants(subscription, event, tenant)) continue;
@@ -69,6 +88,12 @@ export class WebhookDispatcher {
   close(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+    this.delivering = false;
+    this.unfollow?.();
+    this.dropQueues();
+  }
+
+  private dropQueues(): void {
     for (const queue of this.queues.values()) queue.close();
     this.queues.clear();
   }
@@ -83,7 +108,7 @@ export class WebhookDispatcher {
         this.queues.delete(id);
       }
     }
-    if ([...(subscriptions?.values() ?? [])].some((subscription) => subscription.active)) {
+    if (this.delivering && [...(subscriptions?.values() ?? [])].some((subscription) => subscription.active)) {
       this.listen().catch((err: unknown) => this.log.warn('webhooks: events not read (tried again)', { err: (err as Error).message }));
     }
   }

@@ -16,6 +16,8 @@ export interface WebhookDeliveryOptions {
   timeoutMs?: number;
   /** Deliveries one subscription holds, waiting or retrying; past it the oldest is dropped. @defaultValue 256 */
   maxPending?: number;
+  /** How often an admin server that does not deliver asks to, ms (docs/webhooks.md "One server delivers"). @defaultValue 5000 */
+  delivererRetryMs?: number;
 }
 
 /** A queue's options: the delivery ones, and whether internal addresses may be delivered to now. */

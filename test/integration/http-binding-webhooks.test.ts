@@ -66,7 +66,7 @@ describe('the HTTP binding: webhook subscriptions and their deliveries', functio
       },
       'http-binding-webhooks',
       TOKEN,
-      { webhooks: { retryDelaysMs: [50, 50, 50], timeoutMs: 5000 } },
+      { webhooks: { retryDelaysMs: [50, 50, 50], timeoutMs: 5000, delivererRetryMs: 200 } },
     );
     ({ project, base } = binding);
     acme = { token: tenantToken(TOKEN, project.config.prefix, 'acme') };
@@ -223,6 +223,65 @@ describe('the HTTP binding: webhook subscriptions and their deliveries', functio
       expect(new Set(tenants('/globex'))).to.deep.equal(new Set(['globex']));
       expect(receiver.received.some((request) => request.body.includes(globexJob) && request.path === '/acme')).to.equal(false);
     } finally {
+      await receiver.close();
+    }
+  });
+
+  // Last: it stops the first server.
+  it('delivers each event once however many admin servers run, and another server takes over when the deliverer stops', async () => {
+    const receiver = await startReceiver({});
+    const second = await startAdminServer({
+      configFile: project.file,
+      port: 0,
+      token: TOKEN,
+      log: createLogger({ test: 'http-binding-webhooks' }, 'error'),
+      env: { AMQP_URL },
+      stages: [],
+      scheduler: false,
+      webhooks: { retryDelaysMs: [50], timeoutMs: 5000, delivererRetryMs: 200 },
+    });
+    const secondBase = `http://127.0.0.1:${second.port}`;
+    try {
+      const created = await ojs(base, 'POST', SUBSCRIPTIONS, { url: `${receiver.url}/once`, events: ['job.enqueued'] }, acme);
+      expect(created.status, JSON.stringify(created.body)).to.equal(201);
+      // Both servers know the subscription (and read the events: GET /ojs/v1/events listens).
+      for (const at of [base, secondBase]) {
+        expect((await ojs(at, 'GET', `${SUBSCRIPTIONS}/${created.body.subscription.id as string}`, undefined, acme)).status).to.equal(200);
+        expect((await ojs(at, 'GET', '/ojs/v1/events', undefined, acme)).status).to.equal(200);
+      }
+      const push = async (at: string, file: string): Promise<string> => {
+        const pushed = await ojs(at, 'POST', '/ojs/v1/jobs', { type: 'scan.start', args: [file], options: { queue: 'scans' } }, acme);
+        expect(pushed.status, JSON.stringify(pushed.body)).to.equal(201);
+        return pushed.body.job.id as string;
+      };
+      const deliveredJobs = (): string[] =>
+        receiver.received
+          .filter((request) => request.status === 200)
+          .map((request) => (JSON.parse(request.body) as Json).subject as string);
+      for (const file of ['one.pdf', 'two.pdf', 'three.pdf']) {
+        const job = await push(file === 'two.pdf' ? secondBase : base, file);
+        await waitFor(`${file}'s job.enqueued delivered`, () => deliveredJobs().includes(job), 30_000);
+      }
+
+      // The first server (the deliverer, elected first) stops: the second delivers what comes next.
+      await binding?.server.close();
+      const after: string[] = [];
+      await waitFor(
+        'a job pushed after the first server stopped delivered by the second',
+        async () => {
+          after.push(await push(secondBase, `after-${after.length}.pdf`));
+          return deliveredJobs().some((job) => after.includes(job));
+        },
+        30_000,
+        500,
+      );
+      // One delivery per event: no server delivered what another did.
+      const ids = receiver.received
+        .filter((request) => request.status === 200)
+        .map((request) => (JSON.parse(request.body) as Json).id as string);
+      expect(ids.length, JSON.stringify(deliveredJobs())).to.equal(new Set(ids).size);
+    } finally {
+      await second.close();
       await receiver.close();
     }
   });

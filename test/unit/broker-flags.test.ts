@@ -17,6 +17,7 @@ const EXAMPLES: Array<[Flag, string]> = [
   [{ kind: 'tenant-paused', tenant: 'acme' }, 'ojs.tenant-paused.acme'],
   [{ kind: 'read-lock' }, 'ojs.read-lock'],
   [{ kind: 'scheduler-leader' }, 'ojs.scheduler-leader'],
+  [{ kind: 'webhook-deliverer' }, 'ojs.webhook-deliverer'],
   [{ kind: 'tenant-provisioned', tenant: 'acme' }, 'ojs.tenant.acme'],
 ];
 
