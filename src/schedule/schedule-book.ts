@@ -5,6 +5,12 @@ import type { WebhookSubscription } from '../webhooks/webhook-subscription.js';
 
 /** Occurrences remembered per schedule for people (`cron list`, the dashboard). */
 const RECENT = 10;
+/**
+ * Records kept since the last snapshot, to fold again after a snapshot that does not cover them.
+ * Only those appended between the leader's capture and its snapshot's append are needed: a
+ * confirm's round trip, far fewer than this.
+ */
+const KEPT_SINCE_SNAPSHOT = 1000;
 
 /** One schedule's state, folded from the stream. */
 export interface BookEntry {
@@ -31,8 +37,11 @@ export type BookChange = 'schedules' | 'tenants' | 'occurrence' | 'trigger' | 'w
 /**
  * The state of every schedule, folded from the schedules stream (schedule-records.ts) in stream
  * order. Every process that needs schedules keeps one: the leader, the admin API, `cron list`.
- * A `snapshot` replaces everything before it; records about a schedule that is not registered
- * (removed meanwhile, or before the oldest snapshot the stream still holds) are ignored.
+ * A `snapshot` replaces everything up to the record it covers (`covers`, the last one the leader
+ * had folded when it took the snapshot); the records after that one but before the snapshot, which
+ * other processes appended while the snapshot was on its way, are folded again over it, so none
+ * is lost. Records about a schedule that is not registered (removed meanwhile, or before the
+ * oldest snapshot the stream still holds) are ignored.
  */
 export class ScheduleBook {
   readonly entries = new Map<string, BookEntry>();
@@ -46,14 +55,61 @@ export class ScheduleBook {
   leader: { process: string; at: string } | undefined;
   /** Records folded since the last snapshot: the leader writes one past a bound. */
   sinceSnapshot = 0;
+  /** The id of the last record folded: what a snapshot taken now covers. */
+  lastId: string | undefined;
+  /** The records folded since the last snapshot, the latest KEPT_SINCE_SNAPSHOT of them. */
+  private kept: ScheduleRecord[] = [];
+  private keptDropped = false;
   private readonly listeners = new Set<(change: BookChange, record: ScheduleRecord) => void>();
+  private readonly dropListeners = new Set<(covers: string) => void>();
 
   onChange(listener: (change: BookChange, record: ScheduleRecord) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
+  /** Folds the next record of the stream. */
   apply(record: ScheduleRecord): void {
+    this.lastId = record.id;
+    if (record.kind === 'snapshot') {
+      const uncovered = this.uncovered(record.covers);
+      this.kept = [];
+      this.keptDropped = false;
+      this.folded(record);
+      for (const again of uncovered) this.folded(again);
+      return;
+    }
+    this.kept.push(record);
+    if (this.kept.length > KEPT_SINCE_SNAPSHOT) {
+      this.kept.shift();
+      this.keptDropped = true;
+    }
+    this.folded(record);
+  }
+
+  /**
+   * A snapshot's records to fold again: those kept after the one it covers. When that one is not
+   * kept, it came before every record kept (this reader started past it): all of them.
+   */
+  private uncovered(covers: string | undefined): ScheduleRecord[] {
+    // Written without `covers`: it replaces everything before it.
+    if (covers === undefined) return [];
+    const index = this.kept.findIndex((record) => record.id === covers);
+    if (index >= 0) return this.kept.slice(index + 1);
+    if (this.keptDropped) {
+      // More than KEPT_SINCE_SNAPSHOT records between the capture and the snapshot: the oldest of them are lost.
+      for (const listener of this.dropListeners) listener(covers);
+    }
+    return this.kept;
+  }
+
+  /** Told when a snapshot covers a record older than those kept (records lost; see KEPT_SINCE_SNAPSHOT). */
+  onDropped(listener: (covers: string) => void): () => void {
+    this.dropListeners.add(listener);
+    return () => this.dropListeners.delete(listener);
+  }
+
+  private folded(record: ScheduleRecord): void {
     const change = this.fold(record);
     if (record.kind !== 'mark' && record.kind !== 'leader') this.sinceSnapshot++;
     if (change !== undefined) for (const listener of this.listeners) listener(change, record);

@@ -41,8 +41,12 @@ export type ScheduleRecord =
   | (Stamp & { kind: 'webhook'; subscription: WebhookSubscription })
   /** A webhook subscription deleted. */
   | (Stamp & { kind: 'unhook'; subscription: string })
-  /** The whole state, written by the leader now and then: readers need nothing before the last one. */
-  | (Stamp & { kind: 'snapshot'; state: BookSnapshot })
+  /**
+   * The whole state, written by the leader now and then: readers need nothing before the last one.
+   * `covers`: the id of the last record folded into it. Records another process appended between
+   * that one and the snapshot are not in it: readers fold them again after it (ScheduleBook).
+   */
+  | (Stamp & { kind: 'snapshot'; state: BookSnapshot; covers?: string })
   /** Every schedule and webhook subscription removed (`stagecoach admin --test-reset` only). */
   | (Stamp & { kind: 'clear' })
   /** Written by a reader to learn when it has read everything before it (ScheduleStream.caughtUp). */

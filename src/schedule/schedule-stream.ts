@@ -85,6 +85,9 @@ export class ScheduleStream {
     channel.on('error', (err: Error) => log.warn('schedules stream channel error', { err: err.message }));
     const publisher = await ConfirmPublisher.open(connection);
     const stream = new ScheduleStream(book, config, channel, publisher, log, owned);
+    book.onDropped((covers) =>
+      log.warn('schedules stream: a snapshot came after more records than kept, the oldest of them not folded again', { covers }),
+    );
     await channel.prefetch(PREFETCH);
     await channel.consume(schedulesStream(config).name, (message) => stream.receive(message), {
       noAck: false,

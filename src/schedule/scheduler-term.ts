@@ -103,7 +103,13 @@ export class SchedulerTerm {
         if (ended) break;
         await this.pass();
         if (this.book.sinceSnapshot >= SNAPSHOT_EVERY)
-          this.book = await deps.follower.append(scheduleRecord({ kind: 'snapshot', state: this.book.snapshot() }));
+          this.book = await deps.follower.append(
+            scheduleRecord({
+              kind: 'snapshot',
+              state: this.book.snapshot(),
+              ...(this.book.lastId === undefined ? {} : { covers: this.book.lastId }),
+            }),
+          );
       }
     } finally {
       for (const off of unsubscribe) off();

@@ -6,6 +6,7 @@ import { planAfter, planOccurrence, spreadOffset, type PlanContext } from '../..
 import { occurrenceId } from '../../src/schedule/occurrence-id.js';
 import { ScheduleBook, type BookEntry } from '../../src/schedule/schedule-book.js';
 import type { ScheduleRecord } from '../../src/schedule/schedule-records.js';
+import type { WebhookSubscription } from '../../src/webhooks/webhook-subscription.js';
 
 const at = (iso: string): number => Date.parse(iso);
 let seq = 0;
@@ -153,5 +154,57 @@ describe('schedules: the book and the plan', () => {
     expect([...again.webhooks.values()]).to.deep.equal([{ ...hook, active: false }]);
     again.apply({ ...stamp('2026-03-01T11:00:00Z'), kind: 'clear' });
     expect(again.webhooks.size).to.equal(0);
+  });
+
+  it('loses no record another process appends between the leader taking a snapshot and the snapshot landing', () => {
+    const hook = (id: string): WebhookSubscription => ({
+      id,
+      owner: 'acme',
+      url: 'https://hooks.acme.example/ojs',
+      events: ['job.completed'],
+      active: true,
+      secret: 'whsec_test',
+      created_at: '2026-03-01T09:00:00Z',
+      updated_at: '2026-03-01T09:00:00Z',
+    });
+    const daily = compileSchedule('daily', { cron: '0 3 * * *', queue: 'q', type: 'a.b' }, 'daily');
+    const before: ScheduleRecord[] = [
+      { ...stamp('2026-03-01T09:00:00Z'), kind: 'put', schedule: hourly, origin: 'api' },
+      { ...stamp('2026-03-01T09:00:01Z'), kind: 'webhook', subscription: hook('sub_old') },
+    ];
+    // The leader takes its snapshot with these folded...
+    const leader = bookWith(...before);
+    const snapshot = (book: ScheduleBook): ScheduleRecord => ({
+      ...stamp('2026-03-01T09:00:05Z'),
+      kind: 'snapshot',
+      state: book.snapshot(),
+      ...(book.lastId === undefined ? {} : { covers: book.lastId }),
+    });
+    const taken = snapshot(leader);
+    // ...while others append these, which land before the snapshot does.
+    const between: ScheduleRecord[] = [
+      { ...stamp('2026-03-01T09:00:02Z'), kind: 'webhook', subscription: hook('sub_new') },
+      { ...stamp('2026-03-01T09:00:03Z'), kind: 'unhook', subscription: 'sub_old' },
+      { ...stamp('2026-03-01T09:00:04Z'), kind: 'put', schedule: daily, origin: 'api' },
+    ];
+    const expectAll = (book: ScheduleBook, what: string): void => {
+      expect([...book.webhooks.keys()], what).to.deep.equal(['sub_new']);
+      expect([...book.entries.keys()].sort(), what).to.deep.equal(['daily', 'hourly']);
+    };
+    // A reader of the whole stream, and one that starts past the covered record (the stream trimmed).
+    expectAll(bookWith(...before, ...between, taken), 'from the start');
+    expectAll(bookWith(...between, taken), 'from past the covered record');
+    // The leader folds the same, and its next snapshot, covering the first, carries everything.
+    leader.apply(between[0] as ScheduleRecord);
+    leader.apply(between[1] as ScheduleRecord);
+    leader.apply(between[2] as ScheduleRecord);
+    leader.apply(taken);
+    expectAll(leader, 'the leader');
+    expectAll(bookWith(snapshot(leader)), 'from the next snapshot');
+    // A record after the snapshot is folded once, not again at the next snapshot.
+    leader.apply({ ...stamp('2026-03-01T09:00:06Z'), kind: 'fired', key: 'hourly', occurrence: '2026-03-01T10:00:00.000Z', job: 'j1' });
+    const next = snapshot(leader);
+    leader.apply(next);
+    expect((leader.entries.get('hourly') as BookEntry).run_count).to.equal(1);
   });
 });
