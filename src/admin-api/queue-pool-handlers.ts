@@ -19,7 +19,11 @@ export async function putQueuePool(ctx: AdminContext, request: ApiRequest): Prom
   const name = checkPoolName(request.params.name ?? '');
   const body = await readJsonObject(request.req);
   if (body.name !== undefined && body.name !== name)
-    throw new ApiError(400, 'INVALID_REQUEST', `"name" must be the path's pool name "${name}", got ${JSON.stringify(body.name)?.slice(0, 140)}`);
+    throw new ApiError(
+      400,
+      'INVALID_REQUEST',
+      `"name" must be the path's pool name "${name}", got ${JSON.stringify(body.name)?.slice(0, 140)}`,
+    );
   const plan = readPoolPlan(body);
   return ctx.serializer.run(async () => {
     if (poolsOf(await ctx.configFile.load(), ctx.stages).some((pool) => pool.name === name))

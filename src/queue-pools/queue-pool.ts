@@ -64,7 +64,9 @@ export function readPoolPlan(body: Record<string, unknown>, defaultStrategy: Poo
 export function readStrategy(value: unknown): PoolStrategy | undefined {
   if (value === undefined || value === null) return undefined;
   if (!POOL_STRATEGIES.includes(value as PoolStrategy))
-    throw invalid(`"strategy" must be one of ${POOL_STRATEGIES.map((s) => `"${s}"`).join(', ')}, got ${JSON.stringify(value)?.slice(0, 60)}`);
+    throw invalid(
+      `"strategy" must be one of ${POOL_STRATEGIES.map((s) => `"${s}"`).join(', ')}, got ${JSON.stringify(value)?.slice(0, 60)}`,
+    );
   return value as PoolStrategy;
 }
 
@@ -73,18 +75,21 @@ function readQueues(value: unknown, weightsValue: unknown, field: string): { que
   if (Array.isArray(value)) {
     const listed = new Set<string>();
     for (const queue of value) {
-      if (!isQueueName(queue)) throw invalid(`"${field}": ${JSON.stringify(queue)?.slice(0, 120)} is not a queue name (${QUEUE_NAME_RULE})`);
+      if (!isQueueName(queue))
+        throw invalid(`"${field}": ${JSON.stringify(queue)?.slice(0, 120)} is not a queue name (${QUEUE_NAME_RULE})`);
       listed.add(queue);
     }
     const given = weightsValue ?? {};
-    if (typeof given !== 'object' || given === null || Array.isArray(given)) throw invalid('"weights" must be an object of queue names to weights');
+    if (typeof given !== 'object' || given === null || Array.isArray(given))
+      throw invalid('"weights" must be an object of queue names to weights');
     for (const queue of Object.keys(given)) {
       if (!listed.has(queue)) throw invalid(`"weights.${queue.slice(0, 120)}": the queue is not in "${field}"`);
     }
     entries = [...listed].map((queue) => [queue, (given as Record<string, unknown>)[queue]]);
   } else if (typeof value === 'object' && value !== null) {
     entries = Object.entries(value).map(([queue, entry]: [string, unknown]) => {
-      if (!isQueueName(queue)) throw invalid(`"${field}": ${JSON.stringify(String(queue).slice(0, 120))} is not a queue name (${QUEUE_NAME_RULE})`);
+      if (!isQueueName(queue))
+        throw invalid(`"${field}": ${JSON.stringify(String(queue).slice(0, 120))} is not a queue name (${QUEUE_NAME_RULE})`);
       if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
         throw invalid(`"${field}.${queue}" must be an object such as { "weight": 1 }`);
       return [queue, (entry as Record<string, unknown>).weight];

@@ -196,7 +196,11 @@ export class ScheduleBook {
         recent: entry.recent,
       });
     }
-    return { entries, joined: Object.fromEntries(this.joined), triggers: [...this.triggers], webhooks: [...this.webhooks.values()],
+    return {
+      entries,
+      joined: Object.fromEntries(this.joined),
+      triggers: [...this.triggers],
+      webhooks: [...this.webhooks.values()],
       queue_pools: [...this.queuePools.values()],
     };
   }

@@ -73,7 +73,11 @@ describe('the HTTP binding: queue pools of HTTP workers (strict, round-robin, we
   });
 
   it('defines a pool with the admin token (201, then 200), shows it beside the stage pools, and deletes it', async () => {
-    const created = await put('mixing', { name: 'mixing', strategy: 'weighted', queues: { 'mix-a': { weight: 70 }, 'mix-b': { weight: 30 } } });
+    const created = await put('mixing', {
+      name: 'mixing',
+      strategy: 'weighted',
+      queues: { 'mix-a': { weight: 70 }, 'mix-b': { weight: 30 } },
+    });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     expect(created.body.pool).to.deep.include({ kind: 'queues', name: 'mixing', strategy: 'weighted', queues: ['mix-a', 'mix-b'] });
     expect(created.body.pool.weights).to.deep.equal({ 'mix-a': 70, 'mix-b': 30 });
@@ -137,8 +141,14 @@ describe('the HTTP binding: queue pools of HTTP workers (strict, round-robin, we
 
   it('hands out about 3 jobs of the weight-3 queue for each of the weight-1 queue while both have jobs waiting', async () => {
     expect((await put('weighted', { strategy: 'weighted', queues: { heavy: { weight: 3 }, light: { weight: 1 } } })).status).to.equal(201);
-    await pushAll('heavy', Array.from({ length: 40 }, (_, i) => `h${i}`));
-    await pushAll('light', Array.from({ length: 40 }, (_, i) => `l${i}`));
+    await pushAll(
+      'heavy',
+      Array.from({ length: 40 }, (_, i) => `h${i}`),
+    );
+    await pushAll(
+      'light',
+      Array.from({ length: 40 }, (_, i) => `l${i}`),
+    );
     const queues = await fetchEach({ pool: 'weighted' }, 1);
     await delivered(['heavy', 'light']);
     queues.push(...(await fetchEach({ pool: 'weighted' }, 39)));
@@ -151,7 +161,7 @@ describe('the HTTP binding: queue pools of HTTP workers (strict, round-robin, we
     expect(overridden.filter((queue) => queue === 'heavy').length, overridden.join(' ')).to.be.within(5, 7);
   });
 
-  it('round-robin alternates between the queues, through a pool or by the worker\'s own strategy', async () => {
+  it("round-robin alternates between the queues, through a pool or by the worker's own strategy", async () => {
     expect((await put('turns', { strategy: 'round-robin', queues: ['turn-x', 'turn-y'] })).status).to.equal(201);
     await pushAll('turn-x', ['x1', 'x2', 'x3', 'x4', 'x5', 'x6']);
     await pushAll('turn-y', ['y1', 'y2', 'y3', 'y4', 'y5', 'y6']);

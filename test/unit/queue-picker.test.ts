@@ -29,7 +29,9 @@ describe('QueuePicker: the queue of each dispatch of a fetch over several queues
     const gaps: number[] = [];
     let last = -1;
     run.forEach((queue, i) => {
-      if (queue === 'small') gaps.push(i - last), (last = i);
+      if (queue !== 'small') return;
+      gaps.push(i - last);
+      last = i;
     });
     expect(gaps.length).to.equal(3);
     expect(Math.max(...gaps)).to.be.at.most(1001);
@@ -62,7 +64,10 @@ describe('QueuePicker: the queue of each dispatch of a fetch over several queues
 
   it('answers undefined when no queue has a job', () => {
     for (const strategy of ['strict', 'round-robin', 'weighted'] as const) {
-      expect(new QueuePicker({ strategy, queues: ['a'], weights: { a: 1 } }).next(() => false), strategy).to.equal(undefined);
+      expect(
+        new QueuePicker({ strategy, queues: ['a'], weights: { a: 1 } }).next(() => false),
+        strategy,
+      ).to.equal(undefined);
     }
   });
 });

@@ -28,15 +28,24 @@ export interface FetchPlan {
 export async function fetchPlanOf(ctx: BindingContext, body: Record<string, unknown>, request: ApiRequest): Promise<FetchPlan> {
   const scope = tenantOf(request) ?? '';
   if (body.pool !== undefined) {
-    if (typeof body.pool !== 'string' || body.pool === '') throw new ApiError(400, 'INVALID_REQUEST', '"pool" must be the name of a queue pool');
+    if (typeof body.pool !== 'string' || body.pool === '')
+      throw new ApiError(400, 'INVALID_REQUEST', '"pool" must be the name of a queue pool');
     const pool = (await ctx.admin.schedules.book()).queuePools.get(body.pool);
     if (pool === undefined)
-      throw new ApiError(400, 'INVALID_REQUEST', `"pool": no queue pool "${body.pool.slice(0, 140)}" is defined (PUT /ojs/v1/admin/pools/{name})`);
+      throw new ApiError(
+        400,
+        'INVALID_REQUEST',
+        `"pool": no queue pool "${body.pool.slice(0, 140)}" is defined (PUT /ojs/v1/admin/pools/{name})`,
+      );
     return { queues: pool.queues, picker: ctx.pickers.of(pool, `pool:${scope}`) };
   }
   const queues = body.queues;
   if (!Array.isArray(queues) || queues.length === 0 || queues.length > MAX_FETCH_QUEUES) {
-    throw new ApiError(400, 'INVALID_REQUEST', `"queues" must be an array of 1 to ${MAX_FETCH_QUEUES} queue names (or "pool" a queue pool's name)`);
+    throw new ApiError(
+      400,
+      'INVALID_REQUEST',
+      `"queues" must be an array of 1 to ${MAX_FETCH_QUEUES} queue names (or "pool" a queue pool's name)`,
+    );
   }
   const bad = queues.find((queue) => !isQueueName(queue));
   if (bad !== undefined) {
