@@ -1,11 +1,13 @@
 import { expect } from 'chai';
+import { startAdminServer } from '../../src/admin-api/admin-server.js';
 import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { createLogger } from '../../src/logging/logger.js';
 import { MAX_QUEUE_POOLS } from '../../src/queue-pools/queue-pool.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';
 import { FAILURE_STAGES_MODULE, type ConfigFile } from '../helpers/config-file.js';
 import { ojsClient, type Json } from '../helpers/ojs-client.js';
-import { RawBroker } from '../helpers/raw-broker.js';
+import { AMQP_URL, RawBroker } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const TOKEN = 'test-http-binding-queue-pools-token-0123456789';
@@ -43,7 +45,8 @@ describe('the HTTP binding: queue pools of HTTP workers (strict, round-robin, we
   const fetchEach = async (body: Json, n: number, as: { token?: string } = {}): Promise<string[]> => {
     const queues: string[] = [];
     for (let i = 0; i < n; i++) {
-      const [job] = await fetchJobs({ ...body, count: 1 }, as);
+      // Long-poll: on a loaded machine the first deliveries may take longer than a plain fetch waits.
+      const [job] = await fetchJobs({ ...body, count: 1, wait_ms: 10_000 }, as);
       expect(job, `fetch ${i + 1} of ${n}`).to.not.equal(undefined);
       queues.push(job?.queue as string);
     }
@@ -94,6 +97,23 @@ describe('the HTTP binding: queue pools of HTTP workers (strict, round-robin, we
     const seen = await ojs(base, 'GET', '/ojs/v1/admin/pools/mixing', undefined, acme);
     expect(seen.status).to.equal(200);
     expect(seen.body.pool.queues).to.deep.equal(['mix-a', 'mix-b', 'mix-c']);
+    // Kept in the schedules stream: another admin server of the prefix (or this one restarted) knows it.
+    const other = await startAdminServer({
+      configFile: project.file,
+      port: 0,
+      token: TOKEN,
+      log: createLogger({ test: 'http-binding-queue-pools' }, 'error'),
+      env: { AMQP_URL },
+      stages: [],
+      scheduler: false,
+    });
+    try {
+      const there = await ojs(`http://127.0.0.1:${other.port}`, 'GET', '/ojs/v1/admin/pools/mixing');
+      expect(there.status).to.equal(200);
+      expect(there.body.pool).to.deep.include({ strategy: 'round-robin', updated_at: again.body.pool.updated_at });
+    } finally {
+      await other.close();
+    }
 
     const deleted = await ojs(base, 'DELETE', '/ojs/v1/admin/pools/mixing');
     expect(deleted.status).to.equal(200);
