@@ -14,7 +14,7 @@ const TOKEN = 'test-http-binding-queue-pools-token-0123456789';
 const ojs = ojsClient(TOKEN);
 
 describe('the HTTP binding: queue pools of HTTP workers (strict, round-robin, weighted)', function () {
-  this.timeout(120_000);
+  this.timeout(180_000);
   let project: ConfigFile;
   let binding: BindingServer | undefined;
   let broker: RawBroker | undefined;
