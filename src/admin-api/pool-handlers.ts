@@ -5,6 +5,7 @@ import type { AdminContext } from './admin-context.js';
 import { ApiError } from './api-error.js';
 import { tenantOf, visibleJobs } from './http-binding/request-tenant.js';
 import { confinePool, poolsOf, type PoolView } from './pool-views.js';
+import { queuePoolView } from '../queue-pools/queue-pool.js';
 import type { ApiRequest, ApiResponse } from './router.js';
 
 /** Most tracked jobs one statistics request reads per pool: beyond it the counts say `truncated`. */
@@ -12,18 +13,27 @@ const MAX_SCANNED_JOBS = 10 * MAX_JOB_PAGE;
 
 /**
  * `GET /ojs/v1/admin/pools` (ojs-fair-scheduling 10.1): the pooled share of every stage reading
- * a tenant-scoped queue (pool-views.ts). A tenant's token sees its own place in each pool only;
- * so does the admin naming a tenant in `X-OJS-Tenant`.
+ * a tenant-scoped queue (pool-views.ts, `kind: "stage"`), then the queue pools of HTTP workers
+ * (queue-pool-handlers.ts, `kind: "queues"`). A tenant's token sees its own place in each stage
+ * pool only; so does the admin naming a tenant in `X-OJS-Tenant`. A queue pool holds no tenant's
+ * data: every caller sees it whole, as its workers need to.
  */
 export async function listPools(ctx: AdminContext, request: ApiRequest): Promise<ApiResponse> {
   const tenant = tenantOf(request);
-  const pools = poolsOf(await ctx.configFile.load(), ctx.stages).map((pool) => confinePool(pool, tenant));
+  const stagePools = poolsOf(await ctx.configFile.load(), ctx.stages).map((pool) => confinePool(pool, tenant));
+  const queuePools = [...(await ctx.schedules.book()).queuePools.values()]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map(queuePoolView);
+  const pools = [...stagePools, ...queuePools];
   return { status: 200, body: { items: pools, pagination: { total: pools.length } } };
 }
 
-/** `GET /ojs/v1/admin/pools/{name}`: one stage's pool; 404 when no stage of that name reads a tenant-scoped queue. */
+/** `GET /ojs/v1/admin/pools/{name}`: one queue pool, or one stage's pool; 404 when neither has that name. */
 export async function getPool(ctx: AdminContext, request: ApiRequest): Promise<ApiResponse> {
-  return { status: 200, body: { pool: confinePool(await poolNamed(ctx, request.params.name ?? ''), tenantOf(request)) } };
+  const name = request.params.name ?? '';
+  const queuePool = (await ctx.schedules.book()).queuePools.get(name);
+  if (queuePool !== undefined) return { status: 200, body: { pool: queuePoolView(queuePool) } };
+  return { status: 200, body: { pool: confinePool(await poolNamed(ctx, name), tenantOf(request)) } };
 }
 
 async function poolNamed(ctx: AdminContext, name: string): Promise<PoolView> {
@@ -32,7 +42,7 @@ async function poolNamed(ctx: AdminContext, name: string): Promise<PoolView> {
     throw new ApiError(
       404,
       'NOT_FOUND',
-      `no pool "${name}": a pool is a configured stage reading a tenant-scoped queue (docs/pooled-workers.md)`,
+      `no pool "${name}": a pool is a configured stage reading a tenant-scoped queue (docs/pooled-workers.md), or a queue pool defined with PUT /ojs/v1/admin/pools/{name}`,
     );
   return pool;
 }

@@ -23,6 +23,8 @@ export interface PoolTenantView {
  * each tenant; `weights` are the tenants', not the queues'.
  */
 export interface PoolView {
+  /** Beside the queue pools of HTTP workers (`kind: "queues"`, queue-pool.ts). */
+  kind: 'stage';
   name: string;
   stage: string;
   /** The logical queue the stage reads: one physical queue per tenant. */
@@ -57,6 +59,7 @@ function poolView(config: CompiledConfig, endpoints: StageEndpoints, concurrency
   const seats = config.tenants.slice(0, MAX_POOL_TENANTS).map((tenant) => ({ tenant, ...tenantShare(config, tenant) }));
   const preview = previewShare(concurrency, seats);
   return {
+    kind: 'stage',
     name: endpoints.name,
     stage: endpoints.name,
     queues: [endpoints.input],

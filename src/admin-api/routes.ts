@@ -6,6 +6,7 @@ import { getBackpressure, putBackpressure } from './backpressure-handlers.js';
 import { createQueue } from './create-handler.js';
 import { listRateLimits, putRateLimit } from './rate-limit-handlers.js';
 import { getPool, listPools, schedulingStats } from './pool-handlers.js';
+import { deleteQueuePool, putQueuePool } from './queue-pool-handlers.js';
 import { bulkRetry } from './bulk-handlers.js';
 import { deleteQueue } from './delete-handler.js';
 import { changeState, listQueues, queueDetails } from './queue-handlers.js';
@@ -60,6 +61,9 @@ export function adminRoutes(ctx: AdminContext): Route[] {
     // The pooled share (ojs-fair-scheduling 10): a tenant's token sees its own tenant's place only.
     { method: 'GET', path: '/ojs/v1/admin/pools', mutating: false, access: 'tenant', handle: bind(listPools) },
     { method: 'GET', path: '/ojs/v1/admin/pools/{name}', mutating: false, access: 'tenant', handle: bind(getPool) },
+    // Queue pools of HTTP workers: the operator's to define and remove; every worker may fetch through one.
+    { method: 'PUT', path: '/ojs/v1/admin/pools/{name}', mutating: true, handle: bind(putQueuePool) },
+    { method: 'DELETE', path: '/ojs/v1/admin/pools/{name}', mutating: true, handle: bind(deleteQueuePool) },
     { method: 'GET', path: '/ojs/v1/admin/scheduling/stats', mutating: false, access: 'tenant', handle: bind(schedulingStats) },
   ];
 }

@@ -1,6 +1,7 @@
 import type { ScheduleDefinition } from '../config/config.types.js';
 import type { BookSnapshot, OccurrenceSummary, ScheduleOrigin, ScheduleRecord, SnapshotEntry, TriggerRecord } from './schedule-records.js';
 import { scheduleKey } from './schedule-records.js';
+import type { QueuePool } from '../queue-pools/queue-pool.js';
 import type { WebhookSubscription } from '../webhooks/webhook-subscription.js';
 
 /** Occurrences remembered per schedule for people (`cron list`, the dashboard). */
@@ -51,6 +52,8 @@ export class ScheduleBook {
   readonly triggers: TriggerRecord[] = [];
   /** Webhook subscriptions by id (docs/webhooks.md): registrations made over HTTP, kept beside the schedules. */
   readonly webhooks = new Map<string, WebhookSubscription>();
+  /** Queue pools for HTTP workers by name (docs/http-binding.md "Queue pools"), made over HTTP as well. */
+  readonly queuePools = new Map<string, QueuePool>();
   /** The last process that became the leader (it may have gone since: see leader-probe.ts). */
   leader: { process: string; at: string } | undefined;
   /** Records folded since the last snapshot: the leader writes one past a bound. */
@@ -165,6 +168,12 @@ export class ScheduleBook {
         return 'webhooks';
       case 'unhook':
         return this.webhooks.delete(record.subscription) ? 'webhooks' : undefined;
+      case 'pool':
+        this.queuePools.set(record.pool.name, record.pool);
+        return undefined;
+      case 'unpool':
+        this.queuePools.delete(record.name);
+        return undefined;
       case 'joined':
         this.joined.set(record.tenant, at);
         return 'tenants';
@@ -184,6 +193,7 @@ export class ScheduleBook {
         this.joined.clear();
         this.triggers.length = 0;
         this.webhooks.clear();
+        this.queuePools.clear();
         return 'schedules';
       case 'leader':
         this.leader = { process: record.process, at: record.at };
@@ -241,7 +251,13 @@ export class ScheduleBook {
         recent: entry.recent,
       });
     }
-    return { entries, joined: Object.fromEntries(this.joined), triggers: [...this.triggers], webhooks: [...this.webhooks.values()] };
+    return {
+      entries,
+      joined: Object.fromEntries(this.joined),
+      triggers: [...this.triggers],
+      webhooks: [...this.webhooks.values()],
+      queue_pools: [...this.queuePools.values()],
+    };
   }
 
   private restore(state: BookSnapshot): void {
@@ -268,5 +284,7 @@ export class ScheduleBook {
     this.triggers.splice(0, this.triggers.length, ...(state.triggers ?? []));
     this.webhooks.clear();
     for (const subscription of state.webhooks ?? []) this.webhooks.set(subscription.id, subscription);
+    this.queuePools.clear();
+    for (const pool of state.queue_pools ?? []) this.queuePools.set(pool.name, pool);
   }
 }

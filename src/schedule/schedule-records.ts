@@ -1,5 +1,6 @@
 import type { ScheduleDefinition } from '../config/config.types.js';
 import { uuidv7 } from '../job/uuid-v7.js';
+import type { QueuePool } from '../queue-pools/queue-pool.js';
 import type { WebhookSubscription } from '../webhooks/webhook-subscription.js';
 
 /** Where a schedule was registered: the configuration file (changed there only) or the API and command line. */
@@ -41,13 +42,17 @@ export type ScheduleRecord =
   | (Stamp & { kind: 'webhook'; subscription: WebhookSubscription })
   /** A webhook subscription deleted. */
   | (Stamp & { kind: 'unhook'; subscription: string })
+  /** A queue pool for HTTP workers defined or redefined (docs/http-binding.md "Queue pools"). */
+  | (Stamp & { kind: 'pool'; pool: QueuePool })
+  /** A queue pool removed. */
+  | (Stamp & { kind: 'unpool'; name: string })
   /**
    * The whole state, written by the leader now and then: readers need nothing before the last one.
    * `covers`: the id of the last record folded into it. Records another process appended between
    * that one and the snapshot are not in it: readers fold them again after it (ScheduleBook).
    */
   | (Stamp & { kind: 'snapshot'; state: BookSnapshot; covers?: string })
-  /** Every schedule and webhook subscription removed (`stagecoach admin --test-reset` only). */
+  /** Every schedule, webhook subscription and queue pool removed (`stagecoach admin --test-reset` only). */
   | (Stamp & { kind: 'clear' })
   /** Written by a reader to learn when it has read everything before it (ScheduleStream.caughtUp). */
   | (Stamp & { kind: 'mark' })
@@ -86,6 +91,8 @@ export interface BookSnapshot {
   triggers: TriggerRecord[];
   /** Webhook subscriptions (absent in snapshots written before there were any). */
   webhooks?: WebhookSubscription[];
+  /** Queue pools (absent in snapshots written before there were any). */
+  queue_pools?: QueuePool[];
 }
 
 export type TriggerRecord = Extract<ScheduleRecord, { kind: 'trigger' }>;

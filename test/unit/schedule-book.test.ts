@@ -207,4 +207,26 @@ describe('schedules: the book and the plan', () => {
     leader.apply(next);
     expect((leader.entries.get('hourly') as BookEntry).run_count).to.equal(1);
   });
+
+  it('keeps queue pools beside the schedules: redefined, deleted, in snapshots, cleared by a reset', () => {
+    const pool = {
+      name: 'media',
+      strategy: 'weighted' as const,
+      queues: ['thumbs', 'videos'],
+      weights: { thumbs: 3, videos: 1 },
+      created_at: '2026-03-01T09:00:00Z',
+      updated_at: '2026-03-01T09:00:00Z',
+    };
+    const book = bookWith(
+      { ...stamp('2026-03-01T09:00:00Z'), kind: 'pool', pool },
+      { ...stamp('2026-03-01T09:00:01Z'), kind: 'pool', pool: { ...pool, name: 'other' } },
+      { ...stamp('2026-03-01T09:00:02Z'), kind: 'pool', pool: { ...pool, weights: { thumbs: 5, videos: 1 } } },
+      { ...stamp('2026-03-01T09:00:03Z'), kind: 'unpool', name: 'other' },
+    );
+    expect([...book.queuePools.values()]).to.deep.equal([{ ...pool, weights: { thumbs: 5, videos: 1 } }]);
+    const again = bookWith({ ...stamp('2026-03-01T10:00:00Z'), kind: 'snapshot', state: book.snapshot() });
+    expect([...again.queuePools.values()]).to.deep.equal([{ ...pool, weights: { thumbs: 5, videos: 1 } }]);
+    again.apply({ ...stamp('2026-03-01T11:00:00Z'), kind: 'clear' });
+    expect(again.queuePools.size).to.equal(0);
+  });
 });

@@ -11,6 +11,7 @@ import { WorkerDirectory } from './worker-directory.js';
 import { EventPublisher } from '../../events/event-publisher.js';
 import type { EventSink } from '../../events/job-events.js';
 import { KeyedSerializer } from '../../util/keyed-serializer.js';
+import { PickerCache } from '../../queue-pools/picker-cache.js';
 import { WebhookDispatcher } from '../../webhooks/webhook-dispatcher.js';
 import type { WebhookDeliveryOptions } from '../../webhooks/webhook-queue.js';
 
@@ -43,6 +44,8 @@ export interface BindingContext {
   webhooks: WebhookDispatcher;
   /** Pushes of one derived job id, one at a time (push-handlers.ts); webhook subscription changes likewise. */
   pushing: KeyedSerializer;
+  /** The turns of fetches over several queues by a strategy (fetch-plan.ts). */
+  pickers: PickerCache;
   close(): Promise<void>;
 }
 
@@ -85,6 +88,7 @@ export function createBindingContext(
     webhooks,
     testReset: options.testReset,
     pushing: new KeyedSerializer(),
+    pickers: new PickerCache(),
     publisher(): Promise<Publisher> {
       opened ??= admin.configFile.load().then((config) => Publisher.connect(config, { log: admin.log, source: 'stagecoach/http-binding' }));
       // A failed connect is not kept: the next push tries again.

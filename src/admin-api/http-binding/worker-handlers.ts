@@ -8,8 +8,8 @@ import { bindingJobView } from './binding-job-view.js';
 import { DEFAULT_VISIBILITY_MS, VISIBILITY_RANGE_MS, type AckBody, type Held, type NackError } from './claim-board.js';
 import { MAX_PUSH_BYTES } from './push-handlers.js';
 import { REMOTE_CONCURRENCY, type RemoteQueue } from './remote-stages.js';
+import { claimPlanned, comingFor, fetchPlanOf } from './fetch-plan.js';
 import { checkVisible, confinedTo, tenantOf, visibleJobs } from './request-tenant.js';
-import { isQueueName, QUEUE_NAME_RULE } from '../../util/queue-name.js';
 import { waitForSettlement } from './settlement-wait.js';
 import type { LocalSettlement } from './settlement-waits.js';
 import { heldIdOf, jobIdOf, shownIdOf } from './tenant-job-ids.js';
@@ -22,27 +22,20 @@ export const DEFAULT_FETCH_COUNT = 1;
  */
 export const ARRIVAL_WAIT_MS = 2000;
 export const MAX_WAIT_MS = 30_000;
-/** Most queues one fetch may name: each one served is a runner this server holds. */
-export const MAX_FETCH_QUEUES = 16;
 /** How often a long-polling fetch looks again for a queue that did not exist when it came. */
 const MISSING_RETRY_MS = 500;
 /** How long a nack's answer waits for its retry's time once the store shows the job retryable. */
 const RETRY_TIME_WAIT_MS = 2000;
 
 /**
- * `POST /ojs/v1/workers/fetch` `{ queues, count?, worker_id?, visibility_timeout_ms?, wait_ms? }`:
- * claims up to `count` jobs from `queues`, in that order; 200 `{ jobs }` (empty when none).
+ * `POST /ojs/v1/workers/fetch` `{ queues | pool, strategy?, weights?, count?, worker_id?,
+ * visibility_timeout_ms?, wait_ms? }`: claims up to `count` jobs from the queues, in their order,
+ * or spread over them by a queue pool's strategy or the worker's (fetch-plan.ts); 200 `{ jobs }`
+ * (empty when none).
  */
 export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
-  const queues = body.queues;
-  if (!Array.isArray(queues) || queues.length === 0 || queues.length > MAX_FETCH_QUEUES) {
-    throw new ApiError(400, 'INVALID_REQUEST', `"queues" must be an array of 1 to ${MAX_FETCH_QUEUES} queue names`);
-  }
-  const bad = queues.find((queue) => !isQueueName(queue));
-  if (bad !== undefined) {
-    throw new ApiError(400, 'INVALID_REQUEST', `"queues": ${JSON.stringify(bad)} is not a queue name (${QUEUE_NAME_RULE})`);
-  }
+  const plan = await fetchPlanOf(ctx, body, request);
   const count = integer(body.count ?? body.max_jobs, 'count', 1, REMOTE_CONCURRENCY) ?? DEFAULT_FETCH_COUNT;
   const asked = integer(body.visibility_timeout_ms, 'visibility_timeout_ms', ...VISIBILITY_RANGE_MS);
   // The fetch's own, else the one the job was pushed with here, else the default.
@@ -54,7 +47,7 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
   const config = await ctx.admin.configFile.load();
   const tenant = tenantOf(request);
   const bounded = confinedTo(request);
-  const wanted = [...new Set(queues as string[])].map((queue) => ({
+  const wanted = plan.queues.map((queue) => ({
     queue,
     tenant: ctx.remote.tenantFor(config, queue, tenant, bounded !== undefined),
   }));
@@ -68,20 +61,18 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
     served = wanted.flatMap((want) => byQueue.get(want.queue) ?? []);
   };
   await serveMissing();
-  let keys = served.map((remote) => remote.key);
   const deadline = Date.now() + (waitMs ?? ARRIVAL_WAIT_MS);
   let retried = Date.now();
   for (;;) {
     if (missing.length > 0 && waitMs !== undefined && Date.now() - retried >= MISSING_RETRY_MS) {
       retried = Date.now();
       await serveMissing();
-      keys = served.map((remote) => remote.key);
     }
-    // The queues' order is kept: while a queue before the first with a job waiting has jobs on
-    // their way, they are waited for rather than a later queue's taken (within the deadline).
-    const coming = await firstComing(ctx, served);
+    // The plan is kept: while a queue whose turn may come has jobs on their way, they are waited
+    // for rather than another queue's taken (within the deadline).
+    const coming = await comingFor(ctx, plan, served);
     if (coming === undefined || Date.now() >= deadline) {
-      const taken = ctx.board.claim(keys, count, worker, visibilityMs);
+      const taken = claimPlanned(ctx, plan, served, count, worker, visibilityMs);
       ctx.workers.claimed(
         worker,
         taken.map((held) => held.job.id),
@@ -94,15 +85,6 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
     }
     await ctx.board.arrival(Math.min(100, Math.max(0, deadline - Date.now())));
   }
-}
-
-/** The first of the queues, in order, that has nothing waiting on the board but jobs on their way; undefined when a job waits first. */
-async function firstComing(ctx: BindingContext, served: readonly RemoteQueue[]): Promise<RemoteQueue | undefined> {
-  for (const remote of served) {
-    if (ctx.board.waitingOn(remote.key) > 0) return undefined;
-    if (await ctx.remote.readyFor([remote])) return remote;
-  }
-  return undefined;
 }
 
 /** `POST /ojs/v1/workers/ack` `{ job_id, result?, emit? }`: the job completes, its emits confirmed first; 200 with its state. */
