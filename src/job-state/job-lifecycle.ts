@@ -1,4 +1,5 @@
 import type { CreatedReport, DirectiveRecord, ProgressRecord, SettledReport, SettlementOutcome } from '../tracking/tracking-report.js';
+import { isForeignRecord } from './foreign-records.js';
 
 /** The OJS lifecycle (src/job/job-states.ts): kept here too for the store's readers. */
 export { JOB_STATES, type JobState } from '../job/job-states.js';
@@ -112,13 +113,16 @@ export function emptyRow(id: string): JobRow {
 
 /**
  * Folds one record into a job's row (a fresh one when undefined). Commutative and idempotent
- * (see JobRow): the state comes from the greatest key; facts (children, errors per attempt,
- * timestamps) are merged as sets or by min / max.
+ * (see JobRow) among the records of the job's own tenant: the state comes from the greatest key;
+ * facts (children, errors per attempt, timestamps) are merged as sets or by min / max. A record
+ * of another tenant than the one the row already names leaves the row as it is (isForeignRecord).
  *
  * Ordering within an attempt is by the reports' clocks: a hand-back and the next start of the
  * same attempt on another process are ordered by their hosts' clocks (docs/job-state.md).
  */
 export function foldJob(existing: JobRow | undefined, record: JobRecord, retentionOf: RetentionOf): JobRow {
+  // Another tenant's record for this id is not this job's (foreign-records.ts): the row stays as it is.
+  if (existing !== undefined && isForeignRecord(existing, record)) return existing;
   const row: JobRow = existing === undefined ? emptyRow(record.job) : { ...existing };
   if (record.kind === 'directive') {
     row.cancel_requested = minTime(row.cancel_requested, record.at);
