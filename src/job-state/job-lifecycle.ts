@@ -1,5 +1,4 @@
 import type { CreatedReport, DirectiveRecord, ProgressRecord, SettledReport, SettlementOutcome } from '../tracking/tracking-report.js';
-import { isForeignRecord } from './foreign-records.js';
 
 /** The OJS lifecycle (src/job/job-states.ts): kept here too for the store's readers. */
 export { JOB_STATES, type JobState } from '../job/job-states.js';
@@ -80,6 +79,20 @@ export function compareKeys(a: StateKey, b: StateKey): number {
   if (a[0] !== b[0]) return a[0] - b[0];
   if (a[1] !== b[1]) return a[1] < b[1] ? -1 : 1;
   return a[2] - b[2];
+}
+
+/**
+ * Whether a record names another tenant than the job it is about: a job's tenant is fixed by the
+ * first record naming one, and a record of another tenant for the same id (a tenant's producer
+ * may choose any id) is not this job's. Such a record changes nothing of the row, so no tenant
+ * can settle, cancel, annotate or take over another tenant's job by reusing its id, and a read
+ * confined to one tenant never shows what another reported. A record naming no tenant comes from
+ * the operator or the internal user (the tracker takes no other, security.tenantUsers) and is
+ * taken. A `job cancel` directive is the operator's and names no tenant.
+ */
+export function isForeignRecord(row: JobRow | undefined, record: JobRecord): boolean {
+  if (row?.tenant === undefined || record.kind === 'directive') return false;
+  return record.tenant !== undefined && record.tenant !== row.tenant;
 }
 
 /** The state a settlement outcome puts a job in, the attempt it concerns and its rank. */

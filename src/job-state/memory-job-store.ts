@@ -1,6 +1,6 @@
-import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
+import { childRecords, foldJob, isForeignRecord, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
 import { matches, type JobFilter, type JobList, type JobPage, type JobStore } from './job-store.js';
-import { ForeignRecords, isForeignRecord } from './foreign-records.js';
+import { ForeignRecords } from './foreign-records.js';
 
 /** A uniqueness key's claim (see MemoryUniqueClaims). */
 export interface MemoryKey {

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { StagecoachError } from '../errors/errors.js';
-import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
+import { childRecords, foldJob, isForeignRecord, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
 import type { JobFilter, JobList, JobPage, JobStore } from './job-store.js';
-import { ForeignRecords, isForeignRecord } from './foreign-records.js';
+import { ForeignRecords } from './foreign-records.js';
 import { inTransaction } from '../util/pg-transaction.js';
 
 /** A table name: unquoted-identifier characters, short enough for its indexes' names (`<table>_queue_state`). */
