@@ -35,11 +35,12 @@ const TENANT_USERS_CONFIG: RawConfig = {
 };
 
 /**
- * With broker-enforced tenant users, a tenant's producer chooses its jobs' ids: one equal to
- * another tenant's job must not become that job. Both job stores, each behind a tracker reading
- * the real stream, keep the job the first tenant reported and refuse the other's records.
+ * With broker-enforced tenant users, a tenant's producer chooses its jobs' ids and batch ids: one
+ * equal to another tenant's must not reach that tenant's job or batch. Both job stores, each
+ * behind a tracker reading the real stream, keep the job the first tenant reported and refuse the
+ * other's records; each tenant's batch of one id is its own.
  */
-describe('job store: a job id two tenants use is the first tenant\'s job (security.tenantUsers)', function () {
+describe("ids a tenant's producer chooses (security.tenantUsers)", function () {
   this.timeout(90_000);
   let config: CompiledConfig;
   let stages: LoadedStage[];
@@ -93,11 +94,11 @@ describe('job store: a job id two tenants use is the first tenant\'s job (securi
     if (config) await teardown(config, stages?.map((s) => s.metadata) ?? []);
   });
 
-  it("keeps acme's job as acme's when globex's producer publishes and runs a job of the same id: globex's records are refused and counted", async () => {
+  it("job store: keeps acme's job as acme's when globex's producer publishes and runs a job of the same id: globex's records are refused and counted", async () => {
     const own = acme.build('in', { type: 'relay.me', args: ['acme-own'], tenant: 'acme' });
     await acme.send(own);
     for (const tracker of trackers) {
-      await waitFor('acme\'s job in the store', async () => {
+      await waitFor("acme's job in the store", async () => {
         await tracker.sync();
         return (await (tracker.jobs as JobStore).get(own.id))?.tenant === 'acme';
       });
@@ -129,5 +130,21 @@ describe('job store: a job id two tenants use is the first tenant\'s job (securi
       // globex's created, started and completed records of that id.
       expect(store.foreign.count, store.constructor.name).to.equal(3);
     }
+  });
+
+  it("batches: a batch id globex's producer used first is acme's own batch too; neither counts or refuses the other's jobs", async () => {
+    const first = await globex.publish('in', { type: 'relay.me', args: ['globex-batched'], tenant: 'globex', batch: 'tu-shared' });
+    const second = await acme.publish('in', { type: 'relay.me', args: ['acme-batched'], tenant: 'acme', batch: 'tu-shared' });
+    const tracker = trackers[0] as Tracker;
+    const [ours, theirs] = await waitFor('both batches', async () => {
+      await tracker.sync();
+      const found = [tracker.batch('tu-shared', 'acme'), tracker.batch('tu-shared', 'globex')];
+      return found[0]?.counts.known === 1 && tracker.fold.job(first)?.cls === 'completed' ? found : undefined;
+    });
+    expect(ours).to.deep.include({ id: 'tu-shared', tenant: 'acme', refused: 0 });
+    expect(ours?.counts).to.include({ known: 1, in_flight: 1 });
+    expect(tracker.fold.job(second)).to.include({ tenant: 'acme', cls: 'in_flight', batchKey: ours?.key });
+    expect(theirs).to.deep.include({ id: 'tu-shared', tenant: 'globex', refused: 0 });
+    expect(tracker.fold.job(first)).to.include({ tenant: 'globex', batchKey: theirs?.key });
   });
 });
