@@ -41,9 +41,10 @@ export async function listBatches(ctx: AdminContext, { query }: ApiRequest): Pro
 }
 
 /** `GET /ojs/v1/batches/{id}`: one batch, as `batch status <id> --json` prints it. */
-export async function batchDetails(ctx: AdminContext, { params }: ApiRequest): Promise<ApiResponse> {
+export async function batchDetails(ctx: AdminContext, { params, query }: ApiRequest): Promise<ApiResponse> {
   const id = checkBatchId(params.id ?? '', 'batch');
-  const batch = (await ctx.batches.fold()).batches.get(id);
+  // Each tenant's batch of an id is its own: `?tenant=` names whose (else the one of no tenant, or the first seen).
+  const batch = (await ctx.batches.fold()).batch(id, tenantParam(query));
   if (batch === undefined) throw unknownBatch(id);
   return { status: 200, body: batchView(batch) };
 }
@@ -59,10 +60,11 @@ export async function batchJobs(ctx: AdminContext, { params, query }: ApiRequest
   const state = stateParam(query);
   const limit = integerParam(query, 'limit', DEFAULT_JOBS, 1, MAX_JOBS);
   const fold = await ctx.batches.fold();
-  if (!fold.batches.has(id)) throw unknownBatch(id);
+  const batch = fold.batch(id, tenantParam(query));
+  if (batch === undefined) throw unknownBatch(id);
   // The fold keys jobs by id only: a scan, bounded by the stream's retention, paid per request.
   const jobs: TrackedJob[] = [];
-  for (const job of fold.jobs.values()) if (job.batch === id && job.cls !== 'withdrawn' && matches(job, state)) jobs.push(job);
+  for (const job of fold.jobs.values()) if (job.batchKey === batch.key && job.cls !== 'withdrawn' && matches(job, state)) jobs.push(job);
   return {
     status: 200,
     body: { batch: id, ...(state === undefined ? {} : { state }), total: jobs.length, jobs: jobs.slice(0, limit).map(jobSummary) },

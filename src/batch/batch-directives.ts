@@ -44,18 +44,22 @@ export const RESUME_GRACE_MS = 1000;
  * discarded unrun and reported `cancelled`; jobs running now finish. The batch completes as
  * `cancelled` once nothing of it is in flight. Jobs of it parked by a pause are sent on, so that
  * stages discard them too, and its pause ends.
+ * @param tenant whose batch of that id (a workflow's cancel names its tenant); without one, every
+ * tenant's batch of that id, as the stages' flag is.
  * @throws StagecoachError NOT_FOUND when no report names the batch; INVALID_REQUEST when it is
  * already complete (nothing left to cancel).
  */
-export async function cancelBatch(config: CompiledConfig, batch: string, log: Logger): Promise<DirectiveResult> {
+export async function cancelBatch(config: CompiledConfig, batch: string, log: Logger, tenant?: string): Promise<DirectiveResult> {
   checkBatchId(batch, 'batch');
   const fold = await readTracking(config, log);
-  const known = fold.batches.get(batch);
-  if (known === undefined) throw new StagecoachError('NOT_FOUND', `no batch "${batch}" in the tracking stream`);
-  if (batchState(known) !== 'running') throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is already ${batchState(known)}`);
+  const known = tenant === undefined ? fold.batchesNamed(batch) : [fold.batch(batch, tenant)].filter((found) => found !== undefined);
+  if (known.length === 0) throw new StagecoachError('NOT_FOUND', `no batch "${batch}" in the tracking stream`);
+  const running = known.filter((found) => batchState(found) === 'running');
+  if (running.length === 0) throw new StagecoachError('INVALID_REQUEST', `batch "${batch}" is already ${batchState(known[0]!)}`);
+  const only = running.length === 1 ? running[0]!.tenant : undefined;
   return withConnection(config, log, async (connection, flags) => {
     await flags.clear({ kind: 'batch-paused', batch });
-    await direct(connection, config, flags, { kind: 'batch-cancelled', batch }, true, 'cancel', { batch }, known.tenant);
+    await direct(connection, config, flags, { kind: 'batch-cancelled', batch }, true, 'cancel', { batch }, tenant ?? only);
     return { action: 'cancel', batch, ...(await resumeParked(connection, config, log, (p) => p.batch === batch && p.by !== PENDING_PARK)) };
   });
 }

@@ -6,6 +6,7 @@ import {
   type TrackingRecord,
   type WorkflowRecord,
 } from '../tracking/tracking-report.js';
+import { batchKey } from './batch-key.js';
 
 /** A `created` or `settled` record of a batched job. */
 type BatchedRecord = Extract<TrackingRecord, { kind: 'created' | 'settled' }> & { batch: string };
@@ -17,6 +18,8 @@ export type JobClass = 'in_flight' | 'completed' | 'dead' | 'discarded' | 'cance
 export interface TrackedJob {
   id: string;
   batch: string;
+  /** Where its batch is kept (batchKey: its tenant's and its id's). */
+  batchKey: string;
   tenant?: string;
   type?: string;
   /** The logical queue it was created in or last settled from. */
@@ -61,8 +64,10 @@ export interface BatchCounts {
 
 export interface TrackedBatch {
   id: string;
-  /** The tenant it belongs to: the first tenant reported for it. */
+  /** The tenant it belongs to: a batch is its tenant's and its id's (batch-key.ts). */
   tenant?: string;
+  /** batchKey(tenant, id): where the fold keeps it. */
+  key: string;
   counts: BatchCounts;
   /** A tracker announced `batch.completed` for it (an `announced` record was read). */
   announced: boolean;
@@ -70,7 +75,7 @@ export interface TrackedBatch {
   cancelled: boolean;
   /** `batch pause` was recorded and no `resume` since: its jobs are parked where stages meet them. */
   paused: boolean;
-  /** Reports refused because they named another tenant than the batch's. */
+  /** Reports refused because they named a job of another tenant than theirs (a job's tenant is its first record's). */
   refused: number;
   /** Jobs with two different final outcomes (the first stands; see docs/batches.md). */
   conflicts: number;
@@ -99,7 +104,7 @@ export function isComplete(batch: TrackedBatch): boolean {
 export interface FoldResult {
   /** The batch became complete with this record (it was not complete before it). */
   completed?: TrackedBatch;
-  /** The record was refused (another tenant's batch), with the reason. */
+  /** The record was refused (it names another tenant's job), with the reason. */
   refused?: string;
   /** The batch the record was about, when it changed something of it (a workflow is re-evaluated on it). */
   batch?: TrackedBatch;
@@ -118,7 +123,20 @@ export interface FoldResult {
  */
 export class BatchFold {
   readonly jobs = new Map<string, TrackedJob>();
+  /** By batchKey (tenant and id). */
   readonly batches = new Map<string, TrackedBatch>();
+  private readonly named = new Map<string, TrackedBatch[]>();
+
+  /** The batch `id` of `tenant`; without one (the operator's view), that of no tenant, else the first seen. */
+  batch(id: string, tenant?: string): TrackedBatch | undefined {
+    if (tenant !== undefined) return this.batches.get(batchKey(tenant, id));
+    return this.batches.get(id) ?? this.named.get(id)?.[0];
+  }
+
+  /** Every batch of `id` (one per tenant), first seen first. */
+  batchesNamed(id: string): readonly TrackedBatch[] {
+    return this.named.get(id) ?? [];
+  }
 
   apply(record: TrackingRecord): FoldResult {
     switch (record.kind) {
@@ -129,18 +147,21 @@ export class BatchFold {
       case 'directive': {
         // A tenant's directives are for stages only; a batch's show in its state.
         if (record.batch === undefined) return {};
-        const batch = this.batchOf(record.batch, record.tenant, record.at);
-        batch.last_seen = record.at;
-        if (record.action === 'cancel') {
-          batch.cancelled = true;
-          batch.paused = false;
-        } else batch.paused = record.action === 'pause' && !batch.cancelled;
-        return { batch };
+        // The operator's directive naming no tenant is every batch of that id's, as its flag is
+        // for the stages (batch-directives.ts).
+        let changed: TrackedBatch | undefined;
+        for (const batch of this.directed(record.batch, record.tenant, record.at)) {
+          batch.last_seen = record.at;
+          if (record.action === 'cancel') {
+            batch.cancelled = true;
+            batch.paused = false;
+          } else batch.paused = record.action === 'pause' && !batch.cancelled;
+          changed ??= batch;
+        }
+        return changed === undefined ? {} : { batch: changed };
       }
       case 'announced': {
-        const batch = this.batches.get(record.batch);
-        if (batch !== undefined) batch.announced = true;
-        else this.batchOf(record.batch, undefined, record.at).announced = true;
+        for (const batch of this.directed(record.batch, record.tenant, record.at)) batch.announced = true;
         return {};
       }
       case 'workflow':
@@ -159,35 +180,46 @@ export class BatchFold {
    * id changes nothing (the first stands: a workflow started again, a record read twice).
    */
   private applyWorkflow(record: WorkflowRecord): FoldResult {
-    const refused = this.refusal(record.workflow, record.tenant);
-    if (refused !== undefined) return refused;
     const batch = this.batchOf(record.workflow, record.tenant, record.at);
     if (batch.lineages !== undefined) return {};
     const wasComplete = isComplete(batch);
     batch.lineages = new Map();
     batch.last_seen = record.at;
     for (const id of record.jobs) {
+      if (this.foreign(id, record.tenant)) {
+        batch.refused++;
+        continue;
+      }
       const job = this.jobOf(id, batch);
+      job.tenant ??= record.tenant;
       if (job.lineage === undefined) this.attribute(job, id, batch);
       this.reclassify(job, batch);
     }
     return !wasComplete && isComplete(batch) ? { completed: batch, batch } : { batch };
   }
 
-  /** Refuses a record naming another tenant than its batch's (the batch belongs to the first). */
-  private refusal(id: string, tenant: string | undefined): FoldResult | undefined {
-    const existing = this.batches.get(id);
-    if (existing?.tenant !== undefined && tenant !== undefined && tenant !== existing.tenant) {
-      existing.refused++;
-      return { refused: `batch "${id}" belongs to tenant "${existing.tenant}", not "${tenant}"` };
-    }
-    return undefined;
+  /**
+   * Whether job `id` is another tenant's than `tenant`: a job is its first reported tenant's (a
+   * tenant's producer chooses ids). A record naming no tenant is the operator's or the internal user's.
+   */
+  private foreign(id: string, tenant: string | undefined): boolean {
+    const known = this.jobs.get(id)?.tenant;
+    return known !== undefined && tenant !== undefined && tenant !== known;
+  }
+
+  /** The batches a record naming `id` is about: its tenant's, else every one of that id (or a new one of no tenant). */
+  private directed(id: string, tenant: string | undefined, at: string): readonly TrackedBatch[] {
+    if (tenant !== undefined) return [this.batchOf(id, tenant, at)];
+    const named = this.named.get(id);
+    return named !== undefined && named.length > 0 ? named : [this.batchOf(id, undefined, at)];
   }
 
   private applyJobRecord(record: BatchedRecord): FoldResult {
-    const refused = this.refusal(record.batch, record.tenant);
-    if (refused !== undefined) return refused;
     const batch = this.batchOf(record.batch, record.tenant, record.at);
+    if (this.foreign(record.job, record.tenant)) {
+      batch.refused++;
+      return { refused: `job "${record.job}" is another tenant's than "${record.tenant as string}"` };
+    }
     const wasComplete = isComplete(batch);
     batch.last_seen = record.at;
     const job = this.jobOf(record.job, batch);
@@ -203,6 +235,8 @@ export class BatchFold {
       job.reports.push(record);
       if (record.retracts !== undefined) job.retracted.add(record.retracts);
       for (const child of record.emitted ?? []) {
+        // Another tenant's job of that id stays out of this batch: its own tenant's child is not tracked.
+        if (this.foreign(child, record.tenant)) continue;
         job.children.add(child);
         const known = this.jobOf(child, batch);
         known.parent ??= job.id;
@@ -210,11 +244,12 @@ export class BatchFold {
         if (job.lineage !== undefined && known.lineage === undefined) this.attribute(known, job.lineage, batch);
       }
       for (const child of record.unsent ?? []) {
+        if (this.foreign(child, record.tenant)) continue;
         const known = this.jobOf(child, batch);
         known.unsent = true;
         this.reclassify(known, batch);
       }
-      for (const child of record.emitted ?? []) this.reclassify(this.jobs.get(child) as TrackedJob, batch);
+      for (const child of record.emitted ?? []) if (job.children.has(child)) this.reclassify(this.jobs.get(child) as TrackedJob, batch);
     }
     this.reclassify(job, batch);
     return !wasComplete && isComplete(batch) ? { completed: batch, batch } : { batch };
@@ -226,11 +261,13 @@ export class BatchFold {
   }
 
   private batchOf(id: string, tenant: string | undefined, at: string): TrackedBatch {
-    let batch = this.batches.get(id);
+    const key = batchKey(tenant, id);
+    let batch = this.batches.get(key);
     if (batch === undefined) {
       batch = {
         id,
         ...(tenant === undefined ? {} : { tenant }),
+        key,
         counts: emptyCounts(),
         announced: false,
         cancelled: false,
@@ -240,9 +277,10 @@ export class BatchFold {
         first_seen: at,
         last_seen: at,
       };
-      this.batches.set(id, batch);
-    } else if (batch.tenant === undefined && tenant !== undefined) {
-      batch.tenant = tenant;
+      this.batches.set(key, batch);
+      const named = this.named.get(id);
+      if (named === undefined) this.named.set(id, [batch]);
+      else named.push(batch);
     }
     return batch;
   }
@@ -254,6 +292,7 @@ export class BatchFold {
       job = {
         id,
         batch: batch.id,
+        batchKey: batch.key,
         created: false,
         children: new Set(),
         unsent: false,

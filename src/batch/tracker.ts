@@ -148,9 +148,9 @@ export class Tracker {
     return tracker;
   }
 
-  /** A batch's state, or undefined when no report named it. */
-  batch(id: string): TrackedBatch | undefined {
-    return this.fold.batches.get(id);
+  /** A batch's state (the tenant's batch of that id; see BatchFold.batch), or undefined when no report named it. */
+  batch(id: string, tenant?: string): TrackedBatch | undefined {
+    return this.fold.batch(id, tenant);
   }
 
   /** Resolves once every record published before the call is folded in (tests, status). */
@@ -188,8 +188,8 @@ export class Tracker {
   }
 
   private announce(batch: TrackedBatch): void {
-    if (batch.announced || this.announced.has(batch.id)) return;
-    this.announced.add(batch.id);
+    if (batch.announced || this.announced.has(batch.key)) return;
+    this.announced.add(batch.key);
     // The counts and the end as they are now: a late root may change them before the work runs.
     const counts = { ...batch.counts };
     // A cancelled batch runs on_complete only.
@@ -205,7 +205,9 @@ export class Tracker {
         failed: counts.failed > 0,
         ...(Object.keys(callbacks).length === 0 ? {} : { callbacks }),
       });
-      await this.reader?.append(stamp<AnnouncedReport>({ kind: 'announced', batch: batch.id }));
+      await this.reader?.append(
+        stamp<AnnouncedReport>({ kind: 'announced', batch: batch.id, ...(batch.tenant === undefined ? {} : { tenant: batch.tenant }) }),
+      );
       this.options.log.info('batch completed', { batch: batch.id, tenant: batch.tenant, ...counts });
       this.options.onCompleted?.(batch);
     })().catch((err: unknown) => {
@@ -259,8 +261,8 @@ export async function readJobStore(config: CompiledConfig, log: Logger): Promise
  * What of a record is taken, with `security.tenantUsers`, by who wrote it (its broker-validated
  * `user_id`). Callbacks only from a `created` record whose user could write it for the batch's
  * tenant: the tracker publishes them with its own (trusted) user, so a tenant's producer must not
- * make it publish jobs for another tenant; the record still counts. A directive record only from
- * the operator or the internal user (batch-directives.ts): it changes a batch's state word. A
+ * make it publish jobs for another tenant; the record still counts. A directive or `announced`
+ * record only from the operator or the internal user (an `announced` one ends a batch's announcing) (batch-directives.ts): it changes a batch's state word. A
  * `created`, `settled` or `progress` record only from a user that may act for the tenant it names (that
  * tenant's producer or stage user, the internal user, the operator): a tenant user cannot settle,
  * create or kill jobs in another tenant's batch. Without tenant users every record is taken.
@@ -268,8 +270,8 @@ export async function readJobStore(config: CompiledConfig, log: Logger): Promise
 export function trustedRecord(config: CompiledConfig, record: TrackingRecord, userId: string | undefined, log: Logger): TrackingRecord {
   if (!config.security.tenantUsers) return record;
   const identities = identitiesOf(config);
-  if (record.kind === 'directive' && !(userId !== undefined && identities.trusted(userId))) {
-    log.warn('batch directive record ignored: not written by the operator or the internal user', { ...record, user_id: userId });
+  if ((record.kind === 'directive' || record.kind === 'announced') && !(userId !== undefined && identities.trusted(userId))) {
+    log.warn(`batch ${record.kind} record ignored: not written by the operator or the internal user`, { ...record, user_id: userId });
     return { kind: 'mark', id: record.id, at: record.at };
   }
   if (

@@ -81,6 +81,20 @@ export function compareKeys(a: StateKey, b: StateKey): number {
   return a[2] - b[2];
 }
 
+/**
+ * Whether a record names another tenant than the job it is about: a job's tenant is fixed by the
+ * first record naming one, and a record of another tenant for the same id (a tenant's producer
+ * may choose any id) is not this job's. Such a record changes nothing of the row, so no tenant
+ * can settle, cancel, annotate or take over another tenant's job by reusing its id, and a read
+ * confined to one tenant never shows what another reported. A record naming no tenant comes from
+ * the operator or the internal user (the tracker takes no other, security.tenantUsers) and is
+ * taken. A `job cancel` directive is the operator's and names no tenant.
+ */
+export function isForeignRecord(row: JobRow | undefined, record: JobRecord): boolean {
+  if (row?.tenant === undefined || record.kind === 'directive') return false;
+  return record.tenant !== undefined && record.tenant !== row.tenant;
+}
+
 /** The state a settlement outcome puts a job in, the attempt it concerns and its rank. */
 function settledState(record: SettledReport): { state: JobState; attempt: number; rank: number } {
   switch (record.outcome) {
@@ -112,13 +126,16 @@ export function emptyRow(id: string): JobRow {
 
 /**
  * Folds one record into a job's row (a fresh one when undefined). Commutative and idempotent
- * (see JobRow): the state comes from the greatest key; facts (children, errors per attempt,
- * timestamps) are merged as sets or by min / max.
+ * (see JobRow) among the records of the job's own tenant: the state comes from the greatest key;
+ * facts (children, errors per attempt, timestamps) are merged as sets or by min / max. A record
+ * of another tenant than the one the row already names leaves the row as it is (isForeignRecord).
  *
  * Ordering within an attempt is by the reports' clocks: a hand-back and the next start of the
  * same attempt on another process are ordered by their hosts' clocks (docs/job-state.md).
  */
 export function foldJob(existing: JobRow | undefined, record: JobRecord, retentionOf: RetentionOf): JobRow {
+  // Another tenant's record for this id is not this job's (foreign-records.ts): the row stays as it is.
+  if (existing !== undefined && isForeignRecord(existing, record)) return existing;
   const row: JobRow = existing === undefined ? emptyRow(record.job) : { ...existing };
   if (record.kind === 'directive') {
     row.cancel_requested = minTime(row.cancel_requested, record.at);

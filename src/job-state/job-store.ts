@@ -1,3 +1,4 @@
+import type { ForeignRecords } from './foreign-records.js';
 import type { JobRecord, JobRow, JobState } from './job-lifecycle.js';
 
 /**
@@ -10,6 +11,11 @@ import type { JobRecord, JobRow, JobState } from './job-lifecycle.js';
  * record applied twice, or by two trackers in any order, leaves the same rows.
  */
 export interface JobStore {
+  /**
+   * The records refused as another tenant's than the job's they name (foreign-records.ts): a
+   * job's tenant is fixed by its first record naming one.
+   */
+  readonly foreign: ForeignRecords;
   /** Folds a batch of records (in stream order, though the result does not depend on it). */
   apply(records: readonly JobRecord[]): Promise<void>;
   /** One job, or undefined when no record named it (or it was pruned). */

@@ -1,5 +1,6 @@
-import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
+import { childRecords, foldJob, isForeignRecord, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
 import { matches, type JobFilter, type JobList, type JobPage, type JobStore } from './job-store.js';
+import { ForeignRecords } from './foreign-records.js';
 
 /** A uniqueness key's claim (see MemoryUniqueClaims). */
 export interface MemoryKey {
@@ -22,6 +23,7 @@ export class MemoryJobStore implements JobStore {
    * states are read from, as PostgreSQL keeps `<jobs>_unique` beside `<jobs>`; cleared with them.
    */
   readonly uniqueKeys = new Map<string, MemoryKey>();
+  readonly foreign = new ForeignRecords();
 
   constructor(private readonly retentionOf: RetentionOf) {}
 
@@ -91,6 +93,8 @@ export class MemoryJobStore implements JobStore {
 
   private fold(record: JobRecord): void {
     if (this.pruned.has(record.job)) return;
-    this.rows.set(record.job, foldJob(this.rows.get(record.job), record, this.retentionOf));
+    const row = this.rows.get(record.job);
+    if (row !== undefined && isForeignRecord(row, record)) this.foreign.refuse(row, record);
+    else this.rows.set(record.job, foldJob(row, record, this.retentionOf));
   }
 }

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { StagecoachError } from '../errors/errors.js';
-import { childRecords, foldJob, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
+import { childRecords, foldJob, isForeignRecord, type JobRecord, type JobRow, type RetentionOf } from './job-lifecycle.js';
 import type { JobFilter, JobList, JobPage, JobStore } from './job-store.js';
+import { ForeignRecords } from './foreign-records.js';
 import { inTransaction } from '../util/pg-transaction.js';
 
 /** A table name: unquoted-identifier characters, short enough for its indexes' names (`<table>_queue_state`). */
@@ -65,6 +66,7 @@ const RETIRED_INDEXES: readonly string[] = ['created_at', 'expires_at'];
  */
 export class PostgresJobStore implements JobStore {
   private readonly pool: pg.Pool;
+  readonly foreign = new ForeignRecords();
   private ready: Promise<void> | undefined;
 
   constructor(
@@ -96,9 +98,17 @@ export class PostgresJobStore implements JobStore {
     }
     const ids = [...byJob.keys()].sort();
     await this.ensureTable();
+    // Another tenant's records, per job as last folded (a row inserted meanwhile is folded again),
+    // told once the transaction is committed.
+    const refused = new Map<string, Array<[JobRow, JobRecord]>>();
     const fold = (id: string, doc: JobRow | undefined): JobRow => {
       let row = doc;
-      for (const record of byJob.get(id) ?? []) row = foldJob(row, record, this.retentionOf);
+      const foreign: Array<[JobRow, JobRecord]> = [];
+      for (const record of byJob.get(id) ?? []) {
+        if (row !== undefined && isForeignRecord(row, record)) foreign.push([row, record]);
+        else row = foldJob(row, record, this.retentionOf);
+      }
+      refused.set(id, foreign);
       return row as JobRow;
     };
     await inTransaction(this.pool, async (client) => {
@@ -142,6 +152,7 @@ export class PostgresJobStore implements JobStore {
         [JSON.stringify([...existing].map(([id, doc]) => fold(id, doc)))],
       );
     });
+    for (const foreign of refused.values()) for (const [row, record] of foreign) this.foreign.refuse(row, record);
   }
 
   async get(id: string): Promise<JobRow | undefined> {

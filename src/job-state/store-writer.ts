@@ -39,7 +39,16 @@ export class StoreWriter {
   constructor(
     readonly store: JobStore,
     private readonly log: Logger,
-  ) {}
+  ) {
+    store.foreign.onRefused((refused) =>
+      log.warn("job record refused: it names another tenant than the job's", {
+        job_id: refused.job,
+        tenant: refused.tenant,
+        record_tenant: refused.claimed,
+        kind: refused.kind,
+      }),
+    );
+  }
 
   add(record: TrackingRecord): void {
     const job = jobRecordOf(record);

@@ -38,7 +38,7 @@ export async function overlapVerdict(
   let going = false;
   let waiting = false;
   if (batch && sources.batches !== undefined) {
-    const known = (await sources.batches()).batches.get(occurrenceBatch(previous));
+    const known = (await sources.batches()).batch(occurrenceBatch(previous));
     going = known !== undefined && batchState(known) === 'running';
   }
   if (!going || policy === 'enqueue') {

@@ -87,6 +87,8 @@ export interface AnnouncedReport {
   kind: 'announced';
   id: string;
   batch: string;
+  /** The batch's tenant (a batch is its tenant's and its id's); none: the batch of that id of no tenant, or every one of that id. */
+  tenant?: string;
   at: string;
 }
 

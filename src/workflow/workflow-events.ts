@@ -4,7 +4,7 @@ import { EventPublisher } from '../events/event-publisher.js';
 import type { EventType } from '../events/ojs-event.js';
 import type { Logger } from '../logging/logger.js';
 import type { Evaluation, WorkflowState } from './workflow-eval.js';
-import type { TrackedWorkflow } from './workflow-fold.js';
+import { workflowKey, type TrackedWorkflow } from './workflow-fold.js';
 import type { Advance } from './step-publisher.js';
 
 const ENDED: ReadonlySet<WorkflowState> = new Set(['completed', 'failed', 'cancelled']);
@@ -26,17 +26,18 @@ export class WorkflowEvents {
     this.events = new EventPublisher(config, { source: 'stagecoach/tracker', log, connection: () => connection });
   }
 
-  /** What a new holder of the lock finds: not told again. */
-  baseline(id: string, evaluation: Evaluation): void {
-    this.told.set(id, evaluation.state);
+  /** What a new holder of the lock finds (by workflowKey): not told again. */
+  baseline(key: string, evaluation: Evaluation): void {
+    this.told.set(key, evaluation.state);
   }
 
   /** Tells of the workflow's move since it was last seen, if it moved. */
   observe(workflow: TrackedWorkflow, evaluation: Evaluation): void {
-    const before = this.told.get(workflow.id) ?? 'pending';
+    const key = workflowKey(workflow);
+    const before = this.told.get(key) ?? 'pending';
     const now = evaluation.state;
     if (now === before) return;
-    this.told.set(workflow.id, now);
+    this.told.set(key, now);
     if (before === 'pending') this.publish('workflow.started', workflow, evaluation);
     if (ENDED.has(now)) this.publish(`workflow.${now}` as EventType, workflow, evaluation);
   }

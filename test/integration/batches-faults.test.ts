@@ -169,7 +169,7 @@ describe('batches under faults: the example pipeline as stage processes', functi
     await waitFor(`the batch.completed event of ${batch}`, () => announcements(batch) > 0, 60_000);
     await waitFor(
       `the announced record of ${batch}`,
-      async () => (await readTracking(project!.config, log)).batches.get(batch)?.announced,
+      async () => (await readTracking(project!.config, log)).batch(batch)?.announced,
       30_000,
     );
     await tap!.fence();
@@ -232,7 +232,7 @@ describe('batches under faults: the example pipeline as stage processes', functi
       `      scan-b: ${end.known} jobs known (undisturbed ${UNDISTURBED.known}), ${out.lines} result lines, ${out.jobs.size} distinct exported job ids, ${suspects.length} suspects`,
     );
     expect(suspects.length, 'converter jobs redelivered after a kill').to.be.greaterThan(0);
-    expect(fold.batches.get('scan-b')?.counts).to.deep.equal(end);
+    expect(fold.batch('scan-b')?.counts).to.deep.equal(end);
     expect(
       supervisor!.ownExits.filter((exit) => exit.name === 'converter'),
       'exits the test did not cause',
@@ -250,7 +250,7 @@ describe('batches under faults: the example pipeline as stage processes', functi
       await scan('scan-c');
       const left = await converterHeldAt(
         'tracker kill',
-        async () => (await readTracking(config, log)).batches.get('scan-c')?.counts,
+        async () => (await readTracking(config, log)).batch('scan-c')?.counts,
         Math.floor(DOCS / 2),
       );
       first.kill('SIGKILL');
@@ -262,7 +262,7 @@ describe('batches under faults: the example pipeline as stage processes', functi
       second = spawnCli(['tracker', '--config', file], env);
       await waitFor('the second tracker caught up', () => second!.err.includes('"tracker caught up"'), 60_000);
       await announcedOnce('scan-c');
-      const view = batchView((await readTracking(config, log)).batches.get('scan-c')!);
+      const view = batchView((await readTracking(config, log)).batch('scan-c')!);
       expect(view).to.deep.include({ state: 'completed', announced: true, refused: 0, conflicts: 0, jobs: UNDISTURBED });
       expect(first.err).to.not.include('"batch completed"');
       second.kill('SIGTERM');

@@ -606,9 +606,9 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
         );
       }
       const fold = await readTracking(config, log);
-      expect(fold.batches.get('tu-globex')).to.equal(undefined);
+      expect(fold.batch('tu-globex')).to.equal(undefined);
       expect(fold.job('forged-root')).to.equal(undefined);
-      expect(fold.batches.get('tu-acme-ok')).to.deep.include({ tenant: 'acme', cancelled: false });
+      expect(fold.batch('tu-acme-ok')).to.deep.include({ tenant: 'acme', cancelled: false });
       expect(fold.job('own-root')?.created).to.equal(true);
     } finally {
       await stage.close();

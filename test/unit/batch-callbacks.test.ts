@@ -136,14 +136,14 @@ describe('batch callbacks', () => {
       fold.apply(created('r1', { on_success: spec('first') }));
       fold.apply(created('r2'));
       fold.apply(created('r3', { on_success: spec('second'), on_failure: spec('bad') }));
-      expect(fold.batches.get('b1')?.callbacks).to.deep.equal({ on_success: spec('first'), on_failure: spec('bad') });
+      expect(fold.batch('b1')?.callbacks).to.deep.equal({ on_success: spec('first'), on_failure: spec('bad') });
     });
 
     it('ignores the callbacks of a report refused for naming another tenant', () => {
       const fold = new BatchFold();
       fold.apply(created('r1'));
       fold.apply(created('r2', { on_complete: spec('intruder') }, 'globex'));
-      expect(fold.batches.get('b1')?.callbacks).to.equal(undefined);
+      expect(fold.batch('b1')?.callbacks).to.equal(undefined);
     });
   });
 });

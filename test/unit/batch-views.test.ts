@@ -37,7 +37,7 @@ describe('batch and job views (the JSON of `batch status --json` and the admin A
   });
 
   it('shows a batch in the DESIGN.md shape, then what else the fold knows of it, and nothing the fold keeps for itself', () => {
-    const batch = fold.batches.get('b1') as TrackedBatch;
+    const batch = fold.batch('b1') as TrackedBatch;
     expect(batchView(batch)).to.deep.equal({
       id: 'b1',
       tenant: 'acme',

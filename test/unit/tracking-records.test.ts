@@ -127,7 +127,7 @@ describe('tracking records (the stream format)', () => {
     const content = published(group).content;
     const fold = new BatchFold();
     for (const record of [...parseRecords(content), ...parseRecords(content)]) fold.apply(record);
-    expect(fold.batches.get('b1')?.counts).to.include({ known: 3, completed: 2, in_flight: 1 });
+    expect(fold.batch('b1')?.counts).to.include({ known: 3, completed: 2, in_flight: 1 });
     const retry: SettledReport = {
       ...completed,
       id: 'retry-1',
@@ -139,6 +139,6 @@ describe('tracking records (the stream format)', () => {
     delete retry.emitted;
     fold.apply(parseRecords(Buffer.from(JSON.stringify(retry)))[0]!);
     expect(fold.job(parent.id)?.cls).to.equal('in_flight');
-    expect(fold.batches.get('b1')?.counts).to.include({ known: 2, completed: 1, in_flight: 1 });
+    expect(fold.batch('b1')?.counts).to.include({ known: 2, completed: 1, in_flight: 1 });
   });
 });

@@ -3,7 +3,7 @@ import { BatchFold } from '../../src/batch/batch-fold.js';
 import type { WorkflowSpec } from '../../src/job/workflow.types.js';
 import type { CreatedReport, DirectiveRecord, SettledReport, TrackingRecord, WorkflowRecord } from '../../src/tracking/tracking-report.js';
 import type { Evaluation } from '../../src/workflow/workflow-eval.js';
-import { WorkflowFold } from '../../src/workflow/workflow-fold.js';
+import { WorkflowFold, workflowKey } from '../../src/workflow/workflow-fold.js';
 import { jobNodes, planOf, stepJobId, workflowCallbackId } from '../../src/workflow/workflow-plan.js';
 import { batch, chain, checkWorkflow, group } from '../../src/workflow/workflow-spec.js';
 
@@ -39,7 +39,7 @@ class Stream {
   }
 
   evaluation(): Evaluation {
-    return this.workflows.evaluate(WF) as Evaluation;
+    return this.workflows.evaluate(workflowKey({ id: WF, tenant: 'acme' })) as Evaluation;
   }
 
   /** What an advancer does: publishes (reports created) what is due, cancels what never runs. @returns the ids published. */
@@ -86,7 +86,7 @@ describe('workflow fold', () => {
     stream.advance();
     stream.append(settled(step('2'), 'completed'));
     expect(stream.evaluation().state).to.equal('completed');
-    expect(stream.batches.batches.get(WF)?.counts).to.include({ known: 3, completed: 3, in_flight: 0 });
+    expect(stream.batches.batch(WF)?.counts).to.include({ known: 3, completed: 3, in_flight: 0 });
   });
 
   it('stops a chain at a failed step: what follows is cancelled, the batch completes, the workflow failed', () => {
@@ -104,7 +104,7 @@ describe('workflow fold', () => {
     expect(failed.root.error).to.deep.equal({ type: 'HANDLER_ERROR', message: 'no' });
     stream.advance();
     expect(stream.evaluation().root.children.map((child) => child.state)).to.deep.equal(['completed', 'failed', 'cancelled']);
-    expect(stream.batches.batches.get(WF)?.counts).to.include({ known: 3, completed: 1, dead: 1, cancelled: 1, in_flight: 0 });
+    expect(stream.batches.batch(WF)?.counts).to.include({ known: 3, completed: 1, dead: 1, cancelled: 1, in_flight: 0 });
   });
 
   it('waits for everything a step emitted before the next step runs', () => {
@@ -152,7 +152,7 @@ describe('workflow fold', () => {
     stream.append(settled(workflowCallbackId(WF, '', 'on_failure'), 'completed'));
     // OJS: a batch's state is its callbacks'.
     expect(stream.evaluation().state).to.equal('completed');
-    expect(stream.batches.batches.get(WF)?.counts.in_flight).to.equal(0);
+    expect(stream.batches.batch(WF)?.counts.in_flight).to.equal(0);
   });
 
   it('passes results through nesting: a group after a step gets its result, the step after the group all of theirs', () => {
@@ -182,7 +182,7 @@ describe('workflow fold', () => {
     stream.advance();
     // The step that was enqueued is met by its stage and discarded unrun.
     stream.append(settled(step('0'), 'cancelled'));
-    expect(stream.batches.batches.get(WF)?.counts).to.include({ cancelled: 3, in_flight: 0 });
+    expect(stream.batches.batch(WF)?.counts).to.include({ cancelled: 3, in_flight: 0 });
   });
 
   it('derives the same states and due jobs from a replay, duplicates and a second reader', () => {
@@ -191,7 +191,7 @@ describe('workflow fold', () => {
     for (let round = 0; round < 20; round++) {
       const published = stream.advance();
       if (published.length === 0 && stream.evaluation().cancel.length === 0) {
-        const open = jobNodes(stream.workflows.workflows.get(WF)!.plan).find((node) => {
+        const open = jobNodes(stream.workflows.workflow(WF)!.plan).find((node) => {
           const job = stream.batches.jobs.get(node.job as string);
           return job?.created === true && job.final === undefined;
         });
@@ -208,17 +208,17 @@ describe('workflow fold', () => {
     const replay = new BatchFold();
     const workflows = new WorkflowFold(replay);
     for (const record of [...stream.log, ...stream.log]) workflows.observe(record, replay.apply(record));
-    const again = workflows.evaluate(WF) as Evaluation;
+    const again = workflows.evaluate(workflowKey({ id: WF, tenant: 'acme' })) as Evaluation;
     expect(again.state).to.equal('completed');
     expect(again.publish).to.deep.equal([]);
     expect(again.cancel).to.deep.equal([]);
-    expect(replay.batches.get(WF)?.counts).to.deep.equal(stream.batches.batches.get(WF)?.counts);
+    expect(replay.batch(WF)?.counts).to.deep.equal(stream.batches.batch(WF)?.counts);
     // Read up to any point, a second reader is due exactly what the first published next.
     for (let cut = 1; cut < stream.log.length; cut++) {
       const partial = new BatchFold();
       const reader = new WorkflowFold(partial);
       for (const record of stream.log.slice(0, cut)) reader.observe(record, partial.apply(record));
-      const due = (reader.evaluate(WF) as Evaluation).publish.map((d) => d.node.job as string);
+      const due = (reader.evaluate(workflowKey({ id: WF, tenant: 'acme' })) as Evaluation).publish.map((d) => d.node.job as string);
       const later = stream.log
         .slice(cut)
         .filter((record): record is CreatedReport => record.kind === 'created')
@@ -227,7 +227,7 @@ describe('workflow fold', () => {
     }
   });
 
-  it('takes the first definition of an id and none of another tenant', () => {
+  it("takes the first definition of a tenant's id; another tenant's of that id is its own", () => {
     const stream = new Stream(chain(job('a')));
     const definition = checkWorkflow(group(job('x'), job('y')));
     const second: WorkflowRecord = {
@@ -240,12 +240,18 @@ describe('workflow fold', () => {
       at,
     };
     stream.append(second);
-    expect(stream.workflows.workflows.get(WF)?.type).to.equal('chain');
-    expect(stream.batches.batches.get(WF)?.counts.known).to.equal(1);
+    expect(stream.workflows.workflow(WF)?.type).to.equal('chain');
+    expect(stream.batches.batch(WF)?.counts.known).to.equal(1);
     const intruder: WorkflowRecord = { ...second, id: 'other', workflow: 'wf-2', tenant: 'globex' };
     stream.append({ ...created('j'), batch: 'wf-2', tenant: 'acme' });
     stream.append(intruder);
-    expect(stream.workflows.workflows.has('wf-2')).to.equal(false);
+    // globex's workflow of an id acme's batch has is globex's own; acme's batch is untouched.
+    expect(stream.workflows.workflow('wf-2', 'globex')?.tenant).to.equal('globex');
+    expect(stream.workflows.workflow('wf-2', 'acme')).to.equal(undefined);
+    expect(stream.batches.batch('wf-2', 'acme')?.counts).to.include({ known: 1, in_flight: 1 });
+    // Of its jobs, the id acme's workflow has is refused, not counted in globex's batch.
+    expect(stream.batches.batch('wf-2', 'globex')).to.deep.include({ refused: 1 });
+    expect(stream.batches.batch('wf-2', 'globex')?.counts.known).to.equal(1);
   });
 });
 

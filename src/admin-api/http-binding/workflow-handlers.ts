@@ -1,7 +1,7 @@
 import { cancelBatch } from '../../batch/batch-directives.js';
 import type { WorkflowSpec } from '../../job/workflow.types.js';
 import type { Evaluation } from '../../workflow/workflow-eval.js';
-import type { TrackedWorkflow } from '../../workflow/workflow-fold.js';
+import { workflowKey, type TrackedWorkflow } from '../../workflow/workflow-fold.js';
 import { jobNodes, planOf } from '../../workflow/workflow-plan.js';
 import { workflowEnded, workflowView } from '../../workflow/workflow-views.js';
 import { workflowRecord } from '../../workflow/workflow-start.js';
@@ -48,7 +48,7 @@ export async function createWorkflow(ctx: BindingContext, request: ApiRequest): 
   });
   const deadline = Date.now() + START_WAIT_MS;
   for (;;) {
-    const found = await find(ctx, started);
+    const found = await find(ctx, started, tenant);
     if (found !== undefined && (found.evaluation.state !== 'pending' || Date.now() >= deadline)) {
       return { status: 201, body: { workflow: await view(ctx, found, request) } };
     }
@@ -78,7 +78,7 @@ export async function listWorkflows(ctx: BindingContext, request: ApiRequest): P
   const all: Array<Record<string, unknown>> = [];
   for (const workflow of advancer.workflows.workflows.values()) {
     if (tenant !== undefined && workflow.tenant !== tenant) continue;
-    const evaluation = advancer.workflows.evaluate(workflow.id) as Evaluation;
+    const evaluation = advancer.workflows.evaluate(workflowKey(workflow)) as Evaluation;
     if (state !== undefined && evaluation.state !== state) continue;
     all.push(await view(ctx, { workflow, evaluation }, request));
   }
@@ -99,14 +99,14 @@ export async function cancelWorkflow(ctx: BindingContext, request: ApiRequest): 
   }
   await ctx.admin.serializer.run(async () => {
     const config = await ctx.admin.configFile.load();
-    await cancelBatch(config, workflow.id, ctx.admin.log);
+    await cancelBatch(config, workflow.id, ctx.admin.log, workflow.tenant);
   });
   ctx.remote.forget(workflow.id);
   for (const node of jobNodes(workflow.plan)) {
     const id = node.job as string;
     if (ctx.board.claimOf(id) === undefined) ctx.board.cancel(id);
   }
-  const after = (await find(ctx, workflow.id)) ?? found;
+  const after = (await find(ctx, workflow.id, workflow.tenant)) ?? found;
   return { status: 200, body: { workflow: { ...(await view(ctx, after, request)), cancelled_at: new Date().toISOString() } } };
 }
 
@@ -115,10 +115,11 @@ interface Found {
   evaluation: Evaluation;
 }
 
-async function find(ctx: BindingContext, id: string): Promise<Found | undefined> {
+/** The workflow `id` of `tenant` (without one, the admin's view: see WorkflowFold.workflow). */
+async function find(ctx: BindingContext, id: string, tenant: string | undefined): Promise<Found | undefined> {
   const advancer = await ctx.admin.workflows();
-  const workflow = advancer.workflows.workflows.get(id);
-  const evaluation = advancer.workflows.evaluate(id);
+  const workflow = advancer.workflows.workflow(id, tenant);
+  const evaluation = workflow === undefined ? undefined : advancer.workflows.evaluate(workflowKey(workflow));
   return workflow === undefined || evaluation === undefined ? undefined : { workflow, evaluation };
 }
 
@@ -129,7 +130,7 @@ async function find(ctx: BindingContext, id: string): Promise<Found | undefined>
 async function visible(ctx: BindingContext, request: ApiRequest): Promise<Found> {
   const id = request.params.id ?? '';
   const tenant = tenantOf(request);
-  const found = (tenant === undefined ? undefined : await find(ctx, tenantWorkflowId(tenant, id))) ?? (await find(ctx, id));
+  const found = (tenant === undefined ? undefined : await find(ctx, tenantWorkflowId(tenant, id), tenant)) ?? (await find(ctx, id, tenant));
   const confined = confinedTo(request);
   if (found === undefined || (confined !== undefined && found.workflow.tenant !== confined)) {
     throw new ApiError(404, 'NOT_FOUND', `workflow ${id} not found`);

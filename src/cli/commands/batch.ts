@@ -35,7 +35,7 @@ export async function tracker(opts: { config?: string }): Promise<number> {
 export async function batchStatus(id: string, opts: { json?: boolean; config?: string }): Promise<number> {
   checkBatchId(id, 'batch');
   const fold = await read(opts.config);
-  const batch = fold.batches.get(id);
+  const batch = fold.batch(id);
   if (batch === undefined) throw new StagecoachError('NOT_FOUND', `no report names batch "${id}" (the stream keeps tracking.max_age)`);
   const view = batchView(batch);
   if (opts.json) process.stdout.write(`${JSON.stringify(view)}\n`);

@@ -5,6 +5,7 @@ import { createLogger } from '../../logging/logger.js';
 import { checkBatchId } from '../../util/batch-id.js';
 import { readWorkflows, type WorkflowsRead } from '../../workflow/read-workflows.js';
 import type { Evaluation } from '../../workflow/workflow-eval.js';
+import { workflowKey, type TrackedWorkflow } from '../../workflow/workflow-fold.js';
 import { jobNodes } from '../../workflow/workflow-plan.js';
 import { workflowEnded, workflowView } from '../../workflow/workflow-views.js';
 import { EXIT_OK } from '../exit-codes.js';
@@ -27,7 +28,7 @@ export async function workflowList(opts: { tenant?: string; state?: string; json
   const views: Array<Record<string, unknown>> = [];
   for (const workflow of read.workflows.workflows.values()) {
     if (tenant !== undefined && workflow.tenant !== tenant) continue;
-    const view = viewOf(read, workflow.id);
+    const view = viewOf(read, workflow);
     if (opts.state !== undefined && view.state !== opts.state) continue;
     views.push(view);
   }
@@ -55,7 +56,7 @@ export async function workflowCancel(id: string, opts: { json?: boolean; config?
   if (workflowEnded(String(view.state))) {
     throw new StagecoachError('CONFLICT', `workflow "${id}" is already in terminal state "${String(view.state)}"`);
   }
-  await cancelBatch(config, id, log);
+  await cancelBatch(config, id, log, view.tenant === undefined || view.tenant === null ? undefined : String(view.tenant));
   const after = await read(id, opts.config);
   if (opts.json) process.stdout.write(`${JSON.stringify(after.view)}\n`);
   else process.stdout.write(`workflow ${id}: cancel recorded; steps not started will not run (state ${String(after.view.state)})\n`);
@@ -65,15 +66,16 @@ export async function workflowCancel(id: string, opts: { json?: boolean; config?
 async function read(id: string, configFile: string | undefined): Promise<{ view: Record<string, unknown> }> {
   const config = await loadConfig(configFile);
   const read = await readWorkflows(config, createLogger({ service: 'stagecoach', command: 'workflow' }));
-  if (!read.workflows.workflows.has(id)) {
+  // The operator's view: the workflow of that id of no tenant, else the first one of that id.
+  const workflow = read.workflows.workflow(id);
+  if (workflow === undefined) {
     throw new StagecoachError('NOT_FOUND', `no record names workflow "${id}" (the stream keeps tracking.max_age)`);
   }
-  return { view: viewOf(read, id) };
+  return { view: viewOf(read, workflow) };
 }
 
-function viewOf(read: WorkflowsRead, id: string): Record<string, unknown> {
-  const workflow = read.workflows.workflows.get(id)!;
-  const evaluation = read.workflows.evaluate(id) as Evaluation;
+function viewOf(read: WorkflowsRead, workflow: TrackedWorkflow): Record<string, unknown> {
+  const evaluation = read.workflows.evaluate(workflowKey(workflow)) as Evaluation;
   const started = new Set(
     jobNodes(workflow.plan)
       .map((node) => node.job as string)
