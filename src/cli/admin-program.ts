@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { admin } from './commands/admin.js';
+import { admin, type AdminOptions } from './commands/admin.js';
 import { credentials } from './commands/credentials.js';
 import { payloadsCount, payloadsSweep } from './commands/payloads.js';
 import { configOption } from './command-options.js';
@@ -21,19 +21,9 @@ export function addAdminCommands(program: Command): void {
     .option('--no-auth', 'requests without a token act as the admin; refused unless --host is a loopback address (never production)')
     .option('--no-scheduler', 'do not fire schedules here (`stagecoach scheduler` processes do)')
     .addOption(configOption())
-    .action(
-      async (opts: {
-        port?: string;
-        host?: string;
-        config?: string;
-        payloadSweep?: boolean;
-        testReset?: boolean;
-        auth?: boolean;
-        scheduler?: boolean;
-      }) => {
-        process.exitCode = await admin(opts);
-      },
-    );
+    .action(async (opts: AdminOptions) => {
+      process.exitCode = await admin(opts);
+    });
 
   const payloads = program.command('payloads').description('the payload store of jobs sent by reference (docs/payloads.md)');
   payloads

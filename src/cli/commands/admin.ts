@@ -9,14 +9,8 @@ import { createLogger } from '../../logging/logger.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { untilSignal } from '../signals.js';
 
-/**
- * `stagecoach admin [--port P] [--host H] [--no-payload-sweep] [--test-reset] [--no-auth] [--no-scheduler] [--config F]`:
- * the queue admin HTTP API and the OJS HTTP binding (docs/http-binding.md) until SIGTERM/SIGINT, then the requests under way finish and it exits 0. It also
- * sweeps the payload store periodically (PayloadSweeper) unless `--no-payload-sweep`, and runs a scheduler (docs/schedules.md) unless `--no-scheduler`. Port and host: the flags,
- * else `admin.port` / `admin.host` in the configuration, else 9500 on 127.0.0.1. The token comes
- * from the environment only (`STAGECOACH_ADMIN_TOKEN`): a file gets copied, logged and committed.
- */
-export async function admin(opts: {
+/** The flags of `stagecoach admin`, as the command line parses them. */
+export interface AdminOptions {
   port?: string;
   host?: string;
   config?: string;
@@ -24,7 +18,16 @@ export async function admin(opts: {
   testReset?: boolean;
   auth?: boolean;
   scheduler?: boolean;
-}): Promise<number> {
+}
+
+/**
+ * `stagecoach admin [--port P] [--host H] [--no-payload-sweep] [--test-reset] [--no-auth] [--no-scheduler] [--config F]`:
+ * the queue admin HTTP API and the OJS HTTP binding (docs/http-binding.md) until SIGTERM/SIGINT, then the requests under way finish and it exits 0. It also
+ * sweeps the payload store periodically (PayloadSweeper) unless `--no-payload-sweep`, and runs a scheduler (docs/schedules.md) unless `--no-scheduler`. Port and host: the flags,
+ * else `admin.port` / `admin.host` in the configuration, else 9500 on 127.0.0.1. The token comes
+ * from the environment only (`STAGECOACH_ADMIN_TOKEN`): a file gets copied, logged and committed.
+ */
+export async function admin(opts: AdminOptions): Promise<number> {
   const port = opts.port === undefined ? undefined : parsePort(opts.port);
   if (opts.host !== undefined && opts.host.trim() === '') throw new StagecoachError('INVALID_REQUEST', '--host must not be empty');
   const file = path.resolve(opts.config ?? process.env.STAGECOACH_CONFIG ?? DEFAULT_CONFIG_PATH);
