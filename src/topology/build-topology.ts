@@ -1,9 +1,29 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { delayDeliveryBinding, delayTopology } from './delay-topology.js';
-import { BrokerNames, parseBrokerName } from './names.js';
+import { BrokerNames } from './names.js';
 import { queueTypeArguments, sharedQueueType } from './queue-type.js';
-import type { BindingSpec, ExchangeSpec, QueueSpec, StageEndpoints, Topology } from './topology.types.js';
+import type { BindingSpec, QueueSpec, StageEndpoints, Topology } from './topology.types.js';
+import {
+  jobCancelsExchange,
+  jobCancelsStream,
+  schedulesExchange,
+  schedulesStream,
+  trackingExchange,
+  trackingStream,
+} from './stream-topology.js';
+import { mergeTopologies, suspectPart } from './topology-parts.js';
+
+export {
+  jobCancelsExchange,
+  jobCancelsStream,
+  SCHEDULES_STREAM_BYTES,
+  schedulesExchange,
+  schedulesStream,
+  trackingExchange,
+  trackingStream,
+} from './stream-topology.js';
+export { mergeTopologies, suspectPart, withoutSuspectPart } from './topology-parts.js';
 
 /**
  * Pure functions from configuration to the exact exchanges, queues and bindings on the broker.
@@ -94,70 +114,6 @@ function entryTopology(config: CompiledConfig): Topology {
       { source: names.schedules, destination: names.schedules, destinationType: 'queue', routingKey: '' },
     ],
   };
-}
-
-/**
- * The batch-tracking stream (docs/batches.md): in the core, because every stage reports batched
- * settlements to it, through the fanout exchange of the same name (trackingExchange), where a
- * missing stream would drop the report silently (and confirm it). Always durable: RabbitMQ
- * streams cannot be anything else.
- */
-export function trackingStream(config: CompiledConfig): QueueSpec {
-  return {
-    name: new BrokerNames(config.prefix).tracking,
-    durable: true,
-    arguments: { 'x-queue-type': 'stream', 'x-max-age': `${config.tracking.maxAgeSeconds}s` },
-  };
-}
-
-/**
- * The way into the tracking stream: a fanout exchange named like it, bound to it. Not the default
- * exchange: publishing there needs write on `amq.default`, which reaches every queue by name, so
- * a tenant user (security.tenantUsers) may not have it; write on `<prefix>.tracking` opens
- * nothing but the stream. Durable, like the stream it feeds.
- */
-export function trackingExchange(config: CompiledConfig): ExchangeSpec {
-  return { name: new BrokerNames(config.prefix).tracking, type: 'fanout', durable: true };
-}
-
-/**
- * The stream of `job cancel` directives (docs/job-state.md), read from its start by every stage
- * (the set of cancelled job ids), kept as long as the tracking stream. In the core for the same
- * reason as the tracking stream: a missing stream would drop a cancel silently.
- */
-export function jobCancelsStream(config: CompiledConfig): QueueSpec {
-  return { ...trackingStream(config), name: new BrokerNames(config.prefix).jobCancels };
-}
-
-/** The way into the job-cancels stream, as trackingExchange is into the tracking stream. */
-export function jobCancelsExchange(config: CompiledConfig): ExchangeSpec {
-  return { name: new BrokerNames(config.prefix).jobCancels, type: 'fanout', durable: true };
-}
-
-/**
- * The schedules stream (docs/schedules.md): every registration and what became of every
- * occurrence, read from its start by whoever needs schedules. Kept by size, not age: the leader
- * writes a snapshot of the whole state every SNAPSHOT_EVERY records, far less than the stream
- * keeps, so a reader from the start always finds the state whole.
- */
-export function schedulesStream(config: CompiledConfig): QueueSpec {
-  return {
-    name: new BrokerNames(config.prefix).schedules,
-    durable: true,
-    arguments: {
-      'x-queue-type': 'stream',
-      'x-max-length-bytes': SCHEDULES_STREAM_BYTES,
-      'x-stream-max-segment-size-bytes': 16 * 1024 * 1024,
-    },
-  };
-}
-
-/** How many bytes the schedules stream keeps: 1 GiB. */
-export const SCHEDULES_STREAM_BYTES = 1024 * 1024 * 1024;
-
-/** The way into the schedules stream, as trackingExchange is into the tracking stream. */
-export function schedulesExchange(config: CompiledConfig): ExchangeSpec {
-  return { name: new BrokerNames(config.prefix).schedules, type: 'fanout', durable: true };
 }
 
 /** The tenant's exchange and its binding from the root exchange. */
@@ -331,40 +287,6 @@ export function stageDeclaredTopology(config: CompiledConfig, stages: readonly S
   return mergeTopologies(...parts);
 }
 
-/**
- * Of a topology, what only a stage declares (see {@link stageDeclaredTopology}): its `suspect`
- * companions and their bindings from the delay ladder.
- */
-export function suspectPart(config: Pick<CompiledConfig, 'prefix'>, topology: Topology): Topology {
-  const suspect = suspectNames(config);
-  return {
-    exchanges: [],
-    queues: topology.queues.filter((queue) => suspect(queue.name)),
-    bindings: topology.bindings.filter((binding) => suspect(binding.destination)),
-  };
-}
-
-/**
- * Of a topology, all but its {@link suspectPart}: what a pooled runner following the broker
- * declares for a tenant it learns of while it runs, its suspect part being declared on first use
- * (SuspectDeclaration).
- */
-export function withoutSuspectPart(config: Pick<CompiledConfig, 'prefix'>, topology: Topology): Topology {
-  const suspect = suspectNames(config);
-  return {
-    exchanges: topology.exchanges,
-    queues: topology.queues.filter((queue) => !suspect(queue.name)),
-    bindings: topology.bindings.filter((binding) => !suspect(binding.destination)),
-  };
-}
-
-/** Whether a broker name is a `suspect` companion's. */
-function suspectNames(config: Pick<CompiledConfig, 'prefix'>): (name: string) => boolean {
-  // A cheap look first: parsing every name of every tenant's topology was a pooled start's cost.
-  const start = `${config.prefix}.suspect.`;
-  return (name) => name.startsWith(start) && parseBrokerName(config.prefix, name)?.kind === 'suspect';
-}
-
 /** The logical queues `provision` declares, by name: every configured queue and every queue the stages read or write. */
 export function provisionQueues(config: CompiledConfig, stages: readonly StageEndpoints[]): ResolvedQueueConfig[] {
   const queueNames = new Set<string>(config.queues.keys());
@@ -378,33 +300,6 @@ export function provisionQueues(config: CompiledConfig, stages: readonly StageEn
     if (target !== undefined) queueNames.add(target);
   }
   return [...queueNames].sort().map((name) => queueFor(config, name));
-}
-
-/** Concatenates topologies, keeping the first declaration of each name and each binding. */
-export function mergeTopologies(...parts: Topology[]): Topology {
-  const exchanges = new Map<string, ExchangeSpec>();
-  const queues = new Map<string, QueueSpec>();
-  const bindings = new Map<string, BindingSpec>();
-  for (const part of parts) {
-    for (const exchange of part.exchanges) if (!exchanges.has(exchange.name)) exchanges.set(exchange.name, exchange);
-    for (const queue of part.queues) if (!queues.has(queue.name)) queues.set(queue.name, queue);
-    for (const binding of part.bindings) {
-      const key = mergeKey(binding);
-      if (!bindings.has(key)) bindings.set(key, binding);
-    }
-  }
-  return { exchanges: [...exchanges.values()], queues: [...queues.values()], bindings: [...bindings.values()] };
-}
-
-/**
- * What makes two bindings the same declaration. The names and the routing key are joined with
- * NUL, which AMQP names never hold here (BrokerNames joins slugs with dots); only arguments go
- * through JSON: a key per binding, ten of them per tenant, is built on every `plan` and `provision`.
- */
-function mergeKey(binding: BindingSpec): string {
-  const args = binding.arguments;
-  const match = args === undefined || Object.keys(args).length === 0 ? '' : JSON.stringify(args);
-  return `${binding.source}\u0000${binding.destination}\u0000${binding.routingKey}\u0000${match}`;
 }
 
 /**
