@@ -1,3 +1,5 @@
+import { PassHeap } from './pass-heap.js';
+
 /** What a seat's owner does when the share gives it a slot. */
 export interface ShareMember {
   /** Starts one waiting job on the slot just granted; false when it has none to start (the slot stays free). */
@@ -111,8 +113,8 @@ export class FairShare {
   private free: number;
   /** Sum of the weights of the active seats. */
   private activeWeight = 0;
-  /** Min-heap on `pass` of the seats that asked for a slot. */
-  private readonly heap: ShareSeat[] = [];
+  /** The seats that asked for a slot, lowest `pass` first. */
+  private readonly heap = new PassHeap<ShareSeat>();
   /**
    * Seats that asked for a slot while below their minimum, in the order they asked; each is also
    * in the heap. An entry whose seat is no longer below its minimum is dropped when reached.
@@ -161,7 +163,7 @@ export class FairShare {
     if (!seat.queued) {
       // Idle time earns nothing: it re-enters at the current virtual time.
       if (seat.pass < this.virtualTime) seat.pass = this.virtualTime;
-      this.push(seat);
+      this.heap.push(seat);
     }
     if (seat.belowMinimum) this.guarantee(seat);
     this.grant();
@@ -214,7 +216,7 @@ export class FairShare {
     try {
       while (this.free > 0) {
         if (this.below.length > 0) this.grantGuaranteed(this.below.shift() as ShareSeat);
-        else if (this.heap.length > 0) this.grantByWeight(this.pop());
+        else if (this.heap.size > 0) this.grantByWeight(this.heap.pop());
         else break;
       }
     } finally {
@@ -228,15 +230,15 @@ export class FairShare {
     if (seat.left || !seat.queued || !seat.belowMinimum) return;
     if (!this.mayStart(seat) || !this.start(seat)) {
       // At its bound, or nothing waits after all: out of the heap too, until it asks again.
-      this.remove(seat);
+      this.heap.remove(seat);
       this.deactivateIdle(seat);
       return;
     }
     // Counted like any grant, but never more than its holding ahead of the share's virtual time.
     const pass = Math.max(seat.pass, this.virtualTime) + 1 / seat.weight;
     seat.pass = Math.min(pass, this.virtualTime + seat.running / seat.weight);
-    this.reposition(seat);
-    if (!this.mayStart(seat)) this.remove(seat);
+    this.heap.reposition(seat);
+    if (!this.mayStart(seat)) this.heap.remove(seat);
     else if (seat.belowMinimum) this.guarantee(seat);
   }
 
@@ -248,7 +250,7 @@ export class FairShare {
     }
     this.virtualTime = seat.pass;
     seat.pass += 1 / seat.weight;
-    if (this.mayStart(seat)) this.push(seat);
+    if (this.mayStart(seat)) this.heap.push(seat);
   }
 
   /** Gives `seat` a slot and has its member start a job on it; false (the slot free again) when it had none. */
@@ -266,69 +268,5 @@ export class FairShare {
   /** May take another slot now: below its cap and its bound of jobs in flight. */
   private mayStart(seat: ShareSeat): boolean {
     return seat.running < seat.maxConcurrency && this.withinBound(seat);
-  }
-
-  private push(seat: ShareSeat): void {
-    seat.queued = true;
-    this.heap.push(seat);
-    this.siftUp(seat, this.heap.length - 1);
-  }
-
-  private pop(): ShareSeat {
-    const top = this.heap[0];
-    this.remove(top);
-    return top;
-  }
-
-  /** Takes `seat` out of the heap, wherever it is. */
-  private remove(seat: ShareSeat): void {
-    if (!seat.queued) return;
-    const heap = this.heap;
-    const at = seat.heapAt;
-    const last = heap.pop() as ShareSeat;
-    seat.queued = false;
-    seat.heapAt = -1;
-    if (last === seat) return;
-    heap[at] = last;
-    last.heapAt = at;
-    this.reposition(last);
-  }
-
-  /** Restores the heap's order around `seat` after its `pass` changed. */
-  private reposition(seat: ShareSeat): void {
-    if (!seat.queued) return;
-    this.siftUp(seat, seat.heapAt);
-    this.siftDown(seat, seat.heapAt);
-  }
-
-  private siftUp(seat: ShareSeat, from: number): void {
-    const heap = this.heap;
-    let at = from;
-    while (at > 0) {
-      const parent = (at - 1) >> 1;
-      if (heap[parent].pass <= seat.pass) break;
-      heap[at] = heap[parent];
-      heap[at].heapAt = at;
-      at = parent;
-    }
-    heap[at] = seat;
-    seat.heapAt = at;
-  }
-
-  private siftDown(seat: ShareSeat, from: number): void {
-    const heap = this.heap;
-    let at = from;
-    for (;;) {
-      const left = 2 * at + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      const child = right < heap.length && heap[right].pass < heap[left].pass ? right : left;
-      if (heap[child].pass >= seat.pass) break;
-      heap[at] = heap[child];
-      heap[at].heapAt = at;
-      at = child;
-    }
-    heap[at] = seat;
-    seat.heapAt = at;
   }
 }
