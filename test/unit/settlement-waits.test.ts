@@ -64,6 +64,23 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
     expect(await waits.wait('elsewhere', 1, undefined, 5)).to.equal(undefined);
   });
 
+  it("waits for its own claim's settlement: an earlier claim of the same job and attempt, handed back late, is not its answer", async () => {
+    const waits = new SettlementWaits(new RetryTimes());
+    const job = jobAt(1);
+    const expired = { result: undefined } as unknown as JobContext;
+    const claimed = { result: { pages: 1 } } as unknown as JobContext;
+    // The second claim's ack waits; the first claim's hand-back (its visibility ran out) settles only now.
+    const answer = waits.wait(job.id, 1, undefined, 1000, claimed);
+    await intercepted([waits], () => Promise.resolve<SettledResult>({ kind: 'given-back', settled: 'acked' }))({
+      delivery,
+      input: { kind: 'failed', job, error: new Error('visibility timeout'), ctx: expired },
+    });
+    await intercepted([waits], () =>
+      Promise.resolve<SettledResult>({ kind: 'completed', settled: 'acked', job, emitted: 0, seconds: 0.1 }),
+    )({ delivery, input: { kind: 'completed', job, ctx: claimed, seconds: 0.1 } });
+    expect((await answer)?.row).to.include({ state: 'completed', attempt: 1 });
+  });
+
   it('runs interceptors around the settlement, the first registered outermost', async () => {
     const order: string[] = [];
     const around = (name: string) => ({

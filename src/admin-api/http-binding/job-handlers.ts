@@ -55,7 +55,7 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
   const held = ctx.board.cancel(id);
   if (held !== undefined) {
     // Settled by its runner here, not before this turn ends: the wait is registered in time.
-    const local = await ctx.settlements.wait(id, held.job.attempt, held.claim?.at);
+    const local = await ctx.settlements.wait(id, held.job.attempt, held.claim?.at, undefined, held.ctx);
     const row = local?.row ?? (await waitForSettlement(ctx, id, held.job.attempt, since));
     return { status: 200, body: { job: { ...bindingJobView(row, pushed), id: asked } } };
   }

@@ -29,7 +29,10 @@ export interface LocalSettlement {
  * retries' times (RetryTimes) are kept from the same results.
  */
 export class SettlementWaits implements SettlementInterceptor {
-  private readonly waiters = new Map<string, { attempt: number; resolve: (settled: LocalSettlement | undefined) => void }>();
+  private readonly waiters = new Map<
+    string,
+    { attempt: number; claim: object | undefined; resolve: (settled: LocalSettlement | undefined) => void }
+  >();
   private readonly rows = new Map<string, JobRow>();
 
   constructor(
@@ -46,7 +49,14 @@ export class SettlementWaits implements SettlementInterceptor {
     }
     const row = this.fold(job, result, call);
     const waiter = this.waiters.get(job.id);
-    if (waiter !== undefined && waiter.attempt === job.attempt) {
+    // Only the settlement of the claim waited on answers it: an earlier claim of the same job and
+    // attempt (its visibility ran out) may be handed back after the job was claimed again.
+    const claim = 'ctx' in call.input ? call.input.ctx : undefined;
+    if (
+      waiter !== undefined &&
+      waiter.attempt === job.attempt &&
+      (waiter.claim === undefined || claim === undefined || waiter.claim === claim)
+    ) {
       this.waiters.delete(job.id);
       waiter.resolve(row === undefined ? undefined : { result, row });
     }
@@ -57,13 +67,15 @@ export class SettlementWaits implements SettlementInterceptor {
    * The settlement of attempt `attempt` of job `id` by a runner of this process, once done;
    * undefined when it was not settled here (its delivery lost with its channel: the broker has it
    * again) or not within `timeoutMs`. Call it before the ack that leads to the settlement.
-   * `startedAt`: when it was claimed (its `started`, which the row shows).
+   * `startedAt`: when it was claimed (its `started`, which the row shows). `claim`: the context its
+   * handler was given, so that only that claim's settlement answers.
    */
   wait(
     id: string,
     attempt: number,
     startedAt: string | undefined,
     timeoutMs = LOCAL_SETTLEMENT_WAIT_MS,
+    claim?: object,
   ): Promise<LocalSettlement | undefined> {
     return new Promise((resolve) => {
       const timer = setTimeout(() => done(undefined), timeoutMs);
@@ -85,7 +97,7 @@ export class SettlementWaits implements SettlementInterceptor {
         }
         resolve(settled);
       };
-      this.waiters.set(id, { attempt, resolve: done });
+      this.waiters.set(id, { attempt, claim, resolve: done });
     });
   }
 

@@ -93,7 +93,7 @@ export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const { held, asked } = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.emit !== undefined && !Array.isArray(body.emit)) throw new ApiError(400, 'INVALID_REQUEST', '"emit" must be an array of jobs');
-  const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at);
+  const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at, undefined, held.ctx);
   await ctx.board.ack(held, body as AckBody);
   return settled(ctx, held, asked, since, local);
 }
@@ -109,7 +109,7 @@ export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise
   const { held, asked } = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.requeue !== undefined && typeof body.requeue !== 'boolean')
     throw new ApiError(400, 'INVALID_REQUEST', '"requeue" must be a boolean');
-  const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at);
+  const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at, undefined, held.ctx);
   if (body.requeue === true) ctx.board.requeue(held);
   else ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
   return settled(ctx, held, asked, since, local);
