@@ -84,6 +84,8 @@ describe('the HTTP binding: queue pools of HTTP workers (strict, round-robin, we
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     expect(created.body.pool).to.deep.include({ kind: 'queues', name: 'mixing', strategy: 'weighted', queues: ['mix-a', 'mix-b'] });
     expect(created.body.pool.weights).to.deep.equal({ 'mix-a': 70, 'mix-b': 30 });
+    // The manifest claims the extension.
+    expect((await ojs(base, 'GET', '/ojs/manifest')).body.extensions).to.include('fair-scheduling');
     const again = await put('mixing', { strategy: 'round-robin', queues: ['mix-a', 'mix-b', 'mix-c'] });
     expect(again.status, JSON.stringify(again.body)).to.equal(200);
     expect(again.body.pool).to.deep.include({ strategy: 'round-robin', created_at: created.body.pool.created_at });

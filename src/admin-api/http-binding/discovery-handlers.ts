@@ -20,7 +20,18 @@ export function manifest(): Promise<ApiResponse> {
       // stays the highest whose levels below all pass too.
       // `progress`: PUT|GET /ojs/v1/jobs/{id}/progress for HTTP workers (the suite's ext-progress passes).
       // `backpressure`: queue bounds through PUT /ojs/v1/admin/queues/{name}/config (ext-backpressure passes).
-      extensions: ['rate-limiting', 'multi-tenancy', 'batches', 'unique-jobs', 'workflows', 'progress', 'backpressure', 'webhooks'],
+      // `fair-scheduling`: queue pools for HTTP workers and the pooled share's statistics (ext-fair-scheduling passes).
+      extensions: [
+        'rate-limiting',
+        'multi-tenancy',
+        'batches',
+        'unique-jobs',
+        'workflows',
+        'progress',
+        'backpressure',
+        'webhooks',
+        'fair-scheduling',
+      ],
       // OJS unique jobs 8.3 (docs/unique-jobs.md): claims are atomic (reject, ignore), but `replace`
       // cancels its holder through the job-cancels stream, which a holder starting meanwhile outruns.
       capabilities: {
