@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { OjsEvent } from '../../src/events/ojs-event.js';
 import type { Logger } from '../../src/logging/logger.js';
 import { WebhookQueue } from '../../src/webhooks/webhook-queue.js';
-import { readWebhookInput, type WebhookSubscription } from '../../src/webhooks/webhook-subscription.js';
+import { readWebhookInput } from '../../src/webhooks/webhook-subscription.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { webhookEvent as event, webhookSubscription as subscription } from '../helpers/webhook-fixtures.js';
 
 /** A logger that keeps what was warned, to see why a delivery was given up. */
 function recordingLog(): { log: Logger; warned: Array<Record<string, unknown>> } {
@@ -18,23 +18,6 @@ function recordingLog(): { log: Logger; warned: Array<Record<string, unknown>> }
     warn: (message: string, fields: Record<string, unknown> = {}) => warned.push({ message, ...fields }),
   } as unknown as Logger;
   return { log, warned };
-}
-
-function event(n: number): OjsEvent {
-  return {
-    specversion: '1.0',
-    id: `evt-${n}`,
-    type: 'job.completed',
-    source: 'test',
-    time: new Date().toISOString(),
-    subject: `job-${n}`,
-    data: {},
-  } as OjsEvent;
-}
-
-function subscription(id: string, url: string): WebhookSubscription {
-  const at = new Date().toISOString();
-  return { id, url, events: ['*'], active: true, secret: 'a-test-secret', created_at: at, updated_at: at };
 }
 
 describe('where webhooks may be delivered (no internal addresses unless allowed)', function () {

@@ -1,32 +1,16 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { OjsEvent } from '../../src/events/ojs-event.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { WebhookQueue } from '../../src/webhooks/webhook-queue.js';
-import { readWebhookInput, type WebhookSubscription } from '../../src/webhooks/webhook-subscription.js';
+import type { OjsEvent } from '../../src/events/ojs-event.js';
+import { readWebhookInput } from '../../src/webhooks/webhook-subscription.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { webhookEvent as event, webhookSubscription as subscription } from '../helpers/webhook-fixtures.js';
 
 const log = createLogger({ test: 'webhook-queue' }, 'error');
 /** The endpoint listens on 127.0.0.1: an internal address, delivered to only when allowed. */
 const allowPrivateAddresses = (): Promise<boolean> => Promise.resolve(true);
-
-function event(n: number): OjsEvent {
-  return {
-    specversion: '1.0',
-    id: `evt-${n}`,
-    type: 'job.completed',
-    source: 'test',
-    time: new Date().toISOString(),
-    subject: `job-${n}`,
-    data: {},
-  } as OjsEvent;
-}
-
-function subscription(id: string, url: string): WebhookSubscription {
-  const at = new Date().toISOString();
-  return { id, url, events: ['*'], active: true, secret: 'a-test-secret', created_at: at, updated_at: at };
-}
 
 describe('webhook deliveries (WebhookQueue)', function () {
   this.timeout(20_000);
