@@ -22,10 +22,11 @@ import {
   type ThroughputResult,
 } from './common.js';
 import { physical, SETTLE_MS, stagecoachRound } from './throughput.js';
+import { brokerCpuNow } from './broker-cpu.js';
 
-/** Jobs one fetch claims: the worker protocol's batch the issue asks for. */
+/** Slots of one worker loop: at most this many jobs claimed and not acked, fetched up to this many at once. */
 export const HTTP_FETCH_BATCH = 16;
-/** Worker loops at once, each fetching HTTP_FETCH_BATCH and acking them together. */
+/** Worker loops at once, each with HTTP_FETCH_BATCH slots. */
 export const HTTP_WORKERS = 4;
 const TOKEN = 'bench-http-relay-token-0123456789abcdef';
 const MEDIA = 'application/openjobspec+json';
@@ -33,7 +34,7 @@ const MEDIA = 'application/openjobspec+json';
 /**
  * A relay through HTTP workers (docs/http-binding.md) against a native relay, both with job
  * tracking on (the binding's ack answers wait for the job store): `stagecoach admin` runs in a
- * process of its own; HTTP_WORKERS worker loops in this process fetch HTTP_FETCH_BATCH jobs from
+ * process of its own; HTTP_WORKERS worker loops in this process, HTTP_FETCH_BATCH slots each, fetch jobs from
  * `http_a` (tenant `bench`) and ack each with an emit to `http_b`, which the server confirms
  * downstream before it acknowledges the input (as `ctx.emit`). The native side relays `js_a` ->
  * `js_b` (stage `js_ab`, tracking on). Reported: jobs/s of each, and the CPU per job of the
@@ -132,21 +133,33 @@ async function httpRound(ctx: BenchContext, base: string, pid: number, n: number
       request.on('error', reject);
       request.end(payload);
     });
-  let acked = 0;
+  let claimed = 0;
   const startCpu = serverCpuUs(pid);
+  const startBroker = brokerCpuNow();
+  const startWorkers = process.cpuUsage();
   const started = performance.now();
+  // Each loop works as an OJS worker with HTTP_FETCH_BATCH slots does (the SDK's OJSWorker): a
+  // job's slot is free once its ack is answered, and the loop fetches for its free slots while
+  // the others' acks are out, rather than waiting for its whole batch. It refills once half its
+  // slots are free (one fetch per few jobs, not per job), and stops once the round's jobs are claimed.
   const worker = async (): Promise<void> => {
-    while (acked < n) {
-      const { jobs } = (await post('/ojs/v1/workers/fetch', { queues: ['http_a'], count: HTTP_FETCH_BATCH, wait_ms: 1000 })) as {
+    const acks = new Set<Promise<void>>();
+    for (;;) {
+      const want = Math.min(HTTP_FETCH_BATCH - acks.size, n - claimed);
+      if (want <= 0) break;
+      const { jobs } = (await post('/ojs/v1/workers/fetch', { queues: ['http_a'], count: want, wait_ms: 1000 })) as {
         jobs: Array<{ id: string; args: unknown[] }>;
       };
-      await Promise.all(
-        jobs.map(async (job) => {
-          await post('/ojs/v1/workers/ack', { job_id: job.id, emit: [{ queue: 'http_b', type: JOB_TYPE, args: job.args }] });
-          acked++;
-        }),
-      );
+      claimed += jobs.length;
+      for (const job of jobs) {
+        const ack = post('/ojs/v1/workers/ack', { job_id: job.id, emit: [{ queue: 'http_b', type: JOB_TYPE, args: job.args }] }).then(
+          () => void acks.delete(ack),
+        );
+        acks.add(ack);
+      }
+      while (acks.size > HTTP_FETCH_BATCH / 2) await Promise.race(acks);
     }
+    await Promise.all(acks);
   };
   try {
     await withTimeout(Promise.all(Array.from({ length: HTTP_WORKERS }, worker)), ctx.opts.roundTimeoutMs * 4, what);
@@ -155,10 +168,22 @@ async function httpRound(ctx: BenchContext, base: string, pid: number, n: number
   }
   const seconds = (performance.now() - started) / 1000;
   const cpuUsPerJob = (serverCpuUs(pid) - startCpu) / n;
+  const workers = process.cpuUsage(startWorkers);
+  const endBroker = brokerCpuNow();
+  const brokerCpuUsPerJob = startBroker === undefined || endBroker === undefined ? undefined : (endBroker - startBroker) / n;
+  // The workers run in this process: their CPU is this process's (the bench's own share is small).
   progress(
-    `    ${'http'.padEnd(10)} ${fmt(n)} jobs in ${seconds.toFixed(2)} s = ${fmt(n / seconds).padStart(6)} jobs/s, server CPU ${cpuUsPerJob.toFixed(0)} µs/job`,
+    `    ${'http'.padEnd(10)} ${fmt(n)} jobs in ${seconds.toFixed(2)} s = ${fmt(n / seconds).padStart(6)} jobs/s, server CPU ${cpuUsPerJob.toFixed(0)} µs/job, workers ${((workers.user + workers.system) / n).toFixed(0)} µs/job${brokerCpuUsPerJob === undefined ? '' : `, broker CPU ${brokerCpuUsPerJob.toFixed(0)} µs/job`}`,
   );
-  return { side: 'stagecoach', jobs: n, seconds, jobsPerSecond: n / seconds, cpuUsPerJob, windowUs: [0, 0] };
+  return {
+    side: 'stagecoach',
+    jobs: n,
+    seconds,
+    jobsPerSecond: n / seconds,
+    cpuUsPerJob,
+    ...(brokerCpuUsPerJob === undefined ? {} : { brokerCpuUsPerJob }),
+    windowUs: [0, 0],
+  };
 }
 
 /** User + system CPU of a process on this machine, µs (/proc/<pid>/stat, in clock ticks of 10 ms). */

@@ -52,6 +52,8 @@ export interface RemoteQueue {
 export class RemoteStages {
   private connection: Promise<Opened> | undefined;
   private readonly running = new Map<string, Promise<RemoteQueue>>();
+  /** Queues whose runner is being looked for or started (begin()). */
+  private readonly starting = new Map<string, Promise<RemoteQueue | undefined>>();
   private readonly declared = new Map<string, Promise<void>>();
   /** Logical queues whose settings (policies) this server put before it first declared them. */
   private readonly settings = new Map<string, Promise<void>>();
@@ -129,8 +131,23 @@ export class RemoteStages {
    */
   async serve(queue: string, tenant: string | undefined, bounded?: string): Promise<RemoteQueue | undefined> {
     const key = keyOf(queue, tenant);
-    let running = this.running.get(key);
-    if (running === undefined) {
+    const remote = await (this.running.get(key) ?? this.starting.get(key) ?? this.begin(key, queue, tenant, bounded));
+    if (remote === undefined) return undefined;
+    // A paused queue is read again at each fetch: a resume whose control message is still on its
+    // way (the answer to the resume came first) already counts. Only while paused: costs nothing else.
+    if (remote.runner.state === 'paused') {
+      await remote.runner.syncState((await this.open()).connection);
+      this.board.setPaused(remote.key, remote.runner.state === 'paused');
+    }
+    return remote;
+  }
+
+  /**
+   * Looks whether the queue is served here and starts its runner. Fetches that come while it looks
+   * share it: each starting a runner of its own would consume the queue once per fetch, on one line.
+   */
+  private begin(key: string, queue: string, tenant: string | undefined, bounded: string | undefined): Promise<RemoteQueue | undefined> {
+    const begun = (async (): Promise<RemoteQueue | undefined> => {
       const { config } = await this.open();
       if (
         !config.queues.has(queue) &&
@@ -140,18 +157,13 @@ export class RemoteStages {
         return undefined;
       }
       this.admit(config, queue, bounded);
-      running = this.start(key, queue, tenant);
+      const running = this.start(key, queue, tenant);
       this.running.set(key, running);
       running.catch(() => this.running.delete(key));
-    }
-    const remote = await running;
-    // A paused queue is read again at each fetch: a resume whose control message is still on its
-    // way (the answer to the resume came first) already counts. Only while paused: costs nothing else.
-    if (remote.runner.state === 'paused') {
-      await remote.runner.syncState((await this.open()).connection);
-      this.board.setPaused(remote.key, remote.runner.state === 'paused');
-    }
-    return remote;
+      return running;
+    })().finally(() => this.starting.delete(key));
+    this.starting.set(key, begun);
+    return begun;
   }
 
   /**
