@@ -44,7 +44,7 @@ export async function benchHttpRelay(ctx: BenchContext): Promise<ThroughputResul
   // HTTP is a round trip per ack: a tenth of --jobs keeps a round in the tens of seconds.
   const n = Math.max(1000, Math.round(ctx.opts.jobs / 10));
   progress(
-    `http: ${fmt(n)} jobs per round, a relay through ${HTTP_WORKERS} HTTP workers (fetch ${HTTP_FETCH_BATCH}) vs a native relay, tracking on`,
+    `http: ${fmt(n)} jobs per round, a relay through ${HTTP_WORKERS} HTTP workers of ${HTTP_FETCH_BATCH} slots vs a native relay, tracking on`,
   );
   const [ha, hb, ja, jb] = [physical(ctx, 'http_a'), physical(ctx, 'http_b'), physical(ctx, 'js_a'), physical(ctx, 'js_b')];
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-http-'));
@@ -92,7 +92,7 @@ export async function benchHttpRelay(ctx: BenchContext): Promise<ThroughputResul
   return [
     summarise(
       'http',
-      `relay through HTTP workers, fetch batch ${HTTP_FETCH_BATCH}, ${HTTP_WORKERS} workers (stagecoach column; its CPU is the server's, the admin process) vs a native relay (baseline column), tracking on for both; ratio HTTP / native`,
+      `relay through HTTP workers, ${HTTP_WORKERS} workers of ${HTTP_FETCH_BATCH} slots (stagecoach column; its CPU is the server's, the admin process) vs a native relay (baseline column), tracking on for both; ratio HTTP / native`,
       [...native, ...http],
     ),
   ];
