@@ -31,8 +31,8 @@ export type { QueueLimits } from './inspect/queue-limits.js';
 export { formatQueues } from './inspect/format-queues.js';
 
 // Queue states and batch directives.
-export { setQueueState, type PhysicalQueueState } from './state/set-queue-state.js';
-export { QUEUE_STATES, type QueueState } from './state/queue-state.js';
+export { setQueueState, type PhysicalQueueState } from './queue-state/set-queue-state.js';
+export { QUEUE_STATES, type QueueState } from './queue-state/queue-state.js';
 export { cancelBatch, pauseBatch, resumeBatch, pauseTenant, resumeTenant, type DirectiveResult } from './batch/batch-directives.js';
 
 // Batch status.

@@ -1,6 +1,6 @@
 import { inspectQueues } from '../inspect/inspect-queues.js';
-import { setQueueState } from '../state/set-queue-state.js';
-import type { QueueState } from '../state/queue-state.js';
+import { setQueueState } from '../queue-state/set-queue-state.js';
+import type { QueueState } from '../queue-state/queue-state.js';
 import type { AdminContext } from './admin-context.js';
 import { reportsOf, tenantsOf } from './queue-lookup.js';
 import { configView, stateView, statsView } from './queue-views.js';

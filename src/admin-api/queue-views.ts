@@ -1,7 +1,7 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import type { QueueReport } from '../inspect/queue-report.js';
-import type { QueueState } from '../state/queue-state.js';
+import type { QueueState } from '../queue-state/queue-state.js';
 
 /**
  * The JSON the admin API answers with, built from the configuration and the inspection reports

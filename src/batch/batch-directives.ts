@@ -11,7 +11,7 @@ import type { DirectiveFlag } from '../flags/flag.js';
 import { fromWire, OJS_HEADERS, PENDING_PARK, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import type { Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
-import { checkKnownTenant } from '../state/set-queue-state.js';
+import { checkKnownTenant } from '../queue-state/set-queue-state.js';
 import { coreTopology } from '../topology/build-topology.js';
 import { delayRoutingKey } from '../topology/delay-topology.js';
 import { BrokerNames, parseBrokerName, parkKey } from '../topology/names.js';

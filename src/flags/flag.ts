@@ -11,7 +11,7 @@
 import { queueOfWord, queueWord } from '../util/queue-name.js';
 
 /**
- * A queue state other than `active` (src/state/queue-state.ts). `queue-paused` is per physical
+ * A queue state other than `active` (src/queue-state/queue-state.ts). `queue-paused` is per physical
  * queue; `queue-draining` per logical queue and tenant (it cuts the entry the general queue and
  * its variant queues share, so it has no variant).
  */

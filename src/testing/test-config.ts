@@ -7,7 +7,7 @@ import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
 import { deleteQueueSettings } from '../plan/queue-settings.js';
 import { managementApiOf } from '../security/management-api.js';
-import { possibleStateMarkers } from '../state/queue-state.js';
+import { possibleStateMarkers } from '../queue-state/queue-state.js';
 import { deletePrefix } from './delete-prefix.js';
 
 /**

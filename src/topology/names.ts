@@ -81,7 +81,7 @@ export class BrokerNames {
     return `${this.prefix}.control`;
   }
   /**
-   * Marker exchange of a queue state other than active (src/state/queue-state.ts): per physical
+   * Marker exchange of a queue state other than active (src/queue-state/queue-state.ts): per physical
    * queue for `paused`, per logical queue and tenant for `draining` (a variant is ignored).
    */
   stateMarker(state: 'paused' | 'draining', queue: string, tenant?: string, variant?: string): string {

@@ -9,7 +9,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { ManagementApi } from '../../src/security/management-api.js';
 import { pauseTenant } from '../../src/batch/batch-directives.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
 import { bucketQueues, bucketsOf, type Bucket } from '../../src/flow/bucket.js';

@@ -7,7 +7,7 @@ import type { Logger } from '../../logging/logger.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
 import { managementApiOf } from '../../security/management-api.js';
 import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
-import { stateFlag, type QueueState } from '../../state/queue-state.js';
+import { stateFlag, type QueueState } from '../../queue-state/queue-state.js';
 import { flagName } from '../../flags/flag.js';
 import type { FlagReader } from '../../flags/flag-reader.js';
 import { FlagChannel } from '../../flags/flag-channel.js';
@@ -149,7 +149,7 @@ export class TenantPool {
 
   /**
    * Every queue state of the stage's input at once, from one listing of the marker exchanges
-   * (src/state/queue-state.ts): a thousand tenants are a thousand passive declares otherwise.
+   * (src/queue-state/queue-state.ts): a thousand tenants are a thousand passive declares otherwise.
    * @returns undefined when the management API does not answer (each runner then looks itself).
    */
   async statesOf(targets: ReadonlyArray<{ queue: string; tenant?: string; variant?: string }>): Promise<Array<QueueState | undefined>> {
