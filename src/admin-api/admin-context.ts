@@ -3,7 +3,7 @@ import type { JobStore } from '../job-state/job-store.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { PayloadStore } from '../payload/payload-store.js';
-import type { ManagementApi } from '../security/management-api.js';
+import type { ManagementClient } from '../broker-management/management-client.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import type { WorkflowAdvancer } from '../workflow/workflow-advancer.js';
 import type { ScheduleFollower } from '../schedule/schedule-follower.js';
@@ -19,7 +19,7 @@ export interface AdminContext {
   /** Every change runs through it, one at a time. */
   serializer: Serializer;
   /** The management API of a configuration (its URL may change with the file). */
-  api(config: CompiledConfig): ManagementApi;
+  api(config: CompiledConfig): ManagementClient;
   /** Batch state, followed from the tracking stream by one reader for the server's life (TrackingFollower). */
   batches: { fold(): Promise<BatchFold> };
   /**

@@ -14,7 +14,7 @@ import { PayloadSweeper } from '../payload/payload-sweeper.js';
 import { loadAllStages } from '../stage/stage-loader.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import type { AdminContext } from './admin-context.js';
-import { managementApiOf } from '../security/management-api.js';
+import { managementClientOf } from '../broker-management/management-client.js';
 import { hostAllowed, LOOPBACK_HOSTS } from './host-check.js';
 import { StagecoachError } from '../errors/errors.js';
 import { toOjsError } from './api-error.js';
@@ -165,7 +165,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     stages,
     log,
     serializer,
-    api: (config) => managementApiOf(config),
+    api: (config) => managementClientOf(config),
     batches,
     workflows,
     jobs,

@@ -4,7 +4,7 @@ import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { managementApiOf } from '../security/management-api.js';
+import { managementClientOf } from '../broker-management/management-client.js';
 import { policyTarget } from '../topology/queue-policies.js';
 import { BrokerNames } from '../topology/names.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
@@ -39,7 +39,7 @@ export async function deleteLogicalQueue(
       `queue "${queue}" is still configured (${where}): remove it there first, or provision and the stages would declare it again`,
     );
   }
-  const api = options.api ?? managementApiOf(config);
+  const api = options.api ?? managementClientOf(config);
   const found = await findRemoval(config, api, {
     queue: (parsed) => parsed.queue === queue && (tenant === undefined || parsed.tenant === tenant),
     exchange: (parsed) =>

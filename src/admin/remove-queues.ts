@@ -8,7 +8,7 @@ import { fromWire, OJS_HEADERS, toWire, withoutBrokerHeaders, type WireMessage }
 import type { HeaderValue, Job } from '../job/job.types.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import type { BrokerBinding, ManagementApi } from '../security/management-api.js';
+import type { BrokerBinding, ManagementClient } from '../broker-management/management-client.js';
 import { BrokerNames, parseBrokerName, type ParsedBrokerName } from '../topology/names.js';
 import { keptBecause } from './dead-letters-admin.js';
 import { peek } from '../broker/peek.js';
@@ -319,7 +319,7 @@ function messageId(message: GetMessage): string {
  */
 export async function findRemoval(
   config: CompiledConfig,
-  api: ManagementApi,
+  api: ManagementClient,
   match: {
     queue: (parsed: ParsedBrokerName) => boolean;
     exchange: (parsed: ParsedBrokerName) => boolean;

@@ -5,7 +5,7 @@ import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import { tenantUserName, TENANT_ROLES, vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi, managementApiOf } from '../security/management-api.js';
+import { ManagementClient, managementClientOf } from '../broker-management/management-client.js';
 import { escape, policyTarget } from '../topology/queue-policies.js';
 import { BrokerNames, parkKey } from '../topology/names.js';
 import type { AdminEventSink } from '../events/admin-events.js';
@@ -16,7 +16,7 @@ export interface RemovalOptions {
   strategy: RemovalStrategy;
   /** The target logical queue of `move`. */
   target?: string;
-  api?: ManagementApi;
+  api?: ManagementClient;
   /** Where `tenant.retired` / `queue.deleted` go (see events/admin-events.ts); the command line publishes them on `<prefix>.events`. */
   onEvent?: AdminEventSink;
 }
@@ -77,7 +77,7 @@ export async function retireTenant(config: CompiledConfig, tenant: string, log: 
     }
     return [names.queue(target), names.deadQueue(target)];
   });
-  const api = options.api ?? managementApiOf(config);
+  const api = options.api ?? managementClientOf(config);
   const found = await findRemoval(config, api, {
     queue: (parsed) => parsed.tenant === tenant,
     exchange: (parsed) => parsed.tenant === tenant && ['tenant', 'variants', 'general', 'state'].includes(parsed.kind),

@@ -1,4 +1,4 @@
-import type { BrokerBinding, BrokerExchange, ManagementApi } from '../security/management-api.js';
+import type { BrokerBinding, BrokerExchange, ManagementClient } from '../broker-management/management-client.js';
 
 /**
  * Whether a message published now would arrive in a queue, worked out from the broker's own
@@ -20,7 +20,7 @@ export class RouteCheck {
   private readonly bindings = new Map<string, Promise<BrokerBinding[]>>();
 
   constructor(
-    private readonly api: ManagementApi,
+    private readonly api: ManagementClient,
     private readonly vhost: string,
     private readonly unroutable: string,
   ) {}

@@ -8,7 +8,7 @@ import type { Logger } from '../logging/logger.js';
 import { identitiesOf, vhostOfAmqpUrl } from '../security/broker-users.js';
 import { exclusiveRead, peek } from '../broker/peek.js';
 import { BrokerNames } from '../topology/names.js';
-import { managementApiOf } from '../security/management-api.js';
+import { managementClientOf } from '../broker-management/management-client.js';
 import { RouteCheck } from './route-check.js';
 
 export interface UnroutableEntry {
@@ -72,7 +72,7 @@ export async function replayUnroutable(config: CompiledConfig, log: Logger): Pro
       const channel = await connection.createChannel();
       const publisher = await ConfirmPublisher.open(connection);
       const exists = new Map<string, boolean>();
-      const routes = new RouteCheck(managementApiOf(config), vhostOfAmqpUrl(config.broker.url), names.unroutable);
+      const routes = new RouteCheck(managementClientOf(config), vhostOfAmqpUrl(config.broker.url), names.unroutable);
       const { messageCount } = await channel.checkQueue(names.unroutable);
       for (let i = 0; i < messageCount; i++) {
         const message = await channel.get(names.unroutable, { noAck: false });

@@ -1,6 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';
-import type { BrokerQueueStats } from '../security/management-api.js';
+import type { BrokerQueueStats } from '../broker-management/management-client.js';
 import { QueueStates, type QueueState } from '../queue-state/queue-state.js';
 import { BrokerNames, parseBrokerName } from '../topology/names.js';
 import { buildLimitReports } from './limit-report.js';

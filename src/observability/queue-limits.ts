@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi, managementApiOf, type BrokerPolicy } from '../security/management-api.js';
+import { ManagementClient, managementClientOf, type BrokerPolicy } from '../broker-management/management-client.js';
 
 /**
  * The `max_size` in force on physical queues, as the broker enforces it, for the capacity
@@ -17,17 +17,17 @@ import { ManagementApi, managementApiOf, type BrokerPolicy } from '../security/m
  * Operator policies and `x-max-length` arguments (stagecoach declares neither) are not read.
  */
 export class QueueLimits {
-  private readonly api: ManagementApi;
+  private readonly api: ManagementClient;
   private readonly vhost: string;
   private failing = false;
 
   constructor(
     config: CompiledConfig,
     private readonly log?: Logger,
-    api?: ManagementApi,
+    api?: ManagementClient,
   ) {
     // A scrape must not wait long: a short timeout, and the scrape reports no bounds.
-    this.api = api ?? managementApiOf(config, 3000);
+    this.api = api ?? managementClientOf(config, 3000);
     this.vhost = vhostOfAmqpUrl(config.broker.url);
   }
 

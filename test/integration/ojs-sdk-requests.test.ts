@@ -12,7 +12,7 @@ import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';
 import type { Json } from '../helpers/ojs-client.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 
 const log = createLogger({ test: 'ojs-sdk-requests' }, 'error');
 const TOKEN = 'test-ojs-sdk-requests-token-0123456789';
@@ -218,7 +218,7 @@ describe('the official OJS SDKs: their requests, as their READMEs make them', fu
       const pushed = await push({ type: 'report.generate', options: { queue: 'reports.v2' } }, { tenant: 'acme' });
       expect(pushed.status, JSON.stringify(pushed.body)).to.equal(201);
       expect(await project.raw.exists(`${project.config.prefix}.queue.reports~v2.acme`)).to.equal(true);
-      const policies = await new ManagementApi(project.config.broker.management).listPolicies('/');
+      const policies = await new ManagementClient(project.config.broker.management).listPolicies('/');
       expect(policies.map((policy) => policy.name)).to.include(`${project.config.prefix}.queue.reports~v2`);
       expect((await drain('reports.v2', 1000, { tenant: 'acme' })).map((job) => job.id)).to.deep.equal([pushed.body.job.id]);
     });

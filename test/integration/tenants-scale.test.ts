@@ -14,7 +14,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import { provisionBroker } from '../../src/plan/provision-broker.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { loadAllStages } from '../../src/stage/stage-loader.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { BrokerNames, parseBrokerName } from '../../src/topology/names.js';
@@ -79,7 +79,7 @@ describe(`${TENANTS} tenants of the example pipeline, one pooled --all-tenants p
   let pipeline: NonNullable<RawConfig['queues']>;
   let config: CompiledConfig;
   let names: BrokerNames;
-  let api: ManagementApi;
+  let api: ManagementClient;
   let raw: RawBroker | undefined;
   let publisher: Publisher | undefined;
   let child: ReturnType<typeof spawnCli> | undefined;
@@ -91,7 +91,7 @@ describe(`${TENANTS} tenants of the example pipeline, one pooled --all-tenants p
     await writeFile(file, JSON.stringify(pipelineShape(`test-${randomBytes(4).toString('hex')}`, pipeline)));
     config = await loadConfig(file, { AMQP_URL });
     names = new BrokerNames(config.prefix);
-    api = new ManagementApi(config.broker.management, 120_000);
+    api = new ManagementClient(config.broker.management, 120_000);
   });
 
   after(async () => {

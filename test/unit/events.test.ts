@@ -12,7 +12,7 @@ import { maxSizeOf, policyOf } from '../../src/observability/queue-limits.js';
 import { StageMetrics } from '../../src/observability/stage-metrics.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { queuePolicies } from '../../src/topology/queue-policies.js';
-import type { BrokerPolicy } from '../../src/security/management-api.js';
+import type { BrokerPolicy } from '../../src/broker-management/management-client.js';
 import { toBrokerPolicy } from '../../src/plan/queue-settings.js';
 
 const config = compileConfig({

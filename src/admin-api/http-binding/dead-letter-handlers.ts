@@ -1,7 +1,7 @@
 import { deleteDeadLetters, listDeadLetterJobs, retryDeadLetters, type DeadLetterJob } from '../../admin/dead-letters-admin.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import { ENDED_STATES } from '../../job-state/job-lifecycle.js';
-import { managementApiOf } from '../../security/management-api.js';
+import { managementClientOf } from '../../broker-management/management-client.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
 import { ApiError } from '../api-error.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
@@ -123,7 +123,7 @@ async function deadLetters(
 /** The prefix's dead-letter queues on the broker, by name. */
 async function deadOrigins(config: CompiledConfig): Promise<DeadOrigin[]> {
   const start = `${config.prefix}.dead.`;
-  const queues = await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url));
+  const queues = await managementClientOf(config).listQueues(vhostOfAmqpUrl(config.broker.url));
   return queues
     .map((queue) => queue.name)
     .filter((name) => name.startsWith(start))

@@ -1,6 +1,6 @@
 import type { ApiResponse } from '../router.js';
 import { openConnection } from '../../broker/amqp-connection.js';
-import { managementApiOf } from '../../security/management-api.js';
+import { managementClientOf } from '../../broker-management/management-client.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
 import type { BindingContext } from './binding-context.js';
 import { scheduleRecord } from '../../schedule/schedule-records.js';
@@ -18,7 +18,7 @@ export async function resetJobs(ctx: BindingContext): Promise<ApiResponse> {
     const config = await ctx.admin.configFile.load();
     // Held jobs first: handed back to their queues, then purged with them.
     await ctx.remote.stopAll();
-    const queues = (await managementApiOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
+    const queues = (await managementClientOf(config).listQueues(vhostOfAmqpUrl(config.broker.url))).filter(
       // Not streams (they cannot be purged), nor exclusive queues (locks: the scheduler's leadership,
       // the workflow lock, a read's), nor the flow limits' tokens (`<prefix>.flow.`: not jobs; a
       // bucket purged stays empty, and the next case's jobs would wait for tokens that never come).

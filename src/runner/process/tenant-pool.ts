@@ -5,7 +5,7 @@ import { PREFETCH_BUFFER } from '../../config/defaults.js';
 import { tenantShare } from '../../config/tenant-share.js';
 import type { Logger } from '../../logging/logger.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
-import { managementApiOf } from '../../security/management-api.js';
+import { managementClientOf } from '../../broker-management/management-client.js';
 import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
 import { stateFlag, type QueueState } from '../../queue-state/queue-state.js';
 import { flagName } from '../../flags/flag.js';
@@ -156,7 +156,7 @@ export class TenantPool {
     const { config, log } = this.options;
     let names: Set<string>;
     try {
-      names = new Set(await managementApiOf(config).listExchangeNames(vhostOfAmqpUrl(config.broker.url)));
+      names = new Set(await managementClientOf(config).listExchangeNames(vhostOfAmqpUrl(config.broker.url)));
     } catch (err) {
       log.warn('queue states not listed (management API); each tenant reads its own', { err: (err as Error).message });
       return targets.map(() => undefined);
@@ -176,7 +176,7 @@ export class TenantPool {
    */
   drainMarkers(connection: AmqpConnection): { drainMarkers: FlagReader } {
     const { config, log } = this.options;
-    const listed = new ListedFlags(managementApiOf(config), vhostOfAmqpUrl(config.broker.url));
+    const listed = new ListedFlags(managementClientOf(config), vhostOfAmqpUrl(config.broker.url));
     const probed = new FlagChannel(connection);
     return {
       drainMarkers: {

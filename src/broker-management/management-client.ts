@@ -1,9 +1,28 @@
 import { StagecoachError } from '../errors/errors.js';
-import type { Permissions, TopicPermission } from './permissions.js';
+
+/**
+ * RabbitMQ permissions: three regular expressions over resource names (exchanges and queues
+ * alike) per virtual host; '' grants nothing. Which AMQP operation needs which (RabbitMQ "Access
+ * Control"): configure to declare or delete; write to publish to an exchange or bind a queue as
+ * destination; read to consume, get or purge a queue, or bind from an exchange. Passive declares
+ * need none.
+ */
+export interface Permissions {
+  configure: string;
+  write: string;
+  read: string;
+}
+
+/** A topic permission restricts the routing keys a user may publish with to one topic exchange. */
+export interface TopicPermission {
+  exchange: string;
+  write: string;
+  read: string;
+}
 
 /** The management API of a configuration: `broker.management`, or every node's (failover). */
-export function managementApiOf(config: { broker: { managementUrls: readonly string[] } }, timeoutMs?: number): ManagementApi {
-  return new ManagementApi(config.broker.managementUrls, timeoutMs);
+export function managementClientOf(config: { broker: { managementUrls: readonly string[] } }, timeoutMs?: number): ManagementClient {
+  return new ManagementClient(config.broker.managementUrls, timeoutMs);
 }
 
 /** The management URL without its password, for messages. */
@@ -20,7 +39,7 @@ export function redactUrl(url: string): string {
 /** Items per page of a filtered listing (the management API's largest is 500). */
 const LISTING_PAGE_SIZE = 500;
 
-export class ManagementApi {
+export class ManagementClient {
   private readonly nodes: Array<{ base: URL; authorization: string | undefined; shown: string }>;
   /** The node that answered last: every call starts there. */
   private current = 0;
