@@ -33,15 +33,15 @@ export { formatQueues } from './inspect/format-queues.js';
 // Queue states and batch directives.
 export { setQueueState, type PhysicalQueueState } from './queue-state/set-queue-state.js';
 export { QUEUE_STATES, type QueueState } from './queue-state/queue-state.js';
-export { cancelBatch, pauseBatch, resumeBatch, pauseTenant, resumeTenant, type DirectiveResult } from './batch/batch-directives.js';
+export { cancelBatch, pauseBatch, resumeBatch, pauseTenant, resumeTenant, type DirectiveResult } from './directives/batch-directives.js';
 
 // Batch status.
-export { readTracking } from './batch/tracker.js';
+export { readTracking } from './tracker/tracker.js';
 export { batchView, jobView, jobSummary, type JobView, type JobSummary } from './batch/batch-views.js';
 
 // Job state (docs/job-state.md).
-export { readJobStore } from './batch/tracker.js';
-export { cancelJob } from './batch/job-cancel.js';
+export { readJobStore } from './tracker/tracker.js';
+export { cancelJob } from './directives/cancel-job.js';
 export { jobStateView, type JobStateView } from './job-state/job-views.js';
 export { JOB_STATES, type JobState, type JobRow, type AttemptError } from './job-state/job-lifecycle.js';
 export type { JobStore, JobFilter, JobPage, JobList } from './job-state/job-store.js';

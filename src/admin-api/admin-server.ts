@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { TrackingFollower } from '../batch/tracking-follower.js';
+import { TrackingFollower } from '../tracker/tracking-follower.js';
 import { createJobStore } from '../job-state/create-job-store.js';
 import type { JobStore } from '../job-state/job-store.js';
 import { MemoryJobStore } from '../job-state/memory-job-store.js';

@@ -1,5 +1,5 @@
 import { jobState, type TrackedJob } from '../batch/batch-fold.js';
-import { BATCH_DIRECTIVES, TENANT_DIRECTIVES } from '../batch/batch-directives.js';
+import { BATCH_DIRECTIVES, TENANT_DIRECTIVES } from '../directives/batch-directives.js';
 import { batchView, jobSummary } from '../batch/batch-views.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
 import { checkBatchId } from '../util/batch-id.js';

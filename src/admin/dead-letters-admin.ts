@@ -4,7 +4,7 @@ import { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { routeFor } from '../broker/job-router.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor, settingsFor } from '../config/queue-resolver.js';
-import { batchOf, publishRecord, settledReport } from '../tracking/tracking-stream.js';
+import { batchOf, publishRecord, settledReport } from '../tracking-stream/tracking-stream.js';
 import { StagecoachError } from '../errors/errors.js';
 import { fromWire, OJS_HEADERS, toWire, withoutBrokerHeaders } from '../job/amqp-mapping.js';
 import type { Job, JobError } from '../job/job.types.js';

@@ -1,4 +1,4 @@
-import { countParked } from '../batch/parked-jobs.js';
+import { countParked } from '../directives/parked-jobs.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';

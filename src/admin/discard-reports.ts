@@ -6,9 +6,9 @@ import { settingsFor } from '../config/queue-resolver.js';
 import { fromWire } from '../job/amqp-mapping.js';
 import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
-import { ensureTrackingStream } from '../tracking/tracking-reader.js';
-import { stamp, type SettledReport } from '../tracking/tracking-report.js';
-import { publishRecord } from '../tracking/tracking-stream.js';
+import { ensureTrackingStream } from '../tracking-stream/tracking-reader.js';
+import { stamp, type SettledReport } from '../tracking-stream/tracking-report.js';
+import { publishRecord } from '../tracking-stream/tracking-stream.js';
 
 /** A queue being removed, as remove-queues.ts describes it. */
 interface Doomed {

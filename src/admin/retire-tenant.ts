@@ -1,5 +1,5 @@
-import { resumeTenant } from '../batch/batch-directives.js';
-import { countParked, isTenantPaused } from '../batch/parked-jobs.js';
+import { resumeTenant } from '../directives/batch-directives.js';
+import { countParked, isTenantPaused } from '../directives/parked-jobs.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { queueFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';

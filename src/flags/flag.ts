@@ -18,7 +18,7 @@ import { queueOfWord, queueWord } from '../util/queue-name.js';
 export type QueueFlag =
   { kind: 'queue-paused'; queue: string; tenant?: string; variant?: string } | { kind: 'queue-draining'; queue: string; tenant?: string };
 
-/** A batch or tenant directive (src/batch/batch-directives.ts), obeyed by every stage. */
+/** A batch or tenant directive (src/directives/batch-directives.ts), obeyed by every stage. */
 export type DirectiveFlag =
   { kind: 'batch-cancelled'; batch: string } | { kind: 'batch-paused'; batch: string } | { kind: 'tenant-paused'; tenant: string };
 

@@ -1,4 +1,4 @@
-import type { SettledReport } from '../tracking/tracking-report.js';
+import type { SettledReport } from '../tracking-stream/tracking-report.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { PublishError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';

@@ -1,6 +1,6 @@
 import type { Job, JobError } from '../job/job.types.js';
 import type { FailureDecision } from '../retry/failure-decision.js';
-import type { SettlementOutcome } from '../tracking/tracking-report.js';
+import type { SettlementOutcome } from '../tracking-stream/tracking-report.js';
 
 /** Where a delivery ended: acknowledged, refused to its queue's dead-letter route, or left to the broker. */
 export type Settled = 'acked' | 'rejected' | 'abandoned';

@@ -1,5 +1,5 @@
-import { batchOf, type ReportDetails } from '../tracking/tracking-stream.js';
-import type { SettledReport } from '../tracking/tracking-report.js';
+import { batchOf, type ReportDetails } from '../tracking-stream/tracking-stream.js';
+import type { SettledReport } from '../tracking-stream/tracking-report.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import { toJobError } from '../job/job-error.js';

@@ -130,7 +130,7 @@ export class BrokerNames {
     return `${this.prefix}.parked`;
   }
   /**
-   * Marker exchange of a batch directive (src/batch/batch-directives.ts): its existence says the
+   * Marker exchange of a batch directive (src/directives/batch-directives.ts): its existence says the
    * batch is cancelled, or paused. Batch ids may hold dots: the name is read back by its head.
    */
   batchMarker(directive: 'cancelled' | 'paused', batch: string): string {

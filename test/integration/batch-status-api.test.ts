@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
 import { viewerToken } from '../../src/admin-api/tenant-tokens.js';
-import { stamp, type CreatedReport } from '../../src/tracking/tracking-report.js';
+import { stamp, type CreatedReport } from '../../src/tracking-stream/tracking-report.js';
 import { uuidv7 } from '../../src/job/uuid-v7.js';
 import { createLogger } from '../../src/logging/logger.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';

@@ -8,7 +8,7 @@ import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { ManagementClient } from '../../src/broker-management/management-client.js';
-import { pauseTenant } from '../../src/batch/batch-directives.js';
+import { pauseTenant } from '../../src/directives/batch-directives.js';
 import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';

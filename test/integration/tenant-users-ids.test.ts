@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { Tracker } from '../../src/batch/tracker.js';
+import { Tracker } from '../../src/tracker/tracker.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Message, Options } from 'amqplib';
-import { settledReport } from '../../src/tracking/tracking-stream.js';
+import { settledReport } from '../../src/tracking-stream/tracking-stream.js';
 import type { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
 import { PublishError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';

@@ -1,6 +1,6 @@
 import { ApiError } from '../api-error.js';
 import type { ApiRequest, ApiResponse } from '../router.js';
-import { cancelJob } from '../../batch/job-cancel.js';
+import { cancelJob } from '../../directives/cancel-job.js';
 import { jobStateView } from '../../job-state/job-views.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
 import { waitForSettlement } from './settlement-wait.js';

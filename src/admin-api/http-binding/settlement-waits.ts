@@ -4,8 +4,8 @@ import type { Job } from '../../job/job.types.js';
 import type { SettledResult } from '../../runner/settlement-result.js';
 import { assertNever, trackingOutcome } from '../../runner/settlement-result.js';
 import type { SettleNext, SettlementCall, SettlementInterceptor } from '../../runner/settlement-interceptor.js';
-import type { SettlementOutcome } from '../../tracking/tracking-report.js';
-import { batchOf, settledReport, type ReportDetails } from '../../tracking/tracking-stream.js';
+import type { SettlementOutcome } from '../../tracking-stream/tracking-report.js';
+import { batchOf, settledReport, type ReportDetails } from '../../tracking-stream/tracking-stream.js';
 import { uuidv7 } from '../../job/uuid-v7.js';
 import type { RetryTimes } from './retry-times.js';
 

@@ -1,4 +1,4 @@
-import { cancelBatch } from '../../batch/batch-directives.js';
+import { cancelBatch } from '../../directives/batch-directives.js';
 import type { WorkflowSpec } from '../../job/workflow.types.js';
 import type { Evaluation } from '../../workflow/workflow-eval.js';
 import { workflowKey, type TrackedWorkflow } from '../../workflow/workflow-fold.js';

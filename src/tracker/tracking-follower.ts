@@ -2,7 +2,7 @@ import { openConnection, type AmqpConnection } from '../broker/amqp-connection.j
 import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
-import type { BatchFold } from './batch-fold.js';
+import type { BatchFold } from '../batch/batch-fold.js';
 import { Tracker, type TrackerOptions } from './tracker.js';
 import { retentionOf } from '../job-state/create-job-store.js';
 import type { JobStore } from '../job-state/job-store.js';

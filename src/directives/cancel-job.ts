@@ -8,10 +8,10 @@ import type { JobStore } from '../job-state/job-store.js';
 import { jobStateView, type JobStateView } from '../job-state/job-views.js';
 import type { Logger } from '../logging/logger.js';
 import { BrokerNames } from '../topology/names.js';
-import { ensureTrackingStream } from '../tracking/tracking-reader.js';
-import { stamp, type DirectiveRecord } from '../tracking/tracking-report.js';
-import { publishRecord } from '../tracking/tracking-stream.js';
-import { readJobStore } from './tracker.js';
+import { ensureTrackingStream } from '../tracking-stream/tracking-reader.js';
+import { stamp, type DirectiveRecord } from '../tracking-stream/tracking-report.js';
+import { publishRecord } from '../tracking-stream/tracking-stream.js';
+import { readJobStore } from '../tracker/tracker.js';
 
 /** How long a cancel waits for the job store to see a job created moments ago, and how often it looks. */
 export const STORE_CATCH_UP_MS = 5000;

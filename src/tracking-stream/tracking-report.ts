@@ -94,7 +94,7 @@ export interface AnnouncedReport {
 
 /**
  * An operator's directive about a batch (`batch cancel|pause|resume`) or a tenant (`tenant
- * pause|resume`), recorded after its marker was set (src/batch/batch-directives.ts): status shows
+ * pause|resume`), recorded after its marker was set (src/directives/batch-directives.ts): status shows
  * it, and a cancelled batch completes as `cancelled`. The markers, not these records, are what
  * stages obey.
  */

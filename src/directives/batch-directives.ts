@@ -17,10 +17,10 @@ import { delayRoutingKey } from '../topology/delay-topology.js';
 import { BrokerNames, parseBrokerName, parkKey } from '../topology/names.js';
 import { checkBatchId } from '../util/batch-id.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
-import { batchState } from './batch-fold.js';
-import { readTracking } from './tracker.js';
-import { publishRecord } from '../tracking/tracking-stream.js';
-import { stamp, type DirectiveRecord } from '../tracking/tracking-report.js';
+import { batchState } from '../batch/batch-fold.js';
+import { readTracking } from '../tracker/tracker.js';
+import { publishRecord } from '../tracking-stream/tracking-stream.js';
+import { stamp, type DirectiveRecord } from '../tracking-stream/tracking-report.js';
 
 /** What a directive did. */
 export interface DirectiveResult {
