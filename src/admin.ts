@@ -8,13 +8,13 @@
 import 'reflect-metadata';
 
 // Dead letters and unroutable jobs.
-export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './admin/dead-letters-admin.js';
-export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
+export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './dead-letters/dead-letter-actions.js';
+export { listUnroutable, replayUnroutable } from './dead-letters/unroutable.js';
 
 // Removing tenants and queues.
-export { retireTenant, type Retirement, type RemovalOptions } from './admin/retire-tenant.js';
-export { deleteLogicalQueue } from './admin/delete-queue.js';
-export type { RemovalStrategy } from './admin/remove-queues.js';
+export { retireTenant, type Retirement, type RemovalOptions } from './removal/retire-tenant.js';
+export { deleteLogicalQueue } from './removal/delete-queue.js';
+export type { RemovalStrategy } from './removal/remove-queues.js';
 
 // Plan and provision.
 export { provisionBroker, type ProvisionResult } from './plan/provision-broker.js';
@@ -59,8 +59,8 @@ export {
   DEFAULT_ADMIN_PORT,
   type AdminServer,
   type AdminServerOptions,
-} from './admin-api/admin-server.js';
-export { ADMIN_TOKEN_ENV } from './admin-api/bearer-auth.js';
+} from './http-api/admin-server.js';
+export { ADMIN_TOKEN_ENV } from './http-api/bearer-auth.js';
 
 // What `stagecoach dev` provisions around a group's start: `group.start(devProvisioning(...))`
 // declares every configured tenant's queues and applies their queue settings, as `dev` does.

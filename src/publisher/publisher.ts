@@ -250,7 +250,7 @@ export class Publisher {
   }
 
   /**
-   * Sends a job held pending (decoded from the parked queue, see admin-api/http-binding/pending-jobs.ts)
+   * Sends a job held pending (decoded from the parked queue, see http-api/http-binding/pending-jobs.ts)
    * on to its queue as `publish()` would have, and reports it created again, not pending: the
    * job store shows it `available` (or `scheduled`). Its middleware and uniqueness ran when it
    * was pushed. @throws what sending throws (QueueFullError...): the caller keeps it held then.

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import amqplib from 'amqplib';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/logging/logger.js';

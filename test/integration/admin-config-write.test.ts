@@ -2,7 +2,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
 import { ManagementClient } from '../../src/broker-management/management-client.js';

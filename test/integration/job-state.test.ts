@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { expect } from 'chai';
-import { startAdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer } from '../../src/http-api/admin-server.js';
 import { Tracker } from '../../src/tracker/tracker.js';
 import { cancelJob } from '../../src/directives/cancel-job.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';

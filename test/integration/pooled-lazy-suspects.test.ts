@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { retireTenant } from '../../src/admin/retire-tenant.js';
+import { retireTenant } from '../../src/removal/retire-tenant.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { provisionBroker } from '../../src/plan/provision-broker.js';

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
-import { tenantToken, viewerToken } from '../../src/admin-api/tenant-tokens.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
+import { tenantToken, viewerToken } from '../../src/http-api/tenant-tokens.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import { retireTenant } from '../../src/admin/retire-tenant.js';
+import { retireTenant } from '../../src/removal/retire-tenant.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
 import { publishControl } from '../../src/control/send-control.js';
 import { EventPublisher } from '../../src/events/event-publisher.js';

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { expect } from 'chai';
-import { startAdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer } from '../../src/http-api/admin-server.js';
 import { Tracker } from '../../src/tracker/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { DuplicateJobError } from '../../src/errors/errors.js';

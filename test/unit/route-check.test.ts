@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { matches, RouteCheck } from '../../src/admin/route-check.js';
+import { matches, RouteCheck } from '../../src/dead-letters/route-check.js';
 import type { BrokerBinding, BrokerExchange, ManagementClient } from '../../src/broker-management/management-client.js';
 
 const binding = (source: string, destination: string, routing_key = '', args: Record<string, unknown> = {}, toExchange = false) =>

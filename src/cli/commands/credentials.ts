@@ -4,8 +4,8 @@ import { createLogger } from '../../logging/logger.js';
 import { managementClientOf } from '../../broker-management/management-client.js';
 import { issueCredentials, userForRole, type CredentialRole } from '../../security/tenant-users.js';
 import { EXIT_OK } from '../exit-codes.js';
-import { ADMIN_TOKEN_ENV } from '../../admin-api/bearer-auth.js';
-import { tenantToken, viewerToken } from '../../admin-api/tenant-tokens.js';
+import { ADMIN_TOKEN_ENV } from '../../http-api/bearer-auth.js';
+import { tenantToken, viewerToken } from '../../http-api/tenant-tokens.js';
 import { checkTenantSlug } from '../../util/tenant-slug.js';
 
 const ROLES: readonly string[] = ['producer', 'stage', 'internal', 'http', 'viewer'];

@@ -1,7 +1,7 @@
-import { deleteLogicalQueue } from '../admin/delete-queue.js';
-import { STRATEGIES, type RemovalStrategy } from '../admin/remove-queues.js';
+import { deleteLogicalQueue } from '../removal/delete-queue.js';
+import { STRATEGIES, type RemovalStrategy } from '../removal/remove-queues.js';
 import { withCommandEvents } from '../events/command-events.js';
-import type { Retirement } from '../admin/retire-tenant.js';
+import type { Retirement } from '../removal/retire-tenant.js';
 import type { RawConfig, TenantConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
 import type { AdminContext } from './admin-context.js';

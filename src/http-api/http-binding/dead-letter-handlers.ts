@@ -1,4 +1,4 @@
-import { deleteDeadLetters, listDeadLetterJobs, retryDeadLetters, type DeadLetterJob } from '../../admin/dead-letters-admin.js';
+import { deleteDeadLetters, listDeadLetterJobs, retryDeadLetters, type DeadLetterJob } from '../../dead-letters/dead-letter-actions.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import { ENDED_STATES } from '../../job-state/job-lifecycle.js';
 import { managementClientOf } from '../../broker-management/management-client.js';

@@ -10,7 +10,7 @@ import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
 import type { BrokerBinding, ManagementClient } from '../broker-management/management-client.js';
 import { BrokerNames, parseBrokerName, type ParsedBrokerName } from '../topology/names.js';
-import { keptBecause } from './dead-letters-admin.js';
+import { keptBecause } from '../dead-letters/dead-letter-actions.js';
 import { peek } from '../broker/peek.js';
 import { deleteIfEmpty } from './delete-if-empty.js';
 import { discardReported } from './discard-reports.js';

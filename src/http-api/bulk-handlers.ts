@@ -1,4 +1,4 @@
-import { retryDeadLetters } from '../admin/dead-letters-admin.js';
+import { retryDeadLetters } from '../dead-letters/dead-letter-actions.js';
 import { orQueueMissing } from '../dashboard/dashboard-errors.js';
 import { isQueueName, QUEUE_NAME_RULE } from '../util/queue-name.js';
 import { isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';

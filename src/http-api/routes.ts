@@ -19,7 +19,7 @@ const BATCHES = '/ojs/v1/batches';
  * Every endpoint of the admin API (OJS queue configuration section 9, plus the states of 5.1,
  * batch and job status, the rate-limiting extension's section 10, and the backpressure extension's
  * queue bounds). `GET` and `DELETE /ojs/v1/jobs/{id}` are the HTTP binding's routes
- * (src/admin-api/http-binding/), and so is `GET /ojs/v1/rate-limits/{key}`, which also knows the
+ * (src/http-api/http-binding/), and so is `GET /ojs/v1/rate-limits/{key}`, which also knows the
  * policies of jobs pushed there. Every route is
  * the operator's (the admin token; a viewer's on reads) unless its `access` says otherwise.
  */

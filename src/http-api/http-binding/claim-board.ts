@@ -36,7 +36,7 @@ export interface Held {
 }
 
 /**
- * The jobs that remote stages' handlers hold for HTTP workers (src/admin-api/http-binding/remote-stages.ts):
+ * The jobs that remote stages' handlers hold for HTTP workers (src/http-api/http-binding/remote-stages.ts):
  * a line per queue key, by OJS priority (higher first), then in delivery order. A fetch claims from the lines asked for, in order,
  * each job exactly once; the claim ends with the worker's ack (the handler returns its result
  * after emitting what it sent), its nack (the handler throws: retried or dead-lettered by the
