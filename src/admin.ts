@@ -27,7 +27,7 @@ export { applyPlan } from './plan/apply-plan.js';
 // Inspecting queues.
 export { inspectQueues, type InspectOptions } from './inspect/inspect-queues.js';
 export { buildQueueReports, type QueueReport, type CompanionDepth } from './inspect/queue-report.js';
-export type { QueueLimits } from './inspect/queue-limits.js';
+export type { QueueLimits } from './inspect/queue-flow-limits.js';
 export { formatQueues } from './inspect/format-queues.js';
 
 // Queue states and batch directives.

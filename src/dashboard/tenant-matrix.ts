@@ -1,5 +1,5 @@
 import type { CompiledConfig } from '../config/config.types.js';
-import type { QueueLimits } from '../inspect/queue-limits.js';
+import type { QueueLimits } from '../inspect/queue-flow-limits.js';
 import type { QueueReport } from '../inspect/queue-report.js';
 import type { QueueState } from '../queue-state/queue-state.js';
 import type { StageEndpoints } from '../topology/topology.types.js';

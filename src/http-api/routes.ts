@@ -1,6 +1,6 @@
 import type { AdminContext } from './admin-context.js';
 import { batchDetails, batchDirective, batchJobs, listBatches, tenantDirective } from './batch-handlers.js';
-import { listJobs } from './job-handlers.js';
+import { listJobs } from './job-list-handler.js';
 import { getConfig, putConfig } from './config-handlers.js';
 import { getBackpressure, putBackpressure } from './backpressure-handlers.js';
 import { createQueue } from './create-handler.js';

@@ -4,7 +4,7 @@ import type { BrokerQueueStats } from '../broker-management/management-client.js
 import { QueueStates, type QueueState } from '../queue-state/queue-state.js';
 import { BrokerNames, parseBrokerName } from '../topology/names.js';
 import { buildLimitReports } from './limit-report.js';
-import { queueLimitsOf, type QueueLimits } from './queue-limits.js';
+import { queueLimitsOf, type QueueLimits } from './queue-flow-limits.js';
 
 /**
  * A companion queue of a work queue (`due`, `suspect`, dead letters). Counts are null when the

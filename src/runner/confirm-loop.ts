@@ -4,7 +4,7 @@ import { PublishError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import type { Delivery } from './delivery.js';
-import type { Route, RouteMessage, Settled } from './settlement-route.js';
+import type { Route, RouteMessage, Settled } from './settlement-route.types.js';
 
 /** What the loop publishes on a publisher: a route's message, and whatever wraps it (a batch report). */
 export type Publish = (publisher: ConfirmPublisher) => Promise<void>;

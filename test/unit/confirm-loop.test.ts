@@ -10,7 +10,7 @@ import type { ChannelSupervisor } from '../../src/runner/channel-supervisor.js';
 import { ConfirmLoop } from '../../src/runner/confirm-loop.js';
 import type { ConsumerSource } from '../../src/runner/consumer-source.js';
 import type { Delivery } from '../../src/runner/delivery.js';
-import type { Refusal, Route } from '../../src/runner/settlement-route.js';
+import type { Refusal, Route } from '../../src/runner/settlement-route.types.js';
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } as unknown as Logger;
 const TRACKING = 'ojs.tracking';

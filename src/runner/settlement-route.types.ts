@@ -29,7 +29,7 @@ export interface RouteMessage {
 export type Refusal = { kind: 'reject' } | { kind: 'fallback'; route: () => Route } | { kind: 'wait' };
 
 /**
- * A settlement route: built by a pure builder (settlement-routes.ts) from the delivery and its
+ * A settlement route: built by a pure builder (settlement-route-builders.ts) from the delivery and its
  * outcome, carried out by the ConfirmLoop. `message` absent: nothing replaces the delivery
  * (discard, cancel), it is only acknowledged.
  */

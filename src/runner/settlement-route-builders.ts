@@ -10,7 +10,7 @@ import { parkKey } from '../topology/names.js';
 import { boundedError, fittedHeaders } from './dead-letter-bounds.js';
 import { deadLetterMessage, jobDeadLetter, originHeaders } from './dead-letters.js';
 import type { Delivery } from './delivery.js';
-import type { Route, RouteContext } from './settlement-route.js';
+import type { Route, RouteContext } from './settlement-route.types.js';
 import { assertNever } from './settlement-result.js';
 
 /*

@@ -16,7 +16,7 @@ import { ManagementClient, managementClientOf, type BrokerPolicy } from '../brok
  * (`GET /api/queues/...`) comes with its statistics, up to one collection interval late.
  * Operator policies and `x-max-length` arguments (stagecoach declares neither) are not read.
  */
-export class QueueLimits {
+export class QueueSizeBounds {
   private readonly api: ManagementClient;
   private readonly vhost: string;
   private failing = false;
