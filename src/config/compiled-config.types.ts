@@ -101,7 +101,7 @@ export interface BrokerSettings {
   management: string;
   /**
    * The management API URLs to try, in order: an explicit `broker.management` alone, or else
-   * the management port of every node of `urls`, in their order (ManagementApi fails over).
+   * the management port of every node of `urls`, in their order (ManagementClient fails over).
    */
   managementUrls: string[];
 }

@@ -7,7 +7,7 @@
 /**
  * Queue states (OJS queue configuration section 5) and worker states (OJS core section 10) sent to
  * running stages, and `directive`: a batch's or a tenant's directive markers changed (cancel,
- * pause, resume; see src/batch/batch-directives.ts), so stages read them again; `limits`: the flow
+ * pause, resume; see src/directives/batch-directives.ts), so stages read them again; `limits`: the flow
  * limits in the configuration file changed (the admin API, `apply`), so stages read it again;
  * `excuse`: a process that lives lost these deliveries with a channel or its connection (see
  * LossLedger): whoever they come back to redelivered takes them for first deliveries, not crashes.

@@ -7,7 +7,7 @@ import type { Logger } from '../logging/logger.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Delivery } from './delivery.js';
 import type { RunnerCounts } from './runner-stats.js';
-import type { Route } from './settlement-route.js';
+import type { Route } from './settlement-route.types.js';
 import { assertNever, type Settled, type SettledResult } from './settlement-result.js';
 
 export interface AfterSettleOptions {

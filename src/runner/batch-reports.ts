@@ -1,4 +1,4 @@
-import type { SettledReport, SettlementOutcome } from '../tracking/tracking-report.js';
+import type { SettledReport, SettlementOutcome } from '../tracking-stream/tracking-report.js';
 import {
   batchOf,
   publishGroup,
@@ -7,7 +7,7 @@ import {
   settledReport,
   type ReportDetails,
   type SettlementPlace,
-} from '../tracking/tracking-stream.js';
+} from '../tracking-stream/tracking-stream.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { PublishError } from '../errors/errors.js';
 import { toJobError } from '../job/job-error.js';

@@ -1,10 +1,10 @@
-import type { SettledReport } from '../tracking/tracking-report.js';
+import type { SettledReport } from '../tracking-stream/tracking-report.js';
 import type { ConfirmPublisher } from '../broker/confirm-publisher.js';
 import { PublishError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import type { Delivery } from './delivery.js';
-import type { Route, RouteMessage, Settled } from './settlement-route.js';
+import type { Route, RouteMessage, Settled } from './settlement-route.types.js';
 
 /** What the loop publishes on a publisher: a route's message, and whatever wraps it (a batch report). */
 export type Publish = (publisher: ConfirmPublisher) => Promise<void>;

@@ -1,4 +1,4 @@
-import type { TrackingRecord } from '../tracking/tracking-report.js';
+import type { TrackingRecord } from '../tracking-stream/tracking-report.js';
 import { scheduleHopMs, type JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import { InvalidPayloadError, JobCancelledError, RateLimitedError, StagecoachError } from '../errors/errors.js';

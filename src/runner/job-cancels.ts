@@ -2,8 +2,8 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { identitiesOf } from '../security/broker-users.js';
-import { TrackingReader } from '../tracking/tracking-reader.js';
-import type { TrackingRecord } from '../tracking/tracking-report.js';
+import { TrackingReader } from '../tracking-stream/tracking-reader.js';
+import type { TrackingRecord } from '../tracking-stream/tracking-report.js';
 
 /**
  * The stage side of `job cancel` (docs/job-state.md): the ids of the cancelled jobs, read from

@@ -1,5 +1,5 @@
 import type { Job } from '../job/job.types.js';
-import { stamp, type ProgressRecord } from '../tracking/tracking-report.js';
+import { stamp, type ProgressRecord } from '../tracking-stream/tracking-report.js';
 
 /** At most one progress report per job in this many milliseconds (spec/ojs-progress.md 6.2). */
 export const PROGRESS_INTERVAL_MS = 1000;

@@ -9,7 +9,7 @@ import type { EventSink } from '../events/job-events.js';
 import type { Middleware } from '../stage/middleware/middleware.types.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import type { StageHandler } from '../stage/stage.types.js';
-import type { QueueState } from '../state/queue-state.js';
+import type { QueueState } from '../queue-state/queue-state.js';
 import type { ChannelSupervisor } from './channel-supervisor.js';
 import type { DirectiveGate } from './directive-gate.js';
 import type { FairShare } from './fair-share.js';

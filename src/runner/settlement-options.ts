@@ -28,7 +28,7 @@ export interface SettlementOptions {
   ensureSuspect?: (() => Promise<void>) | undefined;
   /**
    * Waits before trying again a copy the broker refused into a queue that cannot be full (a
-   * retry or hand-back to `due`, a suspect copy, a dead letter, a parked job: settlement-routes.ts).
+   * retry or hand-back to `due`, a suspect copy, a dead letter, a parked job: settlement-route-builders.ts).
    * A refusal there means the queue is unavailable for a moment (a quorum queue electing a new
    * leader after its node went down): the copy is published again after each wait, and only when
    * every wait is spent is the delivery rejected to its dead-letter route.

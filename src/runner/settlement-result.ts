@@ -1,6 +1,6 @@
 import type { Job, JobError } from '../job/job.types.js';
 import type { FailureDecision } from '../retry/failure-decision.js';
-import type { SettlementOutcome } from '../tracking/tracking-report.js';
+import type { SettlementOutcome } from '../tracking-stream/tracking-report.js';
 
 /** Where a delivery ended: acknowledged, refused to its queue's dead-letter route, or left to the broker. */
 export type Settled = 'acked' | 'rejected' | 'abandoned';
@@ -8,7 +8,7 @@ export type Settled = 'acked' | 'rejected' | 'abandoned';
 /**
  * What a settlement came to: the one result every settlement concern reads (counts, logs,
  * events, tracking reports, payload release, the HTTP binding's answers). A route carries the
- * result it leads to (settlement-routes.ts); the settlement returns it with where the delivery
+ * result it leads to (settlement-route-builders.ts); the settlement returns it with where the delivery
  * ended (`settled`). Every switch over `kind` ends in {@link assertNever}: a new kind does not
  * compile until each concern has decided what it means to it.
  * - `completed`: the handler returned and its emits were confirmed;

@@ -1,5 +1,5 @@
-import { batchOf, type ReportDetails } from '../tracking/tracking-stream.js';
-import type { SettledReport } from '../tracking/tracking-report.js';
+import { batchOf, type ReportDetails } from '../tracking-stream/tracking-stream.js';
+import type { SettledReport } from '../tracking-stream/tracking-report.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { StagecoachError } from '../errors/errors.js';
 import { toJobError } from '../job/job-error.js';
@@ -14,7 +14,7 @@ import { ConfirmLoop } from './confirm-loop.js';
 import { handBackWait } from './hand-back-wait.js';
 import type { Delivery, SettlementInput } from './delivery.js';
 import { RunnerCounts } from './runner-stats.js';
-import type { Route, RouteContext } from './settlement-route.js';
+import type { Route, RouteContext } from './settlement-route.types.js';
 import { assertNever, type SettledResult } from './settlement-result.js';
 import { REFUSAL_WAITS_MS, type SettlementOptions } from './settlement-options.js';
 import { trackedCompletion } from './tracked-completion.js';
@@ -27,7 +27,7 @@ import {
   handBackRoute,
   parkRoute,
   suspectRoute,
-} from './settlement-routes.js';
+} from './settlement-route-builders.js';
 
 export type { Settled, SettledResult } from './settlement-result.js';
 
@@ -38,7 +38,7 @@ const LOST: SettledResult = { kind: 'lost', settled: 'abandoned' };
 /**
  * The one place that acknowledges, refuses and republishes deliveries. Every outcome closes the
  * job's context first, so that nothing the handler emits later slips past the settlement. An
- * outcome maps to a route (settlement-routes.ts: what replaces the delivery, and what a refusal
+ * outcome maps to a route (settlement-route-builders.ts: what replaces the delivery, and what a refusal
  * leads to); the ConfirmLoop carries it out; the batch reports wrap the loop (BatchReports), and
  * the after-settle hook counts, logs and releases payloads (AfterSettle).
  *

@@ -4,8 +4,8 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { Job } from '../job/job.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
-import { StateProbe } from '../state/state-probe.js';
-import type { QueueState } from '../state/queue-state.js';
+import { StateProbe } from '../queue-state/state-probe.js';
+import type { QueueState } from '../queue-state/queue-state.js';
 import type { Topology } from '../topology/topology.types.js';
 import { ConsumeDecision } from './consume-decision.js';
 import type { InputKind } from './delivery.js';
@@ -210,7 +210,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
   }
 
   /**
-   * Follows its physical queue's state on the broker (src/state/queue-state.ts): `paused` stops
+   * Follows its physical queue's state on the broker (src/queue-state/queue-state.ts): `paused` stops
    * consuming, `active` and `draining` consume. Read at every attach (start, reconnect) and
    * whenever a state command says so; a quiet or stopping runner stays as it is.
    */

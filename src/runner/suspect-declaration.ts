@@ -23,7 +23,7 @@ export interface SuspectDeclarationOptions {
  * Declared once per connection (a memoized promise, forgotten when the connection changes: a
  * queue deleted meanwhile comes back); a failed declaration is forgotten too, logged, and thrown
  * to the ConfirmLoop, which handles it as a refusal of the move (the delivery stays unacked, and
- * is moved again after a wait, declaring again; see settlement-route.ts, Refusal).
+ * is moved again after a wait, declaring again; see settlement-route.types.ts, Refusal).
  *
  * Lifecycle: `attach(connection)` at every attach of the runner, `detach()` when the connection
  * is gone, `ensure()` before each move to the suspect queue (Route.prepare).

@@ -1,5 +1,5 @@
-import type { ReportDetails } from '../tracking/tracking-stream.js';
-import type { SettledReport } from '../tracking/tracking-report.js';
+import type { ReportDetails } from '../tracking-stream/tracking-stream.js';
+import type { SettledReport } from '../tracking-stream/tracking-report.js';
 import { recordableResult, UNRECORDABLE_RESULT } from '../job/job-result.js';
 import type { Logger } from '../logging/logger.js';
 import type { BatchReports } from './batch-reports.js';

@@ -2,7 +2,7 @@ import type { JobSink } from '../broker/job-router.js';
 import { StagecoachError, UnknownOutputError } from '../errors/errors.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { createJob } from '../job/envelope.js';
-import { stamp, type CreatedReport, type SettledReport, type TrackingRecord } from '../tracking/tracking-report.js';
+import { stamp, type CreatedReport, type SettledReport, type TrackingRecord } from '../tracking-stream/tracking-report.js';
 import { toJobError } from '../job/job-error.js';
 import type { EmitSpec, HeaderValue, Job } from '../job/job.types.js';
 import { checkBatchId } from '../util/batch-id.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Message, Options } from 'amqplib';
-import { settledReport } from '../../src/tracking/tracking-stream.js';
+import { settledReport } from '../../src/tracking-stream/tracking-stream.js';
 import type { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
 import { PublishError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
@@ -10,7 +10,7 @@ import type { ChannelSupervisor } from '../../src/runner/channel-supervisor.js';
 import { ConfirmLoop } from '../../src/runner/confirm-loop.js';
 import type { ConsumerSource } from '../../src/runner/consumer-source.js';
 import type { Delivery } from '../../src/runner/delivery.js';
-import type { Refusal, Route } from '../../src/runner/settlement-route.js';
+import type { Refusal, Route } from '../../src/runner/settlement-route.types.js';
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } as unknown as Logger;
 const TRACKING = 'ojs.tracking';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ApiError } from '../../src/admin-api/api-error.js';
+import { ApiError } from '../../src/http-api/api-error.js';
 import {
   InvalidPayloadError,
   JobCancelledError,
@@ -7,19 +7,19 @@ import {
   StagecoachError,
   VisibilityExpiredError,
 } from '../../src/errors/errors.js';
-import { toBindingError } from '../../src/admin-api/http-binding/binding-error.js';
-import { bindingJobView } from '../../src/admin-api/http-binding/binding-job-view.js';
-import { ClaimBoard } from '../../src/admin-api/http-binding/claim-board.js';
-import { EnvelopeCache } from '../../src/admin-api/http-binding/envelope-cache.js';
-import { isBindingRequest } from '../../src/admin-api/http-binding/ojs-media.js';
-import { readPushInput } from '../../src/admin-api/http-binding/push-input.js';
+import { toBindingError } from '../../src/http-api/http-binding/binding-error.js';
+import { bindingJobView } from '../../src/http-api/http-binding/binding-job-view.js';
+import { ClaimBoard } from '../../src/http-api/http-binding/claim-board.js';
+import { EnvelopeCache } from '../../src/http-api/http-binding/envelope-cache.js';
+import { isBindingRequest } from '../../src/http-api/http-binding/ojs-media.js';
+import { readPushInput } from '../../src/http-api/http-binding/push-input.js';
 import type { JobRow } from '../../src/job-state/job-lifecycle.js';
-import type { BindingContext } from '../../src/admin-api/http-binding/binding-context.js';
-import { waitForSettlement } from '../../src/admin-api/http-binding/settlement-wait.js';
+import type { BindingContext } from '../../src/http-api/http-binding/binding-context.js';
+import { waitForSettlement } from '../../src/http-api/http-binding/settlement-wait.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createJob } from '../../src/job/envelope.js';
 import { QueueFullError } from '../../src/errors/errors.js';
-import { unsupportedEndpoint } from '../../src/admin-api/http-binding/unsupported-endpoints.js';
+import { unsupportedEndpoint } from '../../src/http-api/http-binding/unsupported-endpoints.js';
 import type { StageContext } from '../../src/stage/stage.types.js';
 
 const job = (id: string, extra: Partial<Job> = {}): Job => ({

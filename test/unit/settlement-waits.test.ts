@@ -5,8 +5,8 @@ import type { JobContext } from '../../src/stage/job-context.js';
 import type { Delivery } from '../../src/runner/delivery.js';
 import { intercepted, type SettlementCall } from '../../src/runner/settlement-interceptor.js';
 import type { SettledResult } from '../../src/runner/settlement-result.js';
-import { RetryTimes } from '../../src/admin-api/http-binding/retry-times.js';
-import { SettlementWaits } from '../../src/admin-api/http-binding/settlement-waits.js';
+import { RetryTimes } from '../../src/http-api/http-binding/retry-times.js';
+import { SettlementWaits } from '../../src/http-api/http-binding/settlement-waits.js';
 
 const delivery = {} as Delivery;
 const error = { type: 'Boom', message: 'boom' };

@@ -7,7 +7,7 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
 import { NonRetryableError, PublishError, StagecoachError, TenantMismatchError } from '../../src/errors/errors.js';
-import { parseRecords } from '../../src/tracking/tracking-report.js';
+import { parseRecords } from '../../src/tracking-stream/tracking-report.js';
 import { OJS_HEADERS, toWire } from '../../src/job/amqp-mapping.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';

@@ -1,7 +1,7 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import { QueueDepthCache } from '../../observability/queue-depth-cache.js';
 import { QueueDepths, type SampledQueue } from '../../observability/queue-depths.js';
-import type { QueueLimits } from '../../observability/queue-limits.js';
+import type { QueueSizeBounds } from '../../observability/queue-size-bounds.js';
 import { QueueProbe } from '../shared-channel.js';
 
 /**
@@ -10,7 +10,7 @@ import { QueueProbe } from '../shared-channel.js';
  * connection (nothing while disconnected), served from the last reading.
  */
 export function groupDepths(
-  limits: Pick<QueueLimits, 'maxSizes'>,
+  limits: Pick<QueueSizeBounds, 'maxSizes'>,
   connection: () => AmqpConnection | undefined,
   queues: () => readonly SampledQueue[],
 ): QueueDepthCache {

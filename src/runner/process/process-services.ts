@@ -4,7 +4,7 @@ import { EventPublisher } from '../../events/event-publisher.js';
 import type { EventSink } from '../../events/job-events.js';
 import { QueueFullReporter } from '../../events/queue-full-reporter.js';
 import type { Logger } from '../../logging/logger.js';
-import { QueueLimits } from '../../observability/queue-limits.js';
+import { QueueSizeBounds } from '../../observability/queue-size-bounds.js';
 import { StageMetrics } from '../../observability/stage-metrics.js';
 import { payloadOffloaderFor, type PayloadOffloader } from '../../payload/payload-offloader.js';
 import { FlowControl } from '../../flow/flow-control.js';
@@ -60,7 +60,7 @@ export class ProcessServices {
   readonly payloads: PayloadOffloader | undefined;
   readonly events: EventPublisher;
   readonly queueFull: QueueFullReporter;
-  readonly limits: QueueLimits;
+  readonly limits: QueueSizeBounds;
   readonly flow: FlowControl;
   private readonly ownsPayloads: boolean;
   private readonly dropFlowSource: () => void;
@@ -77,7 +77,7 @@ export class ProcessServices {
     this.payloads = options.payloads === false ? undefined : (options.payloads ?? payloadOffloaderFor(config, log));
     this.ownsPayloads = options.payloads === undefined;
     this.events = new EventPublisher(config, { source: `stagecoach/${options.names}`, log, connection: options.connection });
-    this.limits = new QueueLimits(config, log);
+    this.limits = new QueueSizeBounds(config, log);
     const flowMetrics = FlowMetrics.of(this.metrics.registry);
     const watch = new FlowWatch(flowMetrics, this.event);
     this.flow = new FlowControl(config, log, {
