@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
-import { configView } from '../../src/admin-api/queue-views.js';
+import { configView } from '../../src/http-api/queue-views.js';
 import { compileConfig, SCHEMA_PATH } from '../../src/config/compile-config.js';
 import { QUEUE_SETTINGS, SETTING_KEYS, SYSTEM_QUEUE_SETTINGS } from '../../src/config/queue-setting-declarations.js';
 import { readSettingsTable, settingRef, settingsSchemaProperties, settingsTableRows } from '../../src/config/queue-setting-docs.js';
