@@ -6,6 +6,7 @@ import { traceIdOf } from '../job/trace-context.js';
 import type { Logger } from '../logging/logger.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import type { Delivery } from './delivery.js';
+import type { SettledReport } from '../tracking-stream/tracking-report.js';
 import type { RunnerCounts } from './runner-stats.js';
 import type { Route } from './settlement-route.types.js';
 import { assertNever, type Settled, type SettledResult } from './settlement-result.js';
@@ -42,12 +43,14 @@ export class AfterSettle {
    * The end of a completion whose emits (and report) are confirmed: acknowledged, then its
    * payload deleted, then counted (and evented). The hot path: no allocation, no await (events off).
    */
-  completed(delivery: Delivery, job: Job, emitted: number, seconds: number): SettledResult {
+  completed(delivery: Delivery, job: Job, emitted: number, seconds: number, report?: SettledReport): SettledResult {
     this.ack(delivery);
     this.options.payloads?.release(delivery.message.properties.headers);
     this.options.counts.completed(seconds, emitted);
     this.options.events?.completed(job, seconds);
-    return { kind: 'completed', settled: 'acked', job, emitted, seconds };
+    return report === undefined
+      ? { kind: 'completed', settled: 'acked', job, emitted, seconds }
+      : { kind: 'completed', settled: 'acked', job, emitted, seconds, report };
   }
 
   /** A handler (or an emit) failed: counted when it happens, whatever route follows. */
@@ -59,8 +62,9 @@ export class AfterSettle {
   /**
    * After a route's ConfirmLoop: what it came to, counted, logged and evented.
    * @param failed the route follows a failed attempt (Settlement.fail), not a discard without one
+   * @param report the report that tells of it (SettledResult)
    */
-  settled(delivery: Delivery, route: Route, settled: Settled, failed = false): SettledResult {
+  settled(delivery: Delivery, route: Route, settled: Settled, failed = false, report?: SettledReport): SettledResult {
     const { log, counts, events } = this.options;
     const { message } = delivery;
     const event = route.result;
@@ -130,7 +134,7 @@ export class AfterSettle {
       default:
         return assertNever(event);
     }
-    return { ...event, settled };
+    return report === undefined ? { ...event, settled } : { ...event, settled, report };
   }
 }
 

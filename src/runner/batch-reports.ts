@@ -102,15 +102,19 @@ export class BatchReports {
     return pending;
   }
 
-  /** The report of a settlement, when the job is tracked (in a batch, or its queue's `tracking` is on). */
+  /** The report of a settlement of `job`: published only when it is tracked (see tracks()), the settlement's result either way. */
   of(job: Job | undefined, outcome: SettlementOutcome, details?: ReportDetails): SettledReport | undefined {
     if (job === undefined) return undefined;
-    const batch = batchOf(job);
-    return batch === undefined && !this.options.tracked ? undefined : settledReport(job, batch, this.options.place, outcome, details);
+    return settledReport(job, batchOf(job), this.options.place, outcome, details);
+  }
+
+  /** Whether a report goes to the tracking stream: its job is in a batch, or its queue's `tracking` is on. */
+  tracks(report: SettledReport): boolean {
+    return this.options.tracked || report.batch !== undefined;
   }
 
   /**
-   * The report a route's settlement makes, when its job is in a batch; `details` (the failure,
+   * The report a route's settlement makes; `details` (the failure,
    * a retraction, unsent children) from the outcome that led to the route. A hand-back's report
    * is made by the completion it undoes (see Settlement.giveBack).
    */

@@ -1,6 +1,6 @@
 import type { Job, JobError } from '../job/job.types.js';
 import type { FailureDecision } from '../retry/failure-decision.js';
-import type { SettlementOutcome } from '../tracking-stream/tracking-report.js';
+import type { SettledReport, SettlementOutcome } from '../tracking-stream/tracking-report.js';
 
 /** Where a delivery ended: acknowledged, refused to its queue's dead-letter route, or left to the broker. */
 export type Settled = 'acked' | 'rejected' | 'abandoned';
@@ -34,8 +34,13 @@ export type SettlementResult =
   | { kind: 'lost' }
   | { kind: 'settlement-failed'; job: Job | undefined; error: unknown };
 
-/** A result as the settlement returns it: with where its delivery ended. */
-export type SettledResult = SettlementResult & { settled: Settled };
+/**
+ * A result as the settlement returns it: with where its delivery ended, and `report`, the
+ * tracking report that tells of it (tracking-report.ts): published before the ack when the job
+ * is tracked (batched, or its queue's `tracking` on), only described otherwise; absent where the
+ * settlement makes none (a hand-back, a loss, a failed settlement, an untracked completion).
+ */
+export type SettledResult = SettlementResult & { settled: Settled; report?: SettledReport };
 
 /** The results a route can lead to (a completion, a loss and a failed settlement are not routes). */
 export type RouteResult = Exclude<SettlementResult, { kind: 'completed' | 'lost' | 'settlement-failed' }>;

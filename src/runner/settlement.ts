@@ -237,8 +237,8 @@ export class Settlement {
     batch: string | undefined,
   ): Promise<SettledResult> {
     const { job } = outcome;
-    const { emitted, failure } = await trackedCompletion(this.reports, this.options.log, delivery, outcome, batch);
-    if (failure === undefined) return this.after.completed(delivery, job, emitted, outcome.seconds);
+    const { emitted, failure, report } = await trackedCompletion(this.reports, this.options.log, delivery, outcome, batch);
+    if (failure === undefined) return this.after.completed(delivery, job, emitted, outcome.seconds, report);
     const { err, details } = failure;
     // As on the hot path: a lost channel or a leaderless queue is not the job's fault; a refused emit is a failure.
     const wait = handBackWait(err);
@@ -270,7 +270,7 @@ export class Settlement {
     );
   }
 
-  /** Takes a route with the report its event makes for a batched job. `failed`: see AfterSettle.settled. */
+  /** Takes a route with the report its result makes. `failed`: see AfterSettle.settled. */
   private route(delivery: Delivery, route: Route, details?: ReportDetails, failed = false): Promise<SettledResult> {
     return this.take(delivery, route, this.reports.forRoute(route.result, details), failed);
   }
@@ -282,6 +282,7 @@ export class Settlement {
         err: route.detour.reason,
       });
     }
-    return this.after.settled(delivery, route, await this.loop.run(delivery, route, report), failed);
+    const published = report !== undefined && this.reports.tracks(report) ? report : undefined;
+    return this.after.settled(delivery, route, await this.loop.run(delivery, route, published), failed, report);
   }
 }

@@ -8,6 +8,8 @@ import type { Delivery, SettlementInput } from './delivery.js';
 /** How a tracked completion went: everything confirmed, or what failed and what the next report must say. */
 export interface TrackedCompletion {
   emitted: number;
+  /** The `completed` report, confirmed when there is no failure. */
+  report?: SettledReport;
   failure?: { err: unknown; emitted: boolean; details: ReportDetails };
 }
 
@@ -54,7 +56,7 @@ export async function trackedCompletion(
     reported = false;
     failure ??= { err, emitted: true };
   }
-  if (failure === undefined) return { emitted };
+  if (failure === undefined) return { emitted, report };
   const details: ReportDetails = {
     ...(reported ? { retracts: (report as SettledReport).id } : {}),
     ...(ctx.unsent !== undefined && ctx.unsent.length > 0 ? { unsent: [...ctx.unsent] } : {}),

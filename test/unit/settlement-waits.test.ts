@@ -7,6 +7,7 @@ import { intercepted, type SettlementCall } from '../../src/runner/settlement-in
 import type { SettledResult } from '../../src/runner/settlement-result.js';
 import { RetryTimes } from '../../src/http-api/http-binding/retry-times.js';
 import { SettlementWaits } from '../../src/http-api/http-binding/settlement-waits.js';
+import { settledReport } from '../../src/tracking-stream/tracking-stream.js';
 
 const delivery = {} as Delivery;
 const error = { type: 'Boom', message: 'boom' };
@@ -42,7 +43,19 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
     const waits = new SettlementWaits(retries);
     const job = jobAt(1);
     const settle = intercepted([waits], () =>
-      Promise.resolve<SettledResult>({ kind: 'retried', settled: 'acked', job, nextAttempt: 2, delayMs: 1500, error }),
+      Promise.resolve<SettledResult>({
+        kind: 'retried',
+        settled: 'acked',
+        job,
+        nextAttempt: 2,
+        delayMs: 1500,
+        error,
+        // The report the settlement made of it, which the row folds (as the job store will).
+        report: settledReport(job, undefined, { stage: 'remote', queue: 'remote', tenant: undefined }, 'retrying', {
+          next_attempt: 2,
+          error,
+        }),
+      }),
     );
     const answer = waits.wait(job.id, 1, undefined);
     await settle({ delivery, input: { kind: 'failed', job, error: new Error('boom') } } as SettlementCall);

@@ -2,10 +2,9 @@ import { foldJob, type JobRow } from '../../job-state/job-lifecycle.js';
 import { recordableResult } from '../../job/job-result.js';
 import type { Job } from '../../job/job.types.js';
 import type { SettledResult } from '../../runner/settlement-result.js';
-import { assertNever, trackingOutcome } from '../../runner/settlement-result.js';
 import type { SettleNext, SettlementCall, SettlementInterceptor } from '../../runner/settlement-interceptor.js';
-import type { SettlementOutcome } from '../../tracking-stream/tracking-report.js';
-import { batchOf, settledReport, type ReportDetails } from '../../tracking-stream/tracking-stream.js';
+import type { SettledReport } from '../../tracking-stream/tracking-report.js';
+import { batchOf, settledReport } from '../../tracking-stream/tracking-stream.js';
 import { uuidv7 } from '../../job/uuid-v7.js';
 import type { RetryTimes } from './retry-times.js';
 
@@ -106,11 +105,11 @@ export class SettlementWaits implements SettlementInterceptor {
     this.rows.clear();
   }
 
-  /** The job's row with this settlement folded in (as the job store will fold its report), or undefined when it makes none. */
+  /** The job's row with this settlement's report folded in (as the job store folds it), or undefined when it makes none. */
   private fold(job: Job, result: SettledResult, call: SettlementCall): JobRow | undefined {
     if (result.settled === 'abandoned') return undefined;
-    const word = this.outcomeOf(result, call);
-    if (word === undefined) return undefined;
+    const report = result.report ?? untrackedCompletion(job, result, call);
+    if (report === undefined) return undefined;
     let row = this.rows.get(job.id);
     if (row === undefined) {
       const at = job.created_at ?? new Date().toISOString();
@@ -129,7 +128,6 @@ export class SettlementWaits implements SettlementInterceptor {
         noRetention,
       );
     }
-    const report = settledReport(job, batchOf(job), { stage: '', queue: job.queue, tenant: job.tenant }, word.outcome, word.details);
     row = foldJob(row, report, noRetention);
     this.rows.delete(job.id);
     this.rows.set(job.id, row);
@@ -139,46 +137,22 @@ export class SettlementWaits implements SettlementInterceptor {
     }
     return row;
   }
-
-  /** The word and details the settlement's report has (BatchReports), from its result. */
-  private outcomeOf(result: SettledResult, call: SettlementCall): { outcome: SettlementOutcome; details: ReportDetails } | undefined {
-    const { input } = call;
-    if (result.kind === 'given-back' && input.kind === 'rate-limited') {
-      return {
-        outcome: 'retrying',
-        details: { next_attempt: input.job.attempt, error: { type: input.error.name, message: input.error.message } },
-      };
-    }
-    const outcome = trackingOutcome(result.kind);
-    if (outcome === undefined) return undefined;
-    switch (result.kind) {
-      case 'completed': {
-        const { result: value } = input.kind === 'completed' ? recordableResult(input.ctx.result) : {};
-        return { outcome, details: value === undefined ? {} : { result: value } };
-      }
-      case 'retried':
-        return { outcome, details: { next_attempt: result.nextAttempt, error: errorOf(result.error) } };
-      case 'suspected':
-        return { outcome, details: { next_attempt: result.nextAttempt, error: errorOf(result.error) } };
-      case 'dead-lettered':
-      case 'discarded':
-        return { outcome, details: { error: errorOf(result.error) } };
-      case 'parked':
-        return { outcome, details: { next_attempt: result.job.attempt } };
-      case 'cancelled':
-        return { outcome, details: {} };
-      case 'given-back':
-      case 'lost':
-      case 'settlement-failed':
-        return undefined;
-      default:
-        return assertNever(result);
-    }
-  }
 }
 
-function errorOf(error: { type: string; message: string }): { type: string; message: string } {
-  return { type: error.type, message: error.message };
+/**
+ * The one settlement that carries no report: a completion of a job its queue does not track (the
+ * runner's hot path makes none). The binding still answers its ack with the job completed.
+ */
+function untrackedCompletion(job: Job, result: SettledResult, call: SettlementCall): SettledReport | undefined {
+  if (result.kind !== 'completed' || call.input.kind !== 'completed') return undefined;
+  const { result: value } = recordableResult(call.input.ctx.result);
+  return settledReport(
+    job,
+    batchOf(job),
+    { stage: '', queue: job.queue, tenant: job.tenant },
+    'completed',
+    value === undefined ? {} : { result: value },
+  );
 }
 
 function noRetention(): undefined {
