@@ -124,8 +124,8 @@ export class AfterSettle {
         if (settled === 'acked')
           log.info(`job parked: its ${event.by} is paused`, { ...fields(event.job, message), return_queue: event.returnQueue });
         break;
-      case 'given-back':
-        if (settled === 'acked') counts.givenBack();
+      case 'handed-back':
+        if (settled === 'acked') counts.handedBack();
         break;
       default:
         return assertNever(event);

@@ -112,7 +112,7 @@ export class BatchReports {
   /**
    * The report a route's settlement makes, when its job is in a batch; `details` (the failure,
    * a retraction, unsent children) from the outcome that led to the route. A hand-back's report
-   * is made by the completion it undoes (see Settlement.giveBack).
+   * is made by the completion it undoes (see Settlement.handBack).
    */
   forRoute(event: RouteResult, details: ReportDetails | undefined): SettledReport | undefined {
     switch (event.kind) {
@@ -136,7 +136,7 @@ export class BatchReports {
         return this.of(event.job, 'parked', { next_attempt: event.job.attempt });
       case 'suspected':
         return this.of(event.job, 'suspect', { next_attempt: event.nextAttempt, error: event.error });
-      case 'given-back':
+      case 'handed-back':
         return undefined;
       default:
         return assertNever(event);

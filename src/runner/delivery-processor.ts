@@ -70,7 +70,7 @@ export class DeliveryProcessor {
   async run(delivery: Delivery): Promise<SettlementInput> {
     let admitted = this.admit(delivery);
     // Its process may live and say so (a broker restart, closed connections): then not a crash's.
-    if ('kind' in admitted && admitted.kind === 'crashed' && (await this.options.excused?.(delivery.message.properties.messageId)))
+    if ('kind' in admitted && admitted.kind === 'suspect' && (await this.options.excused?.(delivery.message.properties.messageId)))
       admitted = this.admit(delivery);
     if ('kind' in admitted) return admitted;
     const { job, headers } = admitted;
@@ -210,7 +210,7 @@ export class DeliveryProcessor {
         // knows its own losses and forgives them). From `main` or `due` it may
         // have been only prefetched, so it is not judged but moved to the suspect queue; from
         // the suspect queue, where a job runs alone, the crash was its own.
-        if (delivery.input !== 'suspect') return { kind: 'crashed', job };
+        if (delivery.input !== 'suspect') return { kind: 'suspect', job };
         throw new StagecoachError('POISON', `attempt ${job.attempt} killed the process handling it`);
       }
       return decoded;

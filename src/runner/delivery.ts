@@ -34,7 +34,7 @@ export interface Delivery {
  *   threw; the retry policy decides. `seconds` is the handler's run time, when it ran.
  *   `refused`: a job refused for its publisher (TENANT_MISMATCH; `job` undefined, it is not
  *   trusted), only so that its batch learns it is dead (its id, batch and type; never its tenant).
- * - `crashed`: redelivered from `main` or `due`: its process died while it was in hand, maybe
+ * - `suspect`: redelivered from `main` or `due`: its process died while it was in hand, maybe
  *   only prefetched. Moved to the suspect queue, not judged.
  * - `cancelled`: it (`job cancel`) or its batch was cancelled (DirectiveGate): discarded unrun, reported `cancelled`.
  * - `parked`: its tenant or batch is paused: moved unrun to the parked queue until `resume`.
@@ -44,7 +44,7 @@ export interface Delivery {
 export type SettlementInput =
   | { kind: 'completed'; job: Job; ctx: JobContext; seconds: number }
   | { kind: 'failed'; job: Job | undefined; error: unknown; ctx?: JobContext; seconds?: number; refused?: Job }
-  | { kind: 'crashed'; job: Job }
+  | { kind: 'suspect'; job: Job }
   | { kind: 'cancelled'; job: Job; by: 'batch' | 'job' }
   | { kind: 'parked'; job: Job; by: 'tenant' | 'batch' }
   | { kind: 'rate-limited'; job: Job; error: RateLimitedError; ctx: JobContext }

@@ -19,7 +19,7 @@ export interface DispatcherOptions {
    */
   process(delivery: Delivery, handled?: () => void): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
-  giveBack(delivery: Delivery): Promise<unknown>;
+  handBack(delivery: Delivery): Promise<unknown>;
   /**
    * A pooled process's slots, shared with the other tenants' dispatchers: `concurrency` is then
    * ignored, and this dispatcher starts a job only on a slot the share grants it.

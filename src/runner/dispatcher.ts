@@ -67,7 +67,7 @@ export class Dispatcher implements ShareMember {
     this.mode = 'closed';
     clearInterval(this.overdue);
     this.overdue = undefined;
-    await this.giveBackWaiting();
+    await this.handBackWaiting();
   }
 
   /** A delivery from a work consumer. */
@@ -107,7 +107,7 @@ export class Dispatcher implements ShareMember {
       // hand); one whose tokens do not come in time goes back to the suspect queue, unstarted.
       const permitted = this.options.admit === undefined ? true : await this.permitAlone(delivery);
       if (permitted) await this.options.process(delivery);
-      else await this.options.giveBack(delivery);
+      else await this.options.handBack(delivery);
     } finally {
       delivery.permit?.end();
       this.running--;
@@ -262,7 +262,7 @@ export class Dispatcher implements ShareMember {
     this.overdue.unref();
   }
 
-  private async giveBackWaiting(): Promise<void> {
+  private async handBackWaiting(): Promise<void> {
     const unstarted = this.waiting.takeAll();
     for (const delivery of unstarted) delivery.permit?.end();
     await Promise.all(unstarted.map((delivery) => this.handBackNow(delivery)));
@@ -273,7 +273,7 @@ export class Dispatcher implements ShareMember {
   }
 
   private handBackNow(delivery: Delivery): Promise<void> {
-    return this.track(this.options.giveBack(delivery));
+    return this.track(this.options.handBack(delivery));
   }
 
   /** A settlement of an unstarted delivery: the dispatcher is idle only once it is done. */

@@ -76,7 +76,7 @@ export class RunnerCounts {
     this.stats.poisonRedeliveries++;
   }
 
-  givenBack(): void {
+  handedBack(): void {
     this.stats.givenBack++;
   }
 }

@@ -18,7 +18,7 @@ export type Settled = 'acked' | 'rejected' | 'abandoned';
  * - `cancelled`: it or its batch was cancelled before it ran;
  * - `parked`: its tenant or batch is paused; it waits unrun in `returnQueue`'s parked queue;
  * - `suspected`: redelivered after a crash, moved to run alone at `nextAttempt`;
- * - `given-back`: handed back unstarted (or undone), same attempt, after a wait;
+ * - `handed-back`: handed back unstarted (or undone), same attempt, after a wait;
  * - `lost`: its channel closed first: the broker delivers it again, nothing was settled;
  * - `settlement-failed`: the settlement itself failed (a bug): refused to the dead-letter route.
  */
@@ -30,7 +30,7 @@ export type SettlementResult =
   | { kind: 'cancelled'; job: Job; by: 'batch' | 'job' }
   | { kind: 'parked'; job: Job; by: 'tenant' | 'batch'; returnQueue: string }
   | { kind: 'suspected'; job: Job; nextAttempt: number; error: JobError }
-  | { kind: 'given-back' }
+  | { kind: 'handed-back' }
   | { kind: 'lost' }
   | { kind: 'settlement-failed'; job: Job | undefined; error: unknown };
 
@@ -70,7 +70,7 @@ export function trackingOutcome(kind: SettlementResult['kind']): Exclude<Settlem
       return 'parked';
     case 'suspected':
       return 'suspect';
-    case 'given-back':
+    case 'handed-back':
     case 'lost':
     case 'settlement-failed':
       return undefined;

@@ -94,7 +94,7 @@ export function handBackRoute(ctx: RouteContext, delivery: Delivery, delayMs = 0
       options: { ...message.properties, headers: withoutBrokerHeaders(message.properties.headers) },
     },
     refusal: WAIT,
-    result: { kind: 'given-back' },
+    result: { kind: 'handed-back' },
   };
 }
 

@@ -120,7 +120,7 @@ export class Settlement {
         } catch (err) {
           // A lost channel or a queue without a leader: not the job's fault (handBackWait).
           const wait = handBackWait(err);
-          if (wait !== undefined) return await this.giveBack(delivery, undefined, wait);
+          if (wait !== undefined) return await this.handBack(delivery, undefined, wait);
           // The broker refused an emit (a full output queue): the job failed like a throw.
           return await this.fail(delivery, outcome.job, err, outcome.seconds);
         }
@@ -144,7 +144,7 @@ export class Settlement {
           return await this.route(delivery, cancelRoute(outcome.job, outcome.by));
         case 'parked':
           return await this.route(delivery, parkRoute(this.routes, delivery, outcome.job, outcome.by));
-        case 'crashed':
+        case 'suspect':
           return await this.route(delivery, suspectRoute(this.routes, delivery, outcome.job));
         case 'rate-limited': {
           // Not a try: what it emitted is dropped, and it comes back after the wait, same attempt.
@@ -195,7 +195,7 @@ export class Settlement {
    * handBackRoute). `report`: the `retrying` report of a batched completion it undoes.
    * `waitMs`: how long it stays on the delay ladder first.
    */
-  async giveBack(delivery: Delivery, report?: SettledReport, waitMs = 0): Promise<SettledResult> {
+  async handBack(delivery: Delivery, report?: SettledReport, waitMs = 0): Promise<SettledResult> {
     return this.take(delivery, handBackRoute(this.routes, delivery, waitMs), report);
   }
 
@@ -211,7 +211,7 @@ export class Settlement {
     try {
       job = fromWire(delivery.message, this.options.config.tenantHeader).job;
     } catch {
-      return this.giveBack(delivery);
+      return this.handBack(delivery);
     }
     flow?.dropped(job);
     const error = {
@@ -243,7 +243,7 @@ export class Settlement {
     // As on the hot path: a lost channel or a leaderless queue is not the job's fault; a refused emit is a failure.
     const wait = handBackWait(err);
     if (wait !== undefined) {
-      return await this.giveBack(delivery, this.reports.of(job, 'retrying', { ...details, next_attempt: job.attempt }), wait);
+      return await this.handBack(delivery, this.reports.of(job, 'retrying', { ...details, next_attempt: job.attempt }), wait);
     }
     if (failure.emitted) throw err;
     return await this.fail(delivery, job, err, outcome.seconds, details);

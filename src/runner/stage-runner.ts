@@ -94,7 +94,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       log,
       onFatal: fatal,
       process: (delivery, handled) => this.pipeline.run(delivery, handled),
-      giveBack: (delivery) => this.pipeline.settlement.giveBack(delivery),
+      handBack: (delivery) => this.pipeline.settlement.handBack(delivery),
       ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.pipeline.settlement),
     });
     this.suspects = this.intake.suspects;

@@ -78,7 +78,7 @@ function routeTo(exchange: string, routingKey: string, refusal: Refusal = { kind
     what,
     message: { exchange, routingKey, content: Buffer.from('{}'), options: { messageId: `${exchange}/${routingKey}` } },
     refusal,
-    result: { kind: 'given-back' },
+    result: { kind: 'handed-back' },
   };
 }
 
@@ -128,7 +128,7 @@ describe('ConfirmLoop', () => {
   it('a route with nothing to publish and no report is acked without a publisher', async () => {
     const { loop, publishers } = setup(undefined);
     const { delivery, ops } = deliveryOn();
-    const route: Route = { what: 'discard report', message: undefined, refusal: { kind: 'reject' }, result: { kind: 'given-back' } };
+    const route: Route = { what: 'discard report', message: undefined, refusal: { kind: 'reject' }, result: { kind: 'handed-back' } };
     expect(await loop.run(delivery, route)).to.equal('acked');
     expect(ops).to.deep.equal(['ack']);
     expect(publishers.readyCalls).to.deep.equal([]);

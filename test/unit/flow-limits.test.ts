@@ -221,7 +221,7 @@ describe('Dispatcher with flow limits', () => {
         started.push(d.message.fields.deliveryTag);
         await new Promise(() => undefined);
       },
-      giveBack: async () => undefined,
+      handBack: async () => undefined,
       admit: (d, granted) => (d.message.properties.headers?.limited === true ? new Permit(fake.source, [bucket], granted) : undefined),
     });
     dispatcher.openUp();
@@ -238,7 +238,7 @@ describe('Dispatcher with flow limits', () => {
     const dispatcher = new Dispatcher({
       concurrency: 1,
       process: async (d) => void started.push(d.message.fields.deliveryTag),
-      giveBack: async () => undefined,
+      handBack: async () => undefined,
       admit: (_d, granted) => new Permit(fake.source, [bucket], granted),
     });
     const alone = dispatcher.runAlone(delivery(7, true));
@@ -257,7 +257,7 @@ describe('Dispatcher with flow limits', () => {
     const dispatcher = new Dispatcher({
       concurrency: 1,
       process: async () => undefined,
-      giveBack: async (d) => handed.push(d.message.fields.deliveryTag),
+      handBack: async (d) => handed.push(d.message.fields.deliveryTag),
       admit: (_d, granted) => new Permit(fake.source, limited, granted),
     });
     dispatcher.openUp();

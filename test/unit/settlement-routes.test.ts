@@ -123,7 +123,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(route.message?.options.messageId).to.equal(job.id);
     expect(route.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.result).to.deep.equal({ kind: 'given-back' });
+    expect(route.result).to.deep.equal({ kind: 'handed-back' });
   });
 
   it('park: byte for byte through the park exchange, keyed by tenant, with who paused it and where it returns; same attempt; a refusal is waited out', () => {

@@ -143,7 +143,7 @@ export class SettlementWaits implements SettlementInterceptor {
   /** The word and details the settlement's report has (BatchReports), from its result. */
   private outcomeOf(result: SettledResult, call: SettlementCall): { outcome: SettlementOutcome; details: ReportDetails } | undefined {
     const { input } = call;
-    if (result.kind === 'given-back' && input.kind === 'rate-limited') {
+    if (result.kind === 'handed-back' && input.kind === 'rate-limited') {
       return {
         outcome: 'retrying',
         details: { next_attempt: input.job.attempt, error: { type: input.error.name, message: input.error.message } },
@@ -167,7 +167,7 @@ export class SettlementWaits implements SettlementInterceptor {
         return { outcome, details: { next_attempt: result.job.attempt } };
       case 'cancelled':
         return { outcome, details: {} };
-      case 'given-back':
+      case 'handed-back':
       case 'lost':
       case 'settlement-failed':
         return undefined;
