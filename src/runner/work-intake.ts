@@ -1,13 +1,13 @@
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { Logger } from '../logging/logger.js';
-import type { ChannelHealth, ConsumeDecision } from './consume-decision.js';
-import type { Delivery, InputKind } from './delivery.js';
-import { isRedelivery } from './delivery-processor.js';
-import { Dispatcher, type DispatcherOptions } from './dispatcher.js';
+import type { ChannelHealth, ConsumeDecision } from './intake/consume-decision.js';
+import type { Delivery, InputKind } from './channels/delivery.js';
+import { isRedelivery } from './handling/delivery-processor.js';
+import { Dispatcher, type DispatcherOptions } from './intake/dispatcher.js';
 import type { RunnerResources } from './runner-resources.js';
-import { SuspectWatch } from './suspect-watch.js';
-import { WorkConsumers } from './work-consumers.js';
-import type { ConsumerSource } from './consumer-source.js';
+import { SuspectWatch } from './intake/suspect-watch.js';
+import { WorkConsumers } from './intake/work-consumers.js';
+import type { ConsumerSource } from './channels/consumer-source.js';
 
 export interface WorkIntakeOptions {
   /** The physical queues: `main` and `due` consumed, `suspect` watched. */

@@ -5,12 +5,12 @@ import type { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
 import { PublishError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Logger } from '../../src/logging/logger.js';
-import { BatchReports } from '../../src/runner/batch-reports.js';
-import type { ChannelSupervisor } from '../../src/runner/channel-supervisor.js';
-import { ConfirmLoop } from '../../src/runner/confirm-loop.js';
-import type { ConsumerSource } from '../../src/runner/consumer-source.js';
-import type { Delivery } from '../../src/runner/delivery.js';
-import type { Refusal, Route } from '../../src/runner/settlement-route.types.js';
+import { BatchReports } from '../../src/runner/settle/batch-reports.js';
+import type { ChannelSupervisor } from '../../src/runner/channels/channel-supervisor.js';
+import { ConfirmLoop } from '../../src/runner/settle/confirm-loop.js';
+import type { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import type { Refusal, Route } from '../../src/runner/settle/settlement-route.types.js';
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } as unknown as Logger;
 const TRACKING = 'ojs.tracking';

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import type { Message } from 'amqplib';
-import type { Delivery } from '../../src/runner/delivery.js';
-import { Dispatcher } from '../../src/runner/dispatcher.js';
-import type { ConsumerSource } from '../../src/runner/consumer-source.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import { Dispatcher } from '../../src/runner/intake/dispatcher.js';
+import type { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
 
 /** A promise with its resolve at hand. */
 interface Gate {

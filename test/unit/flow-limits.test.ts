@@ -6,9 +6,9 @@ import { LimitResolver, type LimitScope } from '../../src/flow/limit-resolver.js
 import { Permit } from '../../src/flow/permit.js';
 import { FlowWatch } from '../../src/flow/flow-watch.js';
 import type { Token, TokenSource } from '../../src/flow/token-source.js';
-import { Dispatcher } from '../../src/runner/dispatcher.js';
-import type { Delivery } from '../../src/runner/delivery.js';
-import type { ConsumerSource } from '../../src/runner/consumer-source.js';
+import { Dispatcher } from '../../src/runner/intake/dispatcher.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import type { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
 import { ConfigError, InvalidPayloadError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
 import { toWire } from '../../src/job/amqp-mapping.js';

@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
 import type { JobContext } from '../../src/stage/job-context.js';
-import type { Delivery } from '../../src/runner/delivery.js';
-import { intercepted, type SettlementCall } from '../../src/runner/settlement-interceptor.js';
-import type { SettledResult } from '../../src/runner/settlement-result.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import { intercepted, type SettlementCall } from '../../src/runner/settle/settlement-interceptor.js';
+import type { SettledResult } from '../../src/runner/settle/settlement-result.js';
 import { RetryTimes } from '../../src/http-api/http-binding/retry-times.js';
 import { SettlementWaits } from '../../src/http-api/http-binding/settlement-waits.js';
 
