@@ -1,5 +1,6 @@
 import type { CompiledConfig, QueueConfig, RawConfig, TenantConfig } from '../config/config.types.js';
 import { SETTING_KEYS, settingsFor } from '../config/queue-resolver.js';
+import { settingsEnforcedBy } from '../config/queue-setting-declarations.js';
 import type { AdminContext } from './admin-context.js';
 import { ApiError } from './api-error.js';
 import { reportsOf } from './queue-lookup.js';
@@ -21,7 +22,7 @@ import { announceLimits } from '../control/announce-limits.js';
 const TOPOLOGY_FIELDS = ['scope', 'variants', 'max_priority', 'type'] as const;
 
 /** Fields the stages read when they start: written at once, in effect at the next stage start. */
-const STAGE_FIELDS = ['default_timeout', 'default_retry', 'dead_letter_queue', 'allowed_job_types', 'events'] as const;
+const STAGE_FIELDS = ['default_timeout', 'default_retry', 'dead_letter_queue', 'allowed_job_types', ...settingsEnforcedBy('stage start')];
 
 /** `GET /ojs/v1/queues/{name}/config[?tenant=T]` and `GET /ojs/v1/queues/_default/config[?tenant=T]`: the effective configuration. */
 export function getConfig(fixed?: '_default') {
@@ -216,10 +217,11 @@ function changedStageFields(before: CompiledConfig, after: CompiledConfig, name:
   return STAGE_FIELDS.filter((field) => canonical(of(before)[field]) !== canonical(of(after)[field]));
 }
 
-/** Of a tenant's own settings, those the stages read when they start (`events`) that the change altered. */
+/** Of a tenant's own settings, those the stages read when they start that the change altered. */
 function changedTenantFields(before: CompiledConfig, after: CompiledConfig, name: string, tenant: string): string[] {
   const queue = name === '_default' ? '' : name;
-  return settingsFor(before, queue, tenant).events === settingsFor(after, queue, tenant).events ? [] : ['events'];
+  const [was, now] = [settingsFor(before, queue, tenant), settingsFor(after, queue, tenant)];
+  return settingsEnforcedBy('stage start').filter((key) => canonical(was[key]) !== canonical(now[key]));
 }
 
 /** JSON with object keys sorted, for comparing values written in any key order. */
@@ -238,7 +240,7 @@ function limitsChanged(before: CompiledConfig, after: CompiledConfig, name: stri
   const queue = name === '_default' ? '' : name;
   const of = (config: CompiledConfig): string => {
     const settings = settingsFor(config, queue, tenant);
-    return JSON.stringify([settings.concurrency, settings.rate_limit]);
+    return canonical(settingsEnforcedBy('flow tokens').map((key) => settings[key]));
   };
   return of(before) !== of(after) || name === '_default';
 }

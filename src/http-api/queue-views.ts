@@ -1,5 +1,5 @@
 import type { CompiledConfig, ResolvedQueueConfig } from '../config/config.types.js';
-import { settingsFor } from '../config/queue-resolver.js';
+import { SETTING_KEYS, settingsFor } from '../config/queue-resolver.js';
 import type { QueueReport } from '../inspect/queue-report.js';
 import type { QueueState } from '../queue-state/queue-state.js';
 
@@ -8,7 +8,7 @@ import type { QueueState } from '../queue-state/queue-state.js';
  * (src/inspect). Field names follow OJS queue configuration (snake_case).
  */
 
-/** A queue's effective configuration (OJS queue configuration section 6 fields that stagecoach has), `null` for unlimited. */
+/** A queue's effective configuration (OJS queue configuration section 6 fields that stagecoach has, and every setting), `null` for unlimited. */
 export function configView(config: CompiledConfig, name: string, tenant?: string): Record<string, unknown> {
   // Not queueFor: under strict_queues it refuses a queue found on the broker but not configured, which is still shown.
   const queue: ResolvedQueueConfig = config.queues.get(name) ?? config.defaultQueue;
@@ -20,17 +20,8 @@ export function configView(config: CompiledConfig, name: string, tenant?: string
   return {
     scope: queue.scope,
     ...(queue.variants === undefined ? {} : { variants: queue.variants }),
-    max_size: settings.max_size ?? null,
-    max_size_bytes: settings.max_size_bytes ?? null,
-    max_size_warning: settings.max_size_warning,
-    overflow_policy: settings.overflow_policy,
-    ...(settings.block_timeout === undefined ? {} : { block_timeout: settings.block_timeout }),
-    dead_letter_ttl: settings.dead_letter_ttl ?? null,
-    dead_letter_max_size: settings.dead_letter_max_size ?? null,
-    // Flow limits (docs/flow-control.md): enforced by the stages, shown with the other settings.
-    concurrency: settings.concurrency ?? null,
-    rate_limit: settings.rate_limit ?? null,
-    events: settings.events,
+    // Every declared setting, `null` where none applies (unlimited).
+    ...Object.fromEntries(SETTING_KEYS.map((key) => [key, settings[key] ?? null])),
     ...(queue.dead_letter_queue === undefined ? {} : { dead_letter_queue: queue.dead_letter_queue }),
     ...(queue.default_timeout === undefined ? {} : { default_timeout: queue.default_timeout }),
     ...(queue.allowed_job_types === undefined ? {} : { allowed_job_types: queue.allowed_job_types }),
