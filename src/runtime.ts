@@ -10,7 +10,7 @@ import 'reflect-metadata';
 
 // One stage's runner.
 export { StageRunner, type StageRunnerOptions, type RunnerState, type StageRunnerStats } from './runner/stage-runner.js';
-export { IsolationGate } from './runner/isolation-gate.js';
+export { IsolationGate } from './runner/intake/isolation-gate.js';
 
 // The batch tracker (`stagecoach tracker`) and its fold of the tracking stream.
 export { Tracker, type TrackerOptions } from './tracker/tracker.js';

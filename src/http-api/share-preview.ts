@@ -1,4 +1,4 @@
-import { FairShare, type ShareSeat } from '../runner/fair-share.js';
+import { FairShare, type ShareSeat } from '../runner/intake/fair-share.js';
 
 /** One tenant of a pooled process as the share sees it (its `tenants[]` entry, defaults filled in). */
 export interface PreviewSeat {

@@ -10,7 +10,7 @@ import type { StageMetrics } from '../observability/stage-metrics.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { settleWithin } from '../util/settle-within.js';
 import type { Topology } from '../topology/topology.types.js';
-import type { DirectiveGate } from './directive-gate.js';
+import type { DirectiveGate } from './handling/directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
 import { limitsControl } from './process/limits-control.js';
 import { GroupConnection, reattachTimeoutMs } from './process/group-connection.js';

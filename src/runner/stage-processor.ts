@@ -11,10 +11,10 @@ import type { StageHandler } from '../stage/stage.types.js';
 import { BrokerNames } from '../topology/names.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { uniqueGateFor } from '../job-state/unique/unique-gate.js';
-import { DeliveryProcessor } from './delivery-processor.js';
+import { DeliveryProcessor } from './handling/delivery-processor.js';
 import { JobEvents } from '../events/job-events.js';
 import { batchOf } from '../tracking-stream/tracking-stream.js';
-import { healingPublisher } from './healing-publisher.js';
+import { healingPublisher } from './channels/healing-publisher.js';
 import type { StageRunnerOptions } from './runner-options.js';
 import type { RunnerResources } from './runner-resources.js';
 

@@ -91,7 +91,7 @@ export class JobContext implements StageContext {
     tracked = false,
     /** Where an emitted job carrying `unique` claims its key; without it, such a job is refused. */
     private readonly unique?: UniqueEnqueue,
-    /** Takes `ctx.progress()` (throttled, src/runner/progress-reporter.ts); without it, progress goes nowhere. */
+    /** Takes `ctx.progress()` (throttled, src/runner/handling/progress-reporter.ts); without it, progress goes nowhere. */
     private readonly progressTo?: (fraction: number, message?: string) => void,
   ) {
     const batch = job.meta.batch;

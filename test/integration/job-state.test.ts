@@ -12,7 +12,7 @@ import { ensureTrackingStream, TrackingReader } from '../../src/tracking-stream/
 import { stamp, type DirectiveRecord } from '../../src/tracking-stream/tracking-report.js';
 import { publishRecord } from '../../src/tracking-stream/tracking-stream.js';
 import { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
-import { JobCancels } from '../../src/runner/job-cancels.js';
+import { JobCancels } from '../../src/runner/handling/job-cancels.js';
 import { uuidv7 } from '../../src/job/uuid-v7.js';
 import { PostgresJobStore } from '../../src/job-state/postgres-job-store.js';
 import { retentionOf } from '../../src/job-state/create-job-store.js';

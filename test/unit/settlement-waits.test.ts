@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
 import type { JobContext } from '../../src/stage/job-context.js';
-import type { Delivery } from '../../src/runner/delivery.js';
-import { intercepted, type SettlementCall } from '../../src/runner/settlement-interceptor.js';
-import type { SettledResult } from '../../src/runner/settlement-result.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import { intercepted, type SettlementCall } from '../../src/runner/settle/settlement-interceptor.js';
+import type { SettledResult } from '../../src/runner/settle/settlement-result.js';
 import { RetryTimes } from '../../src/http-api/http-binding/retry-times.js';
 import { SettlementWaits } from '../../src/http-api/http-binding/settlement-waits.js';
 import { settledReport } from '../../src/tracking-stream/tracking-stream.js';
@@ -71,7 +71,7 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
     const lost = waits.wait(job.id, 1, undefined);
     await intercepted([waits], () => Promise.resolve<SettledResult>({ kind: 'lost', settled: 'abandoned' }))({
       delivery,
-      input: { kind: 'crashed', job },
+      input: { kind: 'suspect', job },
     });
     expect(await lost).to.equal(undefined);
     expect(await waits.wait('elsewhere', 1, undefined, 5)).to.equal(undefined);
@@ -84,7 +84,7 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
     const claimed = { result: { pages: 1 } } as unknown as JobContext;
     // The second claim's ack waits; the first claim's hand-back (its visibility ran out) settles only now.
     const answer = waits.wait(job.id, 1, undefined, 1000, claimed);
-    await intercepted([waits], () => Promise.resolve<SettledResult>({ kind: 'given-back', settled: 'acked' }))({
+    await intercepted([waits], () => Promise.resolve<SettledResult>({ kind: 'handed-back', settled: 'acked' }))({
       delivery,
       input: { kind: 'failed', job, error: new Error('visibility timeout'), ctx: expired },
     });
@@ -106,9 +106,9 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
     });
     const settle = intercepted([around('a'), around('b')], () => {
       order.push('settle');
-      return Promise.resolve<SettledResult>({ kind: 'given-back', settled: 'acked' });
+      return Promise.resolve<SettledResult>({ kind: 'handed-back', settled: 'acked' });
     });
-    await settle({ delivery, input: { kind: 'crashed', job: jobAt(1) } });
+    await settle({ delivery, input: { kind: 'suspect', job: jobAt(1) } });
     expect(order).to.deep.equal(['a in', 'b in', 'settle', 'b out', 'a out']);
   });
 });

@@ -1,8 +1,8 @@
 import { foldJob, type JobRow } from '../../job-state/job-lifecycle.js';
 import { recordableResult } from '../../job/job-result.js';
 import type { Job } from '../../job/job.types.js';
-import type { SettledResult } from '../../runner/settlement-result.js';
-import type { SettleNext, SettlementCall, SettlementInterceptor } from '../../runner/settlement-interceptor.js';
+import type { SettledResult } from '../../runner/settle/settlement-result.js';
+import type { SettleNext, SettlementCall, SettlementInterceptor } from '../../runner/settle/settlement-interceptor.js';
 import type { SettledReport } from '../../tracking-stream/tracking-report.js';
 import { batchOf, settledReport } from '../../tracking-stream/tracking-stream.js';
 import { uuidv7 } from '../../job/uuid-v7.js';

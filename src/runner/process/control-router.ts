@@ -4,7 +4,7 @@ import type { CompiledConfig } from '../../config/config.types.js';
 import { ControlListener } from '../../control/control-listener.js';
 import type { ControlMessage } from '../../control/control-protocol.js';
 import type { Logger } from '../../logging/logger.js';
-import type { DirectiveGate } from '../directive-gate.js';
+import type { DirectiveGate } from '../handling/directive-gate.js';
 import type { StageRunner } from '../stage-runner.js';
 
 /** What the router asks of the runners' roster (TenantRoster). */

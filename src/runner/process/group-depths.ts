@@ -2,7 +2,7 @@ import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import { QueueDepthCache } from '../../observability/queue-depth-cache.js';
 import { QueueDepths, type SampledQueue } from '../../observability/queue-depths.js';
 import type { QueueSizeBounds } from '../../observability/queue-size-bounds.js';
-import { QueueProbe } from '../shared-channel.js';
+import { QueueProbe } from '../channels/shared-channel.js';
 
 /**
  * The depths `/metrics` shows of a process's input queues (`queues()`, as they are at each

@@ -12,10 +12,10 @@ import { flagName } from '../../flags/flag.js';
 import type { FlagReader } from '../../flags/flag-reader.js';
 import { FlagChannel } from '../../flags/flag-channel.js';
 import { ListedFlags } from '../../flags/listed-flags.js';
-import { ChannelSupervisor } from '../channel-supervisor.js';
-import { FairShare } from '../fair-share.js';
+import { ChannelSupervisor } from '../channels/channel-supervisor.js';
+import { FairShare } from '../intake/fair-share.js';
 import type { LossLedger } from '../loss-ledger.js';
-import { QueueProbe, SharedChannel } from '../shared-channel.js';
+import { QueueProbe, SharedChannel } from '../channels/shared-channel.js';
 import type { PooledResources } from '../stage-runner.js';
 
 /**
