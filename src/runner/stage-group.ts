@@ -151,6 +151,7 @@ export class StageGroup {
       onTerminated: () => this.terminate(),
       onLimits: limitsControl(services.flow, config, log),
       onExcuse: (ids) => services.ledger.excuse(ids),
+      onTimedOut: (ids, timeoutMs) => services.ledger.recordTimedOut(ids, timeoutMs),
     });
     const connection = (): AmqpConnection | undefined => this.connection.current;
     // Only tenants with series of their own: `_other` is not worth a passive declare per queue of 10,000 tenants every 15 s.

@@ -201,7 +201,10 @@ export class DeliveryProcessor {
           stage.input,
         );
       }
-      const timedOutMs = isRedelivery(delivery) ? this.options.timedOut?.(delivery.message.properties.messageId) : undefined;
+      // A job the broker timed out, here or in another process (a `timed-out` control message):
+      // redelivered, or already moved to the suspect queue before the other process's word came.
+      const timedOutMs =
+        isRedelivery(delivery) || delivery.input === 'suspect' ? this.options.timedOut?.(delivery.message.properties.messageId) : undefined;
       // Run again, it would meet the broker's timeout again, and again.
       if (timedOutMs !== undefined) throw new ConsumerTimeoutError(job.attempt, timedOutMs);
       if (isRedelivery(delivery) && !this.options.forgive?.(delivery.message.properties.messageId)) {
