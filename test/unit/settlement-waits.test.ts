@@ -35,7 +35,7 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
     const local = await answer;
     expect(local?.result.kind).to.equal('completed');
     expect(local?.row).to.include({ state: 'completed', attempt: 1, started_at: '2026-01-01T00:00:00.000Z' });
-    expect(local?.row.result).to.deep.equal({ pages: 3 });
+    expect(local?.row?.result).to.deep.equal({ pages: 3 });
   });
 
   it("a nack's retry: the row waits for attempt 2 with the error, and its time is kept for the answer", async () => {
@@ -61,11 +61,11 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
     await settle({ delivery, input: { kind: 'failed', job, error: new Error('boom') } } as SettlementCall);
     const local = await answer;
     expect(local?.row).to.include({ state: 'retryable', attempt: 2 });
-    expect(local?.row.errors.map((e) => e.type)).to.deep.equal(['Boom']);
+    expect(local?.row?.errors.map((e) => e.type)).to.deep.equal(['Boom']);
     expect(retries.fields(job.id, 2).retry_delay_ms).to.equal(1500);
   });
 
-  it('a delivery lost with its channel, or no settlement within the bound, answers undefined (the store is asked then)', async () => {
+  it('a delivery lost with its channel is told at once, with no row (nothing was settled); no settlement within the bound answers undefined', async () => {
     const waits = new SettlementWaits(new RetryTimes());
     const job = jobAt(1);
     const lost = waits.wait(job.id, 1, undefined);
@@ -73,7 +73,9 @@ describe('settlement waits (the HTTP binding awaits its runner)', () => {
       delivery,
       input: { kind: 'suspect', job },
     });
-    expect(await lost).to.equal(undefined);
+    const told = await lost;
+    expect(told?.result.kind).to.equal('lost');
+    expect(told).not.to.have.property('row');
     expect(await waits.wait('elsewhere', 1, undefined, 5)).to.equal(undefined);
   });
 

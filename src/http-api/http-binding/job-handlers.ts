@@ -3,7 +3,6 @@ import type { ApiRequest, ApiResponse } from '../router.js';
 import { cancelJob } from '../../directives/cancel-job.js';
 import { jobStateView } from '../../job-state/job-views.js';
 import { shownState } from '../../job-state/job-lifecycle.js';
-import { waitForSettlement } from './settlement-wait.js';
 import { claimedView } from './worker-handlers.js';
 import { checkVisible, visibleJobs } from './request-tenant.js';
 import type { BindingContext } from './binding-context.js';
@@ -51,12 +50,11 @@ export async function jobCancel(ctx: BindingContext, request: ApiRequest): Promi
   const row = await visibleJobs(store, request).get(id);
   checkVisible(request, asked, ctx.board.claimOf(id)?.job.tenant ?? row?.tenant ?? pushed?.job.tenant);
   // Held here for a worker, claimed or not: cancelled in its handler, settled `cancelled` by its runner.
-  const since = new Date().toISOString();
   const held = ctx.board.cancel(id);
   if (held !== undefined) {
     // Settled by its runner here, not before this turn ends: the wait is registered in time.
     const local = await ctx.settlements.wait(id, held.job.attempt, held.claim?.at, undefined, held.ctx);
-    const row = local?.row ?? (await waitForSettlement(ctx, id, held.job.attempt, since));
+    const row = local?.row ?? (await (await ctx.admin.jobs()).get(id));
     return { status: 200, body: { job: { ...bindingJobView(row, pushed), id: asked } } };
   }
   if (row === undefined) throw unknownJob(asked);

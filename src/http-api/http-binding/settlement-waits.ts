@@ -13,10 +13,14 @@ export const LOCAL_SETTLEMENT_WAIT_MS = 10_000;
 /** Most jobs whose row is kept here: a few hundred bytes each. */
 export const SETTLED_ROWS_SIZE = 20_000;
 
-/** A settlement of this process, as an ack answers it: the job's row with it folded in, and the result. */
+/**
+ * A settlement of this process, as an ack answers it: the result, and the job's row with its
+ * report folded in; no row when the settlement made no report (its delivery lost with its
+ * channel, or handed back unreported: the broker holds the job again).
+ */
 export interface LocalSettlement {
   result: SettledResult;
-  row: JobRow;
+  row?: JobRow;
 }
 
 /**
@@ -57,15 +61,15 @@ export class SettlementWaits implements SettlementInterceptor {
       (waiter.claim === undefined || claim === undefined || waiter.claim === claim)
     ) {
       this.waiters.delete(job.id);
-      waiter.resolve(row === undefined ? undefined : { result, row });
+      waiter.resolve(row === undefined ? { result } : { result, row });
     }
     return result;
   }
 
   /**
    * The settlement of attempt `attempt` of job `id` by a runner of this process, once done;
-   * undefined when it was not settled here (its delivery lost with its channel: the broker has it
-   * again) or not within `timeoutMs`. Call it before the ack that leads to the settlement.
+   * undefined when it did not come within `timeoutMs`. Call it before the ack that leads to the
+   * settlement.
    * `startedAt`: when it was claimed (its `started`, which the row shows). `claim`: the context its
    * handler was given, so that only that claim's settlement answers.
    */
@@ -81,7 +85,7 @@ export class SettlementWaits implements SettlementInterceptor {
       const done = (settled: LocalSettlement | undefined): void => {
         clearTimeout(timer);
         if (this.waiters.get(id)?.resolve === done) this.waiters.delete(id);
-        if (settled !== undefined && startedAt !== undefined) {
+        if (settled?.row !== undefined && startedAt !== undefined) {
           const started = {
             kind: 'settled',
             id: uuidv7(),

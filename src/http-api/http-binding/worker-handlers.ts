@@ -10,7 +10,6 @@ import { MAX_PUSH_BYTES } from './push-handlers.js';
 import { REMOTE_CONCURRENCY, type RemoteQueue } from './remote-stages.js';
 import { claimPlanned, comingFor, fetchPlanOf } from './fetch-plan.js';
 import { checkVisible, confinedTo, tenantOf, visibleJobs } from './request-tenant.js';
-import { waitForSettlement } from './settlement-wait.js';
 import type { LocalSettlement } from './settlement-waits.js';
 import { heldIdOf, jobIdOf, shownIdOf } from './tenant-job-ids.js';
 
@@ -24,9 +23,6 @@ export const ARRIVAL_WAIT_MS = 2000;
 export const MAX_WAIT_MS = 30_000;
 /** How often a long-polling fetch looks again for a queue that did not exist when it came. */
 const MISSING_RETRY_MS = 500;
-/** How long a nack's answer waits for its retry's time once the store shows the job retryable. */
-const RETRY_TIME_WAIT_MS = 2000;
-
 /**
  * `POST /ojs/v1/workers/fetch` `{ queues | pool, strategy?, weights?, count?, worker_id?,
  * visibility_timeout_ms?, wait_ms? }`: claims up to `count` jobs from the queues, in their order,
@@ -89,13 +85,12 @@ export async function fetchJobs(ctx: BindingContext, request: ApiRequest): Promi
 
 /** `POST /ojs/v1/workers/ack` `{ job_id, result?, emit? }`: the job completes, its emits confirmed first; 200 with its state. */
 export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const since = new Date().toISOString();
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const { held, asked } = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.emit !== undefined && !Array.isArray(body.emit)) throw new ApiError(400, 'INVALID_REQUEST', '"emit" must be an array of jobs');
   const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at, undefined, held.ctx);
   await ctx.board.ack(held, body as AckBody);
-  return settled(ctx, held, asked, since, local);
+  return settled(ctx, held, asked, local);
 }
 
 /**
@@ -104,7 +99,6 @@ export async function ackJob(ctx: BindingContext, request: ApiRequest): Promise<
  * once, same attempt, whatever the error says. 200 with its state.
  */
 export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise<ApiResponse> {
-  const since = new Date().toISOString();
   const body = object(await readJsonValue(request.req, MAX_PUSH_BYTES, 'INVALID_REQUEST'));
   const { held, asked } = await claimOf(ctx, request, body.job_id ?? body.id);
   if (body.requeue !== undefined && typeof body.requeue !== 'boolean')
@@ -112,7 +106,7 @@ export async function nackJob(ctx: BindingContext, request: ApiRequest): Promise
   const local = ctx.settlements.wait(held.job.id, held.job.attempt, held.claim?.at, undefined, held.ctx);
   if (body.requeue === true) ctx.board.requeue(held);
   else ctx.board.nack(held, (typeof body.error === 'object' && body.error !== null ? body.error : {}) as NackError);
-  return settled(ctx, held, asked, since, local);
+  return settled(ctx, held, asked, local);
 }
 
 /**
@@ -161,29 +155,15 @@ async function claimOf(ctx: BindingContext, request: ApiRequest, asked: unknown)
 }
 
 /**
- * The answer to an ack or nack that arrived at `since`: the job as its runner here settled it
- * (`local`, SettlementWaits). Only when it was not settled here (its delivery went back to the
- * broker with a lost channel) is the job store asked, until its settlement shows there.
+ * The answer to an ack or nack: the job as its runner here settled it (`local`, SettlementWaits),
+ * awaited, never polled. When that settlement made no report (its delivery went back to the broker
+ * with a lost channel: nothing was settled), the job store's row answers as it stands.
  */
-async function settled(
-  ctx: BindingContext,
-  held: Held,
-  asked: string,
-  since: string,
-  local: Promise<LocalSettlement | undefined>,
-): Promise<ApiResponse> {
+async function settled(ctx: BindingContext, held: Held, asked: string, local: Promise<LocalSettlement | undefined>): Promise<ApiResponse> {
   const here = await local;
-  const row: JobRow | undefined = here?.row ?? (await waitForSettlement(ctx, held.job.id, held.job.attempt, since));
+  const row: JobRow | undefined = here?.row ?? (await (await ctx.admin.jobs()).get(held.job.id));
   const view = bindingJobView(row, ctx.envelopes.get(held.job.id) ?? { job: held.job, extensions: {} });
-  // A retry: when it comes back. The runner tells of it right after its ack, which follows the
-  // report the store reads: on a loaded machine the store may show it first, so wait (bounded).
-  if (row?.state === 'retryable' && here === undefined) {
-    const deadline = Date.now() + RETRY_TIME_WAIT_MS;
-    while (ctx.retries.of(held.job.id, row.attempt) === undefined && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
-  }
+  // A retry: when it comes back (kept from the same settlement).
   if (row?.state === 'retryable') Object.assign(view, ctx.retries.fields(held.job.id, row.attempt));
   view.id = asked;
   return { status: 200, body: { acknowledged: true, job_id: asked, ...view, job: view } };

@@ -193,15 +193,15 @@ export class BatchReports {
    * on. What it cannot know: whether a `completed` report of this settlement was already
    * confirmed; if so the tracker keeps the first final report and counts a conflict.
    */
-  async rejected(delivery: Delivery, outcome: SettlementInput, err: unknown): Promise<void> {
+  async rejected(delivery: Delivery, outcome: SettlementInput, err: unknown): Promise<SettledReport | undefined> {
     const { log, place } = this.options;
     const job = outcome.job ?? (outcome.kind === 'failed' ? outcome.refused : undefined);
     const batch = batchOf(job);
     const publisher = this.options.publishers.current;
-    if ((batch === undefined && !this.options.tracked) || job === undefined) return;
+    if ((batch === undefined && !this.options.tracked) || job === undefined) return undefined;
     if (publisher === undefined || delivery.source.closed) {
       log.warn('batched job rejected without its dead report: no publisher at hand', { job_id: job.id, batch });
-      return;
+      return undefined;
     }
     // A job refused for its publisher is not trusted: only this queue's tenant is reported.
     const reported = outcome.job === undefined ? { ...job, tenant: place.tenant } : job;
@@ -209,13 +209,17 @@ export class BatchReports {
     const report = settledReport(reported, batch, place, 'dead', {
       error: { type: 'SETTLEMENT_FAILED', message: `settlement failed (${error.message}); rejected to the dead-letter route` },
     });
-    await publishRecord(publisher, this.options.tracking, report).catch((failed: unknown) =>
+    try {
+      await publishRecord(publisher, this.options.tracking, report);
+      return report;
+    } catch (failed) {
       log.warn('batched job rejected without its dead report: the report failed', {
         job_id: job.id,
         batch,
         err: (failed as Error).message,
-      }),
-    );
+      });
+      return undefined;
+    }
   }
 }
 

@@ -38,7 +38,8 @@ export type SettlementResult =
  * A result as the settlement returns it: with where its delivery ended, and `report`, the
  * tracking report that tells of it (tracking-report.ts): published before the ack when the job
  * is tracked (batched, or its queue's `tracking` on), only described otherwise; absent where the
- * settlement makes none (a hand-back, a loss, a failed settlement, an untracked completion).
+ * settlement makes none (most hand-backs, a loss, an untracked completion). A failed settlement
+ * carries the `dead` report it published, if it could.
  */
 export type SettledResult = SettlementResult & { settled: Settled; report?: SettledReport };
 

@@ -174,9 +174,10 @@ export class Settlement {
         job_id: delivery.message.properties.messageId,
         err: (err as Error).message,
       });
-      await this.reports.rejected(delivery, outcome, err);
+      const report = await this.reports.rejected(delivery, outcome, err);
       delivery.source.reject(delivery.message);
-      return { kind: 'settlement-failed', settled: 'rejected', job: outcome.job, error: err };
+      const failed = { kind: 'settlement-failed', settled: 'rejected', job: outcome.job, error: err } as const;
+      return report === undefined ? failed : { ...failed, report };
     }
   }
 
