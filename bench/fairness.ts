@@ -1,6 +1,6 @@
 /**
  * Scenario `fairness`: how one pooled stage process (`run --tenants`) shares its `concurrency`
- * slots between tenants (src/runner/fair-share.ts). The handler of the `fair` / `weighted` stages
+ * slots between tenants (src/runner/intake/fair-share.ts). The handler of the `fair` / `weighted` stages
  * takes `HANDLER_MS` (a timer: no CPU) and records which tenant's job finished when
  * (`probe.completions`); the stages run in this process. Every backlog is published (confirm
  * channel, thousands in flight) before the pooled process starts, so all are queued.

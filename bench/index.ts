@@ -14,7 +14,7 @@ import { BrokerNames, declareTopologyOnce, provisionTopology } from '../src/wire
 import { PROVISION_LANES } from '../src/broker/declare-topology.js';
 import { teardown } from '../src/testing/index.js';
 import { syncQueueSettings } from '../src/plan/queue-settings.js';
-import { managementApiOf } from '../src/security/management-api.js';
+import { managementClientOf } from '../src/broker-management/management-client.js';
 import {
   benchConfig,
   bodySize,
@@ -107,7 +107,7 @@ async function main(): Promise<number> {
   try {
     await withTimeout(declareTopologyOnce(config, provisionTopology(config, metas), log), 60_000, 'declaring the topology');
     // The policies too, as `provision` puts them: queue settings and the classic queue version.
-    policiesPut = syncQueueSettings(config, metas, managementApiOf(config), { removeStale: false });
+    policiesPut = syncQueueSettings(config, metas, managementClientOf(config), { removeStale: false });
     await withTimeout(policiesPut, 60_000, 'putting the policies').catch((err: Error) =>
       progress(`bench: queue policies not put (${err.message}): classic queues run on the broker's default version`),
     );

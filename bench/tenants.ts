@@ -31,7 +31,7 @@ import { desiredState } from '../src/plan/desired-state.js';
 import { planChanges } from '../src/plan/plan.js';
 import { loadAllStages } from '../src/stage/stage-loader.js';
 import { vhostOfAmqpUrl } from '../src/security/broker-users.js';
-import { ManagementApi } from '../src/security/management-api.js';
+import { ManagementClient } from '../src/broker-management/management-client.js';
 import { fmt, HERE, progress, withTimeout, type BenchContext } from './common.js';
 import { measureChild, type PooledRss } from './pooled.js';
 import { dropSubConfig, subConfig, type SubConfig } from './sub-prefix.js';
@@ -146,7 +146,7 @@ export async function benchTenants(ctx: BenchContext): Promise<TenantsResult> {
     if (announced !== n) throw new Error(`tenants: provision announced ${announced} new tenants, expected ${n}`);
     await expectDeclared(sub.config, topology);
 
-    const api = new ManagementApi(sub.config.broker.management, 120_000);
+    const api = new ManagementClient(sub.config.broker.management, 120_000);
     let changes = 0;
     const planSeconds = await timed(async () => {
       const plan = planChanges(desiredState(sub.config, stages), await readInventory(sub.config, api));
@@ -276,7 +276,7 @@ async function declareOneByOne(url: string, topology: Topology): Promise<void> {
 
 /** Both sides must have declared the same: every queue and exchange of the topology, nothing more. */
 async function expectDeclared(config: CompiledConfig, topology: Topology): Promise<void> {
-  const api = new ManagementApi(config.broker.management, 120_000);
+  const api = new ManagementClient(config.broker.management, 120_000);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const queues = (await api.listQueues(vhost)).filter((q) => ours(q.name)).length;

@@ -1,5 +1,5 @@
 import type { Channel } from 'amqplib';
-import { parseRecords } from '../src/tracking/tracking-report.js';
+import { parseRecords } from '../src/tracking-stream/tracking-report.js';
 import {
   alternatingRounds,
   asSide,

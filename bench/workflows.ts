@@ -1,4 +1,4 @@
-import { Tracker } from '../src/batch/tracker.js';
+import { Tracker } from '../src/tracker/tracker.js';
 import { Publisher } from '../src/publisher/publisher.js';
 import { StageGroup } from '../src/runner/stage-group.js';
 import { WorkflowAdvancer } from '../src/workflow/workflow-advancer.js';

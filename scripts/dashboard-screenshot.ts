@@ -17,9 +17,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
-import { startAdminServer } from '../src/admin-api/admin-server.js';
+import { startAdminServer } from '../src/http-api/admin-server.js';
 import { createLogger, loadAllStages, loadConfig, Publisher, StageGroup } from '../src/index.js';
-import { setQueueState } from '../src/state/set-queue-state.js';
+import { setQueueState } from '../src/queue-state/set-queue-state.js';
 import { purge, teardown } from '../src/testing/index.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

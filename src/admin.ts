@@ -8,13 +8,13 @@
 import 'reflect-metadata';
 
 // Dead letters and unroutable jobs.
-export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './admin/dead-letters-admin.js';
-export { listUnroutable, replayUnroutable } from './admin/unroutable.js';
+export { listDeadLetters, retryDeadLetters, purgeDeadLetters, deadQueuesOf } from './dead-letters/dead-letter-actions.js';
+export { listUnroutable, replayUnroutable } from './dead-letters/unroutable.js';
 
 // Removing tenants and queues.
-export { retireTenant, type Retirement, type RemovalOptions } from './admin/retire-tenant.js';
-export { deleteLogicalQueue } from './admin/delete-queue.js';
-export type { RemovalStrategy } from './admin/remove-queues.js';
+export { retireTenant, type Retirement, type RemovalOptions } from './removal/retire-tenant.js';
+export { deleteLogicalQueue } from './removal/delete-queue.js';
+export type { RemovalStrategy } from './removal/remove-queues.js';
 
 // Plan and provision.
 export { provisionBroker, type ProvisionResult } from './plan/provision-broker.js';
@@ -27,21 +27,21 @@ export { applyPlan } from './plan/apply-plan.js';
 // Inspecting queues.
 export { inspectQueues, type InspectOptions } from './inspect/inspect-queues.js';
 export { buildQueueReports, type QueueReport, type CompanionDepth } from './inspect/queue-report.js';
-export type { QueueLimits } from './inspect/queue-limits.js';
+export type { QueueLimits } from './inspect/queue-flow-limits.js';
 export { formatQueues } from './inspect/format-queues.js';
 
 // Queue states and batch directives.
-export { setQueueState, type PhysicalQueueState } from './state/set-queue-state.js';
-export { QUEUE_STATES, type QueueState } from './state/queue-state.js';
-export { cancelBatch, pauseBatch, resumeBatch, pauseTenant, resumeTenant, type DirectiveResult } from './batch/batch-directives.js';
+export { setQueueState, type PhysicalQueueState } from './queue-state/set-queue-state.js';
+export { QUEUE_STATES, type QueueState } from './queue-state/queue-state.js';
+export { cancelBatch, pauseBatch, resumeBatch, pauseTenant, resumeTenant, type DirectiveResult } from './directives/batch-directives.js';
 
 // Batch status.
-export { readTracking } from './batch/tracker.js';
+export { readTracking } from './tracker/tracker.js';
 export { batchView, jobView, jobSummary, type JobView, type JobSummary } from './batch/batch-views.js';
 
 // Job state (docs/job-state.md).
-export { readJobStore } from './batch/tracker.js';
-export { cancelJob } from './batch/job-cancel.js';
+export { readJobStore } from './tracker/tracker.js';
+export { cancelJob } from './directives/cancel-job.js';
 export { jobStateView, type JobStateView } from './job-state/job-views.js';
 export { JOB_STATES, type JobState, type JobRow, type AttemptError } from './job-state/job-lifecycle.js';
 export type { JobStore, JobFilter, JobPage, JobList } from './job-state/job-store.js';
@@ -59,8 +59,8 @@ export {
   DEFAULT_ADMIN_PORT,
   type AdminServer,
   type AdminServerOptions,
-} from './admin-api/admin-server.js';
-export { ADMIN_TOKEN_ENV } from './admin-api/bearer-auth.js';
+} from './http-api/admin-server.js';
+export { ADMIN_TOKEN_ENV } from './http-api/bearer-auth.js';
 
 // What `stagecoach dev` provisions around a group's start: `group.start(devProvisioning(...))`
 // declares every configured tenant's queues and applies their queue settings, as `dev` does.

@@ -10,13 +10,13 @@ import 'reflect-metadata';
 
 // One stage's runner.
 export { StageRunner, type StageRunnerOptions, type RunnerState, type StageRunnerStats } from './runner/stage-runner.js';
-export { IsolationGate } from './runner/isolation-gate.js';
+export { IsolationGate } from './runner/intake/isolation-gate.js';
 
 // The batch tracker (`stagecoach tracker`) and its fold of the tracking stream.
-export { Tracker, type TrackerOptions } from './batch/tracker.js';
+export { Tracker, type TrackerOptions } from './tracker/tracker.js';
 export { BatchFold, batchState, isComplete, jobState, type BatchCounts, type TrackedBatch, type TrackedJob } from './batch/batch-fold.js';
-export { TrackingReader, ensureTrackingStream } from './tracking/tracking-reader.js';
-export type { TrackerPlugin, TrackerHost } from './batch/tracker.js';
+export { TrackingReader, ensureTrackingStream } from './tracking-stream/tracking-reader.js';
+export type { TrackerPlugin, TrackerHost } from './tracker/tracker.js';
 
 // Workflows (docs/workflows.md): the tracker plugin that advances them, their fold and states.
 export { WorkflowAdvancer, type WorkflowAdvancerOptions } from './workflow/workflow-advancer.js';

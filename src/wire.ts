@@ -31,5 +31,11 @@ export { queueTypeArguments, sharedQueueType } from './topology/queue-type.js';
 export { createEvent, EVENT_TYPES, EVENT_SPEC_VERSION, EVENT_CONTENT_TYPE, type EventType, type OjsEvent } from './events/ojs-event.js';
 
 // Tracking records and batch callbacks.
-export type { SettledReport, CreatedReport, AnnouncedReport, TrackingRecord, SettlementOutcome } from './tracking/tracking-report.js';
+export type {
+  SettledReport,
+  CreatedReport,
+  AnnouncedReport,
+  TrackingRecord,
+  SettlementOutcome,
+} from './tracking-stream/tracking-report.js';
 export { CALLBACK_NAMES, callbackJobId, callbacksToRun, checkCallbacks, type CallbackMeta } from './batch/batch-callbacks.js';

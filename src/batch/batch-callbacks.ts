@@ -5,7 +5,7 @@ import { uuidv5 } from '../job/uuid-v5.js';
 import { identitiesOf } from '../security/broker-users.js';
 import { isTenantSlug, notATenantSlug } from '../util/tenant-slug.js';
 import type { BatchCounts } from './batch-fold.js';
-import type { TrackingRecord } from '../tracking/tracking-report.js';
+import type { TrackingRecord } from '../tracking-stream/tracking-report.js';
 
 /**
  * OJS batch callbacks (docs/batches.md, Callbacks): jobs a batch names when its root is

@@ -5,7 +5,7 @@ import {
   type SettlementOutcome,
   type TrackingRecord,
   type WorkflowRecord,
-} from '../tracking/tracking-report.js';
+} from '../tracking-stream/tracking-report.js';
 import { batchKey } from './batch-key.js';
 
 /** A `created` or `settled` record of a batched job. */

@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { ConfigError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
-import type { ManagementApi } from '../security/management-api.js';
+import type { ManagementClient } from '../broker-management/management-client.js';
 import { openConnection, type AmqpConnection } from './amqp-connection.js';
 import { nodeOf } from './broker-nodes.js';
 
@@ -19,7 +19,12 @@ import { nodeOf } from './broker-nodes.js';
  * @throws ConfigError on `broker.management` when the names differ; the management API's own
  *   failure (MANAGEMENT_FAILED) when it does not answer.
  */
-export async function checkSameBroker(config: CompiledConfig, api: ManagementApi, log: Logger, connection?: AmqpConnection): Promise<void> {
+export async function checkSameBroker(
+  config: CompiledConfig,
+  api: ManagementClient,
+  log: Logger,
+  connection?: AmqpConnection,
+): Promise<void> {
   const own = connection ?? (await openConnection(config, log, 'stagecoach-check'));
   let amqpName: string | undefined;
   let node: string | undefined;

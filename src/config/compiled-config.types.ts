@@ -6,9 +6,7 @@
  */
 import type {
   LimitConfig,
-  JobRetention,
   JobStoreConfig,
-  LimitWindow,
   QueueConfig,
   QueueSettings,
   QueueType,
@@ -17,6 +15,7 @@ import type {
   TenantConfig,
 } from './raw-config.types.js';
 import type { ScheduleConfig, ScheduleDefinition } from './schedule-config.types.js';
+import type { ResolvedQueueSettings } from './queue-setting-declarations.js';
 
 /** A tenant's fair-share settings, compiled: what a pooled stage process reads per tenant. */
 export interface TenantShare {
@@ -58,32 +57,7 @@ export interface ResolvedQueueConfig
   configured: boolean;
 }
 
-/**
- * Queue settings after layering: `null` (unlimited) became undefined, and the defaults of
- * `overflow_policy` and `dead_letter_ttl` (and `block_timeout` of a `block` queue) are filled in.
- */
-export interface ResolvedQueueSettings {
-  max_size?: number;
-  max_size_bytes?: number;
-  /** Fraction of `max_size` from which HTTP pushes carry the queue's pressure (its default filled in). */
-  max_size_warning: number;
-  overflow_policy: 'reject' | 'drop_oldest' | 'block';
-  /** ISO 8601; present with `overflow_policy` `block` only (its default filled in). */
-  block_timeout?: string;
-  /** ISO 8601; undefined: dead letters are kept until purged. */
-  dead_letter_ttl?: string;
-  dead_letter_max_size?: number;
-  /** Jobs active at once from the physical queue, across every process; undefined: unlimited. */
-  concurrency?: number;
-  /** Starts per sliding window from the physical queue; undefined: unlimited. */
-  rate_limit?: LimitWindow;
-  /** Whether its jobs' `job.*` events are published. */
-  events: boolean;
-  /** `false` when the queue's jobs are not tracked (docs/job-state.md); absent: tracked (the default). */
-  tracking?: false;
-  /** ISO 8601 durations by final state, as configured (defaults in DEFAULT_JOB_RETENTION). */
-  retention?: JobRetention;
-}
+export type { ResolvedQueueSettings } from './queue-setting-declarations.js';
 
 /** A {@link LimitWindow} compiled: its period in milliseconds. */
 export interface CompiledWindow {
@@ -127,7 +101,7 @@ export interface BrokerSettings {
   management: string;
   /**
    * The management API URLs to try, in order: an explicit `broker.management` alone, or else
-   * the management port of every node of `urls`, in their order (ManagementApi fails over).
+   * the management port of every node of `urls`, in their order (ManagementClient fails over).
    */
   managementUrls: string[];
 }

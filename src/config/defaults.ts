@@ -3,7 +3,6 @@ import type {
   ConfigWithDefaults,
   PayloadStoreConfig,
   QueueConfig,
-  QueueSettings,
   RawConfig,
   DefaultedRetryPolicy,
 } from './config.types.js';
@@ -19,18 +18,9 @@ export const SYSTEM_RETRY_DEFAULTS: DefaultedRetryPolicy = {
   on_exhaustion: 'dead_letter',
 };
 
-/**
- * The system defaults of the settings the broker enforces: no bound, `reject` when a bound is
- * set, dead letters kept 30 days (OJS queue configuration 6.4); a `block` queue's producers wait
- * 30 s for room; HTTP pushes carry the queue's pressure from 80 % of its `max_size`.
- */
-export const SYSTEM_QUEUE_SETTINGS = {
-  overflow_policy: 'reject',
-  dead_letter_ttl: 'P30D',
-  block_timeout: 'PT30S',
-  max_size_warning: 0.8,
-  events: false,
-} as const satisfies QueueSettings;
+import { SYSTEM_QUEUE_SETTINGS, type JobRetention } from './queue-setting-declarations.js';
+
+export { SYSTEM_QUEUE_SETTINGS };
 
 export const SYSTEM_QUEUE_DEFAULTS = {
   scope: 'tenant',
@@ -50,8 +40,8 @@ export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 /** How long the batch-tracking stream keeps settlement reports (docs/batches.md). */
 export const DEFAULT_TRACKING_MAX_AGE = 'P7D';
 
-/** How long the job store keeps an ended job, by final state (`queues.<q>.retention`, seeds/001 6.3; docs/job-state.md). */
-export const DEFAULT_JOB_RETENTION = { completed: 'P7D', discarded: 'P30D', cancelled: 'P7D' } as const;
+/** How long the job store keeps an ended job, by final state (`queues.<q>.retention`; docs/job-state.md). */
+export const DEFAULT_JOB_RETENTION = SYSTEM_QUEUE_SETTINGS.retention as Required<JobRetention>;
 export const DEFAULT_HTTP_PORT = 9400;
 /** Tenants with /metrics series of their own: StageMetrics's default (observability/tenant-labels.ts) for a configured process. */
 export const DEFAULT_METRICS_TENANTS = 1000;

@@ -9,23 +9,10 @@ import type {
   ResolvedRetryPolicy,
   DefaultedRetryPolicy,
 } from './config.types.js';
-import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_QUEUE_SETTINGS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
+import { SYSTEM_QUEUE_DEFAULTS, SYSTEM_RETRY_DEFAULTS } from './defaults.js';
+import { SETTING_KEYS, SYSTEM_QUEUE_SETTINGS } from './queue-setting-declarations.js';
 
-/** The keys of {@link QueueSettings}: what a policy carries and a tenant may override. */
-export const SETTING_KEYS = [
-  'max_size',
-  'max_size_bytes',
-  'max_size_warning',
-  'overflow_policy',
-  'block_timeout',
-  'dead_letter_ttl',
-  'dead_letter_max_size',
-  'concurrency',
-  'rate_limit',
-  'events',
-  'tracking',
-  'retention',
-] as const;
+export { SETTING_KEYS } from './queue-setting-declarations.js';
 
 /**
  * Layers one queue's configuration (OJS queue configuration 7.2): system defaults, then the
@@ -60,25 +47,12 @@ export function resolveQueue(
  * (`null` included: it means unlimited). Keys that end up `null` or unset are left out.
  */
 export function layerSettings(...layers: QueueSettings[]): ResolvedQueueSettings {
-  const merged: QueueSettings = { ...SYSTEM_QUEUE_SETTINGS };
+  const merged: Record<string, unknown> = { ...SYSTEM_QUEUE_SETTINGS };
   for (const layer of layers) {
-    for (const key of SETTING_KEYS) if (layer[key] !== undefined) (merged as Record<string, unknown>)[key] = layer[key];
+    for (const key of SETTING_KEYS) if (layer[key] !== undefined) merged[key] = layer[key];
   }
-  const resolved: ResolvedQueueSettings = {
-    overflow_policy: merged.overflow_policy ?? SYSTEM_QUEUE_SETTINGS.overflow_policy,
-    events: merged.events ?? SYSTEM_QUEUE_SETTINGS.events,
-    max_size_warning: merged.max_size_warning ?? SYSTEM_QUEUE_SETTINGS.max_size_warning,
-  };
-  if (resolved.overflow_policy === 'block') resolved.block_timeout = merged.block_timeout ?? SYSTEM_QUEUE_SETTINGS.block_timeout;
-  if (typeof merged.max_size === 'number') resolved.max_size = merged.max_size;
-  if (typeof merged.max_size_bytes === 'number') resolved.max_size_bytes = merged.max_size_bytes;
-  if (typeof merged.dead_letter_ttl === 'string') resolved.dead_letter_ttl = merged.dead_letter_ttl;
-  if (typeof merged.dead_letter_max_size === 'number') resolved.dead_letter_max_size = merged.dead_letter_max_size;
-  if (typeof merged.concurrency === 'number') resolved.concurrency = merged.concurrency;
-  if (typeof merged.rate_limit === 'object' && merged.rate_limit !== null) resolved.rate_limit = merged.rate_limit;
-  if (merged.tracking === false) resolved.tracking = false;
-  if (merged.retention !== undefined) resolved.retention = merged.retention;
-  return resolved;
+  for (const key of SETTING_KEYS) if (merged[key] === null) delete merged[key];
+  return merged as ResolvedQueueSettings;
 }
 
 /**

@@ -20,96 +20,12 @@ export interface VariantsConfig {
   values: Record<string, string[]>;
 }
 
-/**
- * The settings of a queue the broker enforces (OJS queue configuration 6.1 and 6.4). They live
- * in RabbitMQ policies, not in queue arguments, so that a change takes effect in place: `apply`
- * (or `provision`) updates the policy and the broker applies it to the running queue, with no
- * queue deleted and no stage restarted. `null` means unlimited, overriding an inherited value.
- */
-export interface QueueSettings {
-  /** Most jobs the physical queue holds (policy `max-length`). @defaultValue unlimited */
-  max_size?: number | null;
-  /** Most bytes of job bodies the physical queue holds (policy `max-length-bytes`). @defaultValue unlimited */
-  max_size_bytes?: number | null;
-  /**
-   * The fraction of `max_size` (0 to 1) from which an HTTP push into the queue is
-   * answered with the queue's pressure (`X-OJS-Queue-Depth`, `X-OJS-Queue-Bound`,
-   * `X-OJS-Queue-Pressure`: ojs-backpressure 7.3), so that a producer slows down before it is
-   * refused. Read by the admin server at each push; nothing without `max_size`. @defaultValue 0.8
-   */
-  max_size_warning?: number;
-  /**
-   * What a full queue does: `reject` (the publish is nacked: QUEUE_FULL at once), `drop_oldest`
-   * (the oldest job is dead-lettered to make room), or `block` (the broker refuses as for
-   * `reject`, and the producer, a `Publisher` or a stage's `ctx.emit`, waits for room and tries
-   * again, up to `block_timeout`). @defaultValue "reject"
-   */
-  overflow_policy?: 'reject' | 'drop_oldest' | 'block';
-  /**
-   * With `overflow_policy` `block`: how long a producer waits for room in the full queue, ISO
-   * 8601 duration, before it fails with QUEUE_FULL (`PT0S`: at once, as `reject`). Counted from
-   * the first refusal; tries are spaced 50 ms doubling to 1 s, with jitter. A stage emitting into
-   * the queue holds its input job meanwhile (backpressure upstream). @defaultValue "PT30S"
-   */
-  block_timeout?: string;
-  /**
-   * How long a dead letter is kept, ISO 8601 (policy `message-ttl` of the dead-letter queue: an
-   * expired dead letter is dropped). At most 49 days, RabbitMQ's limit. @defaultValue "P30D"
-   */
-  dead_letter_ttl?: string | null;
-  /** Most dead letters kept; the oldest is dropped to make room (policy `max-length`, `drop-head`). @defaultValue unlimited */
-  dead_letter_max_size?: number | null;
-  /**
-   * Most jobs active at once from one physical queue, counted across every process and replica
-   * that reads it (docs/flow-control.md). Unlike the settings above it is not a policy: the
-   * stages enforce it with tokens held on the broker. 0 runs nothing (a pause by limit).
-   * @defaultValue unlimited
-   */
-  concurrency?: number | null;
-  /**
-   * Most job starts from one physical queue in any window of `period` (a sliding window), across
-   * every process. @defaultValue unlimited
-   */
-  rate_limit?: LimitWindow | null;
-  /**
-   * Publish the OJS job events of this queue's jobs on `<prefix>.events` (docs/broker.md
-   * "Events"): `job.completed`, `job.failed`, `job.discarded`, `job.cancelled`, from the stage
-   * that settles them, after the acknowledgement (best effort). Read when a stage starts.
-   * @defaultValue false
-   */
-  events?: boolean;
-  /**
-   * Every job of the queue is reported to the tracking stream (`created` at enqueue, then each
-   * settlement) and folded by `stagecoach tracker` into the job store: `job status`, `job list`,
-   * `job cancel` (docs/job-state.md). Off: only batched jobs are reported, at no cost per job.
-   * @defaultValue true
-   */
-  tracking?: boolean;
-  /**
-   * How long the job store keeps a job after it ended, per final state, ISO 8601 durations
-   * (seeds/001 6.3); pruned by the tracker. A state left out is kept as long as the default.
-   * Dead letters on the broker keep their own `dead_letter_ttl`.
-   * @defaultValue { "completed": "P7D", "discarded": "P30D", "cancelled": "P7D" }
-   */
-  retention?: JobRetention;
-}
+// The per-queue settings are declared once, with their schema, defaults and docs.
+export type { JobRetention, LimitWindow, QueueSettings } from './queue-setting-declarations.js';
+import type { LimitWindow, QueueSettings } from './queue-setting-declarations.js';
 
 /** `tracking.store` (docs/job-state.md). `table` defaults to `<prefix>_jobs` (the prefix's dots and dashes as `_`). */
 export type JobStoreConfig = { kind: 'memory' } | { kind: 'postgres'; url: string; table?: string };
-
-/** `queues.<q>.retention`: ISO 8601 durations by final job state (docs/job-state.md). */
-export interface JobRetention {
-  completed?: string;
-  discarded?: string;
-  cancelled?: string;
-}
-
-/** `limit` job starts per `period` (ISO 8601 duration, at least 10 ms, at most a day). */
-export interface LimitWindow {
-  /** A whole number >= 1 (at most 10,000). */
-  limit: number;
-  period: string;
-}
 
 /**
  * A limit on a downstream resource (docs/flow-control.md), named at the top level under `limits`

@@ -7,12 +7,14 @@
 /**
  * Queue states (OJS queue configuration section 5) and worker states (OJS core section 10) sent to
  * running stages, and `directive`: a batch's or a tenant's directive markers changed (cancel,
- * pause, resume; see src/batch/batch-directives.ts), so stages read them again; `limits`: the flow
+ * pause, resume; see src/directives/batch-directives.ts), so stages read them again; `limits`: the flow
  * limits in the configuration file changed (the admin API, `apply`), so stages read it again;
  * `excuse`: a process that lives lost these deliveries with a channel or its connection (see
- * LossLedger): whoever they come back to redelivered takes them for first deliveries, not crashes.
+ * LossLedger): whoever they come back to redelivered takes them for first deliveries, not crashes;
+ * `timed-out`: the broker's `consumer_timeout` took these jobs from a process that was running
+ * them: whoever they come back to dead-letters them instead of running them again.
  */
-export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive' | 'limits' | 'excuse';
+export type ControlCommand = 'pause' | 'resume' | 'drain' | 'quiet' | 'terminate' | 'directive' | 'limits' | 'excuse' | 'timed-out';
 
 export interface ControlMessage {
   command: ControlCommand;
@@ -28,11 +30,13 @@ export interface ControlMessage {
   hold?: string[];
   /** `limits` with `hold`: ISO 8601 timestamp. */
   until?: string;
-  /** `excuse`: the message ids. */
+  /** `excuse`, `timed-out`: the message ids. */
   ids?: string[];
+  /** `timed-out`: the timeout they met, ms. */
+  timeout_ms?: number;
 }
 
-const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive', 'limits', 'excuse'];
+const COMMANDS: readonly string[] = ['pause', 'resume', 'drain', 'quiet', 'terminate', 'directive', 'limits', 'excuse', 'timed-out'];
 
 /** Parses a control message body; undefined for anything else (ignored, never fatal). */
 export function parseControlMessage(content: Buffer): ControlMessage | undefined {
@@ -43,6 +47,7 @@ export function parseControlMessage(content: Buffer): ControlMessage | undefined
       if (value[key] !== undefined && typeof value[key] !== 'string') return undefined;
     if (value.hold !== undefined && !(Array.isArray(value.hold) && value.hold.every((p) => typeof p === 'string'))) return undefined;
     if (value.ids !== undefined && !(Array.isArray(value.ids) && value.ids.every((id) => typeof id === 'string'))) return undefined;
+    if (value.timeout_ms !== undefined && !(Number.isFinite(value.timeout_ms) && (value.timeout_ms as number) >= 0)) return undefined;
     return value as unknown as ControlMessage;
   } catch {
     return undefined;

@@ -10,7 +10,7 @@ import { BrokerNames } from '../topology/names.js';
 /**
  * Sends a control message to every running stage (fanout `<prefix>.control`), once connected.
  * Worker states (`quiet`, `terminate`) live in the processes that get it. Queue states live on
- * the broker (src/state/set-queue-state.ts writes them, then calls `publishControl` so that
+ * the broker (src/queue-state/set-queue-state.ts writes them, then calls `publishControl` so that
  * running stages read them again at once).
  */
 export async function sendControl(config: CompiledConfig, message: ControlMessage, log: Logger): Promise<void> {

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { PayloadStore } from '../payload/payload-store.js';
-import type { ManagementApi } from '../security/management-api.js';
+import type { ManagementClient } from '../broker-management/management-client.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 
 /**
@@ -16,7 +16,7 @@ export interface DashboardContext {
   /** The configured stages' inputs and outputs: the pipeline order of the matrix's columns. */
   stages: readonly StageEndpoints[];
   log: Logger;
-  api(config: CompiledConfig): ManagementApi;
+  api(config: CompiledConfig): ManagementClient;
   /** The payload store of the configuration at start: jobs sent by reference are shown with their arguments. */
   payloads: PayloadStore;
 }

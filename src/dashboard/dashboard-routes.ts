@@ -1,5 +1,11 @@
-import { listDeadLetters, purgeDeadLetters, retryDeadLetters, deadQueuesOf, type DeadLetterEntry } from '../admin/dead-letters-admin.js';
-import { listUnroutable, replayUnroutable, type UnroutableEntry } from '../admin/unroutable.js';
+import {
+  listDeadLetters,
+  purgeDeadLetters,
+  retryDeadLetters,
+  deadQueuesOf,
+  type DeadLetterEntry,
+} from '../dead-letters/dead-letter-actions.js';
+import { listUnroutable, replayUnroutable, type UnroutableEntry } from '../dead-letters/unroutable.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { BrokerNames } from '../topology/names.js';
 import type { DashboardContext, DashboardRequest, DashboardRoute } from './dashboard-context.js';

@@ -3,7 +3,7 @@ import { readBrokerAlarms, type BrokerAlarm } from '../inspect/broker-alarms.js'
 import { buildLimitReports, type LimitReport } from '../inspect/limit-report.js';
 import { buildQueueReports, type QueueReport } from '../inspect/queue-report.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import type { ManagementApi } from '../security/management-api.js';
+import type { ManagementClient } from '../broker-management/management-client.js';
 import { BrokerNames } from '../topology/names.js';
 
 /** Every work queue under the prefix, and the unroutable depth, as the management plugin last sampled them. */
@@ -34,7 +34,7 @@ export class QueueSnapshots {
   ) {}
 
   /** A reading for `config`, fresh or at most `maxAgeMs` old; `fresh` forces a new one (after an action). */
-  read(config: CompiledConfig, api: ManagementApi, fresh = false): Promise<QueueSnapshot> {
+  read(config: CompiledConfig, api: ManagementClient, fresh = false): Promise<QueueSnapshot> {
     const key = `${config.broker.management}\u0000${config.broker.url}\u0000${config.prefix}`;
     const cached = this.cache.get(key);
     if (!fresh && cached !== undefined && this.clock() - cached.takenAt < this.maxAgeMs) return cached.reading;
@@ -48,7 +48,7 @@ export class QueueSnapshots {
   }
 }
 
-async function take(config: CompiledConfig, api: ManagementApi, clock: () => number): Promise<QueueSnapshot> {
+async function take(config: CompiledConfig, api: ManagementClient, clock: () => number): Promise<QueueSnapshot> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const [queues, exchanges, alarms] = await Promise.all([api.queueStatistics(vhost), api.listExchanges(vhost), readBrokerAlarms(api)]);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);

@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
-import type { QueueLimits } from '../inspect/queue-limits.js';
+import type { QueueLimits } from '../inspect/queue-flow-limits.js';
 import type { QueueReport } from '../inspect/queue-report.js';
-import type { QueueState } from '../state/queue-state.js';
+import type { QueueState } from '../queue-state/queue-state.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import { pipelineOrder, type PipelineQueue } from './pipeline-order.js';
 

@@ -35,7 +35,7 @@ export type ErrorCode =
   | 'CONFLICT'
   // A change through the admin API without the right bearer token (or with none configured).
   | 'UNAUTHORIZED'
-  // Dead letters the broker made itself (see admin/broker-death.ts); QUEUE_FULL is its overflow.
+  // Dead letters the broker made itself (see dead-letters/broker-death.ts); QUEUE_FULL is its overflow.
   | 'EXPIRED'
   | 'REJECTED'
   | 'DELIVERY_LIMIT'

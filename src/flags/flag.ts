@@ -11,14 +11,14 @@
 import { queueOfWord, queueWord } from '../util/queue-name.js';
 
 /**
- * A queue state other than `active` (src/state/queue-state.ts). `queue-paused` is per physical
+ * A queue state other than `active` (src/queue-state/queue-state.ts). `queue-paused` is per physical
  * queue; `queue-draining` per logical queue and tenant (it cuts the entry the general queue and
  * its variant queues share, so it has no variant).
  */
 export type QueueFlag =
   { kind: 'queue-paused'; queue: string; tenant?: string; variant?: string } | { kind: 'queue-draining'; queue: string; tenant?: string };
 
-/** A batch or tenant directive (src/batch/batch-directives.ts), obeyed by every stage. */
+/** A batch or tenant directive (src/directives/batch-directives.ts), obeyed by every stage. */
 export type DirectiveFlag =
   { kind: 'batch-cancelled'; batch: string } | { kind: 'batch-paused'; batch: string } | { kind: 'tenant-paused'; tenant: string };
 

@@ -1,7 +1,7 @@
 import { flagsIn, type FlagKind, type FlagOf } from './flag.js';
 import type { FlagReader } from './flag-reader.js';
 
-/** What ListedFlags needs of the management API (ManagementApi has it). */
+/** What ListedFlags needs of the management API (ManagementClient has it). */
 export interface ExchangeLister {
   listExchangeNames(vhost: string): Promise<string[]>;
 }

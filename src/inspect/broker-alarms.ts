@@ -1,4 +1,4 @@
-import type { ManagementApi } from '../security/management-api.js';
+import type { ManagementClient } from '../broker-management/management-client.js';
 
 /** A resource alarm raised on a node of the broker. */
 export interface BrokerAlarm {
@@ -12,7 +12,7 @@ export interface BrokerAlarm {
  * jobs (nothing is lost) and resume by themselves once it clears. Null when the API does not say
  * (a user without the `monitoring` tag, a node not answering): the caller shows the queues anyway.
  */
-export async function readBrokerAlarms(api: Pick<ManagementApi, 'listNodeAlarms'>): Promise<BrokerAlarm[] | null> {
+export async function readBrokerAlarms(api: Pick<ManagementClient, 'listNodeAlarms'>): Promise<BrokerAlarm[] | null> {
   try {
     const nodes = await api.listNodeAlarms();
     return nodes.flatMap((node) => [

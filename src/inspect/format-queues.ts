@@ -1,4 +1,4 @@
-import { formatQueueLimits } from './queue-limits.js';
+import { formatQueueLimits } from './queue-flow-limits.js';
 import type { CompanionDepth, QueueReport } from './queue-report.js';
 
 const COLUMNS = [

@@ -1,6 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi, managementApiOf } from '../security/management-api.js';
+import { ManagementClient, managementClientOf } from '../broker-management/management-client.js';
 import { escape } from '../topology/queue-policies.js';
 import { buildQueueReports, type QueueReport } from './queue-report.js';
 
@@ -10,7 +10,7 @@ export interface InspectOptions {
   /** Only this logical queue's physical queues. */
   queue?: string;
   /** The management API client (default: one for `config.broker.management`). */
-  api?: ManagementApi;
+  api?: ManagementClient;
 }
 
 /**
@@ -19,7 +19,7 @@ export interface InspectOptions {
  * queues with their statistics, and the exchanges (where the state markers are).
  */
 export async function inspectQueues(config: CompiledConfig, options: InspectOptions = {}): Promise<QueueReport[]> {
-  const api = options.api ?? managementApiOf(config);
+  const api = options.api ?? managementClientOf(config);
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const named = options.tenant === undefined ? undefined : tenantObjects(config.prefix, options.tenant);
   const [queues, exchanges] = await Promise.all([

@@ -2,7 +2,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { bucketsOf, cooldownOf, type Strategy } from '../flow/bucket.js';
 import { queueBuckets } from '../flow/limit-resolver.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { managementApiOf, type BrokerQueueStats } from '../security/management-api.js';
+import { managementClientOf, type BrokerQueueStats } from '../broker-management/management-client.js';
 import { parseBrokerName } from '../topology/names.js';
 
 /**
@@ -39,7 +39,7 @@ const QUEUE_PARTITION = 'queue:';
 
 /** Every partition under the prefix, sorted by key; `key` keeps one. */
 export async function inspectLimits(config: CompiledConfig, key?: string): Promise<LimitReport[]> {
-  const api = managementApiOf(config);
+  const api = managementClientOf(config);
   const stats = await api.queueStatistics(vhostOfAmqpUrl(config.broker.url));
   return buildLimitReports(config, stats, key);
 }

@@ -1,10 +1,10 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { settingsFor } from '../config/queue-resolver.js';
-import type { BrokerQueueStats } from '../security/management-api.js';
-import { QueueStates, type QueueState } from '../state/queue-state.js';
+import type { BrokerQueueStats } from '../broker-management/management-client.js';
+import { QueueStates, type QueueState } from '../queue-state/queue-state.js';
 import { BrokerNames, parseBrokerName } from '../topology/names.js';
 import { buildLimitReports } from './limit-report.js';
-import { queueLimitsOf, type QueueLimits } from './queue-limits.js';
+import { queueLimitsOf, type QueueLimits } from './queue-flow-limits.js';
 
 /**
  * A companion queue of a work queue (`due`, `suspect`, dead letters). Counts are null when the
@@ -32,7 +32,7 @@ export interface QueueReport {
   scope: 'tenant' | 'shared';
   tenant?: string;
   variant?: string;
-  /** From the marker exchanges (src/state/queue-state.ts). */
+  /** From the marker exchanges (src/queue-state/queue-state.ts). */
   state: QueueState;
   /** Draining, and its main, `due` and `suspect` queues hold nothing ready or unacknowledged. */
   drained: boolean;

@@ -1,4 +1,10 @@
-import type { CreatedReport, DirectiveRecord, ProgressRecord, SettledReport, SettlementOutcome } from '../tracking/tracking-report.js';
+import type {
+  CreatedReport,
+  DirectiveRecord,
+  ProgressRecord,
+  SettledReport,
+  SettlementOutcome,
+} from '../tracking-stream/tracking-report.js';
 
 /** The OJS lifecycle (src/job/job-states.ts): kept here too for the store's readers. */
 export { JOB_STATES, type JobState } from '../job/job-states.js';

@@ -1,4 +1,4 @@
-import type { TrackingRecord } from '../tracking/tracking-report.js';
+import type { TrackingRecord } from '../tracking-stream/tracking-report.js';
 import type { Logger } from '../logging/logger.js';
 import type { JobRecord } from './job-lifecycle.js';
 import type { JobStore } from './job-store.js';

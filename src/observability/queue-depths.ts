@@ -1,4 +1,4 @@
-import type { QueueLimits } from './queue-limits.js';
+import type { QueueSizeBounds } from './queue-size-bounds.js';
 import type { QueueDepthSample } from './stage-metrics.js';
 
 /** A physical queue whose depth is sampled, with the labels its series carry. */
@@ -20,14 +20,14 @@ export interface DepthProbe {
 
 /**
  * Ready messages in each of a list of queues, read at scrape time on a throwaway probe, with the
- * bound in force on each (management API, at the same time; see {@link QueueLimits}): the
+ * bound in force on each (management API, at the same time; see {@link QueueSizeBounds}): the
  * source of the queue-depth and capacity metrics (StageMetrics.setQueueDepthSource). A queue gone
  * (a tenant retired under a pooled process) is skipped, not the scrape.
  */
 export class QueueDepths {
   /** @param openProbe a probe on the process's connection; undefined while disconnected (nothing is sampled). */
   constructor(
-    private readonly limits: Pick<QueueLimits, 'maxSizes'>,
+    private readonly limits: Pick<QueueSizeBounds, 'maxSizes'>,
     private readonly openProbe: () => DepthProbe | undefined,
   ) {}
 

@@ -2,7 +2,7 @@ import type { AmqpConnection } from '../broker/amqp-connection.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
-import type { ManagementApi } from '../security/management-api.js';
+import type { ManagementClient } from '../broker-management/management-client.js';
 import { provisionBrokerUsers } from '../security/tenant-users.js';
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
 import type { AdminEventSink } from '../events/admin-events.js';
@@ -31,7 +31,7 @@ export async function applyPlan(
   config: CompiledConfig,
   plan: Plan,
   connection: AmqpConnection,
-  api: ManagementApi,
+  api: ManagementClient,
   log: Logger,
   onEvent?: AdminEventSink,
 ): Promise<ApplyResult> {

@@ -1,6 +1,6 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { identitiesOf, vhostOfAmqpUrl } from '../security/broker-users.js';
-import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue, ManagementApi } from '../security/management-api.js';
+import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue, ManagementClient } from '../broker-management/management-client.js';
 
 /** What the broker holds under one prefix, read through the management API. */
 export interface BrokerInventory {
@@ -20,7 +20,7 @@ export interface BrokerInventory {
  * Names and arguments only: they are current at once, unlike the statistics the management
  * plugin collects every few seconds.
  */
-export async function readInventory(config: CompiledConfig, api: ManagementApi): Promise<BrokerInventory> {
+export async function readInventory(config: CompiledConfig, api: ManagementClient): Promise<BrokerInventory> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);
   const [queues, exchanges, bindings, policies, users] = await Promise.all([

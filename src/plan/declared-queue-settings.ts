@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import type { AdminEventSink } from '../events/admin-events.js';
 import type { Logger } from '../logging/logger.js';
-import { managementApiOf } from '../security/management-api.js';
+import { managementClientOf } from '../broker-management/management-client.js';
 import type { StageEndpoints } from '../topology/topology.types.js';
 import { syncQueueSettings } from './queue-settings.js';
 
@@ -26,7 +26,7 @@ export async function applyDeclaredQueueSettings(
   onEvent?: AdminEventSink,
 ): Promise<void> {
   try {
-    await syncQueueSettings(config, stages, managementApiOf(config, SETTINGS_TIMEOUT_MS), {
+    await syncQueueSettings(config, stages, managementClientOf(config, SETTINGS_TIMEOUT_MS), {
       removeStale: false,
       ...(queues === undefined ? {} : { queues }),
       log,

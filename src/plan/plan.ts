@@ -1,9 +1,9 @@
 import { isStagecoachPolicy, policyTarget } from '../topology/queue-policies.js';
 import { isFlagName } from '../flags/flag.js';
 import { parseBrokerName } from '../topology/names.js';
-import { QueueStates } from '../state/queue-state.js';
+import { QueueStates } from '../queue-state/queue-state.js';
 import type { BindingSpec, QueueSpec } from '../topology/topology.types.js';
-import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue } from '../security/management-api.js';
+import type { BrokerBinding, BrokerExchange, BrokerPolicy, BrokerQueue } from '../broker-management/management-client.js';
 import type { BrokerInventory } from './broker-inventory.js';
 import type { DesiredState } from './desired-state.js';
 import type { Plan, PlanChange, QueueStateName } from './plan.types.js';

@@ -1,5 +1,5 @@
 import type { BindingSpec, ExchangeSpec, PolicySpec, QueueSpec } from '../topology/topology.types.js';
-import type { BrokerExchange, BrokerPolicy, BrokerQueue } from '../security/management-api.js';
+import type { BrokerExchange, BrokerPolicy, BrokerQueue } from '../broker-management/management-client.js';
 
 export type ChangeKind = 'tenant' | 'exchange' | 'queue' | 'binding' | 'policy' | 'user';
 

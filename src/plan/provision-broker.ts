@@ -6,7 +6,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { ListedFlags } from '../flags/listed-flags.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi, managementApiOf } from '../security/management-api.js';
+import { ManagementClient, managementClientOf } from '../broker-management/management-client.js';
 import { provisionBrokerUsers } from '../security/tenant-users.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
@@ -44,14 +44,14 @@ export async function provisionBroker(
   config: CompiledConfig,
   stages: readonly StageEndpoints[],
   log: Logger,
-  options: { tenant?: string; api?: ManagementApi; onEvent?: AdminEventSink } = {},
+  options: { tenant?: string; api?: ManagementClient; onEvent?: AdminEventSink } = {},
 ): Promise<ProvisionResult> {
   const topology = provisionTopology(config, stages, options.tenant);
   const tenants = options.tenant === undefined ? config.tenants : [options.tenant];
   const names = new BrokerNames(config.prefix);
   // A policy put walks every queue of the virtual host, and the listings hold every object: at
   // tens of thousands of queues both take longer than the default 10 s.
-  const api = options.api ?? managementApiOf(config, PROVISION_API_TIMEOUT_MS);
+  const api = options.api ?? managementClientOf(config, PROVISION_API_TIMEOUT_MS);
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const connection = await openConnection(config, log, 'stagecoach-declare');
   let missing: Topology;

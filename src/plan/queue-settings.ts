@@ -2,7 +2,7 @@ import type { AdminEventSink } from '../events/admin-events.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import type { BrokerPolicy, ManagementApi } from '../security/management-api.js';
+import type { BrokerPolicy, ManagementClient } from '../broker-management/management-client.js';
 import { isStagecoachPolicy, policyTarget, queuePolicies } from '../topology/queue-policies.js';
 import type { PolicySpec, StageEndpoints } from '../topology/topology.types.js';
 
@@ -38,7 +38,7 @@ export function toBrokerPolicy(policy: PolicySpec): BrokerPolicy {
 export async function syncQueueSettings(
   config: CompiledConfig,
   stages: readonly StageEndpoints[],
-  api: ManagementApi,
+  api: ManagementClient,
   options: { removeStale: boolean; queues?: readonly string[]; log?: Logger; onEvent?: AdminEventSink },
 ): Promise<SettingsSync> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
@@ -97,7 +97,7 @@ function samePolicy(a: BrokerPolicy, b: BrokerPolicy): boolean {
  * Deletes every stagecoach policy of the prefix (tests, and library users tearing a prefix
  * down). @returns the names deleted.
  */
-export async function deleteQueueSettings(config: CompiledConfig, api: ManagementApi): Promise<string[]> {
+export async function deleteQueueSettings(config: CompiledConfig, api: ManagementClient): Promise<string[]> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const ours = (await api.listPolicies(vhost)).filter((policy) => isStagecoachPolicy(config.prefix, policy.name));
   for (const policy of ours) await api.deletePolicy(vhost, policy.name);

@@ -8,7 +8,7 @@ import { brokerNamesOf, parkKey } from '../topology/names.js';
 /**
  * Holds a job pushed `pending` (OJS): it is published to the park exchange (routing key its
  * tenant, `x-ojs-parked-by: pending`) and waits in the parked queue, durable, across restarts of
- * every process, until ACTIVATE sends it on to its queue (admin-api/http-binding/pending-jobs.ts).
+ * every process, until ACTIVATE sends it on to its queue (http-api/http-binding/pending-jobs.ts).
  * It is refused first as its queue would refuse it (a job type not allowed, no tenant for a
  * tenant-scoped queue), so that an activation never meets what the push could have said. Its
  * `enqueue_ttl` counts in its queue, from activation, not while it is held.

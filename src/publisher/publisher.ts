@@ -19,14 +19,14 @@ import { BrokerNames } from '../topology/names.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { checkBatchId } from '../util/batch-id.js';
 import { checkQueueName } from '../util/queue-name.js';
-import { stamp, type CreatedReport, type SettledReport } from '../tracking/tracking-report.js';
-import { batchOf, publishRecord } from '../tracking/tracking-stream.js';
+import { stamp, type CreatedReport, type SettledReport } from '../tracking-stream/tracking-report.js';
+import { batchOf, publishRecord } from '../tracking-stream/tracking-stream.js';
 import { checkCallbacks } from '../batch/batch-callbacks.js';
 import { runEnqueueChain } from '../stage/middleware/enqueue-chain.js';
 import { middlewareLists } from '../stage/middleware/middleware-lists.js';
 import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middleware.types.js';
 import { uniqueGateFor, type UniqueHost } from '../job-state/unique/unique-gate.js';
-import type { DirectiveRecord } from '../tracking/tracking-report.js';
+import type { DirectiveRecord } from '../tracking-stream/tracking-report.js';
 import type { WorkflowSpec } from '../job/workflow.types.js';
 import { workflowRecord, type WorkflowStartOptions } from '../workflow/workflow-start.js';
 
@@ -250,7 +250,7 @@ export class Publisher {
   }
 
   /**
-   * Sends a job held pending (decoded from the parked queue, see admin-api/http-binding/pending-jobs.ts)
+   * Sends a job held pending (decoded from the parked queue, see http-api/http-binding/pending-jobs.ts)
    * on to its queue as `publish()` would have, and reports it created again, not pending: the
    * job store shows it `available` (or `scheduled`). Its middleware and uniqueness ran when it
    * was pushed. @throws what sending throws (QueueFullError...): the caller keeps it held then.

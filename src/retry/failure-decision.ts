@@ -5,7 +5,7 @@ import { isNonRetryable, retryDelayMs } from './retry-policy.js';
 
 /**
  * What a retry policy decides for a failed attempt: named by the settlement result it leads to
- * (SettlementResult, src/runner/settlement-result.ts, which checks that each kind is one of its own).
+ * (SettlementResult, src/runner/settle/settlement-result.ts, which checks that each kind is one of its own).
  */
 export type FailureDecision =
   | { kind: 'retried'; nextAttempt: number; delayMs: number }

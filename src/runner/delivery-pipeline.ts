@@ -1,13 +1,13 @@
 import { JobRouter } from '../broker/job-router.js';
 import { JobEvents } from '../events/job-events.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
-import type { Delivery } from './delivery.js';
-import type { DeliveryProcessor } from './delivery-processor.js';
-import { healingPublisher } from './healing-publisher.js';
+import type { Delivery } from './channels/delivery.js';
+import type { DeliveryProcessor } from './handling/delivery-processor.js';
+import { healingPublisher } from './channels/healing-publisher.js';
 import type { StageRunnerOptions } from './runner-options.js';
 import type { RunnerResources } from './runner-resources.js';
-import type { StageRunnerStats } from './runner-stats.js';
-import { Settlement } from './settlement.js';
+import type { StageRunnerStats } from './settle/runner-stats.js';
+import { Settlement } from './settle/settlement.js';
 import type { StageInput } from './stage-input.js';
 import { createStageProcessor } from './stage-processor.js';
 

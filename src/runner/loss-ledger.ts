@@ -53,6 +53,8 @@ export class LossLedger {
   private readonly awaiting = new Map<string, Array<(excused: boolean) => void>>();
   /** This process's own recent losses, to announce (LossAnnouncer), by message id. */
   private readonly toAnnounce = new Map<string, number>();
+  /** Jobs the broker timed out here lately, to announce (LossAnnouncer): whoever they come back to dead-letters them. */
+  private readonly timedOutToAnnounce = new Map<string, { at: number; timeoutMs: number }>();
   /** When this process last lost deliveries of its own (epoch ms). */
   private lastLoss = -Infinity;
   /** Told when this process records losses of its own (LossAnnouncer sends them). */
@@ -75,7 +77,14 @@ export class LossLedger {
     unseen?: ReadonlyMap<string, number>,
     timedOut?: { readonly ids: readonly string[]; readonly timeoutMs: number },
   ): void {
-    if (timedOut !== undefined) this.recordTimedOut(timedOut.ids, timedOut.timeoutMs);
+    if (timedOut !== undefined && timedOut.ids.length > 0) {
+      this.recordTimedOut(timedOut.ids, timedOut.timeoutMs);
+      const at = Date.now();
+      for (const id of timedOut.ids) {
+        if (this.timedOutToAnnounce.size < MAX_ENTRIES) this.timedOutToAnnounce.set(id, { at, timeoutMs: timedOut.timeoutMs });
+      }
+      this.onLoss?.();
+    }
     this.lastLoss = Date.now();
     if ((messageIds.length === 0 && (unseen === undefined || unseen.size === 0)) || this.watch.stalledWithin(this.stallWindowMs)) return;
     const now = Date.now();
@@ -138,6 +147,20 @@ export class LossLedger {
       this.toAnnounce.delete(id);
     }
     return [...this.toAnnounce.keys()];
+  }
+
+  /** The jobs the broker timed out here in the last ANNOUNCE_MS, by the timeout they met (ms), for the other processes. */
+  timedOutAnnouncement(): Map<number, string[]> {
+    const now = Date.now();
+    const byTimeout = new Map<number, string[]>();
+    for (const [id, entry] of this.timedOutToAnnounce) {
+      if (now - entry.at >= ANNOUNCE_MS) {
+        this.timedOutToAnnounce.delete(id);
+        continue;
+      }
+      byTimeout.set(entry.timeoutMs, [...(byTimeout.get(entry.timeoutMs) ?? []), id]);
+    }
+    return byTimeout;
   }
 
   /** Another process, alive, lost these deliveries (an `excuse` control message): not crashes. */

@@ -1,4 +1,4 @@
-import type { SettlementInterceptor } from './settlement-interceptor.js';
+import type { SettlementInterceptor } from './settle/settlement-interceptor.js';
 import type { FlowControl } from '../flow/flow-control.js';
 import type { ConfirmPublisher, QueueFullObserver } from '../broker/confirm-publisher.js';
 import type { CompiledConfig } from '../config/config.types.js';
@@ -9,13 +9,13 @@ import type { EventSink } from '../events/job-events.js';
 import type { Middleware } from '../stage/middleware/middleware.types.js';
 import type { LoadedStage } from '../stage/stage-loader.js';
 import type { StageHandler } from '../stage/stage.types.js';
-import type { QueueState } from '../state/queue-state.js';
-import type { ChannelSupervisor } from './channel-supervisor.js';
-import type { DirectiveGate } from './directive-gate.js';
-import type { FairShare } from './fair-share.js';
-import type { IsolationGate } from './isolation-gate.js';
+import type { QueueState } from '../queue-state/queue-state.js';
+import type { ChannelSupervisor } from './channels/channel-supervisor.js';
+import type { DirectiveGate } from './handling/directive-gate.js';
+import type { FairShare } from './intake/fair-share.js';
+import type { IsolationGate } from './intake/isolation-gate.js';
 import type { LossLedger } from './loss-ledger.js';
-import type { QueueProbe, SharedChannel } from './shared-channel.js';
+import type { QueueProbe, SharedChannel } from './channels/shared-channel.js';
 
 /*
  * The contract of a StageRunner's construction and attach (re-exported by stage-runner.ts):

@@ -8,17 +8,17 @@ import type { StageHandler } from '../stage/stage.types.js';
 import { createThreadedHandler, type ThreadedHandler } from '../stage/threads/threaded-handler.js';
 import { suspectPart } from '../topology/build-topology.js';
 import type { Topology } from '../topology/topology.types.js';
-import { ChannelSupervisor } from './channel-supervisor.js';
-import { JobCancels } from './job-cancels.js';
-import { DirectiveGate } from './directive-gate.js';
-import type { DispatcherOptions } from './dispatcher.js';
+import { ChannelSupervisor } from './channels/channel-supervisor.js';
+import { JobCancels } from './handling/job-cancels.js';
+import { DirectiveGate } from './handling/directive-gate.js';
+import type { DispatcherOptions } from './intake/dispatcher.js';
 import { EventLoopWatch } from './event-loop-watch.js';
-import { IsolationGate } from './isolation-gate.js';
+import { IsolationGate } from './intake/isolation-gate.js';
 import { LossLedger } from './loss-ledger.js';
-import { SuspectDeclaration } from './suspect-declaration.js';
+import { SuspectDeclaration } from './intake/suspect-declaration.js';
 import type { StageRunnerOptions } from './runner-options.js';
-import type { SuspectWatchOptions } from './suspect-watch.js';
-import type { WorkConsumersOptions } from './work-consumers.js';
+import type { SuspectWatchOptions } from './intake/suspect-watch.js';
+import type { WorkConsumersOptions } from './intake/work-consumers.js';
 
 /** What the resources need of the runner they serve. */
 export interface RunnerContext {

@@ -10,7 +10,7 @@ import type { StageMetrics } from '../observability/stage-metrics.js';
 import { provisionTopology } from '../topology/build-topology.js';
 import { settleWithin } from '../util/settle-within.js';
 import type { Topology } from '../topology/topology.types.js';
-import type { DirectiveGate } from './directive-gate.js';
+import type { DirectiveGate } from './handling/directive-gate.js';
 import { ControlRouter } from './process/control-router.js';
 import { limitsControl } from './process/limits-control.js';
 import { GroupConnection, reattachTimeoutMs } from './process/group-connection.js';
@@ -151,6 +151,7 @@ export class StageGroup {
       onTerminated: () => this.terminate(),
       onLimits: limitsControl(services.flow, config, log),
       onExcuse: (ids) => services.ledger.excuse(ids),
+      onTimedOut: (ids, timeoutMs) => services.ledger.recordTimedOut(ids, timeoutMs),
     });
     const connection = (): AmqpConnection | undefined => this.connection.current;
     // Only tenants with series of their own: `_other` is not worth a passive declare per queue of 10,000 tenants every 15 s.

@@ -6,7 +6,7 @@ import { stageTopology } from '../topology/build-topology.js';
 import { BrokerNames } from '../topology/names.js';
 import type { Topology } from '../topology/topology.types.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
-import type { InputKind } from './delivery.js';
+import type { InputKind } from './channels/delivery.js';
 
 /** What a runner consumes and where, checked against the configuration. */
 export interface StageInput {

@@ -1,5 +1,5 @@
-import { publishRecord } from '../tracking/tracking-stream.js';
-import type { ProgressRecord } from '../tracking/tracking-report.js';
+import { publishRecord } from '../tracking-stream/tracking-stream.js';
+import type { ProgressRecord } from '../tracking-stream/tracking-report.js';
 import type { JobSink } from '../broker/job-router.js';
 import type { ResolvedQueueConfig } from '../config/config.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
@@ -11,10 +11,10 @@ import type { StageHandler } from '../stage/stage.types.js';
 import { BrokerNames } from '../topology/names.js';
 import { settingsFor } from '../config/queue-resolver.js';
 import { uniqueGateFor } from '../job-state/unique/unique-gate.js';
-import { DeliveryProcessor } from './delivery-processor.js';
+import { DeliveryProcessor } from './handling/delivery-processor.js';
 import { JobEvents } from '../events/job-events.js';
-import { batchOf } from '../tracking/tracking-stream.js';
-import { healingPublisher } from './healing-publisher.js';
+import { batchOf } from '../tracking-stream/tracking-stream.js';
+import { healingPublisher } from './channels/healing-publisher.js';
 import type { StageRunnerOptions } from './runner-options.js';
 import type { RunnerResources } from './runner-resources.js';
 

@@ -1,26 +1,26 @@
 import { EventEmitter } from 'node:events';
-import { flowIntake } from './flow-intake.js';
+import { flowIntake } from './intake/flow-intake.js';
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { ControlMessage } from '../control/control-protocol.js';
 import type { Job } from '../job/job.types.js';
 import type { InstanceMetrics } from '../observability/stage-metrics.js';
-import { StateProbe } from '../state/state-probe.js';
-import type { QueueState } from '../state/queue-state.js';
+import { StateProbe } from '../queue-state/state-probe.js';
+import type { QueueState } from '../queue-state/queue-state.js';
 import type { Topology } from '../topology/topology.types.js';
-import { ConsumeDecision } from './consume-decision.js';
-import type { InputKind } from './delivery.js';
+import { ConsumeDecision } from './intake/consume-decision.js';
+import type { InputKind } from './channels/delivery.js';
 import { DeliveryPipeline } from './delivery-pipeline.js';
-import type { Isolatable } from './isolation-gate.js';
-import { Lifecycle, type RunnerState } from './lifecycle.js';
+import type { Isolatable } from './intake/isolation-gate.js';
+import { Lifecycle, type RunnerState } from './intake/lifecycle.js';
 import type { AttachHints, PooledResources, StageRunnerOptions } from './runner-options.js';
 import { RunnerResources } from './runner-resources.js';
-import { emptyStats, NO_METRICS, type StageRunnerStats } from './runner-stats.js';
+import { emptyStats, NO_METRICS, type StageRunnerStats } from './settle/runner-stats.js';
 import { resolveStageInput, type StageInput } from './stage-input.js';
-import type { SuspectWatch } from './suspect-watch.js';
+import type { SuspectWatch } from './intake/suspect-watch.js';
 import { WorkIntake } from './work-intake.js';
 
-export type { RunnerState } from './lifecycle.js';
-export type { StageRunnerStats } from './runner-stats.js';
+export type { RunnerState } from './intake/lifecycle.js';
+export type { StageRunnerStats } from './settle/runner-stats.js';
 export type { AttachHints, PooledResources, StageRunnerOptions } from './runner-options.js';
 export { stallWindowMs } from './runner-resources.js';
 
@@ -94,7 +94,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
       log,
       onFatal: fatal,
       process: (delivery, handled) => this.pipeline.run(delivery, handled),
-      giveBack: (delivery) => this.pipeline.settlement.giveBack(delivery),
+      handBack: (delivery) => this.pipeline.settlement.handBack(delivery),
       ...flowIntake(options.flow, { stage: meta.name, queue: meta.input, physical: this.queue, tenant }, () => this.pipeline.settlement),
     });
     this.suspects = this.intake.suspects;
@@ -210,7 +210,7 @@ export class StageRunner extends EventEmitter implements Isolatable {
   }
 
   /**
-   * Follows its physical queue's state on the broker (src/state/queue-state.ts): `paused` stops
+   * Follows its physical queue's state on the broker (src/queue-state/queue-state.ts): `paused` stops
    * consuming, `active` and `draining` consume. Read at every attach (start, reconnect) and
    * whenever a state command says so; a quiet or stopping runner stays as it is.
    */

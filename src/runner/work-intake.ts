@@ -1,13 +1,13 @@
 import type { AmqpConnection } from '../broker/amqp-connection.js';
 import type { Logger } from '../logging/logger.js';
-import type { ChannelHealth, ConsumeDecision } from './consume-decision.js';
-import type { Delivery, InputKind } from './delivery.js';
-import { isRedelivery } from './delivery-processor.js';
-import { Dispatcher, type DispatcherOptions } from './dispatcher.js';
+import type { ChannelHealth, ConsumeDecision } from './intake/consume-decision.js';
+import type { Delivery, InputKind } from './channels/delivery.js';
+import { isRedelivery } from './handling/delivery-processor.js';
+import { Dispatcher, type DispatcherOptions } from './intake/dispatcher.js';
 import type { RunnerResources } from './runner-resources.js';
-import { SuspectWatch } from './suspect-watch.js';
-import { WorkConsumers } from './work-consumers.js';
-import type { ConsumerSource } from './consumer-source.js';
+import { SuspectWatch } from './intake/suspect-watch.js';
+import { WorkConsumers } from './intake/work-consumers.js';
+import type { ConsumerSource } from './channels/consumer-source.js';
 
 export interface WorkIntakeOptions {
   /** The physical queues: `main` and `due` consumed, `suspect` watched. */
@@ -21,7 +21,7 @@ export interface WorkIntakeOptions {
   /** Processes and settles one delivery; never rejects. `handled`: see DispatcherOptions.process. */
   process(delivery: Delivery, handled?: () => void): Promise<void>;
   /** Hands an unstarted delivery back to the broker, unflagged; never rejects. */
-  giveBack(delivery: Delivery): Promise<unknown>;
+  handBack(delivery: Delivery): Promise<unknown>;
   /** Flow control (see DispatcherOptions.admit and .limited; flow-intake.ts). */
   admit?: DispatcherOptions['admit'];
   limited?: DispatcherOptions['limited'];
@@ -81,10 +81,10 @@ export class WorkIntake {
       // A redelivered delivery carries a crash: handed back unflagged, it would lose it and could
       // run in the pool as a first delivery. It is settled as the crash it is instead (moved to
       // the suspect queue, unjudged); its handler does not run.
-      giveBack: (delivery) =>
+      handBack: (delivery) =>
         isRedelivery(delivery) && !resources.ledger.forgive(delivery.message.properties.messageId)
           ? options.process(delivery)
-          : options.giveBack(delivery),
+          : options.handBack(delivery),
     });
   }
 

@@ -1,7 +1,7 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import type { EventPublisher } from '../events/event-publisher.js';
-import { cancelJob } from '../batch/job-cancel.js';
-import { cancelBatch } from '../batch/batch-directives.js';
+import { cancelJob } from '../directives/cancel-job.js';
+import { cancelBatch } from '../directives/batch-directives.js';
 import type { Logger } from '../logging/logger.js';
 import { planAfter, versionOf, type Pending, type PlanContext } from './fire-plan.js';
 import type { OccurrenceFirer } from './occurrence-firer.js';

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { TrackingFollower } from '../batch/tracking-follower.js';
+import { TrackingFollower } from '../tracker/tracking-follower.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { EventPublisher } from '../events/event-publisher.js';
 import { createJobStore } from '../job-state/create-job-store.js';

@@ -1,27 +1,8 @@
 import type { CompiledConfig } from '../config/config.types.js';
 import { DELAY_LEVELS } from '../topology/delay-topology.js';
 import { BrokerNames } from '../topology/names.js';
+import type { Permissions, TopicPermission } from '../broker-management/management-client.js';
 import { tenantUserName, type TenantRole } from './broker-users.js';
-
-/**
- * RabbitMQ permissions: three regular expressions over resource names (exchanges and queues
- * alike) per virtual host; '' grants nothing. Which AMQP operation needs which (RabbitMQ "Access
- * Control"): configure to declare or delete; write to publish to an exchange or bind a queue as
- * destination; read to consume, get or purge a queue, or bind from an exchange. Passive declares
- * need none.
- */
-export interface Permissions {
-  configure: string;
-  write: string;
-  read: string;
-}
-
-/** A topic permission restricts the routing keys a user may publish with to one topic exchange. */
-export interface TopicPermission {
-  exchange: string;
-  write: string;
-  read: string;
-}
 
 export interface UserGrant {
   user: string;

@@ -3,7 +3,7 @@ import type { CompiledConfig } from '../config/config.types.js';
 import { StagecoachError } from '../errors/errors.js';
 import { inParallel } from '../util/in-parallel.js';
 import { tenantUserName, TENANT_ROLES, userOfAmqpUrl, vhostOfAmqpUrl, type TenantRole } from './broker-users.js';
-import type { ManagementApi } from './management-api.js';
+import type { ManagementClient } from '../broker-management/management-client.js';
 import { internalUserGrant, tenantUserGrant, type UserGrant } from './permissions.js';
 
 /** Every role `stagecoach credentials` knows: a tenant's two users and the internal user. */
@@ -29,7 +29,7 @@ export function brokerUserGrants(config: CompiledConfig, tenants: readonly strin
  * never shown: it cannot log in until `stagecoach credentials` sets one and prints it.
  * @returns the users set up.
  */
-export async function provisionBrokerUsers(config: CompiledConfig, api: ManagementApi, tenants: readonly string[]): Promise<string[]> {
+export async function provisionBrokerUsers(config: CompiledConfig, api: ManagementClient, tenants: readonly string[]): Promise<string[]> {
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const grants = brokerUserGrants(config, tenants);
   const operators = new Set([userOfAmqpUrl(config.broker.url), config.security.operatorUser]);
@@ -61,7 +61,7 @@ export function userForRole(config: CompiledConfig, role: CredentialRole, tenant
  * caller prints it once. A user that does not exist is not created here (it would have no
  * permissions): NOT_FOUND.
  */
-export async function issueCredentials(config: CompiledConfig, api: ManagementApi, user: string): Promise<string> {
+export async function issueCredentials(config: CompiledConfig, api: ManagementClient, user: string): Promise<string> {
   if (!(await api.userExists(user))) {
     throw new StagecoachError('NOT_FOUND', `no broker user "${user}": run \`stagecoach provision\` (with security.tenantUsers) first`);
   }

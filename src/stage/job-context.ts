@@ -2,7 +2,7 @@ import type { JobSink } from '../broker/job-router.js';
 import { StagecoachError, UnknownOutputError } from '../errors/errors.js';
 import { OJS_HEADERS } from '../job/amqp-mapping.js';
 import { createJob } from '../job/envelope.js';
-import { stamp, type CreatedReport, type SettledReport, type TrackingRecord } from '../tracking/tracking-report.js';
+import { stamp, type CreatedReport, type SettledReport, type TrackingRecord } from '../tracking-stream/tracking-report.js';
 import { toJobError } from '../job/job-error.js';
 import type { EmitSpec, HeaderValue, Job } from '../job/job.types.js';
 import { checkBatchId } from '../util/batch-id.js';
@@ -91,7 +91,7 @@ export class JobContext implements StageContext {
     tracked = false,
     /** Where an emitted job carrying `unique` claims its key; without it, such a job is refused. */
     private readonly unique?: UniqueEnqueue,
-    /** Takes `ctx.progress()` (throttled, src/runner/progress-reporter.ts); without it, progress goes nowhere. */
+    /** Takes `ctx.progress()` (throttled, src/runner/handling/progress-reporter.ts); without it, progress goes nowhere. */
     private readonly progressTo?: (fraction: number, message?: string) => void,
   ) {
     const batch = job.meta.batch;

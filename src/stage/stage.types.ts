@@ -13,7 +13,7 @@ export interface StageMetadata {
   /** Job types it handles; anything else is dead-lettered as INVALID_PAYLOAD. @defaultValue all */
   types?: readonly string[];
   /**
-   * Its jobs are claimed by remote workers over the OJS HTTP binding (src/admin-api/http-binding/): the
+   * Its jobs are claimed by remote workers over the OJS HTTP binding (src/http-api/http-binding/): the
    * handler waits for a claim, so the start is reported at the claim (StageRunner.started), not
    * when the handler is called, and the visibility timeout stands for the job's timeout.
    * @defaultValue false

@@ -1,7 +1,7 @@
 import amqplib, { type Channel } from 'amqplib';
 import { inParallel } from '../util/in-parallel.js';
 import { vhostOfAmqpUrl } from '../security/broker-users.js';
-import { ManagementApi } from '../security/management-api.js';
+import { ManagementClient } from '../broker-management/management-client.js';
 
 /**
  * Deletes every queue, exchange (state markers included) and policy whose name starts with
@@ -13,7 +13,7 @@ import { ManagementApi } from '../security/management-api.js';
  */
 export async function deletePrefix(url: string, managementUrl: string, prefix: string): Promise<{ queues: number; exchanges: number }> {
   // Listings of tens of thousands of queues on a busy broker take longer than the default 10 s.
-  const api = new ManagementApi(managementUrl, 120_000);
+  const api = new ManagementClient(managementUrl, 120_000);
   const vhost = vhostOfAmqpUrl(url);
   const ours = (name: string): boolean => name.startsWith(`${prefix}.`);
   const queues = (await api.listQueues(vhost)).map((queue) => queue.name).filter(ours);

@@ -11,7 +11,7 @@ import type { EnqueueMiddleware, Middleware } from '../stage/middleware/middlewa
 import { stageMetadataOf, stageMiddlewareOf, type StageClass } from '../stage/stage-explorer.js';
 import type { StageHandler, StageMetadata } from '../stage/stage.types.js';
 import type { ContainerModule } from 'inversify';
-import type { TrackingRecord, WorkflowRecord } from '../tracking/tracking-report.js';
+import type { TrackingRecord, WorkflowRecord } from '../tracking-stream/tracking-report.js';
 
 export interface EmittedJob {
   output: string;

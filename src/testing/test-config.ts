@@ -6,8 +6,8 @@ import { mergeTopologies, provisionTopology, stageDeclaredTopology } from '../to
 import type { Topology } from '../topology/topology.types.js';
 import type { StageMetadata } from '../stage/stage.types.js';
 import { deleteQueueSettings } from '../plan/queue-settings.js';
-import { managementApiOf } from '../security/management-api.js';
-import { possibleStateMarkers } from '../state/queue-state.js';
+import { managementClientOf } from '../broker-management/management-client.js';
+import { possibleStateMarkers } from '../queue-state/queue-state.js';
 import { deletePrefix } from './delete-prefix.js';
 
 /**
@@ -40,7 +40,7 @@ export async function teardown(config: CompiledConfig, stages: readonly StageMet
     await connection.close();
   }
   try {
-    await deleteQueueSettings(config, managementApiOf(config));
+    await deleteQueueSettings(config, managementClientOf(config));
   } catch {
     // No management API: then nothing could have put a policy either.
   }

@@ -81,7 +81,7 @@ export class BrokerNames {
     return `${this.prefix}.control`;
   }
   /**
-   * Marker exchange of a queue state other than active (src/state/queue-state.ts): per physical
+   * Marker exchange of a queue state other than active (src/queue-state/queue-state.ts): per physical
    * queue for `paused`, per logical queue and tenant for `draining` (a variant is ignored).
    */
   stateMarker(state: 'paused' | 'draining', queue: string, tenant?: string, variant?: string): string {
@@ -130,7 +130,7 @@ export class BrokerNames {
     return `${this.prefix}.parked`;
   }
   /**
-   * Marker exchange of a batch directive (src/batch/batch-directives.ts): its existence says the
+   * Marker exchange of a batch directive (src/directives/batch-directives.ts): its existence says the
    * batch is cancelled, or paused. Batch ids may hold dots: the name is read back by its head.
    */
   batchMarker(directive: 'cancelled' | 'paused', batch: string): string {

@@ -1,12 +1,12 @@
 import { openConnection } from '../broker/amqp-connection.js';
 import { BatchFold } from '../batch/batch-fold.js';
-import { trustedRecord } from '../batch/tracker.js';
+import { trustedRecord } from '../tracker/tracker.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import { jobRecordOf } from '../job-state/store-writer.js';
 import { MemoryJobStore } from '../job-state/memory-job-store.js';
 import { retentionOf } from '../job-state/create-job-store.js';
 import type { Logger } from '../logging/logger.js';
-import { TrackingReader } from '../tracking/tracking-reader.js';
+import { TrackingReader } from '../tracking-stream/tracking-reader.js';
 import { WorkflowFold } from './workflow-fold.js';
 
 /** The workflows as the stream says now, and the job store it folds (whose steps started). */

@@ -13,7 +13,7 @@ import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { formatPayloadRef, payloadTenant } from '../payload/payload-ref.js';
 import type { PayloadKey } from '../payload/payload-store.js';
 import { brokerNamesOf } from '../topology/names.js';
-import { TRACKING_CONTENT_TYPE, type CreatedReport, type SettledReport, type TrackingRecord } from '../tracking/tracking-report.js';
+import { TRACKING_CONTENT_TYPE, type CreatedReport, type SettledReport, type TrackingRecord } from '../tracking-stream/tracking-report.js';
 import { dueRoute, stepJob } from './step-jobs.js';
 import type { DueStep } from './workflow-eval.js';
 import type { TrackedWorkflow } from './workflow-fold.js';

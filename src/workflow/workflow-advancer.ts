@@ -1,12 +1,12 @@
 import type { BatchFold, FoldResult } from '../batch/batch-fold.js';
-import type { TrackerHost, TrackerPlugin } from '../batch/tracker.js';
+import type { TrackerHost, TrackerPlugin } from '../tracker/tracker.js';
 import { declareTopology } from '../broker/declare-topology.js';
 import type { CompiledConfig } from '../config/config.types.js';
 import type { Logger } from '../logging/logger.js';
 import type { PayloadOffloader } from '../payload/payload-offloader.js';
 import { coreTopology } from '../topology/build-topology.js';
 import { brokerNamesOf } from '../topology/names.js';
-import type { TrackingRecord } from '../tracking/tracking-report.js';
+import type { TrackingRecord } from '../tracking-stream/tracking-report.js';
 import { AdvancerLock } from './advancer-lock.js';
 import { StepPublisher, type Advance } from './step-publisher.js';
 import { WorkflowFold } from './workflow-fold.js';

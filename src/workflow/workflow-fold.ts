@@ -1,7 +1,7 @@
 import type { BatchFold, FoldResult } from '../batch/batch-fold.js';
 import { batchKey } from '../batch/batch-key.js';
 import type { WorkflowKind } from '../job/workflow.types.js';
-import type { TrackingRecord, WorkflowRecord } from '../tracking/tracking-report.js';
+import type { TrackingRecord, WorkflowRecord } from '../tracking-stream/tracking-report.js';
 import { evaluate, type Evaluation } from './workflow-eval.js';
 import { planOf, type PlanNode } from './workflow-plan.js';
 

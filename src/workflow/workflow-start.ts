@@ -5,7 +5,7 @@ import { ConfigError, StagecoachError } from '../errors/errors.js';
 import { childTraceparent } from '../job/trace-context.js';
 import { uuidv7 } from '../job/uuid-v7.js';
 import type { WorkflowSpec } from '../job/workflow.types.js';
-import type { WorkflowRecord } from '../tracking/tracking-report.js';
+import type { WorkflowRecord } from '../tracking-stream/tracking-report.js';
 import { checkBatchId } from '../util/batch-id.js';
 import { checkTenantSlug } from '../util/tenant-slug.js';
 import { jobNodes, planOf } from './workflow-plan.js';

@@ -1,4 +1,4 @@
-import { startAdminServer, type AdminServer, type AdminServerOptions } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer, type AdminServerOptions } from '../../src/http-api/admin-server.js';
 import type { RawConfig } from '../../src/config/raw-config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';

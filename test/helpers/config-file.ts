@@ -9,7 +9,7 @@ import type { StageMetadata } from '../../src/stage/stage.types.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { syncQueueSettings } from '../../src/plan/queue-settings.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { mergeTopologies, provisionTopology, stageDeclaredTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { REPO_ROOT } from './cli.js';
@@ -51,7 +51,7 @@ export async function writeConfigFile(
   const topology = mergeTopologies(provisionTopology(config, stages), stageDeclaredTopology(config, stages));
   await declareTopologyOnce(config, topology, createLogger({}, 'error'));
   // The queue settings through the shared broker's management API; a private node (broker-node.ts) runs no plugins.
-  if (url === AMQP_URL) await syncQueueSettings(config, stages, new ManagementApi(config.broker.management), { removeStale: false });
+  if (url === AMQP_URL) await syncQueueSettings(config, stages, new ManagementClient(config.broker.management), { removeStale: false });
   const raw = await RawBroker.connect(config.broker.url);
   return {
     dir,

@@ -1,4 +1,4 @@
-import { OJS_MEDIA_TYPE } from '../../src/admin-api/http-binding/ojs-media.js';
+import { OJS_MEDIA_TYPE } from '../../src/http-api/http-binding/ojs-media.js';
 
 export type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 

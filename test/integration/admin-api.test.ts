@@ -1,12 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import amqplib from 'amqplib';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { finished, runCli, spawnCli } from '../helpers/cli.js';
@@ -41,7 +41,7 @@ describe('the admin HTTP API, end to end', function () {
   let project: ConfigFile;
   let running: RunningGroup;
   let server: AdminServer;
-  let api: ManagementApi;
+  let api: ManagementClient;
 
   const call = async (method: string, path: string, options: { body?: unknown; token?: string | null } = {}): Promise<Answer> => {
     const token = options.token === undefined ? TOKEN : options.token;
@@ -75,7 +75,7 @@ describe('the admin HTTP API, end to end', function () {
       log,
     );
     server = await startAdminServer({ configFile: project.file, port: 0, token: TOKEN, log, env });
-    api = new ManagementApi(project.config.broker.management);
+    api = new ManagementClient(project.config.broker.management);
   });
 
   after(async () => {

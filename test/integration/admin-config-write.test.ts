@@ -2,10 +2,10 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
 
@@ -61,7 +61,7 @@ describe('PUT .../config: the file changes only with the broker, and never after
   let project: ConfigFile;
   let proxy: Awaited<ReturnType<typeof managementProxy>>;
   let server: AdminServer;
-  let api: ManagementApi;
+  let api: ManagementClient;
 
   const policy = async (name: string): Promise<Record<string, unknown> | undefined> =>
     (await api.listPolicies(vhostOfAmqpUrl(AMQP_URL))).find((p) => p.name === name)?.definition;
@@ -73,7 +73,7 @@ describe('PUT .../config: the file changes only with the broker, and never after
       'admin-config-write',
     );
     proxy = await managementProxy();
-    api = new ManagementApi(project.config.broker.management);
+    api = new ManagementClient(project.config.broker.management);
     server = await startAdminServer({
       configFile: project.file,
       port: 0,

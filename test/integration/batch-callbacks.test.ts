@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { callbackJobId } from '../../src/batch/batch-callbacks.js';
 import type { TrackedBatch } from '../../src/batch/batch-fold.js';
-import { Tracker } from '../../src/batch/tracker.js';
+import { Tracker } from '../../src/tracker/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { StagecoachError } from '../../src/errors/errors.js';
 import type { BatchCallbacks, CallbackName, Job } from '../../src/job/job.types.js';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { cancelBatch, pauseBatch, pauseTenant, resumeBatch, resumeTenant } from '../../src/batch/batch-directives.js';
+import { cancelBatch, pauseBatch, pauseTenant, resumeBatch, resumeTenant } from '../../src/directives/batch-directives.js';
 import { batchState, jobState, type TrackedBatch } from '../../src/batch/batch-fold.js';
-import { Tracker } from '../../src/batch/tracker.js';
+import { Tracker } from '../../src/tracker/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { sinkGate } from '../fixtures/batch-stages.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { BatchCounts, TrackedBatch } from '../../src/batch/batch-fold.js';
-import { readTracking, Tracker } from '../../src/batch/tracker.js';
+import { readTracking, Tracker } from '../../src/tracker/tracker.js';
 import { batchView } from '../../src/batch/batch-views.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';

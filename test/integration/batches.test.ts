@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { readTracking, Tracker } from '../../src/batch/tracker.js';
+import { readTracking, Tracker } from '../../src/tracker/tracker.js';
 import type { TrackedBatch } from '../../src/batch/batch-fold.js';
-import { parseRecord, type TrackingRecord } from '../../src/tracking/tracking-report.js';
-import { TrackingReader } from '../../src/tracking/tracking-reader.js';
+import { parseRecord, type TrackingRecord } from '../../src/tracking-stream/tracking-report.js';
+import { TrackingReader } from '../../src/tracking-stream/tracking-reader.js';
 import { batchView } from '../../src/batch/batch-views.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';

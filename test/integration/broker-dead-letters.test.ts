@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { GetMessage } from 'amqplib';
-import { listDeadLetters, retryDeadLetters } from '../../src/admin/dead-letters-admin.js';
+import { listDeadLetters, retryDeadLetters } from '../../src/dead-letters/dead-letter-actions.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';

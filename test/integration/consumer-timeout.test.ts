@@ -96,4 +96,33 @@ describe('consumer_timeout: a job longer than the broker allows (private broker 
     expect(unready.length, 'readiness samples not ready while a channel was down').to.be.greaterThan(0);
     expect(runner.stats.poisonRedeliveries, 'the long job taken for a crash').to.equal(0);
   });
+
+  it('dead-letters a timed-out job that comes back to another process, instead of running it again there', async () => {
+    const config = configOnNode(
+      node as BrokerNode,
+      { tenants: ['acme'], stages: { flaky: { module: './failure-stages.js', concurrency: 4 } } },
+      path.join(here, '../fixtures/config.json'),
+    );
+    const first = await startGroup(config, [{ stage: 'flaky', tenant: 'acme' }], log);
+    let second: RunningGroup | undefined;
+    try {
+      await waitFor('first ready', () => first.group.readiness().ready, 10_000);
+      const long = `long-elsewhere-${Date.now()}`;
+      await first.publisher.publish('work', { type: 'flaky', args: ['slow', long, 3 * TIMEOUT_MS], tenant: 'acme' });
+      await waitFor('the long job started in the first process', () => seen.has(long), 10_000);
+      // The first process takes nothing more: the broker's timeout sends the job back to the second.
+      await first.group.runners[0].quiet();
+      second = await startGroup(config, [{ stage: 'flaky', tenant: 'acme' }], log);
+      const dead = first.names.deadQueue('work', 'acme');
+      await waitFor('the long job dead-lettered', async () => ((await first.raw.count(dead)) ?? 0) > 0, 10 * TIMEOUT_MS, 200);
+      const [letter] = await first.raw.drain(dead);
+      const job = JSON.parse((letter as { content: Buffer }).content.toString()) as Job;
+      expect(job.args[1]).to.equal(long);
+      expect(job.error?.type).to.equal('CONSUMER_TIMEOUT');
+      expect(seen.get(long)?.length, 'runs of the long job').to.equal(1);
+    } finally {
+      await second?.stop().catch(() => undefined);
+      await first.stop().catch(() => undefined);
+    }
+  });
 });

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import { QueueFullError } from '../../src/errors/errors.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { deleteQueueSettings } from '../../src/plan/queue-settings.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { finished, spawnCli } from '../helpers/cli.js';
 import { FAILURE_STAGES_MODULE, writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
@@ -25,7 +25,7 @@ describe('queue bounds hold on a queue first declared by a push or a stage, with
 
   afterEach(async () => {
     if (project === undefined) return;
-    await deleteQueueSettings(project.config, new ManagementApi(project.config.broker.management));
+    await deleteQueueSettings(project.config, new ManagementClient(project.config.broker.management));
     await project.remove();
     await deletePrefix(AMQP_URL, project.config.broker.management, project.config.prefix);
     project = undefined;

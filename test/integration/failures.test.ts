@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { GetMessage } from 'amqplib';
-import { retryDeadLetters, listDeadLetters } from '../../src/admin/dead-letters-admin.js';
+import { retryDeadLetters, listDeadLetters } from '../../src/dead-letters/dead-letter-actions.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';

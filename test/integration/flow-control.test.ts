@@ -10,7 +10,7 @@ import { AMQP_URL } from '../helpers/raw-broker.js';
 import { freePorts } from '../helpers/broker-node.js';
 import { waitFor } from '../helpers/wait-for.js';
 import type { RawConfig } from '../../src/config/config.types.js';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 
 const FLOW_STAGES_MODULE = path.join(REPO_ROOT, 'dist/test/fixtures/flow-stages.js');
 const log = createLogger({ test: 'flow-control' }, 'error');

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { readFile } from 'node:fs/promises';
-import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { tenantToken } from '../../src/http-api/tenant-tokens.js';
 import { QueueFullError } from '../../src/errors/errors.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
-import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { tenantToken } from '../../src/http-api/tenant-tokens.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { startAdminServer } from '../../src/admin-api/admin-server.js';
-import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { startAdminServer } from '../../src/http-api/admin-server.js';
+import { tenantToken } from '../../src/http-api/tenant-tokens.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { MAX_QUEUE_POOLS } from '../../src/queue-pools/queue-pool.js';
 import { BrokerNames } from '../../src/topology/names.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createLogger } from '../../src/logging/logger.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';
 import type { ConfigFile } from '../helpers/config-file.js';
 import { ojsClient, type Json } from '../helpers/ojs-client.js';

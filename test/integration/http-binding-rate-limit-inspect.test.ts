@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { tenantToken } from '../../src/http-api/tenant-tokens.js';
 import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';
 import type { ConfigFile } from '../helpers/config-file.js';
 import { ojsClient, type Json } from '../helpers/ojs-client.js';

@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
-import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { tenantToken } from '../../src/http-api/tenant-tokens.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';
 import { waitFor } from '../helpers/wait-for.js';

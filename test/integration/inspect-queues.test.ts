@@ -3,7 +3,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import { inspectQueues } from '../../src/inspect/inspect-queues.js';
 import type { QueueReport } from '../../src/inspect/queue-report.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { runCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { AMQP_URL } from '../helpers/raw-broker.js';

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { sendControl } from '../../src/control/send-control.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import puppeteer from 'puppeteer-core';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import { MAX_BODY_BYTES } from '../../src/dashboard/peek-message.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { FsPayloadStore } from '../../src/payload/fs-payload-store.js';

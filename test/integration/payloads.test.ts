@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { retryDeadLetters } from '../../src/admin/dead-letters-admin.js';
+import { retryDeadLetters } from '../../src/dead-letters/dead-letter-actions.js';
 import { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { createJob } from '../../src/job/envelope.js';

@@ -10,7 +10,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';

@@ -1,14 +1,14 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { retireTenant } from '../../src/admin/retire-tenant.js';
+import { retireTenant } from '../../src/removal/retire-tenant.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { provisionBroker } from '../../src/plan/provision-broker.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { BrokerNames } from '../../src/topology/names.js';
 import { seen } from '../fixtures/failure-stages.js';

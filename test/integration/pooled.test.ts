@@ -5,7 +5,7 @@ import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js
 import { EventPublisher } from '../../src/events/event-publisher.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { provisionBroker } from '../../src/plan/provision-broker.js';
-import { retireTenant } from '../../src/admin/retire-tenant.js';
+import { retireTenant } from '../../src/removal/retire-tenant.js';
 import { sendControl } from '../../src/control/send-control.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/runner/stage-group.js';

@@ -12,9 +12,9 @@ import { ListedFlags } from '../../src/flags/listed-flags.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { provisionBroker } from '../../src/plan/provision-broker.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
-import { ManagementApi, type BrokerBinding } from '../../src/security/management-api.js';
-import { isStateMarker } from '../../src/state/queue-state.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { ManagementClient, type BrokerBinding } from '../../src/broker-management/management-client.js';
+import { isStateMarker } from '../../src/queue-state/queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { loadAllStages } from '../../src/stage/stage-loader.js';
 import { withTestConfig } from '../../src/testing/test-config.js';
@@ -61,7 +61,7 @@ const brokerKey = (b: BrokerBinding): string =>
 
 /** What the broker holds under the prefix, by the management API (state markers apart). */
 async function onBroker(config: CompiledConfig) {
-  const api = new ManagementApi(config.broker.management);
+  const api = new ManagementClient(config.broker.management);
   const vhost = vhostOfAmqpUrl(config.broker.url);
   const ours = (name: string): boolean => name.startsWith(`${config.prefix}.`);
   const [queues, exchanges, bindings] = await Promise.all([api.listQueues(vhost), api.listExchangeNames(vhost), api.listBindings(vhost)]);
@@ -142,7 +142,7 @@ describe(`provision at scale (${TENANTS} tenants, real broker)`, function () {
     configs.push(config);
     const names = new BrokerNames(config.prefix);
     const topology = provisionTopology(config, []);
-    const api = new ManagementApi(config.broker.management);
+    const api = new ManagementClient(config.broker.management);
     const listed = new ListedFlags(api, vhostOfAmqpUrl(config.broker.url));
     // The drain runs whole (marker put, entry unbound: nothing to unbind yet) right after the
     // first look, which therefore answers "not draining": the bind that follows reopens the entry
@@ -255,7 +255,7 @@ describe('provision, then jobs, then the stage', function () {
     // Declared by the stage before it consumed, with the ladder's binding that brings suspects back.
     expect(await raw.exists(names.suspectQueue('work', 'acme'))).to.equal(true);
     const suspect = delayDeliveryBinding(config, names.suspectQueue('work', 'acme'));
-    const bindings = await new ManagementApi(config.broker.management).listBindings(vhostOfAmqpUrl(config.broker.url));
+    const bindings = await new ManagementClient(config.broker.management).listBindings(vhostOfAmqpUrl(config.broker.url));
     expect(bindings.map(brokerKey)).to.include(specKey(suspect));
     expect(await raw.exists(names.suspectQueue('work', 'globex')), 'no stage of globex ran').to.equal(false);
   });

@@ -7,7 +7,7 @@ import { StagecoachError } from '../../src/errors/errors.js';
 import { finished, REPO_ROOT, spawnCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import { waitFor } from '../helpers/wait-for.js';
-import { listDeadLetters, retryDeadLetters, type DeadLetterEntry } from '../../src/admin/dead-letters-admin.js';
+import { listDeadLetters, retryDeadLetters, type DeadLetterEntry } from '../../src/dead-letters/dead-letter-actions.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { peekMessage } from '../../src/dashboard/peek-message.js';

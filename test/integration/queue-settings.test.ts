@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config/load-config.js';
 import { QueueFullError } from '../../src/errors/errors.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { finished, REPO_ROOT, runCli, spawnCli } from '../helpers/cli.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
@@ -214,7 +214,7 @@ describe('a queue declared by an older stagecoach, with its bounds as arguments'
     expect(applied.code, applied.stderr).to.equal(3);
     const after = await runCli(['plan', '--config', file], env);
     expect(changeLines(after.stdout)).to.deep.equal([recreate]);
-    const policies = await new ManagementApi(project.config.broker.management).listPolicies('/');
+    const policies = await new ManagementClient(project.config.broker.management).listPolicies('/');
     expect(policies.map((p) => p.name)).to.include(`${names.prefix}.queue.in`);
   });
 });

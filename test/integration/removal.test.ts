@@ -7,9 +7,9 @@ import { loadConfig } from '../../src/config/load-config.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
-import { ManagementApi } from '../../src/security/management-api.js';
-import { pauseTenant } from '../../src/batch/batch-directives.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
+import { pauseTenant } from '../../src/directives/batch-directives.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { teardown } from '../../src/testing/test-config.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
 import { bucketQueues, bucketsOf, type Bucket } from '../../src/flow/bucket.js';
@@ -150,7 +150,7 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
         expect(await raw.exists(name), name).to.equal(false);
       }
     }
-    const inventory = await new ManagementApi(project.config.broker.management).listExchanges('/');
+    const inventory = await new ManagementClient(project.config.broker.management).listExchanges('/');
     expect(inventory.map((e) => e.name).filter((name) => name.startsWith(`${names.prefix}.`) && name.endsWith('.globex'))).to.deep.equal(
       [],
     );
@@ -269,7 +269,7 @@ describe('tenant retire and queue delete, with the reject, discard and move stra
     expect(body(job).args).to.deep.equal(['acme-legacy']);
     expect(await raw.exists(names.queue('legacy', 'acme'))).to.equal(false);
     expect(await raw.exists(names.deadQueue('legacy', 'acme'))).to.equal(false);
-    const policies = await new ManagementApi(project.config.broker.management).listPolicies('/');
+    const policies = await new ManagementClient(project.config.broker.management).listPolicies('/');
     expect(policies.map((p) => p.name).filter((name) => name.startsWith(`${names.prefix}.`) && name.includes('.legacy'))).to.deep.equal([]);
     // Nothing else of acme was touched.
     expect(await raw.exchangeExists(names.tenantExchange('acme'))).to.equal(true);
@@ -310,7 +310,7 @@ describe('tenant retire with broker-enforced tenants', function () {
   });
 
   after(async () => {
-    const api = new ManagementApi(project.config.broker.management);
+    const api = new ManagementClient(project.config.broker.management);
     for (const user of [
       `${project.names.prefix}.producer.hooli`,
       `${project.names.prefix}.stage.hooli`,
@@ -326,7 +326,7 @@ describe('tenant retire with broker-enforced tenants', function () {
     const { file, names } = project;
     const provisioned = await runCli(['provision', '--config', file], env);
     expect(provisioned.code, provisioned.stderr).to.equal(0);
-    const api = new ManagementApi(project.config.broker.management);
+    const api = new ManagementClient(project.config.broker.management);
     expect(await api.userExists(`${names.prefix}.producer.hooli`)).to.equal(true);
     await rewrite(file, (c) => void (c.tenants = []));
     const retired = await runCli(['tenant', 'retire', 'hooli', '--strategy', 'reject', '--config', file], env);

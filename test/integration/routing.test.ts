@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { replayUnroutable } from '../../src/admin/unroutable.js';
+import { replayUnroutable } from '../../src/dead-letters/unroutable.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';

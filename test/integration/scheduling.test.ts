@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { GetMessage } from 'amqplib';
-import { replayUnroutable } from '../../src/admin/unroutable.js';
+import { replayUnroutable } from '../../src/dead-letters/unroutable.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import type { Job } from '../../src/job/job.types.js';

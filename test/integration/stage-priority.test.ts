@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { setQueueState } from '../../src/state/set-queue-state.js';
+import { setQueueState } from '../../src/queue-state/set-queue-state.js';
 import { withTestConfig } from '../../src/testing/test-config.js';
 import { seen } from '../fixtures/failure-stages.js';
 import { startGroup, type RunningGroup } from '../helpers/running-group.js';

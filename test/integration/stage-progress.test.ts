@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
 import { createLogger } from '../../src/logging/logger.js';
 import type { OjsEvent } from '../../src/events/ojs-event.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';

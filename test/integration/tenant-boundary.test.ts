@@ -1,9 +1,9 @@
 import net from 'node:net';
 import { expect } from 'chai';
-import { startAdminServer, type AdminServer } from '../../src/admin-api/admin-server.js';
-import { tenantToken, viewerToken } from '../../src/admin-api/tenant-tokens.js';
+import { startAdminServer, type AdminServer } from '../../src/http-api/admin-server.js';
+import { tenantToken, viewerToken } from '../../src/http-api/tenant-tokens.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { writeConfigFile, type ConfigFile } from '../helpers/config-file.js';
 import type { Json } from '../helpers/ojs-client.js';
@@ -289,7 +289,7 @@ describe('the tenant boundary on the admin port', function () {
       }
       const many = Array.from({ length: 40 }, (_, i) => `made-up-${i}`);
       expect((await call('POST', '/ojs/v1/workers/fetch', { token: acme, body: { queues: many } })).status).to.equal(400);
-      const api = new ManagementApi(project.config.broker.management);
+      const api = new ManagementClient(project.config.broker.management);
       const before = (await api.listQueues('/', `^${project.config.prefix}\\.`)).length;
       for (let i = 0; i < 10; i += 1) {
         const answer = await call('POST', '/ojs/v1/workers/fetch', { token: acme, body: { queues: [`nothing-here-${i}`] } });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { tenantToken } from '../../src/admin-api/tenant-tokens.js';
+import { tenantToken } from '../../src/http-api/tenant-tokens.js';
 import { uuidv7 } from '../../src/job/uuid-v7.js';
 import { tenantJobId } from '../../src/job/tenant-ids.js';
 import { startBindingServer, type BindingServer } from '../helpers/binding-server.js';

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { listDeadLetters, retryDeadLetters } from '../../src/admin/dead-letters-admin.js';
-import { replayUnroutable } from '../../src/admin/unroutable.js';
+import { listDeadLetters, retryDeadLetters } from '../../src/dead-letters/dead-letter-actions.js';
+import { replayUnroutable } from '../../src/dead-letters/unroutable.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { OJS_HEADERS, toWire } from '../../src/job/amqp-mapping.js';
 import { createJob } from '../../src/job/envelope.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { Tracker } from '../../src/batch/tracker.js';
+import { Tracker } from '../../src/tracker/tracker.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
@@ -14,7 +14,7 @@ import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { issueCredentials, provisionBrokerUsers } from '../../src/security/tenant-users.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
@@ -44,7 +44,7 @@ describe("ids a tenant's producer chooses (security.tenantUsers)", function () {
   this.timeout(90_000);
   let config: CompiledConfig;
   let stages: LoadedStage[];
-  let api: ManagementApi;
+  let api: ManagementClient;
   let users: string[] = [];
   let raw: RawBroker;
   let globexRelay: StageGroup;
@@ -67,7 +67,7 @@ describe("ids a tenant's producer chooses (security.tenantUsers)", function () {
       ),
       log,
     );
-    api = new ManagementApi(config.broker.management);
+    api = new ManagementClient(config.broker.management);
     users = await provisionBrokerUsers(config, api, config.tenants);
     const url = (user: string): Promise<string> => issueCredentials(config, api, `${config.prefix}.${user}`);
     acme = await Publisher.connect(asUser(await url('producer.acme')), { log });

@@ -3,10 +3,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import amqplib, { type Channel, type ChannelModel, type GetMessage, type Options } from 'amqplib';
-import { retryDeadLetters } from '../../src/admin/dead-letters-admin.js';
-import { replayUnroutable } from '../../src/admin/unroutable.js';
-import { pauseTenant, resumeTenant } from '../../src/batch/batch-directives.js';
-import { readTracking } from '../../src/batch/tracker.js';
+import { retryDeadLetters } from '../../src/dead-letters/dead-letter-actions.js';
+import { replayUnroutable } from '../../src/dead-letters/unroutable.js';
+import { pauseTenant, resumeTenant } from '../../src/directives/batch-directives.js';
+import { readTracking } from '../../src/tracker/tracker.js';
 import { declareTopologyOnce } from '../../src/broker/declare-topology.js';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
@@ -16,7 +16,7 @@ import type { Job } from '../../src/job/job.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { StageGroup } from '../../src/runner/stage-group.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { issueCredentials, provisionBrokerUsers } from '../../src/security/tenant-users.js';
 import { loadAllStages, type LoadedStage } from '../../src/stage/stage-loader.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
@@ -99,7 +99,7 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
   let config: CompiledConfig;
   let names: BrokerNames;
   let stages: LoadedStage[];
-  let api: ManagementApi;
+  let api: ManagementClient;
   let users: string[] = [];
   let url: { producerAcme: string; stageAcme: string; internal: string };
   let raw: RawBroker;
@@ -163,7 +163,7 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
       stages.map((s) => s.metadata),
     );
     await declareTopologyOnce(config, topology, log);
-    api = new ManagementApi(config.broker.management);
+    api = new ManagementClient(config.broker.management);
     users = await provisionBrokerUsers(config, api, config.tenants);
     url = {
       producerAcme: await issueCredentials(config, api, `${config.prefix}.producer.acme`),
@@ -677,7 +677,7 @@ describe('broker-enforced producer identity (security.tenantUsers)', function ()
 describe('stagecoach provision and credentials (security.tenantUsers)', function () {
   this.timeout(60_000);
   let file: ConfigFile;
-  let api: ManagementApi;
+  let api: ManagementClient;
   const users = (): string[] => [
     `${file.config.prefix}.producer.acme`,
     `${file.config.prefix}.stage.acme`,
@@ -686,7 +686,7 @@ describe('stagecoach provision and credentials (security.tenantUsers)', function
 
   before(async () => {
     file = await writeConfigFile({ security: { tenantUsers: true }, tenants: ['acme'], queues: { in: {} } }, [], 'tenant-users');
-    api = new ManagementApi(file.config.broker.management);
+    api = new ManagementClient(file.config.broker.management);
   });
 
   after(async () => {

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig, RawConfig } from '../../src/config/config.types.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import { retireTenant } from '../../src/admin/retire-tenant.js';
+import { retireTenant } from '../../src/removal/retire-tenant.js';
 import { openConnection } from '../../src/broker/amqp-connection.js';
 import { publishControl } from '../../src/control/send-control.js';
 import { EventPublisher } from '../../src/events/event-publisher.js';
@@ -14,7 +14,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import { provisionBroker } from '../../src/plan/provision-broker.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 import { loadAllStages } from '../../src/stage/stage-loader.js';
 import { deletePrefix } from '../../src/testing/delete-prefix.js';
 import { BrokerNames, parseBrokerName } from '../../src/topology/names.js';
@@ -79,7 +79,7 @@ describe(`${TENANTS} tenants of the example pipeline, one pooled --all-tenants p
   let pipeline: NonNullable<RawConfig['queues']>;
   let config: CompiledConfig;
   let names: BrokerNames;
-  let api: ManagementApi;
+  let api: ManagementClient;
   let raw: RawBroker | undefined;
   let publisher: Publisher | undefined;
   let child: ReturnType<typeof spawnCli> | undefined;
@@ -91,7 +91,7 @@ describe(`${TENANTS} tenants of the example pipeline, one pooled --all-tenants p
     await writeFile(file, JSON.stringify(pipelineShape(`test-${randomBytes(4).toString('hex')}`, pipeline)));
     config = await loadConfig(file, { AMQP_URL });
     names = new BrokerNames(config.prefix);
-    api = new ManagementApi(config.broker.management, 120_000);
+    api = new ManagementClient(config.broker.management, 120_000);
   });
 
   after(async () => {

@@ -2,7 +2,7 @@ import amqplib from 'amqplib';
 import { expect } from 'chai';
 import { flagName } from '../../src/flags/flag.js';
 import { vhostOfAmqpUrl } from '../../src/security/broker-users.js';
-import { managementApiOf } from '../../src/security/management-api.js';
+import { managementClientOf } from '../../src/broker-management/management-client.js';
 import { teardown, withTestConfig } from '../../src/testing/test-config.js';
 import { brokerNamesOf } from '../../src/topology/names.js';
 
@@ -18,7 +18,7 @@ describe('the test preset (broker)', function () {
       exchange: flagName(config.prefix, { kind: 'batch-cancelled', batch: 'b-1' }),
     };
     const neighbour = `${config.prefix}x.queue.work`;
-    const api = managementApiOf(config);
+    const api = managementClientOf(config);
     const vhost = vhostOfAmqpUrl(config.broker.url);
     const connection = await amqplib.connect(config.broker.url);
     try {

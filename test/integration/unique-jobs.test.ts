@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { expect } from 'chai';
-import { startAdminServer } from '../../src/admin-api/admin-server.js';
-import { Tracker } from '../../src/batch/tracker.js';
+import { startAdminServer } from '../../src/http-api/admin-server.js';
+import { Tracker } from '../../src/tracker/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { DuplicateJobError } from '../../src/errors/errors.js';
 import { shownState, type JobRow } from '../../src/job-state/job-lifecycle.js';

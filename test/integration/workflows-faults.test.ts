@@ -1,7 +1,7 @@
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { expect } from 'chai';
-import { Tracker } from '../../src/batch/tracker.js';
+import { Tracker } from '../../src/tracker/tracker.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { Publisher } from '../../src/publisher/publisher.js';
 import type { StageMetadata } from '../../src/stage/stage.types.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { Tracker } from '../../src/batch/tracker.js';
+import { Tracker } from '../../src/tracker/tracker.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { withTestConfig } from '../../src/testing/test-config.js';

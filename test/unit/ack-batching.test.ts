@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Channel, ConsumeMessage } from 'amqplib';
-import { ConsumerSource } from '../../src/runner/consumer-source.js';
+import { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
 
 interface Settlement {
   op: 'ack' | 'nack';

@@ -1,10 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { expect } from 'chai';
-import type { AdminContext } from '../../src/admin-api/admin-context.js';
-import type { BindingContext } from '../../src/admin-api/http-binding/binding-context.js';
-import { bindingRoutes } from '../../src/admin-api/http-binding/binding-routes.js';
-import { adminRoutes } from '../../src/admin-api/routes.js';
+import type { AdminContext } from '../../src/http-api/admin-context.js';
+import type { BindingContext } from '../../src/http-api/http-binding/binding-context.js';
+import { bindingRoutes } from '../../src/http-api/http-binding/binding-routes.js';
+import { adminRoutes } from '../../src/http-api/routes.js';
 import type { DashboardContext } from '../../src/dashboard/dashboard-context.js';
 import { dashboardRoutes } from '../../src/dashboard/dashboard-routes.js';
 import { REPO_ROOT } from '../helpers/cli.js';

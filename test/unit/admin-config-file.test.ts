@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigFile } from '../../src/admin-api/config-file.js';
+import { ConfigFile } from '../../src/http-api/config-file.js';
 
 describe('the admin API configuration file', () => {
   let dir: string;

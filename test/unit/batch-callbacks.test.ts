@@ -3,7 +3,7 @@ import { callbackJobId, callbackMeta, callbacksToRun, checkCallbacks, checkCallb
 import { BatchFold } from '../../src/batch/batch-fold.js';
 import { withTrustedCallbacks } from '../../src/batch/batch-callbacks.js';
 import { compileConfig } from '../../src/config/compile-config.js';
-import type { CreatedReport } from '../../src/tracking/tracking-report.js';
+import type { CreatedReport } from '../../src/tracking-stream/tracking-report.js';
 import { StagecoachError } from '../../src/errors/errors.js';
 import type { BatchCallbacks } from '../../src/job/job.types.js';
 import { uuidv5 } from '../../src/job/uuid-v5.js';

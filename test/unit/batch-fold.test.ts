@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { BatchFold, batchState, jobState } from '../../src/batch/batch-fold.js';
-import type { CreatedReport, DirectiveRecord, SettledReport } from '../../src/tracking/tracking-report.js';
+import type { CreatedReport, DirectiveRecord, SettledReport } from '../../src/tracking-stream/tracking-report.js';
 
 let n = 0;
 const at = '2026-01-01T00:00:00.000Z';

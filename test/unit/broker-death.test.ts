@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { brokerDeath } from '../../src/admin/broker-death.js';
-import { causeOfDeath } from '../../src/admin/dead-letters-admin.js';
+import { brokerDeath } from '../../src/dead-letters/broker-death.js';
+import { causeOfDeath } from '../../src/dead-letters/dead-letter-actions.js';
 import type { Job } from '../../src/job/job.types.js';
 
 const WORK = 'ojs.queue.work.acme';

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { expect } from 'chai';
 import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
 import type { Logger } from '../../src/logging/logger.js';
-import { ChannelSupervisor, MAX_HEAL_ATTEMPTS } from '../../src/runner/channel-supervisor.js';
+import { ChannelSupervisor, MAX_HEAL_ATTEMPTS } from '../../src/runner/channels/channel-supervisor.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const HEAL_MS = 5;

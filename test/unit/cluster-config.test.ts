@@ -11,7 +11,7 @@ import { queuePolicies } from '../../src/topology/queue-policies.js';
 import type { Topology } from '../../src/topology/topology.types.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { startHealthServer, type Readiness } from '../../src/observability/health-server.js';
-import { ManagementApi } from '../../src/security/management-api.js';
+import { ManagementClient } from '../../src/broker-management/management-client.js';
 
 function configError(fn: () => unknown): ConfigError {
   try {
@@ -203,7 +203,7 @@ describe('configuration and topology for a RabbitMQ cluster', () => {
       const closedPort = (closed.address() as AddressInfo).port;
       await new Promise((resolve) => closed.close(resolve));
       try {
-        const api = new ManagementApi([
+        const api = new ManagementClient([
           `http://u:p@127.0.0.1:${closedPort}/`,
           `http://u:p@127.0.0.1:${(server.address() as AddressInfo).port}/`,
         ]);

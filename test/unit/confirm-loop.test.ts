@@ -1,16 +1,16 @@
 import { expect } from 'chai';
 import type { Message, Options } from 'amqplib';
-import { settledReport } from '../../src/tracking/tracking-stream.js';
+import { settledReport } from '../../src/tracking-stream/tracking-stream.js';
 import type { ConfirmPublisher } from '../../src/broker/confirm-publisher.js';
 import { PublishError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Logger } from '../../src/logging/logger.js';
-import { BatchReports } from '../../src/runner/batch-reports.js';
-import type { ChannelSupervisor } from '../../src/runner/channel-supervisor.js';
-import { ConfirmLoop } from '../../src/runner/confirm-loop.js';
-import type { ConsumerSource } from '../../src/runner/consumer-source.js';
-import type { Delivery } from '../../src/runner/delivery.js';
-import type { Refusal, Route } from '../../src/runner/settlement-route.js';
+import { BatchReports } from '../../src/runner/settle/batch-reports.js';
+import type { ChannelSupervisor } from '../../src/runner/channels/channel-supervisor.js';
+import { ConfirmLoop } from '../../src/runner/settle/confirm-loop.js';
+import type { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import type { Refusal, Route } from '../../src/runner/settle/settlement-route.types.js';
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } as unknown as Logger;
 const TRACKING = 'ojs.tracking';
@@ -78,7 +78,7 @@ function routeTo(exchange: string, routingKey: string, refusal: Refusal = { kind
     what,
     message: { exchange, routingKey, content: Buffer.from('{}'), options: { messageId: `${exchange}/${routingKey}` } },
     refusal,
-    result: { kind: 'given-back' },
+    result: { kind: 'handed-back' },
   };
 }
 
@@ -128,7 +128,7 @@ describe('ConfirmLoop', () => {
   it('a route with nothing to publish and no report is acked without a publisher', async () => {
     const { loop, publishers } = setup(undefined);
     const { delivery, ops } = deliveryOn();
-    const route: Route = { what: 'discard report', message: undefined, refusal: { kind: 'reject' }, result: { kind: 'given-back' } };
+    const route: Route = { what: 'discard report', message: undefined, refusal: { kind: 'reject' }, result: { kind: 'handed-back' } };
     expect(await loop.run(delivery, route)).to.equal('acked');
     expect(ops).to.deep.equal(['ack']);
     expect(publishers.readyCalls).to.deep.equal([]);

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { expect } from 'chai';
 import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
 import { isOpen, whenClosed } from '../../src/broker/connection-state.js';
-import { IsolationGate } from '../../src/runner/isolation-gate.js';
+import { IsolationGate } from '../../src/runner/intake/isolation-gate.js';
 
 /** A connection as connection-state sees it: its 'close' event only. */
 const fakeConnection = (): AmqpConnection => {

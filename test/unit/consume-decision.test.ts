@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { ConsumeDecision, type ChannelHealth } from '../../src/runner/consume-decision.js';
-import { Lifecycle, type RunnerState } from '../../src/runner/lifecycle.js';
+import { ConsumeDecision, type ChannelHealth } from '../../src/runner/intake/consume-decision.js';
+import { Lifecycle, type RunnerState } from '../../src/runner/intake/lifecycle.js';
 
 const STATES: readonly RunnerState[] = ['starting', 'running', 'paused', 'quiet', 'stopping', 'stopped'];
 

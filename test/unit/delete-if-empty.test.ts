@@ -1,6 +1,6 @@
 import type { Channel } from 'amqplib';
 import { expect } from 'chai';
-import { deleteIfEmpty } from '../../src/admin/delete-if-empty.js';
+import { deleteIfEmpty } from '../../src/removal/delete-if-empty.js';
 
 /** A channel that records what was asked of it. */
 function fakeChannel(messageCount: number): { channel: Channel; calls: string[] } {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { DIRECTIVE_TTL_MS, DirectiveGate } from '../../src/runner/directive-gate.js';
+import { DIRECTIVE_TTL_MS, DirectiveGate } from '../../src/runner/handling/directive-gate.js';
 
 const log = createLogger({ test: 'directive-gate' }, 'error');
 

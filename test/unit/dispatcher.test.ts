@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import type { Message } from 'amqplib';
-import type { Delivery } from '../../src/runner/delivery.js';
-import { Dispatcher } from '../../src/runner/dispatcher.js';
-import type { ConsumerSource } from '../../src/runner/consumer-source.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import { Dispatcher } from '../../src/runner/intake/dispatcher.js';
+import type { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
 
 /** A promise with its resolve at hand. */
 interface Gate {
@@ -33,13 +33,13 @@ const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolv
 function setup(concurrency: number): {
   dispatcher: Dispatcher;
   started: number[];
-  givenBack: number[];
+  handedBack: number[];
   finish: (tag: number) => void;
-  finishGiveBack: (tag: number) => void;
+  finishHandBack: (tag: number) => void;
   maxInFlight: () => number;
 } {
   const started: number[] = [];
-  const givenBack: number[] = [];
+  const handedBack: number[] = [];
   const running = new Map<number, Gate>();
   const giving = new Map<number, Gate>();
   let current = 0;
@@ -55,10 +55,10 @@ function setup(concurrency: number): {
       await g.promise;
       current--;
     },
-    giveBack: async (d) => {
+    handBack: async (d) => {
       const g = gate();
       giving.set(tagOf(d), g);
-      givenBack.push(tagOf(d));
+      handedBack.push(tagOf(d));
       await g.promise;
     },
   });
@@ -67,12 +67,12 @@ function setup(concurrency: number): {
     if (!g) throw new Error(`delivery ${tag} is not running`);
     g.open();
   };
-  const finishGiveBack = (tag: number): void => {
+  const finishHandBack = (tag: number): void => {
     const g = giving.get(tag);
     if (!g) throw new Error(`delivery ${tag} is not being handed back`);
     g.open();
   };
-  return { dispatcher, started, givenBack, finish, finishGiveBack, maxInFlight: () => max };
+  return { dispatcher, started, handedBack, finish, finishHandBack, maxInFlight: () => max };
 }
 
 describe('Dispatcher', () => {
@@ -105,7 +105,7 @@ describe('Dispatcher', () => {
         settlements.set(tagOf(d), g);
         await g.promise;
       },
-      giveBack: async () => undefined,
+      handBack: async () => undefined,
     });
     dispatcher.openUp();
     dispatcher.offer(delivery(1));
@@ -124,11 +124,11 @@ describe('Dispatcher', () => {
   });
 
   it('starts nothing before openUp(): a closed dispatcher hands arrivals back', async () => {
-    const { dispatcher, started, givenBack, finishGiveBack } = setup(2);
+    const { dispatcher, started, handedBack, finishHandBack } = setup(2);
     dispatcher.offer(delivery(1));
     expect(started).to.deep.equal([]);
-    expect(givenBack).to.deep.equal([1]);
-    finishGiveBack(1);
+    expect(handedBack).to.deep.equal([1]);
+    finishHandBack(1);
     expect(await dispatcher.whenIdle(1000)).to.equal(true);
   });
 
@@ -161,7 +161,7 @@ describe('Dispatcher', () => {
   });
 
   it('hold() keeps arrivals waiting without starting them, and openUp() starts them again in order', async () => {
-    const { dispatcher, started, givenBack, finish } = setup(1);
+    const { dispatcher, started, handedBack, finish } = setup(1);
     dispatcher.openUp();
     dispatcher.offer(delivery(1));
     dispatcher.hold();
@@ -170,7 +170,7 @@ describe('Dispatcher', () => {
     finish(1);
     await settle();
     expect(started, 'a free slot starts nothing while held').to.deep.equal([1]);
-    expect(givenBack, 'nor is anything handed back').to.deep.equal([]);
+    expect(handedBack, 'nor is anything handed back').to.deep.equal([]);
     expect(dispatcher.inFlight).to.equal(0);
     dispatcher.openUp();
     expect(started).to.deep.equal([1, 2]);
@@ -180,7 +180,7 @@ describe('Dispatcher', () => {
   });
 
   it('close() hands back everything waiting, and every later arrival, unstarted; jobs in flight go on', async () => {
-    const { dispatcher, started, givenBack, finish, finishGiveBack } = setup(1);
+    const { dispatcher, started, handedBack, finish, finishHandBack } = setup(1);
     dispatcher.openUp();
     dispatcher.offer(delivery(1));
     dispatcher.hold();
@@ -188,35 +188,35 @@ describe('Dispatcher', () => {
     dispatcher.offer(delivery(3));
     let closed = false;
     const closing = dispatcher.close().then(() => (closed = true));
-    expect(givenBack).to.deep.equal([2, 3]);
+    expect(handedBack).to.deep.equal([2, 3]);
     await settle();
     expect(closed, 'close() waits for its hand-backs').to.equal(false);
-    finishGiveBack(2);
-    finishGiveBack(3);
+    finishHandBack(2);
+    finishHandBack(3);
     await closing;
     dispatcher.offer(delivery(4));
-    expect(givenBack).to.deep.equal([2, 3, 4]);
+    expect(handedBack).to.deep.equal([2, 3, 4]);
     expect(started).to.deep.equal([1]);
     expect(dispatcher.inFlight, 'the job in flight goes on').to.equal(1);
     finish(1);
     await settle();
     expect(started, 'a freed slot starts nothing once closed').to.deep.equal([1]);
-    finishGiveBack(4);
+    finishHandBack(4);
     // hold() does not reopen a closed dispatcher.
     dispatcher.hold();
     dispatcher.offer(delivery(5));
-    expect(givenBack).to.deep.equal([2, 3, 4, 5]);
-    finishGiveBack(5);
+    expect(handedBack).to.deep.equal([2, 3, 4, 5]);
+    finishHandBack(5);
     expect(await dispatcher.whenIdle(1000)).to.equal(true);
   });
 
   it('openUp() after close() starts arrivals again', async () => {
-    const { dispatcher, started, givenBack } = setup(2);
+    const { dispatcher, started, handedBack } = setup(2);
     await dispatcher.close();
     dispatcher.openUp();
     dispatcher.offer(delivery(1));
     expect(started).to.deep.equal([1]);
-    expect(givenBack).to.deep.equal([]);
+    expect(handedBack).to.deep.equal([]);
   });
 
   it('runAlone() counts as in flight: nothing else starts in its slot, and whenIdle waits for it', async () => {
@@ -245,7 +245,7 @@ describe('Dispatcher', () => {
     const dispatcher = new Dispatcher({
       concurrency: 1,
       process: () => Promise.reject(new Error('boom')),
-      giveBack: () => Promise.resolve(),
+      handBack: () => Promise.resolve(),
     });
     const err = await dispatcher.runAlone(delivery(1)).then(
       () => undefined,
@@ -262,7 +262,7 @@ describe('Dispatcher', () => {
   });
 
   it('whenIdle(grace) resolves true once the jobs in flight and the pending hand-backs are done', async () => {
-    const { dispatcher, finish, finishGiveBack } = setup(1);
+    const { dispatcher, finish, finishHandBack } = setup(1);
     dispatcher.openUp();
     dispatcher.offer(delivery(1));
     dispatcher.hold();
@@ -274,19 +274,19 @@ describe('Dispatcher', () => {
     await settle();
     expect(dispatcher.inFlight).to.equal(0);
     expect(idle, 'a hand-back is still pending').to.equal(undefined);
-    finishGiveBack(2);
+    finishHandBack(2);
     await idling;
     expect(idle).to.equal(true);
   });
 
   it('whenIdle(grace) waits for a hand-back alone (nothing in flight)', async () => {
-    const { dispatcher, finishGiveBack } = setup(1);
+    const { dispatcher, finishHandBack } = setup(1);
     dispatcher.offer(delivery(1));
     let idle: boolean | undefined;
     const idling = dispatcher.whenIdle(10_000).then((v) => (idle = v));
     await settle();
     expect(idle).to.equal(undefined);
-    finishGiveBack(1);
+    finishHandBack(1);
     await idling;
     expect(idle).to.equal(true);
   });

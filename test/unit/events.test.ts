@@ -8,11 +8,11 @@ import { createEvent } from '../../src/events/ojs-event.js';
 import { createJob } from '../../src/job/envelope.js';
 import { QueueFullReporter, QueueFullThrottle, type QueueFullSighting } from '../../src/events/queue-full-reporter.js';
 import { createLogger } from '../../src/logging/logger.js';
-import { maxSizeOf, policyOf } from '../../src/observability/queue-limits.js';
+import { maxSizeOf, policyOf } from '../../src/observability/queue-size-bounds.js';
 import { StageMetrics } from '../../src/observability/stage-metrics.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { queuePolicies } from '../../src/topology/queue-policies.js';
-import type { BrokerPolicy } from '../../src/security/management-api.js';
+import type { BrokerPolicy } from '../../src/broker-management/management-client.js';
 import { toBrokerPolicy } from '../../src/plan/queue-settings.js';
 
 const config = compileConfig({

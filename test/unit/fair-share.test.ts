@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { FairShare, type SeatOptions, type ShareSeat } from '../../src/runner/fair-share.js';
+import { FairShare, type SeatOptions, type ShareSeat } from '../../src/runner/intake/fair-share.js';
 
 /** A tenant with `backlog` jobs waiting; every job it starts is recorded in `order` until ended by the test. */
 class Tenant {

@@ -6,9 +6,9 @@ import { LimitResolver, type LimitScope } from '../../src/flow/limit-resolver.js
 import { Permit } from '../../src/flow/permit.js';
 import { FlowWatch } from '../../src/flow/flow-watch.js';
 import type { Token, TokenSource } from '../../src/flow/token-source.js';
-import { Dispatcher } from '../../src/runner/dispatcher.js';
-import type { Delivery } from '../../src/runner/delivery.js';
-import type { ConsumerSource } from '../../src/runner/consumer-source.js';
+import { Dispatcher } from '../../src/runner/intake/dispatcher.js';
+import type { Delivery } from '../../src/runner/channels/delivery.js';
+import type { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
 import { ConfigError, InvalidPayloadError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';
 import { toWire } from '../../src/job/amqp-mapping.js';
@@ -221,7 +221,7 @@ describe('Dispatcher with flow limits', () => {
         started.push(d.message.fields.deliveryTag);
         await new Promise(() => undefined);
       },
-      giveBack: async () => undefined,
+      handBack: async () => undefined,
       admit: (d, granted) => (d.message.properties.headers?.limited === true ? new Permit(fake.source, [bucket], granted) : undefined),
     });
     dispatcher.openUp();
@@ -238,7 +238,7 @@ describe('Dispatcher with flow limits', () => {
     const dispatcher = new Dispatcher({
       concurrency: 1,
       process: async (d) => void started.push(d.message.fields.deliveryTag),
-      giveBack: async () => undefined,
+      handBack: async () => undefined,
       admit: (_d, granted) => new Permit(fake.source, [bucket], granted),
     });
     const alone = dispatcher.runAlone(delivery(7, true));
@@ -257,7 +257,7 @@ describe('Dispatcher with flow limits', () => {
     const dispatcher = new Dispatcher({
       concurrency: 1,
       process: async () => undefined,
-      giveBack: async (d) => handed.push(d.message.fields.deliveryTag),
+      handBack: async (d) => handed.push(d.message.fields.deliveryTag),
       admit: (_d, granted) => new Permit(fake.source, limited, granted),
     });
     dispatcher.openUp();

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ApiError } from '../../src/admin-api/api-error.js';
+import { ApiError } from '../../src/http-api/api-error.js';
 import {
   InvalidPayloadError,
   JobCancelledError,
@@ -7,19 +7,17 @@ import {
   StagecoachError,
   VisibilityExpiredError,
 } from '../../src/errors/errors.js';
-import { toBindingError } from '../../src/admin-api/http-binding/binding-error.js';
-import { bindingJobView } from '../../src/admin-api/http-binding/binding-job-view.js';
-import { ClaimBoard } from '../../src/admin-api/http-binding/claim-board.js';
-import { EnvelopeCache } from '../../src/admin-api/http-binding/envelope-cache.js';
-import { isBindingRequest } from '../../src/admin-api/http-binding/ojs-media.js';
-import { readPushInput } from '../../src/admin-api/http-binding/push-input.js';
+import { toBindingError } from '../../src/http-api/http-binding/binding-error.js';
+import { bindingJobView } from '../../src/http-api/http-binding/binding-job-view.js';
+import { ClaimBoard } from '../../src/http-api/http-binding/claim-board.js';
+import { EnvelopeCache } from '../../src/http-api/http-binding/envelope-cache.js';
+import { isBindingRequest } from '../../src/http-api/http-binding/ojs-media.js';
+import { readPushInput } from '../../src/http-api/http-binding/push-input.js';
 import type { JobRow } from '../../src/job-state/job-lifecycle.js';
-import type { BindingContext } from '../../src/admin-api/http-binding/binding-context.js';
-import { waitForSettlement } from '../../src/admin-api/http-binding/settlement-wait.js';
 import type { Job } from '../../src/job/job.types.js';
 import { createJob } from '../../src/job/envelope.js';
 import { QueueFullError } from '../../src/errors/errors.js';
-import { unsupportedEndpoint } from '../../src/admin-api/http-binding/unsupported-endpoints.js';
+import { unsupportedEndpoint } from '../../src/http-api/http-binding/unsupported-endpoints.js';
 import type { StageContext } from '../../src/stage/stage.types.js';
 
 const job = (id: string, extra: Partial<Job> = {}): Job => ({
@@ -301,34 +299,5 @@ describe('OJS HTTP binding', () => {
     const cache = new EnvelopeCache(2);
     for (const id of ['a', 'b', 'c']) cache.add({ job: job(id), extensions: {} });
     expect([cache.has('a'), cache.has('b'), cache.has('c')]).to.deep.equal([false, true, true]);
-  });
-});
-
-describe('OJS HTTP binding: waiting for a settlement in the job store', () => {
-  const at = (ms: number): string => new Date(Date.UTC(2026, 10, 26, 0, 0, 0, ms)).toISOString();
-  /** A job store answering `rows` in turn, then the last one for ever. */
-  const storeOf = (rows: JobRow[]): BindingContext => {
-    let reads = 0;
-    const get = (): Promise<JobRow> => Promise.resolve(rows[Math.min(reads++, rows.length - 1)] as JobRow);
-    return { admin: { jobs: () => Promise.resolve({ get }) } } as unknown as BindingContext;
-  };
-  const row = (over: Partial<JobRow>): JobRow => ({
-    id: 'j1',
-    state: 'retryable',
-    key: [2, at(100), 0],
-    outcome: 'retrying',
-    attempt: 2,
-    children: [],
-    errors: [],
-    ...over,
-  });
-
-  it("takes no state set before the request for this attempt's settlement: the previous retry, not yet followed by this attempt's start", async () => {
-    // Attempt 1 failed at 100 ms (retryable at attempt 2); attempt 2 was fetched and is nacked at
-    // 500 ms, while the store has folded neither its start nor its settlement (a loaded machine).
-    const stale = row({});
-    const second = row({ key: [3, at(600), 0], attempt: 3, errors: [] });
-    const answered = await waitForSettlement(storeOf([stale, stale, stale, second]), 'j1', 2, at(500));
-    expect(answered).to.equal(second);
   });
 });

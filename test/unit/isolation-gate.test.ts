@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Logger } from '../../src/logging/logger.js';
-import { IsolationGate, type Isolatable } from '../../src/runner/isolation-gate.js';
+import { IsolationGate, type Isolatable } from '../../src/runner/intake/isolation-gate.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /** Lets promise callbacks run. */

@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { expect } from 'chai';
-import type { TrackingRecord } from '../../src/tracking/tracking-report.js';
+import type { TrackingRecord } from '../../src/tracking-stream/tracking-report.js';
 import type { JobSink } from '../../src/broker/job-router.js';
 import { DeliveryLostError, PublishError, StagecoachError, UnknownOutputError } from '../../src/errors/errors.js';
 import { createJob } from '../../src/job/envelope.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { DirectiveGate, type CancelledJobs } from '../../src/runner/directive-gate.js';
+import { DirectiveGate, type CancelledJobs } from '../../src/runner/handling/directive-gate.js';
 import { foldJob, shownState, type JobRecord, type JobRow } from '../../src/job-state/job-lifecycle.js';
 import { MemoryJobStore } from '../../src/job-state/memory-job-store.js';
 import type { Logger } from '../../src/logging/logger.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Lifecycle, type RunnerState } from '../../src/runner/lifecycle.js';
+import { Lifecycle, type RunnerState } from '../../src/runner/intake/lifecycle.js';
 
 /** A Lifecycle whose changes are recorded. */
 function recorded(): { lifecycle: Lifecycle; changes: RunnerState[] } {

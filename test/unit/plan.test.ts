@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import type { RawConfig } from '../../src/config/config.types.js';
 import type { BrokerInventory } from '../../src/plan/broker-inventory.js';
-import type { BrokerExchange } from '../../src/security/management-api.js';
+import type { BrokerExchange } from '../../src/broker-management/management-client.js';
 import { desiredState, type DesiredState } from '../../src/plan/desired-state.js';
 import { formatPlan } from '../../src/plan/format-plan.js';
 import { planChanges, type PlanChange } from '../../src/plan/plan.js';

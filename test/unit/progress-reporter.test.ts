@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import type { Job } from '../../src/job/job.types.js';
 import { foldJob, type JobRow } from '../../src/job-state/job-lifecycle.js';
 import { jobStateView } from '../../src/job-state/job-views.js';
-import { ProgressReporter } from '../../src/runner/progress-reporter.js';
+import { ProgressReporter } from '../../src/runner/handling/progress-reporter.js';
 import { StageHarness } from '../../src/testing/index.js';
-import { stamp, type CreatedReport, type ProgressRecord } from '../../src/tracking/tracking-report.js';
+import { stamp, type CreatedReport, type ProgressRecord } from '../../src/tracking-stream/tracking-report.js';
 import { ConverterStage, convertGate } from '../fixtures/progress-stages.js';
 
 const job = { id: 'j1', type: 'convert.pdf', queue: 'convert', args: [], meta: {}, attempt: 1, tenant: 'acme' } as unknown as Job;

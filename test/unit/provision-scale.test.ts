@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { missingTopology } from '../../src/plan/missing-topology.js';
-import type { BrokerBinding, BrokerExchange, BrokerQueue } from '../../src/security/management-api.js';
+import type { BrokerBinding, BrokerExchange, BrokerQueue } from '../../src/broker-management/management-client.js';
 import { provisionTopology } from '../../src/topology/build-topology.js';
 import { inParallel } from '../../src/util/in-parallel.js';
 

@@ -3,7 +3,7 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import { formatQueues } from '../../src/inspect/format-queues.js';
 import { buildLimitReports } from '../../src/inspect/limit-report.js';
 import { buildQueueReports, type QueueReport } from '../../src/inspect/queue-report.js';
-import type { BrokerQueueStats } from '../../src/security/management-api.js';
+import type { BrokerQueueStats } from '../../src/broker-management/management-client.js';
 
 /**
  * A queue's own flow limits as `stagecoach queues` (and the dashboard, and `GET

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { compileConfig } from '../../src/config/compile-config.js';
 import { ConfigError } from '../../src/errors/errors.js';
 import { settingsFor } from '../../src/config/queue-resolver.js';
+import { SYSTEM_QUEUE_SETTINGS } from '../../src/config/queue-setting-declarations.js';
 import {
   queuePolicies,
   QUEUE_POLICY_PRIORITY,
@@ -169,21 +170,15 @@ describe('queue settings as policies', () => {
 
 describe('queue settings in the configuration', () => {
   it("layers system, _default, the tenant's _default, the queue, the tenant's queue; null means unlimited", () => {
+    // The settings' system defaults, as declared, fill what no layer sets.
     expect(settingsFor(config, 'conversions')).to.deep.equal({
-      overflow_policy: 'reject',
+      ...SYSTEM_QUEUE_SETTINGS,
       max_size: 100,
-      dead_letter_ttl: 'P30D',
       dead_letter_max_size: 500,
-      events: false,
-      max_size_warning: 0.8,
     });
-    expect(settingsFor(config, 'conversions', 'globex')).to.deep.equal({
-      overflow_policy: 'reject',
-      max_size: 10,
-      dead_letter_max_size: 500,
-      events: false,
-      max_size_warning: 0.8,
-    });
+    const globex: Record<string, unknown> = { ...SYSTEM_QUEUE_SETTINGS, max_size: 10, dead_letter_max_size: 500 };
+    delete globex.dead_letter_ttl; // globex wrote null: kept until purged
+    expect(settingsFor(config, 'conversions', 'globex')).to.deep.equal(globex);
     expect(settingsFor(config, 'conversions', 'acme')).to.deep.equal(settingsFor(config, 'conversions'));
     const layered = compileConfig({
       tenants: [{ name: 'a', queues: { _default: { max_size: 5 } } }],

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { expect } from 'chai';
 import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
-import { PROBE_LANES, QueueProbe } from '../../src/runner/shared-channel.js';
+import { PROBE_LANES, QueueProbe } from '../../src/runner/channels/shared-channel.js';
 
 /** A channel whose passive declares answer a tick later; it counts how many it has in hand at once. */
 class FakeChannel extends EventEmitter {

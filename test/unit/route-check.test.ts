@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { matches, RouteCheck } from '../../src/admin/route-check.js';
-import type { BrokerBinding, BrokerExchange, ManagementApi } from '../../src/security/management-api.js';
+import { matches, RouteCheck } from '../../src/dead-letters/route-check.js';
+import type { BrokerBinding, BrokerExchange, ManagementClient } from '../../src/broker-management/management-client.js';
 
 const binding = (source: string, destination: string, routing_key = '', args: Record<string, unknown> = {}, toExchange = false) =>
   ({
@@ -22,7 +22,7 @@ const exchange = (name: string, type: string, alternate?: string) =>
   }) as BrokerExchange;
 
 /** A broker with stagecoach's entry topology for tenant acme: `work` plain, `docs` with a pdf variant. */
-function broker(): ManagementApi {
+function broker(): ManagementClient {
   const exchanges = [
     exchange('p.unroutable', 'fanout'),
     exchange('p.root', 'headers', 'p.unroutable'),
@@ -41,7 +41,7 @@ function broker(): ManagementApi {
   return {
     getExchange: async (_vhost: string, name: string) => exchanges.find((e) => e.name === name),
     bindingsFrom: async (_vhost: string, name: string) => bindings.filter((b) => b.source === name),
-  } as unknown as ManagementApi;
+  } as unknown as ManagementClient;
 }
 
 describe('RouteCheck: would a replayed job arrive in a queue', () => {

@@ -10,9 +10,9 @@ import { createJob } from '../../src/job/envelope.js';
 import { toJobError } from '../../src/job/job-error.js';
 import type { Job } from '../../src/job/job.types.js';
 import { DiscardJob } from '../../src/retry/handler-outcomes.js';
-import type { ConsumerSource } from '../../src/runner/consumer-source.js';
-import type { Delivery, InputKind } from '../../src/runner/delivery.js';
-import type { Route, RouteContext } from '../../src/runner/settlement-route.js';
+import type { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
+import type { Delivery, InputKind } from '../../src/runner/channels/delivery.js';
+import type { Route, RouteContext } from '../../src/runner/settle/settlement-route.types.js';
 import {
   cancelRoute,
   deadLetterHereRoute,
@@ -23,7 +23,7 @@ import {
   parkRoute,
   retryRoute,
   suspectRoute,
-} from '../../src/runner/settlement-routes.js';
+} from '../../src/runner/settle/settlement-route-builders.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
 
@@ -123,7 +123,7 @@ describe('settlement routes (pure builders)', () => {
     expect(headersOf(route)).to.not.have.property('x-death');
     expect(route.message?.options.messageId).to.equal(job.id);
     expect(route.refusal).to.deep.equal({ kind: 'wait' });
-    expect(route.result).to.deep.equal({ kind: 'given-back' });
+    expect(route.result).to.deep.equal({ kind: 'handed-back' });
   });
 
   it('park: byte for byte through the park exchange, keyed by tenant, with who paused it and where it returns; same attempt; a refusal is waited out', () => {

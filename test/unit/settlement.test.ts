@@ -7,19 +7,19 @@ import { compileConfig } from '../../src/config/compile-config.js';
 import type { CompiledConfig } from '../../src/config/config.types.js';
 import { queueFor } from '../../src/config/queue-resolver.js';
 import { NonRetryableError, PublishError, StagecoachError, TenantMismatchError } from '../../src/errors/errors.js';
-import { parseRecords } from '../../src/tracking/tracking-report.js';
+import { parseRecords } from '../../src/tracking-stream/tracking-report.js';
 import { OJS_HEADERS, toWire } from '../../src/job/amqp-mapping.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
 import type { Logger } from '../../src/logging/logger.js';
 import type { InstanceMetrics } from '../../src/observability/stage-metrics.js';
 import { DiscardJob } from '../../src/retry/handler-outcomes.js';
-import type { ChannelSupervisor } from '../../src/runner/channel-supervisor.js';
-import { ConsumerSource } from '../../src/runner/consumer-source.js';
-import type { Delivery, InputKind, SettlementInput } from '../../src/runner/delivery.js';
-import { emptyStats, type StageRunnerStats } from '../../src/runner/runner-stats.js';
-import { Settlement, type Settled } from '../../src/runner/settlement.js';
-import { SuspectDeclaration } from '../../src/runner/suspect-declaration.js';
+import type { ChannelSupervisor } from '../../src/runner/channels/channel-supervisor.js';
+import { ConsumerSource } from '../../src/runner/channels/consumer-source.js';
+import type { Delivery, InputKind, SettlementInput } from '../../src/runner/channels/delivery.js';
+import { emptyStats, type StageRunnerStats } from '../../src/runner/settle/runner-stats.js';
+import { Settlement, type Settled } from '../../src/runner/settle/settlement.js';
+import { SuspectDeclaration } from '../../src/runner/intake/suspect-declaration.js';
 import { JobContext } from '../../src/stage/job-context.js';
 import { delayRoutingKey } from '../../src/topology/delay-topology.js';
 import { BrokerNames } from '../../src/topology/names.js';
@@ -487,12 +487,12 @@ describe('Settlement', () => {
     });
   });
 
-  describe('crashed', () => {
+  describe('suspect', () => {
     it('moves the job to the suspect queue at attempt + 1, acks, and tells the runner', async () => {
       const t = setup('incoming', new FakePublisher('p1', 'manual'));
       const job = t.newJob();
       const delivery = t.deliver(job);
-      const settled = t.settlement.settle(delivery, { kind: 'crashed', job });
+      const settled = t.settlement.settle(delivery, { kind: 'suspect', job });
       const publisher = t.publishers.current as FakePublisher;
       await nextTurn();
       expect(publisher.published).to.have.length(1);
@@ -543,7 +543,7 @@ describe('Settlement', () => {
       const t = setup('incoming', publisher, undefined, [], () => declaration.ensure());
       const suspect = `publish ${delayRoutingKey(0, t.queues.suspect)}`;
       for (const job of [t.newJob(), t.newJob()])
-        expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
+        expect((await t.settlement.settle(t.deliver(job), { kind: 'suspect', job })).settled).to.equal('acked');
       expect(log).to.deep.equal(['declare', suspect, suspect]);
       // Anything else goes where it always did, declaring nothing.
       const failed = t.newJob();
@@ -554,7 +554,7 @@ describe('Settlement', () => {
       // A new connection: declared again (the queue may have been deleted meanwhile).
       declaration.attach({} as AmqpConnection);
       const job = t.newJob();
-      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'suspect', job })).settled).to.equal('acked');
       expect(log.slice(-2)).to.deep.equal(['declare', suspect]);
       expect(await settledOps(t.channel)).to.deep.equal([ack(4)]);
     });
@@ -564,7 +564,7 @@ describe('Settlement', () => {
       const declaration = declaring(log, ['fail', 'ok']);
       const t = setup('incoming', new FakePublisher('p1'), undefined, [1, 1], () => declaration.ensure());
       const job = t.newJob();
-      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'suspect', job })).settled).to.equal('acked');
       const publisher = t.publishers.current as FakePublisher;
       expect(log).to.deep.equal(['declare', 'declare']);
       expect(publisher.published).to.have.length(1);
@@ -573,7 +573,7 @@ describe('Settlement', () => {
       const failing = declaring([], ['fail', 'fail', 'fail']);
       const spent = setup('incoming', new FakePublisher('p1'), undefined, [1, 1], () => failing.ensure());
       const again = spent.newJob();
-      expect((await spent.settlement.settle(spent.deliver(again), { kind: 'crashed', job: again })).settled).to.equal('rejected');
+      expect((await spent.settlement.settle(spent.deliver(again), { kind: 'suspect', job: again })).settled).to.equal('rejected');
       expect((spent.publishers.current as FakePublisher).published, 'never published to a queue that may not exist').to.deep.equal([]);
       expect(await settledOps(spent.channel)).to.deep.equal([reject(1)]);
       expect(spent.suspected()).to.equal(0);
@@ -610,7 +610,7 @@ describe('Settlement', () => {
       first.plan = ['lost'];
       const t = setup('incoming', first);
       const job = t.newJob();
-      const settled = t.settlement.settle(t.deliver(job), { kind: 'crashed', job });
+      const settled = t.settlement.settle(t.deliver(job), { kind: 'suspect', job });
       await nextTurn();
       expect(await state(settled)).to.equal('pending');
       expect(first.published, 'not published again on the stale publisher').to.have.length(1);
@@ -639,7 +639,7 @@ describe('Settlement', () => {
     it('a refused suspect copy rejects the delivery, and the runner is not told of a suspect', async () => {
       const t = setup('incoming', new FakePublisher('p1', 'refuse'));
       const job = t.newJob();
-      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('rejected');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'suspect', job })).settled).to.equal('rejected');
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
       expect(t.suspected()).to.equal(0);
     });
@@ -649,7 +649,7 @@ describe('Settlement', () => {
       publisher.plan = ['refuse', 'refuse'];
       const t = setup('incoming', publisher, undefined, [1, 1, 1]);
       const job = t.newJob();
-      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('acked');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'suspect', job })).settled).to.equal('acked');
       expect(publisher.published, 'published three times: refused twice, then confirmed').to.have.length(3);
       expect(await settledOps(t.channel)).to.deep.equal([ack(1)]);
       expect(t.suspected()).to.equal(1);
@@ -658,13 +658,13 @@ describe('Settlement', () => {
     it('a suspect copy refused past every wait rejects the delivery', async () => {
       const t = setup('incoming', new FakePublisher('p1', 'refuse'), undefined, [1, 1]);
       const job = t.newJob();
-      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('rejected');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'suspect', job })).settled).to.equal('rejected');
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
     });
 
     it('a refused hand-back rejects the delivery and is not counted as given back', async () => {
       const t = setup('incoming', new FakePublisher('p1', 'refuse'));
-      expect((await t.settlement.giveBack(t.deliver(t.newJob()))).settled).to.equal('rejected');
+      expect((await t.settlement.handBack(t.deliver(t.newJob()))).settled).to.equal('rejected');
       expect(await settledOps(t.channel)).to.deep.equal([reject(1)]);
       expect(t.stats.givenBack).to.equal(0);
     });
@@ -710,7 +710,7 @@ describe('Settlement', () => {
         t.source.closed = true;
         return Promise.reject(new PublishError('channel closed', exchange, routingKey, true));
       };
-      expect((await t.settlement.settle(delivery, { kind: 'crashed', job })).settled).to.equal('abandoned');
+      expect((await t.settlement.settle(delivery, { kind: 'suspect', job })).settled).to.equal('abandoned');
       expect(t.publishers.readyCalls, 'not asked for another publisher').to.deep.equal([undefined]);
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.suspected()).to.equal(0);
@@ -734,7 +734,7 @@ describe('Settlement', () => {
       const t = setup();
       t.publishers.lose();
       const job = t.newJob();
-      expect((await t.settlement.settle(t.deliver(job), { kind: 'crashed', job })).settled).to.equal('abandoned');
+      expect((await t.settlement.settle(t.deliver(job), { kind: 'suspect', job })).settled).to.equal('abandoned');
       expect(await settledOps(t.channel)).to.deep.equal([]);
       expect(t.suspected()).to.equal(0);
     });
@@ -935,7 +935,7 @@ describe('Settlement', () => {
 
     for (const [what, outcome, input, make] of [
       ['retry', 'retrying', 'incoming', (job: Job): SettlementInput => ({ kind: 'failed', job, error: new Error('flaky') })],
-      ['suspect', 'suspect', 'incoming', (job: Job): SettlementInput => ({ kind: 'crashed', job })],
+      ['suspect', 'suspect', 'incoming', (job: Job): SettlementInput => ({ kind: 'suspect', job })],
       ['dead letter', 'dead', 'incoming', (job: Job): SettlementInput => ({ kind: 'failed', job, error: new NonRetryableError('broken') })],
       [
         'dead letter to dead_letter_queue',
@@ -986,7 +986,7 @@ describe('Settlement', () => {
         ['incoming', (job, ctx) => ({ kind: 'failed', job, error: new Error('retry me'), ctx })],
         ['incoming', (job, ctx) => ({ kind: 'failed', job, error: new NonRetryableError('dead'), ctx })],
         ['careless', (job, ctx) => ({ kind: 'failed', job, error: new Error('discard me'), ctx })],
-        ['incoming', (job) => ({ kind: 'crashed', job })],
+        ['incoming', (job) => ({ kind: 'suspect', job })],
       ];
       for (const [input, outcome] of outcomes) {
         const t = setup(input);
@@ -1170,7 +1170,7 @@ describe('Settlement', () => {
     const t = setup();
     const job = t.newJob({ attempt: 2 });
     const delivery = t.deliver(job, 'due');
-    expect((await t.settlement.giveBack(delivery)).settled).to.equal('acked');
+    expect((await t.settlement.handBack(delivery)).settled).to.equal('acked');
     const [copy] = (t.publishers.current as FakePublisher).published;
     expect(copy.exchange).to.equal(names.retry);
     expect(copy.routingKey).to.equal(delayRoutingKey(0, t.queues.due));

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { previewShare } from '../../src/admin-api/share-preview.js';
+import { previewShare } from '../../src/http-api/share-preview.js';
 
 describe('previewShare: what a pooled share gives each tenant while every tenant has work', () => {
   it('shares the slots and the starts by weight', () => {

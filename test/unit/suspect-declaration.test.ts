@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { AmqpConnection } from '../../src/broker/amqp-connection.js';
 import type { Logger } from '../../src/logging/logger.js';
-import { SuspectDeclaration } from '../../src/runner/suspect-declaration.js';
+import { SuspectDeclaration } from '../../src/runner/intake/suspect-declaration.js';
 import type { Topology } from '../../src/topology/topology.types.js';
 
 const part: Topology = {

@@ -1,14 +1,14 @@
 import { expect } from 'chai';
 import type { Logger } from '../../src/logging/logger.js';
-import type { IsolationGate } from '../../src/runner/isolation-gate.js';
-import type { ProbeQuestion, QueueProbe, SharedChannel } from '../../src/runner/shared-channel.js';
+import type { IsolationGate } from '../../src/runner/intake/isolation-gate.js';
+import type { ProbeQuestion, QueueProbe, SharedChannel } from '../../src/runner/channels/shared-channel.js';
 import {
   MISSING_SUSPECT_CHECK_MAX_MS,
   missingSuspectCheckMs,
   SUSPECT_GATHER_MS,
   SuspectWatch,
   type SuspectWatchOptions,
-} from '../../src/runner/suspect-watch.js';
+} from '../../src/runner/intake/suspect-watch.js';
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } as unknown as Logger;
 const CHECK_MS = 60_000;

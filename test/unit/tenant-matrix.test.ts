@@ -4,9 +4,9 @@ import { pipelineOrder } from '../../src/dashboard/pipeline-order.js';
 import { limitList } from '../../src/dashboard/limit-list.js';
 import { buildMatrix } from '../../src/dashboard/tenant-matrix.js';
 import type { LimitReport } from '../../src/inspect/limit-report.js';
-import type { QueueLimits } from '../../src/inspect/queue-limits.js';
+import type { QueueLimits } from '../../src/inspect/queue-flow-limits.js';
 import type { QueueReport } from '../../src/inspect/queue-report.js';
-import type { QueueState } from '../../src/state/queue-state.js';
+import type { QueueState } from '../../src/queue-state/queue-state.js';
 
 /** The example pipeline's shape (config/pipeline.json and stages/). */
 const STAGES = [

@@ -6,7 +6,7 @@ import { createJob } from '../../src/job/envelope.js';
 import { decideFailure } from '../../src/retry/failure-decision.js';
 import { resolveRetryPolicy } from '../../src/retry/retry-policy.js';
 import { BrokerIdentities, userOfAmqpUrl, vhostOfAmqpUrl } from '../../src/security/broker-users.js';
-import { redactUrl } from '../../src/security/management-api.js';
+import { redactUrl } from '../../src/broker-management/management-client.js';
 import { internalUserGrant, tenantUserGrant } from '../../src/security/permissions.js';
 import { PublisherCheck } from '../../src/security/publisher-check.js';
 import { TenantMismatchError } from '../../src/errors/errors.js';

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import type { PublishChannel } from '../../src/broker/confirm-publisher.js';
 import { BatchFold } from '../../src/batch/batch-fold.js';
-import { parseRecord, parseRecords, type SettledReport, type TrackingRecord } from '../../src/tracking/tracking-report.js';
-import { compact, publishGroup, ReportGroup, type SettlementPlace } from '../../src/tracking/tracking-stream.js';
+import { parseRecord, parseRecords, type SettledReport, type TrackingRecord } from '../../src/tracking-stream/tracking-report.js';
+import { compact, publishGroup, ReportGroup, type SettlementPlace } from '../../src/tracking-stream/tracking-stream.js';
 import { createJob } from '../../src/job/envelope.js';
 import type { Job } from '../../src/job/job.types.js';
 

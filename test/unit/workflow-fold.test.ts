@@ -1,7 +1,13 @@
 import { expect } from 'chai';
 import { BatchFold } from '../../src/batch/batch-fold.js';
 import type { WorkflowSpec } from '../../src/job/workflow.types.js';
-import type { CreatedReport, DirectiveRecord, SettledReport, TrackingRecord, WorkflowRecord } from '../../src/tracking/tracking-report.js';
+import type {
+  CreatedReport,
+  DirectiveRecord,
+  SettledReport,
+  TrackingRecord,
+  WorkflowRecord,
+} from '../../src/tracking-stream/tracking-report.js';
 import type { Evaluation } from '../../src/workflow/workflow-eval.js';
 import { WorkflowFold, workflowKey } from '../../src/workflow/workflow-fold.js';
 import { jobNodes, planOf, stepJobId, workflowCallbackId } from '../../src/workflow/workflow-plan.js';

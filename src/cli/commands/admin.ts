@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ADMIN_TOKEN_ENV } from '../../admin-api/bearer-auth.js';
-import { DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT, startAdminServer } from '../../admin-api/admin-server.js';
+import { ADMIN_TOKEN_ENV } from '../../http-api/bearer-auth.js';
+import { DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT, startAdminServer } from '../../http-api/admin-server.js';
 import type { RawConfig } from '../../config/config.types.js';
 import { DEFAULT_CONFIG_PATH } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';

@@ -1,6 +1,6 @@
 import { batchState, type BatchFold } from '../../batch/batch-fold.js';
 import { batchView } from '../../batch/batch-views.js';
-import { readTracking, Tracker } from '../../batch/tracker.js';
+import { readTracking, Tracker } from '../../tracker/tracker.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';

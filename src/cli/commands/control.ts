@@ -2,8 +2,8 @@ import { sendControl } from '../../control/send-control.js';
 import { loadConfig } from '../../config/load-config.js';
 import { createLogger } from '../../logging/logger.js';
 import type { ControlMessage } from '../../control/control-protocol.js';
-import { setQueueState } from '../../state/set-queue-state.js';
-import type { QueueState } from '../../state/queue-state.js';
+import { setQueueState } from '../../queue-state/set-queue-state.js';
+import type { QueueState } from '../../queue-state/queue-state.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 

@@ -1,11 +1,11 @@
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';
-import { managementApiOf } from '../../security/management-api.js';
+import { managementClientOf } from '../../broker-management/management-client.js';
 import { issueCredentials, userForRole, type CredentialRole } from '../../security/tenant-users.js';
 import { EXIT_OK } from '../exit-codes.js';
-import { ADMIN_TOKEN_ENV } from '../../admin-api/bearer-auth.js';
-import { tenantToken, viewerToken } from '../../admin-api/tenant-tokens.js';
+import { ADMIN_TOKEN_ENV } from '../../http-api/bearer-auth.js';
+import { tenantToken, viewerToken } from '../../http-api/tenant-tokens.js';
 import { checkTenantSlug } from '../../util/tenant-slug.js';
 
 const ROLES: readonly string[] = ['producer', 'stage', 'internal', 'http', 'viewer'];
@@ -31,7 +31,7 @@ export async function credentials(tenant: string | undefined, opts: { role: stri
     throw new StagecoachError('INVALID_REQUEST', 'the internal user serves every tenant: drop the tenant');
   }
   const user = userForRole(config, role, tenant ?? process.env.STAGECOACH_TENANT);
-  const url = await issueCredentials(config, managementApiOf(config), user);
+  const url = await issueCredentials(config, managementClientOf(config), user);
   createLogger({ service: 'stagecoach', command: 'credentials' }).info('fresh password set', { user });
   process.stdout.write(`${url}\n`);
   return EXIT_OK;

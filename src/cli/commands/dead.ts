@@ -1,4 +1,4 @@
-import { listDeadLetters, purgeDeadLetters, retryDeadLetters } from '../../admin/dead-letters-admin.js';
+import { listDeadLetters, purgeDeadLetters, retryDeadLetters } from '../../dead-letters/dead-letter-actions.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';

@@ -1,4 +1,4 @@
-import { BATCH_DIRECTIVES, TENANT_DIRECTIVES, type DirectiveResult } from '../../batch/batch-directives.js';
+import { BATCH_DIRECTIVES, TENANT_DIRECTIVES, type DirectiveResult } from '../../directives/batch-directives.js';
 import { loadConfig } from '../../config/load-config.js';
 import { createLogger } from '../../logging/logger.js';
 import { EXIT_OK } from '../exit-codes.js';

@@ -1,5 +1,5 @@
-import { cancelJob } from '../../batch/job-cancel.js';
-import { readJobStore } from '../../batch/tracker.js';
+import { cancelJob } from '../../directives/cancel-job.js';
+import { readJobStore } from '../../tracker/tracker.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { jobFilter, pageLimit } from '../../job-state/job-filter.js';

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { ConfigFile } from '../../admin-api/config-file.js';
+import { ConfigFile } from '../../http-api/config-file.js';
 import type { LimitConfig, LimitWindow } from '../../config/config.types.js';
 import { DEFAULT_CONFIG_PATH, loadConfig } from '../../config/load-config.js';
 import { sendControl } from '../../control/send-control.js';

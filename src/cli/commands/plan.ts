@@ -10,7 +10,7 @@ import { readInventory } from '../../plan/broker-inventory.js';
 import { desiredState } from '../../plan/desired-state.js';
 import { formatPlan } from '../../plan/format-plan.js';
 import { planChanges, type Plan } from '../../plan/plan.js';
-import { ManagementApi, managementApiOf } from '../../security/management-api.js';
+import { ManagementClient, managementClientOf } from '../../broker-management/management-client.js';
 import { loadAllStages } from '../../stage/stage-loader.js';
 import type { StageEndpoints } from '../../topology/topology.types.js';
 import { EXIT_DIFFERS, EXIT_OK } from '../exit-codes.js';
@@ -64,15 +64,15 @@ export async function apply(opts: { json?: boolean; config?: string }): Promise<
   return after.changes.length === 0 ? EXIT_OK : EXIT_DIFFERS;
 }
 
-async function setUp(file: string | undefined): Promise<{ config: CompiledConfig; stages: StageEndpoints[]; api: ManagementApi }> {
+async function setUp(file: string | undefined): Promise<{ config: CompiledConfig; stages: StageEndpoints[]; api: ManagementClient }> {
   const config = await loadConfig(file);
   const stages = (await loadAllStages(config)).map((stage) => stage.metadata);
-  const api = managementApiOf(config);
+  const api = managementClientOf(config);
   // Compared with, and changed on, the broker the AMQP URLs name: never another one.
   await checkSameBroker(config, api, createLogger({ service: 'stagecoach', command: 'plan' }));
   return { config, stages, api };
 }
 
-async function readPlan(config: CompiledConfig, stages: readonly StageEndpoints[], api: ManagementApi): Promise<Plan> {
+async function readPlan(config: CompiledConfig, stages: readonly StageEndpoints[], api: ManagementClient): Promise<Plan> {
   return planChanges(desiredState(config, stages), await readInventory(config, api));
 }

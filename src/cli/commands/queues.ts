@@ -3,7 +3,7 @@ import { StagecoachError, TenantError } from '../../errors/errors.js';
 import { formatAlarms, readBrokerAlarms } from '../../inspect/broker-alarms.js';
 import { DEFAULT_TABLE_ROWS, formatQueues } from '../../inspect/format-queues.js';
 import { inspectQueues } from '../../inspect/inspect-queues.js';
-import { managementApiOf } from '../../security/management-api.js';
+import { managementClientOf } from '../../broker-management/management-client.js';
 import { EXIT_OK } from '../exit-codes.js';
 import { resolveTenant } from '../resolve-tenant.js';
 
@@ -18,7 +18,7 @@ export async function queues(opts: { tenant?: string; json?: boolean; config?: s
   const page = { limit: count('--limit', opts.limit, DEFAULT_TABLE_ROWS), offset: count('--offset', opts.offset, 0) };
   const tenant = resolveTenant(opts.tenant);
   const config = await loadConfig(opts.config);
-  const api = managementApiOf(config);
+  const api = managementClientOf(config);
   const [reports, alarms] = await Promise.all([
     inspectQueues(config, { api, ...(tenant === undefined ? {} : { tenant }) }),
     readBrokerAlarms(api),

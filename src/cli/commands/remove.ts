@@ -1,6 +1,6 @@
-import { deleteLogicalQueue } from '../../admin/delete-queue.js';
-import { STRATEGIES, type RemovalStrategy } from '../../admin/remove-queues.js';
-import { retireTenant, type Retirement } from '../../admin/retire-tenant.js';
+import { deleteLogicalQueue } from '../../removal/delete-queue.js';
+import { STRATEGIES, type RemovalStrategy } from '../../removal/remove-queues.js';
+import { retireTenant, type Retirement } from '../../removal/retire-tenant.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { withCommandEvents } from '../../events/command-events.js';

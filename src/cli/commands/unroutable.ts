@@ -1,4 +1,4 @@
-import { listUnroutable, replayUnroutable } from '../../admin/unroutable.js';
+import { listUnroutable, replayUnroutable } from '../../dead-letters/unroutable.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';

@@ -1,4 +1,4 @@
-import { cancelBatch } from '../../batch/batch-directives.js';
+import { cancelBatch } from '../../directives/batch-directives.js';
 import { loadConfig } from '../../config/load-config.js';
 import { StagecoachError } from '../../errors/errors.js';
 import { createLogger } from '../../logging/logger.js';

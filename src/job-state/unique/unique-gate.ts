@@ -2,7 +2,7 @@ import type { CompiledConfig, CompiledJobStoreConfig } from '../../config/config
 import { DuplicateJobError, StagecoachError } from '../../errors/errors.js';
 import type { Job } from '../../job/job.types.js';
 import { compileUnique } from '../../job/unique-policy.js';
-import { stamp, type DirectiveRecord } from '../../tracking/tracking-report.js';
+import { stamp, type DirectiveRecord } from '../../tracking-stream/tracking-report.js';
 import type { MemoryJobStore } from '../memory-job-store.js';
 import { MemoryUniqueClaims } from './memory-unique-claims.js';
 import { PostgresUniqueClaims } from './postgres-unique-claims.js';

@@ -4,7 +4,7 @@ import type { CompiledConfig } from '../../config/config.types.js';
 import { ControlListener } from '../../control/control-listener.js';
 import type { ControlMessage } from '../../control/control-protocol.js';
 import type { Logger } from '../../logging/logger.js';
-import type { DirectiveGate } from '../directive-gate.js';
+import type { DirectiveGate } from '../handling/directive-gate.js';
 import type { StageRunner } from '../stage-runner.js';
 
 /** What the router asks of the runners' roster (TenantRoster). */
@@ -28,6 +28,8 @@ export interface ControlRouterOptions {
   onLimits?(message: ControlMessage): Promise<void>;
   /** `excuse`: deliveries another process lost while it lives (LossLedger.excuse). */
   onExcuse?(ids: readonly string[]): void;
+  /** `timed-out`: jobs the broker's consumer_timeout took from another process (LossLedger.recordTimedOut). */
+  onTimedOut?(ids: readonly string[], timeoutMs: number): void;
   /** @defaultValue a ControlListener on `<prefix>.control` (a unit test routes messages itself) */
   listener?: Pick<ControlListener, 'attach' | 'close'>;
 }
@@ -92,6 +94,9 @@ export class ControlRouter {
         break;
       case 'excuse':
         this.options.onExcuse?.(message.ids ?? []);
+        break;
+      case 'timed-out':
+        this.options.onTimedOut?.(message.ids ?? [], message.timeout_ms ?? 0);
         break;
     }
   }

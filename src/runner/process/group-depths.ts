@@ -1,8 +1,8 @@
 import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import { QueueDepthCache } from '../../observability/queue-depth-cache.js';
 import { QueueDepths, type SampledQueue } from '../../observability/queue-depths.js';
-import type { QueueLimits } from '../../observability/queue-limits.js';
-import { QueueProbe } from '../shared-channel.js';
+import type { QueueSizeBounds } from '../../observability/queue-size-bounds.js';
+import { QueueProbe } from '../channels/shared-channel.js';
 
 /**
  * The depths `/metrics` shows of a process's input queues (`queues()`, as they are at each
@@ -10,7 +10,7 @@ import { QueueProbe } from '../shared-channel.js';
  * connection (nothing while disconnected), served from the last reading.
  */
 export function groupDepths(
-  limits: Pick<QueueLimits, 'maxSizes'>,
+  limits: Pick<QueueSizeBounds, 'maxSizes'>,
   connection: () => AmqpConnection | undefined,
   queues: () => readonly SampledQueue[],
 ): QueueDepthCache {

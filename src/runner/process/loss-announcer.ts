@@ -18,6 +18,8 @@ const CHUNK = 5000;
  * broker restart, closed connections): an `excuse` control message with the message ids, so that
  * the process those deliveries come back to takes them for first deliveries, not for a crash's
  * (LossLedger.awaitExcuse). Only a job that was running in a process that died stays a suspect.
+ * Jobs the broker's `consumer_timeout` took from this process go out as `timed-out`: where they
+ * come back they are dead-lettered (CONSUMER_TIMEOUT), not run again from the start.
  */
 export class LossAnnouncer {
   private timers: NodeJS.Timeout[] = [];
@@ -49,10 +51,17 @@ export class LossAnnouncer {
   private async send(): Promise<void> {
     const connection = this.connection();
     const ids = this.ledger.announcement();
-    if (connection === undefined || ids.length === 0) return;
+    const timedOut = this.ledger.timedOutAnnouncement();
+    if (connection === undefined || (ids.length === 0 && timedOut.size === 0)) return;
     try {
       for (let at = 0; at < ids.length; at += CHUNK) {
         await publishControl(connection, this.config, { command: 'excuse', ids: ids.slice(at, at + CHUNK) });
+      }
+      for (const [timeoutMs, timedOutIds] of timedOut) {
+        for (let at = 0; at < timedOutIds.length; at += CHUNK) {
+          const chunk = timedOutIds.slice(at, at + CHUNK);
+          await publishControl(connection, this.config, { command: 'timed-out', ids: chunk, timeout_ms: timeoutMs });
+        }
       }
     } catch (err) {
       this.log.debug('lost deliveries not announced', { err: (err as Error).message });

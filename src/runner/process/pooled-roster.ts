@@ -10,7 +10,7 @@ import type { Topology } from '../../topology/topology.types.js';
 import { inParallel } from '../../util/in-parallel.js';
 import type { LossLedger } from '../loss-ledger.js';
 import type { StageRunner, StageRunnerOptions } from '../stage-runner.js';
-import { DEFAULT_SUSPECT_CHECK_MS } from '../suspect-watch.js';
+import { DEFAULT_SUSPECT_CHECK_MS } from '../intake/suspect-watch.js';
 import type { StageInstance } from './stage-instance.js';
 import { TenantMembership } from './tenant-membership.js';
 import { TenantPool } from './tenant-pool.js';

@@ -3,7 +3,7 @@ import type { AmqpConnection } from '../../broker/amqp-connection.js';
 import type { CompiledConfig } from '../../config/config.types.js';
 import type { Logger } from '../../logging/logger.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
-import { managementApiOf, type ManagementApi } from '../../security/management-api.js';
+import { managementClientOf, type ManagementClient } from '../../broker-management/management-client.js';
 import { BrokerNames, parseBrokerName } from '../../topology/names.js';
 import { isTenantSlug } from '../../util/tenant-slug.js';
 
@@ -23,7 +23,7 @@ export interface TenantMembershipOptions {
   /** @defaultValue DEFAULT_RESYNC_MS */
   resyncMs?: number;
   /** @defaultValue the management API of `broker.management` */
-  api?: ManagementApi;
+  api?: ManagementClient;
 }
 
 /**
@@ -39,7 +39,7 @@ export interface TenantMembershipOptions {
  * served; a tenant retired is released (its runner drains within the grace period).
  */
 export class TenantMembership {
-  private readonly api: ManagementApi;
+  private readonly api: ManagementClient;
   private readonly names: BrokerNames;
   private channel: Channel | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -53,7 +53,7 @@ export class TenantMembership {
     private readonly roster: TenantSet,
     private readonly options: TenantMembershipOptions,
   ) {
-    this.api = options.api ?? managementApiOf(options.config);
+    this.api = options.api ?? managementClientOf(options.config);
     this.names = new BrokerNames(options.config.prefix);
   }
 

@@ -5,17 +5,17 @@ import { PREFETCH_BUFFER } from '../../config/defaults.js';
 import { tenantShare } from '../../config/tenant-share.js';
 import type { Logger } from '../../logging/logger.js';
 import { vhostOfAmqpUrl } from '../../security/broker-users.js';
-import { managementApiOf } from '../../security/management-api.js';
+import { managementClientOf } from '../../broker-management/management-client.js';
 import type { PooledThreadedHandler } from '../../stage/threads/threaded-handler.js';
-import { stateFlag, type QueueState } from '../../state/queue-state.js';
+import { stateFlag, type QueueState } from '../../queue-state/queue-state.js';
 import { flagName } from '../../flags/flag.js';
 import type { FlagReader } from '../../flags/flag-reader.js';
 import { FlagChannel } from '../../flags/flag-channel.js';
 import { ListedFlags } from '../../flags/listed-flags.js';
-import { ChannelSupervisor } from '../channel-supervisor.js';
-import { FairShare } from '../fair-share.js';
+import { ChannelSupervisor } from '../channels/channel-supervisor.js';
+import { FairShare } from '../intake/fair-share.js';
 import type { LossLedger } from '../loss-ledger.js';
-import { QueueProbe, SharedChannel } from '../shared-channel.js';
+import { QueueProbe, SharedChannel } from '../channels/shared-channel.js';
 import type { PooledResources } from '../stage-runner.js';
 
 /**
@@ -149,14 +149,14 @@ export class TenantPool {
 
   /**
    * Every queue state of the stage's input at once, from one listing of the marker exchanges
-   * (src/state/queue-state.ts): a thousand tenants are a thousand passive declares otherwise.
+   * (src/queue-state/queue-state.ts): a thousand tenants are a thousand passive declares otherwise.
    * @returns undefined when the management API does not answer (each runner then looks itself).
    */
   async statesOf(targets: ReadonlyArray<{ queue: string; tenant?: string; variant?: string }>): Promise<Array<QueueState | undefined>> {
     const { config, log } = this.options;
     let names: Set<string>;
     try {
-      names = new Set(await managementApiOf(config).listExchangeNames(vhostOfAmqpUrl(config.broker.url)));
+      names = new Set(await managementClientOf(config).listExchangeNames(vhostOfAmqpUrl(config.broker.url)));
     } catch (err) {
       log.warn('queue states not listed (management API); each tenant reads its own', { err: (err as Error).message });
       return targets.map(() => undefined);
@@ -176,7 +176,7 @@ export class TenantPool {
    */
   drainMarkers(connection: AmqpConnection): { drainMarkers: FlagReader } {
     const { config, log } = this.options;
-    const listed = new ListedFlags(managementApiOf(config), vhostOfAmqpUrl(config.broker.url));
+    const listed = new ListedFlags(managementClientOf(config), vhostOfAmqpUrl(config.broker.url));
     const probed = new FlagChannel(connection);
     return {
       drainMarkers: {
