@@ -61,7 +61,8 @@ export async function writeConfigFile(
     raw,
     remove: async () => {
       try {
-        await raw.close();
+        // A connection the broker already closed must not keep the topology and policies behind.
+        await raw.close().catch(() => undefined);
         await teardown(config, stages);
       } finally {
         await rm(dir, { recursive: true, force: true });
