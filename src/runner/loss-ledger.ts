@@ -158,7 +158,9 @@ export class LossLedger {
         this.timedOutToAnnounce.delete(id);
         continue;
       }
-      byTimeout.set(entry.timeoutMs, [...(byTimeout.get(entry.timeoutMs) ?? []), id]);
+      const ids = byTimeout.get(entry.timeoutMs);
+      if (ids === undefined) byTimeout.set(entry.timeoutMs, [id]);
+      else ids.push(id);
     }
     return byTimeout;
   }
