@@ -109,17 +109,19 @@ export class RemoteStages {
   async declare(queue: string, tenant: string | undefined, bounded?: string): Promise<void> {
     const key = keyOf(queue, tenant);
     let declared = this.declared.get(key);
-    if (declared === undefined) {
-      const { config } = await this.open();
-      this.admit(config, queue, bounded);
-      declared = (async () => {
-        const { connection } = await this.open();
-        await this.applySettings(config, queue);
-        await declareTopology(connection, stageTopology(config, metadataOf(config, queue), tenant), this.log);
-      })();
-      this.declared.set(key, declared);
-      declared.catch(() => this.declared.delete(key));
-    }
+    if (declared !== undefined) return declared;
+    const { config } = await this.open();
+    this.admit(config, queue, bounded);
+    // A push of the same queue may have begun it while this one waited for the connection.
+    declared = this.declared.get(key);
+    if (declared !== undefined) return declared;
+    declared = (async () => {
+      const { connection } = await this.open();
+      await this.applySettings(config, queue);
+      await declareTopology(connection, stageTopology(config, metadataOf(config, queue), tenant), this.log);
+    })();
+    this.declared.set(key, declared);
+    declared.catch(() => this.declared.delete(key));
     return declared;
   }
 
